@@ -1,0 +1,231 @@
+"""The agent backend: one Claude Code CLI process per running session, through claude-agent-sdk.
+
+The session logic talks to the `Agent` protocol only, so tests can swap in a fake; `ClaudeBackend`
+is the real thing. `ClaudeSDKClient` must be connected and disconnected from the same task, which
+is why a session's runner task both opens and closes its agent.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import shutil
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+
+from . import wire
+
+log = logging.getLogger(__name__)
+
+# tool name, tool input, tool use id -> (allow, message for the model when denied)
+PermissionAsker = Callable[[str, dict[str, Any], "str | None"], Awaitable[tuple[bool, str]]]
+
+INSTALL_HINT = (
+    "Install it with `pip install claude-agent-sdk` (its wheel bundles the CLI) or "
+    "`npm install -g @anthropic-ai/claude-code`, or point initializationOptions.claudePath "
+    "(or the COVEN_CLAUDE_PATH environment variable) at a working `claude` binary."
+)
+
+# Nesting markers that would make the CLI believe it runs inside another Claude Code session.
+NESTING_VARIABLES = ("CLAUDECODE", "CLAUDE_CODE_SESSION_ID")
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """Everything needed to start (or resume) one agent process."""
+
+    cwd: str
+    model: str | None = None
+    permission_mode: str | None = None
+    resume: str | None = None
+    fork_session: bool = False
+    session_id: str | None = None
+    resume_at: str | None = None
+    append_system_prompt: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class Agent(Protocol):
+    async def send(self, text: str) -> None: ...
+
+    def messages(self) -> AsyncIterator[Any]: ...
+
+    async def interrupt(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def stderr_tail(self) -> str: ...
+
+
+class Backend(Protocol):
+    def check(self) -> None:
+        """Raise CovenError(CLAUDE_UNAVAILABLE) when no agent can be started at all."""
+
+    async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> Agent: ...
+
+
+# --- locating the CLI ----------------------------------------------------------------------------
+
+
+def bundled_claude() -> Path | None:
+    try:
+        import claude_agent_sdk
+    except ImportError:
+        return None
+    path = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+    return path if path.is_file() else None
+
+
+def resolve_claude(explicit: str | None) -> tuple[str, str]:
+    """Pick the CLI: (path, where the choice came from). Does not check that it runs."""
+    if explicit:
+        return explicit, "initializationOptions.claudePath"
+    env = os.environ.get("COVEN_CLAUDE_PATH")
+    if env:
+        return env, "COVEN_CLAUDE_PATH"
+    bundled = bundled_claude()
+    if bundled is not None:
+        return str(bundled), "the claude-agent-sdk wheel"
+    found = shutil.which("claude")
+    if found:
+        return found, "PATH"
+    raise wire.CovenError(
+        wire.CLAUDE_UNAVAILABLE,
+        "No Claude Code CLI found (none bundled with claude-agent-sdk, none on PATH). "
+        + INSTALL_HINT,
+    )
+
+
+def probe_claude(path: str, source: str) -> str:
+    """Run `claude --version` and return what it printed, or raise a CovenError that says what to
+    install. Blocking: call it from a worker thread."""
+    resolved = shutil.which(path) if os.sep not in path else path
+    if not resolved or not Path(resolved).exists():
+        raise wire.CovenError(
+            wire.CLAUDE_UNAVAILABLE,
+            f"Claude Code CLI not found at '{path}' (from {source}). {INSTALL_HINT}",
+            {"claudePath": path, "source": source},
+        )
+    if not os.access(resolved, os.X_OK) or Path(resolved).is_dir():
+        raise wire.CovenError(
+            wire.CLAUDE_UNAVAILABLE,
+            f"'{resolved}' (from {source}) is not an executable file. {INSTALL_HINT}",
+            {"claudePath": path, "source": source},
+        )
+    try:
+        done = subprocess.run(
+            [resolved, "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise wire.CovenError(
+            wire.CLAUDE_UNAVAILABLE,
+            f"'{resolved}' (from {source}) could not be run: {exc}. {INSTALL_HINT}",
+            {"claudePath": path, "source": source},
+        ) from exc
+    if done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise wire.CovenError(
+            wire.CLAUDE_UNAVAILABLE,
+            f"'{resolved} --version' (from {source}) failed with exit code {done.returncode}: "
+            f"{detail[0]}. {INSTALL_HINT}",
+            {"claudePath": path, "source": source},
+        )
+    return done.stdout.strip()
+
+
+# --- the real backend ----------------------------------------------------------------------------
+
+
+class ClaudeAgent:
+    """One connected `ClaudeSDKClient`."""
+
+    def __init__(self, client: Any, stderr_lines: collections.deque[str]) -> None:
+        self._client = client
+        self._stderr = stderr_lines
+
+    async def send(self, text: str) -> None:
+        await self._client.query(text)
+
+    def messages(self) -> AsyncIterator[Any]:
+        return self._client.receive_messages()
+
+    async def interrupt(self) -> None:
+        await self._client.interrupt()
+
+    async def close(self) -> None:
+        await self._client.disconnect()
+
+    def stderr_tail(self) -> str:
+        return "\n".join(self._stderr)
+
+
+class ClaudeBackend:
+    def __init__(self, claude_path: str | None = None) -> None:
+        self._explicit = claude_path
+        self._checked: str | None = None
+
+    @property
+    def cli_path(self) -> str:
+        return resolve_claude(self._explicit)[0]
+
+    def check(self) -> None:
+        path, source = resolve_claude(self._explicit)
+        if self._checked != path:
+            version = probe_claude(path, source)
+            log.info("using Claude Code %s at %s (from %s)", version, path, source)
+            self._checked = path
+
+    async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> Agent:
+        from claude_agent_sdk import (
+            ClaudeAgentOptions,
+            ClaudeSDKClient,
+            PermissionResultAllow,
+            PermissionResultDeny,
+        )
+
+        await anyio.to_thread.run_sync(self.check)
+        stderr_lines: collections.deque[str] = collections.deque(maxlen=40)
+
+        async def can_use_tool(name: str, tool_input: dict[str, Any], context: Any) -> Any:
+            allow, message = await ask_permission(name, tool_input, context.tool_use_id)
+            if allow:
+                return PermissionResultAllow()
+            return PermissionResultDeny(message=message)
+
+        def on_stderr(line: str) -> None:
+            stderr_lines.append(line.rstrip())
+            log.debug("claude stderr: %s", line.rstrip())
+
+        system_prompt: Any = None
+        if spec.append_system_prompt:
+            system_prompt = {
+                "type": "preset",
+                "preset": "claude_code",
+                "append": spec.append_system_prompt,
+            }
+        else:
+            # system_prompt=None would mean an EMPTY system prompt, not Claude Code's own.
+            system_prompt = {"type": "preset", "preset": "claude_code"}
+        options = ClaudeAgentOptions(
+            cwd=spec.cwd,
+            model=spec.model,
+            permission_mode=spec.permission_mode,  # type: ignore[arg-type]
+            resume=spec.resume,
+            fork_session=spec.fork_session,
+            session_id=spec.session_id,
+            resume_session_at=spec.resume_at,
+            system_prompt=system_prompt,
+            cli_path=self.cli_path,
+            env=spec.env,
+            can_use_tool=can_use_tool,
+            stderr=on_stderr,
+        )
+        client = ClaudeSDKClient(options)
+        await client.connect()
+        return ClaudeAgent(client, stderr_lines)

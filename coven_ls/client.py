@@ -1,0 +1,112 @@
+"""A small LSP client for coven-ls, used by `coven-ls demo`: it starts the server as a
+subprocess and talks to it exactly as an editor would (initialize, custom requests, `coven/event`
+notifications, permission requests)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+
+from . import __version__, wire
+
+EventHandler = Callable[[dict[str, Any]], None]
+PermissionHandler = Callable[[dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any]]"]
+
+
+class CovenClient:
+    def __init__(
+        self,
+        on_event: EventHandler,
+        on_permission: PermissionHandler | None = None,
+    ) -> None:
+        self._lsp = LanguageClient("coven-ls-client", __version__)
+        self._on_event = on_event
+        self._on_permission = on_permission
+        self._changed = asyncio.Event()
+        self.events: list[dict[str, Any]] = []
+
+        @self._lsp.feature(wire.EVENT)
+        def _event(params: Any) -> None:
+            event = wire.to_plain(params)
+            self.events.append(event)
+            self._changed.set()
+            self._on_event(event)
+
+        @self._lsp.feature(wire.REQUEST_PERMISSION)
+        async def _permission(params: Any) -> dict[str, Any]:
+            if self._on_permission is None:
+                return {"allow": False, "message": "This client does not grant tool use."}
+            answer = self._on_permission(wire.to_plain(params))
+            return await answer if inspect.isawaitable(answer) else answer
+
+        @self._lsp.feature(types.WINDOW_LOG_MESSAGE)
+        def _log(params: types.LogMessageParams) -> None:
+            pass  # the per-event log lines duplicate what on_event renders
+
+        @self._lsp.feature(types.WINDOW_SHOW_MESSAGE)
+        def _show(params: types.ShowMessageParams) -> None:
+            print(f"coven-ls: {params.message}", file=sys.stderr)
+
+    async def start(
+        self,
+        root: Path,
+        env: dict[str, str] | None = None,
+        init_options: dict[str, Any] | None = None,
+        server_command: list[str] | None = None,
+    ) -> None:
+        command = server_command or [sys.executable, "-m", "coven_ls"]
+        await self._lsp.start_io(*command, env={**os.environ, **(env or {})})
+        await self._lsp.initialize_async(
+            types.InitializeParams(
+                process_id=os.getpid(),
+                root_uri=root.as_uri(),
+                capabilities=types.ClientCapabilities(
+                    experimental={"coven": {"permissions": self._on_permission is not None}}
+                ),
+                initialization_options=init_options or {},
+            )
+        )
+        self._lsp.initialized(types.InitializedParams())
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        return wire.to_plain(await self._lsp.protocol.send_request_async(method, params))
+
+    async def wait_for(
+        self, predicate: Callable[[dict[str, Any]], bool], timeout: float | None = None
+    ) -> dict[str, Any]:
+        """The first event, received already or still to come, that matches."""
+        seen = 0
+
+        async def scan() -> dict[str, Any]:
+            nonlocal seen
+            while True:
+                for event in self.events[seen:]:
+                    if predicate(event):
+                        return event
+                seen = len(self.events)
+                self._changed.clear()
+                await self._changed.wait()
+
+        return await asyncio.wait_for(scan(), timeout)
+
+    async def stop(self) -> None:
+        """shutdown + exit, then wait for the server process to end."""
+        try:
+            await asyncio.wait_for(self._lsp.shutdown_async(None), 60)
+            self._lsp.exit(None)
+        finally:
+            server = self._lsp._server
+            if server is not None:
+                try:
+                    await asyncio.wait_for(server.wait(), 30)
+                except asyncio.TimeoutError:
+                    server.kill()
+            await self._lsp.stop()

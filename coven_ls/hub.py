@@ -1,0 +1,191 @@
+"""The hub: every session of this server, the clients watching them, and the routing between.
+
+One hub per server process. Clients (LSP connections) come and go; sessions outlive them when the
+server stays up (a TCP server, say). The hub owns the task group every session runner lives in,
+so closing the hub ends every agent process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+from anyio.abc import TaskGroup
+
+from . import wire
+from .agent import Backend, ClaudeBackend
+from .session import Session, SessionConfig
+
+log = logging.getLogger(__name__)
+
+# Closing a session can take a while (the SDK gives the CLI 5 s to flush its transcript, then
+# escalates to SIGTERM and SIGKILL), but never forever.
+CLOSE_ALL_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """A client's `initializationOptions`, with the defaults applied."""
+
+    root: str
+    claude_path: str | None = None
+    model: str | None = None
+    permission_mode: str | None = None
+    fork_mode: str = "approve"
+    permission_timeout: float = 300.0
+
+    @classmethod
+    def parse(cls, options: Any, root: str) -> ClientSettings:
+        options = wire.to_plain(options) or {}
+        where = "initializationOptions"
+        if not isinstance(options, dict):
+            raise wire.invalid_params(where, "must be an object")
+        checked = wire.parse(where, _InitOptions, options)
+        return cls(
+            root=root,
+            claude_path=checked.claudePath,
+            model=checked.model,
+            permission_mode=checked.permissionMode,
+            fork_mode=checked.forkMode or "approve",
+            permission_timeout=(
+                300.0
+                if checked.permissionTimeoutSeconds is None
+                else max(checked.permissionTimeoutSeconds, 0.0)
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class _InitOptions:
+    claudePath: str | None = None
+    model: str | None = None
+    permissionMode: wire.PermissionMode | None = None
+    forkMode: wire.ForkMode | None = None
+    permissionTimeoutSeconds: float | None = None
+
+
+class Client(Protocol):
+    """A connected editor, as the hub sees it."""
+
+    settings: ClientSettings
+
+    def send_frame(self, frame: bytes) -> None:
+        """Send an already encoded LSP message."""
+
+    async def ask_permission(
+        self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
+    ) -> tuple[bool, str]: ...
+
+
+BackendFactory = Callable[[str | None], Backend]
+
+
+class Hub:
+    def __init__(self, task_group: TaskGroup, backend_factory: BackendFactory = ClaudeBackend):
+        self._tg = task_group
+        self._backend_factory = backend_factory
+        self._backends: dict[str | None, Backend] = {}
+        self.sessions: dict[str, Session] = {}
+        self._owners: dict[str, Client] = {}
+        self.clients: list[Client] = []
+
+    # --- clients ---------------------------------------------------------------------------------
+
+    def attach(self, client: Client) -> None:
+        self.clients.append(client)
+
+    def detach(self, client: Client) -> None:
+        if client in self.clients:
+            self.clients.remove(client)
+
+    def publish(self, event: dict[str, Any]) -> None:
+        frame = wire.lsp_frame(wire.EVENT, event)
+        for client in list(self.clients):
+            try:
+                client.send_frame(frame)
+            except Exception:  # one broken connection must not starve the others
+                log.warning("could not send an event to a client", exc_info=True)
+
+    async def ask_permission(
+        self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
+    ) -> tuple[bool, str]:
+        client = self._owners.get(session.id)
+        if client not in self.clients:
+            client = self.clients[-1] if self.clients else None
+        if client is None:
+            return False, "Denied: no editor is connected to coven-ls to approve this tool use."
+        timeout = client.settings.permission_timeout
+        with anyio.move_on_after(timeout):
+            return await client.ask_permission(session, tool_name, tool_input, tool_use_id)
+        return False, (
+            f"Denied: the user did not answer the permission request within {timeout:g} seconds."
+        )
+
+    # --- sessions --------------------------------------------------------------------------------
+
+    def backend(self, claude_path: str | None) -> Backend:
+        if claude_path not in self._backends:
+            self._backends[claude_path] = self._backend_factory(claude_path)
+        return self._backends[claude_path]
+
+    def get(self, session_id: str) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise wire.CovenError(
+                wire.SESSION_NOT_FOUND,
+                f"No session with id '{session_id}'. coven/listSessions lists the sessions "
+                "this server knows.",
+                {"sessionId": session_id},
+            )
+        return session
+
+    async def start_session(self, client: Client, params: wire.StartSessionParams) -> Session:
+        settings = client.settings
+        cwd = os.path.abspath(os.path.expanduser(params.cwd or settings.root))
+        if not Path(cwd).is_dir():
+            raise wire.invalid_params(
+                wire.START_SESSION, f"cwd '{cwd}' is not an existing directory"
+            )
+        if not params.prompt.strip():
+            raise wire.invalid_params(wire.START_SESSION, "'prompt' must not be empty")
+        backend = self.backend(settings.claude_path)
+        await anyio.to_thread.run_sync(backend.check)
+        config = SessionConfig(
+            cwd=cwd,
+            model=params.model or settings.model,
+            permission_mode=params.permissionMode or settings.permission_mode,
+            fork_mode=params.forkMode or settings.fork_mode,
+        )
+        session = self._new_session(backend, config, title=params.title or _title(params.prompt))
+        self._owners[session.id] = client
+        session.send(params.prompt)
+        return session
+
+    def _new_session(self, backend: Backend, config: SessionConfig, **kw: Any) -> Session:
+        session_id = f"s-{uuid.uuid4().hex[:12]}"
+        session = Session(session_id, config, backend, self, created_at=wire.now_iso(), **kw)
+        self.sessions[session_id] = session
+        session.emit(wire.Kind.STATUS, status=session.status)
+        self._tg.start_soon(session.run, name=f"session {session_id}")
+        return session
+
+    def list_sessions(self) -> list[dict[str, Any]]:
+        return [s.info() for s in self.sessions.values()]
+
+    async def close_all(self) -> None:
+        """Close every session at once; returns when their agent processes are gone."""
+        with anyio.move_on_after(CLOSE_ALL_SECONDS):
+            async with anyio.create_task_group() as tg:
+                for session in list(self.sessions.values()):
+                    tg.start_soon(session.close)
+
+
+def _title(prompt: str, limit: int = 80) -> str:
+    line = next((ln.strip() for ln in prompt.splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"

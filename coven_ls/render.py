@@ -1,0 +1,94 @@
+"""`coven/event`s as terminal lines: the demo's (and any terminal client's) view of the tree."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from .wire import Kind
+
+STATUS_MARKS = {
+    "starting": "…",
+    "running": "▶",
+    "idle": "✓",
+    "awaitingApproval": "?",
+    "forking": "⑂",
+    "failed": "✗",
+    "cancelled": "■",
+    "closed": "◼",
+}
+
+
+def one_line(text: str, limit: int = 100) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def describe(event: dict[str, Any]) -> str | None:
+    """One line for an event, or None for events a reader does not need to see."""
+    kind = event["kind"]
+    if kind == Kind.STATUS:
+        return f"{STATUS_MARKS.get(event['status'], '·')} {event['status']}"
+    if kind == Kind.PROMPT:
+        who = "you" if event.get("origin") == "user" else event.get("origin", "server")
+        return f"› {who}: {one_line(event['text'])}"
+    if kind == Kind.AGENT:
+        return f"· agent session {event.get('agentSessionId')} ({event.get('model')})"
+    if kind == Kind.TEXT:
+        return f"⏺ {one_line(event['text'])}"
+    if kind == Kind.THINKING:
+        return f"✻ {one_line(event['text'])}"
+    if kind == Kind.TOOL_USE:
+        summary = event["input"].get("command") or json.dumps(event["input"], ensure_ascii=False)
+        return f"⚙ {event['name']}  {one_line(summary, 80)}"
+    if kind == Kind.TOOL_RESULT:
+        mark = "✗" if event.get("isError") else "↳"
+        return f"  {mark} {one_line(event.get('content', ''), 90)}"
+    if kind == Kind.PERMISSION_REQUEST:
+        return f"? {event['toolName']} asks for permission"
+    if kind == Kind.PERMISSION_DECISION:
+        return f"  {'allowed' if event['allow'] else 'denied'} {event['toolName']}"
+    if kind == Kind.TURN_RESULT:
+        if event.get("cancelled"):
+            return "■ turn cancelled"
+        mark = "✗ turn failed" if event.get("isError") else "✓ turn done"
+        seconds = (event.get("durationMs") or 0) / 1000
+        return f"{mark} ({seconds:.1f} s, ${event.get('costUsd') or 0:.4f})"
+    if kind == Kind.ERROR:
+        return f"✗ error: {event['message']}"
+    return None
+
+
+class TreePrinter:
+    """Prints events as they arrive, each session's lines indented under its place in the tree."""
+
+    def __init__(self, out: TextIO = sys.stdout, *, as_json: bool = False) -> None:
+        self._out = out
+        self._json = as_json
+        self._depth: dict[str, int] = {}
+        self._names: dict[str, str] = {}
+        self._announced: set[str] = set()
+
+    def add_session(self, session_id: str, name: str, parent_id: str | None = None) -> None:
+        """Name a session and place it in the tree before its first event arrives."""
+        self._depth[session_id] = self._depth.get(parent_id, -1) + 1 if parent_id else 0
+        self._names[session_id] = name
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if self._json:
+            self._out.write(json.dumps(event, ensure_ascii=False) + "\n")
+            self._out.flush()
+            return
+        session_id = event["sessionId"]
+        if session_id not in self._announced:
+            self._announced.add(session_id)
+            self._write(session_id, f"● {self._names.get(session_id, 'session ' + session_id)}", -1)
+        line = describe(event)
+        if line is not None:
+            self._write(event["sessionId"], line)
+
+    def _write(self, session_id: str, line: str, extra: int = 0) -> None:
+        indent = "  " * (2 * self._depth.get(session_id, 0) + 1 + extra)
+        self._out.write(f"{indent}{line}\n")
+        self._out.flush()

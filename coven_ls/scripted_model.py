@@ -1,0 +1,993 @@
+"""A scripted stand-in for the Anthropic Messages API, for tests and the no-API-key demo.
+
+Point the real ``claude`` CLI at it and every model call is answered from a script::
+
+    with ScriptedModel() as model:
+        model.on("hello", "Hi there", latency=0.5)
+        model.on(re.compile(r"^fix "), ToolUse("Bash", {"command": "make"}), times=1)
+        env = {**os.environ, **model.cli_env(tmp_path)}      # or model.cli_environ(tmp_path)
+        subprocess.run([claude, "-p", "hello"], env=env)
+        model.wait_for_requests(1)
+
+As its own process: ``python -m coven_ls.scripted_model --script demo.yaml [--port N]
+[--port-file PATH]`` prints ``listening on http://127.0.0.1:PORT`` and serves until
+SIGTERM/SIGINT; see :func:`load_script` for the YAML format.
+
+Rules are tried in order and the first live one whose ``match`` fits answers; a plain string
+matches a substring of the text of the last user message (tool results included,
+``<system-reminder>`` spans removed). Nothing matching gets :data:`DEFAULT_TEXT`, so the CLI
+never hangs on a request nobody scripted.
+
+What the real CLI (Claude Code 2.1.330, bundled with claude-agent-sdk 0.2.187) sent, logged
+offline with :meth:`ScriptedModel.cli_env` in ``-p`` mode, stream-json in and out, and through
+the SDK's ``ClaudeSDKClient``:
+
+- Only ``POST /v1/messages?beta=true`` with ``"stream": true``, one per model turn, all to the
+  main model (``claude-opus-5-5`` unless ``--model``), all carrying ``tools`` (none under
+  ``--tools ""``), ``thinking``, ``metadata`` and the system prompt as a list of blocks (a
+  billing-header line, "You are a Claude agent, built on Anthropic's Claude Agent SDK.",
+  then the long prompt). No
+  ``count_tokens``, no quota probe, no title/topic or other small-model side call. Without
+  ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC`` it also sends ``HEAD /api/hello`` first.
+- The first user message is ``[<system-reminder> text block, the prompt]``; later prompts
+  are plain text blocks; after a tool call the last user message holds only the
+  ``tool_result`` block(s). The CLI also inserts a ``"role": "system"`` message (the
+  environment description) after the first user message, which ``last_user_text`` skips.
+- Errors: a 5xx is retried 10 times with exponential backoff (~3 minutes; retry-after is
+  ignored) unless the response says ``x-should-retry: false`` (``HttpError.should_retry``)
+  or ``CLAUDE_CODE_MAX_RETRIES`` is low; the turn then ends with ``is_error: true`` and
+  "API Error: 500 <message>". A 400 is sent six times within a fraction of a second, with
+  features dropped in turn (thinking display, deferred tools): expect several requests.
+- Rules are plain matches: nothing distinguishes a side call from a turn. Should a version
+  make such calls again, :attr:`ModelRequest.is_main_turn` tells them apart for callables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ipaddress
+import itertools
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from typing import Self  # 3.11+, but only type checkers import it
+
+__all__ = [
+    "DEFAULT_TEXT",
+    "HttpError",
+    "ModelRequest",
+    "Reply",
+    "Rule",
+    "ScriptedModel",
+    "Text",
+    "Thinking",
+    "ToolUse",
+    "load_script",
+    "main",
+    "reply",
+]
+
+DEFAULT_TEXT = "(scripted model: no rule matched)"
+
+_logger = logging.getLogger(__name__)
+
+# Variables that would make a child CLI believe it is nested in another Claude Code session,
+# or send it to another provider / credential than the scripted model.
+_ENV_TO_DROP = (
+    "CLAUDECODE",
+    "CLAUDE_CODE_SESSION_ID",
+    "CLAUDE_CODE_ENTRYPOINT",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+    "ANTHROPIC_MODEL",
+    "ANTHROPIC_SMALL_FAST_MODEL",
+)
+
+_SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
+
+
+# --------------------------------------------------------------------------- script vocabulary
+
+
+@dataclass(frozen=True)
+class Text:
+    text: str
+
+
+@dataclass(frozen=True)
+class Thinking:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    name: str
+    input: dict[str, Any]
+    id: str | None = None  # None: a fresh "toolu_..." per response, as ids must not repeat
+
+
+Block = Text | Thinking | ToolUse
+
+
+@dataclass(frozen=True)
+class HttpError:
+    status: int = 500
+    message: str = "scripted failure"
+    error_type: str = "api_error"
+    # Sent as ``x-should-retry`` when set. The CLI obeys it, whereas it retries a bare 5xx ten
+    # times with exponential backoff (about three minutes) and ignores retry-after headers.
+    should_retry: bool | None = None
+
+    def headers(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        if self.should_retry is not None:
+            out["x-should-retry"] = "true" if self.should_retry else "false"
+        return out
+
+
+@dataclass(frozen=True)
+class Reply:
+    blocks: tuple[Block, ...] | list[Block] = ()
+    latency: float = 0.0
+    chunk_chars: int = 40
+    chunk_delay: float = 0.0
+    error: HttpError | None = None
+
+    def __post_init__(self) -> None:
+        if self.chunk_chars < 1:
+            raise ValueError("chunk_chars must be at least 1")
+        for block in self.blocks:
+            if not isinstance(block, (Text, Thinking, ToolUse)):
+                raise TypeError(f"not a reply block: {block!r}")
+
+    @property
+    def has_tool_use(self) -> bool:
+        return any(isinstance(b, ToolUse) for b in self.blocks)
+
+
+def _as_block(item: Block | str) -> Block:
+    return Text(item) if isinstance(item, str) else item
+
+
+def reply(*blocks_or_strings: Block | str, **kw: Any) -> Reply:
+    """``reply("text", ToolUse(...), latency=0.2)``: plain strings become :class:`Text`."""
+    return Reply(blocks=tuple(_as_block(b) for b in blocks_or_strings), **kw)
+
+
+@dataclass
+class ModelRequest:
+    time: float
+    path: str
+    body: dict[str, Any]
+    model: str
+    system_text: str
+    messages: list[dict[str, Any]]
+    last_user_text: str
+    all_text: str
+    rule_index: int | None = None
+    finished: float | None = None
+    aborted: bool = False  # the response was cut short: the client hung up or the model stopped
+
+    @property
+    def has_tools(self) -> bool:
+        return bool(self.body.get("tools"))
+
+    @property
+    def is_main_turn(self) -> bool:
+        """Heuristic: a conversation turn rather than a CLI side call.
+
+        Claude Code's side calls (titles, summaries, command checks) traditionally go to the
+        small fast model without tools; the conversation carries the tool list. None were
+        seen with version 2.1.330, so this errs towards "main": a turn run with every tool
+        disabled still counts unless it also runs on a haiku model.
+        """
+        return self.has_tools or "haiku" not in self.model.lower()
+
+
+Matcher = str | re.Pattern[str] | Callable[[ModelRequest], bool]
+
+
+@dataclass
+class Rule:
+    match: Matcher
+    reply: Reply | Callable[[ModelRequest], Reply]
+    times: int | None = None
+    fired: int = field(default=0, compare=False)
+
+    @property
+    def live(self) -> bool:
+        return self.times is None or self.fired < self.times
+
+    def matches(self, request: ModelRequest) -> bool:
+        if isinstance(self.match, str):
+            return self.match in request.last_user_text
+        if isinstance(self.match, re.Pattern):
+            return self.match.search(request.last_user_text) is not None
+        return bool(self.match(request))
+
+
+# --------------------------------------------------------------------------- request parsing
+
+
+def _content_blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, dict)]
+    return []
+
+
+def _block_texts(block: dict[str, Any], *, with_tool_use: bool) -> Iterator[str]:
+    kind = block.get("type")
+    if kind == "text":
+        yield str(block.get("text", ""))
+    elif kind == "tool_result":
+        for inner in _content_blocks(block.get("content", "")):
+            yield from _block_texts(inner, with_tool_use=with_tool_use)
+    elif kind == "thinking" and with_tool_use:
+        yield str(block.get("thinking", ""))
+    elif kind == "tool_use" and with_tool_use:
+        yield json.dumps(block.get("input", {}), ensure_ascii=False)
+
+
+def _strip_reminders(text: str) -> str:
+    return _SYSTEM_REMINDER.sub("", text).strip()
+
+
+def _flatten_system(system: Any) -> str:
+    return "\n".join(b.get("text", "") for b in _content_blocks(system) if b.get("type") == "text")
+
+
+def parse_request(path: str, body: dict[str, Any], arrived: float) -> ModelRequest:
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        messages = []
+    last_user = next(
+        (m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "user"), None
+    )
+    last_parts: list[str] = []
+    if last_user is not None:
+        for block in _content_blocks(last_user.get("content")):
+            for text in _block_texts(block, with_tool_use=False):
+                stripped = _strip_reminders(text)
+                if stripped:
+                    last_parts.append(stripped)
+    all_parts = [
+        text
+        for m in messages
+        if isinstance(m, dict)
+        for block in _content_blocks(m.get("content"))
+        for text in _block_texts(block, with_tool_use=True)
+    ]
+    return ModelRequest(
+        time=arrived,
+        path=path,
+        body=body,
+        model=str(body.get("model", "")),
+        system_text=_flatten_system(body.get("system", "")),
+        messages=messages,
+        last_user_text="\n".join(last_parts),
+        all_text="\n".join(all_parts),
+        rule_index=None,
+        finished=None,
+    )
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+# --------------------------------------------------------------------------- response shaping
+
+
+class _ClientGone(Exception):
+    pass
+
+
+def _mark_finished(req: ModelRequest) -> None:
+    # Stamped just before the last write, not after it: a client that has read the whole
+    # response must find `finished` set. A failing last write resets it.
+    req.finished = time.monotonic()
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _signature(text: str) -> str:
+    # Opaque to the client; derived from the text so the same thinking gets the same value.
+    return "scripted-sig-" + uuid.uuid5(uuid.NAMESPACE_OID, text).hex
+
+
+def _resolve_blocks(rep: Reply) -> list[Block]:
+    return [
+        ToolUse(b.name, b.input, "toolu_" + uuid.uuid4().hex[:24])
+        if isinstance(b, ToolUse) and b.id is None
+        else b
+        for b in rep.blocks
+    ]
+
+
+def _full_block(block: Block) -> dict[str, Any]:
+    if isinstance(block, Text):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, Thinking):
+        return {"type": "thinking", "thinking": block.text, "signature": _signature(block.text)}
+    return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+
+
+def _output_tokens(blocks: Sequence[Block]) -> int:
+    size = sum(
+        len(b.text) if isinstance(b, (Text, Thinking)) else len(json.dumps(b.input)) for b in blocks
+    )
+    return max(1, size // 4)
+
+
+def _usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
+
+
+def _error_body(error_type: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": error_type, "message": message}}
+
+
+# --------------------------------------------------------------------------- HTTP plumbing
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    model: ScriptedModel
+
+    def __init__(self, address: tuple[str, int], model: ScriptedModel) -> None:
+        self.model = model
+        self.connections: set[socket.socket] = set()
+        self.connections_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def close_connections(self) -> None:
+        # Idle keep-alive connections would otherwise keep handler threads (and stop()) waiting.
+        with self.connections_lock:
+            conns = list(self.connections)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # Each SSE event is its own small write; with Nagle's algorithm the last ones wait for the
+    # CLI's delayed ACK (~40 ms), which would show up as model latency nobody scripted.
+    disable_nagle_algorithm = True
+    protocol_version = "HTTP/1.1"
+    server_version = "ScriptedModel/1"
+    timeout = 120  # idle keep-alive sockets eventually let their thread go
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.connections_lock:
+            self.server.connections.add(self.connection)
+
+    def finish(self) -> None:
+        with contextlib.suppress(OSError):
+            super().finish()
+        with self.server.connections_lock:
+            self.server.connections.discard(self.connection)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the model keeps its own record; stderr noise would drown test output
+
+    @property
+    def model(self) -> ScriptedModel:
+        return self.server.model
+
+    # --- low-level writers
+
+    def _send_json(
+        self,
+        status: int,
+        payload: Any,
+        headers: Mapping[str, str] | None = None,
+        req: ModelRequest | None = None,
+    ) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if req is not None:
+            _mark_finished(req)
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            parts = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(parts)
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    # --- verbs
+
+    def do_HEAD(self) -> None:
+        self.model._note_other(self.command, self.path)
+        self._send_json(200, {})
+
+    def do_GET(self) -> None:
+        self.model._note_other(self.command, self.path)
+        self._send_json(200, {})
+
+    def do_POST(self) -> None:
+        arrived = time.monotonic()
+        path = urlsplit(self.path).path.rstrip("/")
+        try:
+            raw = self._read_body()
+        except (OSError, ValueError):
+            self.close_connection = True
+            return
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError as exc:
+            body = f"bad JSON body: {exc}"
+        if not isinstance(body, dict):
+            self.model._note_other(self.command, self.path)
+            problem = body if isinstance(body, str) else "the body is not a JSON object"
+            self._send_json(400, _error_body("invalid_request_error", problem))
+            return
+        if path == "/v1/messages/count_tokens":
+            self.model._note_other(self.command, self.path)
+            req = parse_request(self.path, body, arrived)
+            tokens = _estimate_tokens(req.system_text + req.all_text)
+            self._send_json(200, {"input_tokens": tokens})
+        elif path == "/v1/messages":
+            self._messages(body, arrived)
+        else:
+            self._not_found()
+
+    def _not_found(self) -> None:
+        self.model._note_other(self.command, self.path)
+        self._send_json(
+            404, _error_body("not_found_error", f"{self.command} {self.path}: no such endpoint")
+        )
+
+    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_found
+
+    # --- /v1/messages
+
+    def _messages(self, body: dict[str, Any], arrived: float) -> None:
+        model = self.model
+        req = parse_request(self.path, body, arrived)
+        rep = model._choose(req)
+        try:
+            if rep.latency > 0 and model._stopping.wait(rep.latency):
+                raise _ClientGone
+            if rep.error is not None:
+                err = rep.error
+                self._send_json(
+                    err.status,
+                    _error_body(err.error_type, err.message),
+                    {"request-id": f"req_scripted_{next(model._ids)}", **err.headers()},
+                    req,
+                )
+            elif body.get("stream"):
+                self._stream(req, rep)
+            else:
+                self._send_json(200, self._message_json(req, rep), req=req)
+        except (_ClientGone, OSError):
+            self.close_connection = True
+            req.finished = None
+            req.aborted = True
+        model._notify()
+
+    def _message_json(self, req: ModelRequest, rep: Reply) -> dict[str, Any]:
+        blocks = _resolve_blocks(rep)
+        return {
+            "id": f"msg_scripted_{next(self.model._ids)}",
+            "type": "message",
+            "role": "assistant",
+            "model": req.model or "scripted",
+            "content": [_full_block(b) for b in blocks],
+            "stop_reason": "tool_use" if rep.has_tool_use else "end_turn",
+            "stop_sequence": None,
+            "usage": _usage(
+                _estimate_tokens(req.system_text + req.all_text), _output_tokens(blocks)
+            ),
+        }
+
+    def _stream(self, req: ModelRequest, rep: Reply) -> None:
+        blocks = _resolve_blocks(rep)
+        msg_id = f"msg_scripted_{next(self.model._ids)}"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("request-id", msg_id.replace("msg_", "req_"))
+        self.end_headers()
+        input_tokens = _estimate_tokens(req.system_text + req.all_text)
+        self._event(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": msg_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": req.model or "scripted",
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": _usage(input_tokens, 1),
+                },
+            },
+        )
+        first_delta = True
+        for index, block in enumerate(blocks):
+            start: dict[str, Any]
+            deltas: list[dict[str, Any]]
+            if isinstance(block, Text):
+                start = {"type": "text", "text": ""}
+                deltas = [
+                    {"type": "text_delta", "text": c} for c in _chunks(block.text, rep.chunk_chars)
+                ]
+            elif isinstance(block, Thinking):
+                start = {"type": "thinking", "thinking": "", "signature": ""}
+                deltas = [
+                    {"type": "thinking_delta", "thinking": c}
+                    for c in _chunks(block.text, rep.chunk_chars)
+                ]
+                deltas.append({"type": "signature_delta", "signature": _signature(block.text)})
+            else:
+                start = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
+                deltas = [
+                    {"type": "input_json_delta", "partial_json": c}
+                    for c in _chunks(json.dumps(block.input), rep.chunk_chars)
+                ]
+            self._event(
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": start},
+            )
+            for delta in deltas:
+                if (
+                    not first_delta
+                    and rep.chunk_delay > 0
+                    and self.model._stopping.wait(rep.chunk_delay)
+                ):
+                    raise _ClientGone
+                first_delta = False
+                self._event(
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": delta},
+                )
+            self._event("content_block_stop", {"type": "content_block_stop", "index": index})
+        self._event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {
+                    "stop_reason": "tool_use" if rep.has_tool_use else "end_turn",
+                    "stop_sequence": None,
+                },
+                "usage": {"output_tokens": _output_tokens(blocks)},
+            },
+        )
+        _mark_finished(req)
+        self._event("message_stop", {"type": "message_stop"}, last=True)
+        self.wfile.flush()
+
+    def _event(self, name: str, payload: dict[str, Any], last: bool = False) -> None:
+        frame = f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode()
+        end = b"0\r\n\r\n" if last else b""
+        self.wfile.write(f"{len(frame):x}\r\n".encode() + frame + b"\r\n" + end)
+        self.wfile.flush()
+
+
+# --------------------------------------------------------------------------- the model
+
+
+def _validate_host(host: str) -> str:
+    if host == "localhost":
+        return "127.0.0.1"
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError(f"ScriptedModel binds loopback only, not {host!r}") from None
+    if addr.version != 4 or not addr.is_loopback:
+        raise ValueError(f"ScriptedModel binds IPv4 loopback (127.0.0.0/8) only, not {host!r}")
+    return host
+
+
+class ScriptedModel:
+    """An Anthropic Messages API server that answers from rules; see the module docstring."""
+
+    def __init__(
+        self,
+        rules: Iterable[Rule] = (),
+        default: Reply | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self._host = _validate_host(host)
+        self._requested_port = port
+        self._rules: list[Rule] = list(rules)
+        self.default = default if default is not None else reply(DEFAULT_TEXT)
+        self._log = log
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._requests: list[ModelRequest] = []
+        self._other: list[tuple[float, str, str]] = []
+        self._ids = itertools.count(1)
+        self._stopping = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- script
+
+    def add(self, rule: Rule) -> None:
+        with self._lock:
+            self._rules.append(rule)
+
+    def on(
+        self,
+        match: Matcher,
+        *blocks_or_reply: Block | str | Reply | Callable[[ModelRequest], Reply],
+        times: int | None = None,
+        **reply_kw: Any,
+    ) -> Rule:
+        """``on("hello", "Hi", latency=0.5)``; also ``on(m, Reply(...))`` or ``on(m, fn)``."""
+        answer: Reply | Callable[[ModelRequest], Reply]
+        if len(blocks_or_reply) == 1 and (
+            isinstance(blocks_or_reply[0], Reply)
+            or (
+                callable(blocks_or_reply[0])
+                and not isinstance(blocks_or_reply[0], (Text, Thinking, ToolUse))
+            )
+        ):
+            if reply_kw:
+                raise TypeError("reply options go into the Reply itself when one is given")
+            answer = blocks_or_reply[0]  # type: ignore[assignment]
+        else:
+            answer = reply(*blocks_or_reply, **reply_kw)  # type: ignore[arg-type]
+        rule = Rule(match, answer, times)
+        self.add(rule)
+        return rule
+
+    @property
+    def rules(self) -> list[Rule]:
+        with self._lock:
+            return list(self._rules)
+
+    def _choose(self, req: ModelRequest) -> Reply:
+        with self._lock:
+            rules = list(enumerate(self._rules))
+        rep = self.default
+        try:
+            for index, rule in rules:
+                if not rule.live or not rule.matches(req):
+                    continue
+                with self._lock:
+                    # Re-checked under the lock so concurrent requests cannot overspend `times`.
+                    if not rule.live:
+                        continue
+                    rule.fired += 1
+                req.rule_index = index
+                rep = rule.reply(req) if callable(rule.reply) else rule.reply
+                break
+        except Exception as exc:
+            _logger.exception("scripted model: a rule raised")
+            # Answered as a non-retryable API error so the failure shows up in the client's
+            # transcript (and in wait_for_requests' report) instead of as a hung turn.
+            rep = Reply(
+                error=HttpError(500, f"scripted model: rule raised {exc!r}", should_retry=False)
+            )
+        with self._changed:
+            self._requests.append(req)
+            self._changed.notify_all()
+        if self._log is not None:
+            self._log(
+                f"{req.path} model={req.model} main={req.is_main_turn} rule={req.rule_index} "
+                f"last_user={req.last_user_text[-80:]!r}"
+            )
+        return rep
+
+    def _note_other(self, method: str, path: str) -> None:
+        with self._lock:
+            self._other.append((time.monotonic(), method, path))
+        if self._log is not None:
+            self._log(f"{method} {path}")
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    # --- lifecycle
+
+    def start(self) -> str:
+        if self._server is not None:
+            return self.url
+        self._stopping.clear()
+        server = _Server((self._host, self._requested_port), self)
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name=f"scripted-model:{server.server_address[1]}",
+            daemon=True,
+        )
+        self._server = server
+        self._thread.start()
+        return self.url
+
+    def stop(self) -> None:
+        server, thread = self._server, self._thread
+        if server is None:
+            return
+        self._stopping.set()
+        server.shutdown()
+        server.close_connections()
+        server.server_close()  # joins handler threads, which the shutdowns above released
+        if thread is not None:
+            thread.join()
+        self._server = self._thread = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("ScriptedModel is not started")
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{self._host}:{self.port}"
+
+    # --- what happened
+
+    @property
+    def requests(self) -> list[ModelRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def other_requests(self) -> list[tuple[float, str, str]]:
+        """(monotonic time, method, path) of everything that was not POST /v1/messages."""
+        with self._lock:
+            return list(self._other)
+
+    def clear(self) -> None:
+        """Forget recorded requests (rules and their spent counts stay)."""
+        with self._lock:
+            self._requests.clear()
+            self._other.clear()
+
+    def wait_for_requests(
+        self,
+        n: int,
+        timeout: float = 30.0,
+        predicate: Callable[[ModelRequest], bool] | None = None,
+    ) -> list[ModelRequest]:
+        """Block until ``n`` recorded requests satisfy ``predicate``; return those requests."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                hits = [r for r in self._requests if predicate is None or predicate(r)]
+                if len(hits) >= n:
+                    return hits
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(left)
+            seen = list(self._requests)
+        lines = [
+            f"  #{i} {r.path} model={r.model!r} main={r.is_main_turn} rule={r.rule_index} "
+            f"finished={r.finished is not None} last_user={r.last_user_text[-120:]!r}"
+            for i, r in enumerate(seen)
+        ]
+        what = "requests" if predicate is None else "matching requests"
+        raise TimeoutError(
+            f"waited {timeout:g}s for {n} {what}, got {len(hits)}; "
+            f"{len(seen)} arrived in all" + (":\n" + "\n".join(lines) if lines else "")
+        )
+
+    # --- pointing a CLI here
+
+    def cli_env(self, config_dir: str | os.PathLike[str]) -> dict[str, str]:
+        """Variables to merge into a CLI's environment (also drop :meth:`cli_environ`'s)."""
+        return {
+            "ANTHROPIC_BASE_URL": self.url,
+            "ANTHROPIC_API_KEY": "scripted-model-key",
+            "CLAUDE_CONFIG_DIR": os.fspath(config_dir),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+
+    def cli_environ(
+        self, config_dir: str | os.PathLike[str], base: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """A whole environment for a CLI child: ``base`` (os.environ) + :meth:`cli_env`,
+        without nesting markers or credentials meant for other endpoints."""
+        env = {k: v for k, v in (os.environ if base is None else base).items()}
+        for name in _ENV_TO_DROP:
+            env.pop(name, None)
+        env.update(self.cli_env(config_dir))
+        return env
+
+
+# --------------------------------------------------------------------------- script files
+
+_REPLY_KEYS = {"latency", "chunk_chars", "chunk_delay"}
+
+
+def _parse_block(item: Any, where: str) -> Block:
+    if isinstance(item, str):
+        return Text(item)
+    if isinstance(item, dict) and len(item) == 1:
+        ((kind, value),) = item.items()
+        if kind == "text" and isinstance(value, str):
+            return Text(value)
+        if kind == "thinking" and isinstance(value, str):
+            return Thinking(value)
+        if kind == "tool_use" and isinstance(value, dict) and "name" in value:
+            extra = set(value) - {"name", "input", "id"}
+            if not extra:
+                return ToolUse(str(value["name"]), dict(value.get("input") or {}), value.get("id"))
+    raise ValueError(
+        f"{where}: a block is a string, {{text: ...}}, {{thinking: ...}} or "
+        f"{{tool_use: {{name: ..., input: {{...}}}}}}, not {item!r}"
+    )
+
+
+def _parse_reply(spec: Mapping[str, Any], where: str) -> Reply:
+    kw: dict[str, Any] = {k: spec[k] for k in _REPLY_KEYS if k in spec}
+    blocks = spec.get("reply", [])
+    if isinstance(blocks, (str, dict)):
+        blocks = [blocks]
+    if not isinstance(blocks, list):
+        raise TypeError(f"{where}: reply must be a list of blocks")
+    error = spec.get("error")
+    if error is not None:
+        if not isinstance(error, dict) or set(error) - {"status", "message", "type"}:
+            raise ValueError(f"{where}: error takes status, message and type")
+        kw["error"] = HttpError(
+            status=int(error.get("status", 500)),
+            message=str(error.get("message", "scripted failure")),
+            error_type=str(error.get("type", "api_error")),
+        )
+    return Reply(
+        blocks=tuple(_parse_block(b, f"{where} block {i}") for i, b in enumerate(blocks)), **kw
+    )
+
+
+def load_script(script: str | os.PathLike[str] | Mapping[str, Any]) -> ScriptedModel:
+    """Build a (not started) model from a YAML file or an already-parsed mapping::
+
+    default: "fallback text"            # or a list of blocks, or {reply: [...], latency: 1}
+    rules:
+      - match: "hello"                  # substring of the last user turn; or  regex: "^fix"
+        times: 1                        # optional; also latency, chunk_chars, chunk_delay
+        reply:                          # blocks; a plain string is a text block
+          - thinking: "Let me think"
+          - "Some text"
+          - tool_use: {name: Bash, input: {command: "echo hi"}}
+      - match: "boom"
+        error: {status: 500, message: "scripted failure", type: api_error}
+    """
+    if isinstance(script, Mapping):
+        data: Any = script
+    else:
+        import yaml  # only script files need it
+
+        data = yaml.safe_load(Path(script).read_text(encoding="utf-8")) or {}
+    if not isinstance(data, Mapping):
+        raise TypeError("a script is a mapping with 'rules' and optionally 'default'")
+    unknown = set(data) - {"rules", "default"}
+    if unknown:
+        raise ValueError(f"unknown top-level keys in script: {sorted(unknown)}")
+    rules: list[Rule] = []
+    for i, spec in enumerate(data.get("rules") or []):
+        where = f"rule {i}"
+        if not isinstance(spec, Mapping):
+            raise TypeError(f"{where}: must be a mapping")
+        unknown = set(spec) - {"match", "regex", "times", "reply", "error"} - _REPLY_KEYS
+        if unknown:
+            raise ValueError(f"{where}: unknown keys {sorted(unknown)}")
+        if ("match" in spec) == ("regex" in spec):
+            raise ValueError(f"{where}: give exactly one of 'match' or 'regex'")
+        if "reply" not in spec and "error" not in spec:
+            raise ValueError(f"{where}: needs 'reply' or 'error'")
+        match: Matcher = str(spec["match"]) if "match" in spec else re.compile(str(spec["regex"]))
+        times = spec.get("times")
+        rules.append(Rule(match, _parse_reply(spec, where), None if times is None else int(times)))
+    default_spec = data.get("default")
+    default: Reply | None = None
+    if isinstance(default_spec, Mapping):
+        default = _parse_reply(default_spec, "default")
+    elif default_spec is not None:
+        default = _parse_reply({"reply": default_spec}, "default")
+    return ScriptedModel(rules, default)
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m coven_ls.scripted_model",
+        description="Serve a scripted Anthropic Messages API on loopback.",
+    )
+    parser.add_argument("--script", help="YAML script (default: answer everything by default)")
+    parser.add_argument("--port", type=int, default=0, help="port (default: chosen by the OS)")
+    parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind")
+    parser.add_argument("--port-file", help="write the port number to this file once listening")
+    parser.add_argument("--quiet", action="store_true", help="do not log requests to stderr")
+    args = parser.parse_args(argv)
+
+    model = load_script(args.script) if args.script else ScriptedModel()
+    # Rebuild with the chosen address and logging; rules and default come from the script.
+    model = ScriptedModel(
+        model.rules,
+        model.default,
+        host=args.host,
+        port=args.port,
+        log=None if args.quiet else lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    done = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    url = model.start()
+    try:
+        if args.port_file:
+            # Written whole then renamed, so a poller never reads a half-written number.
+            tmp = Path(args.port_file + ".tmp")
+            tmp.write_text(f"{model.port}\n", encoding="utf-8")
+            tmp.replace(args.port_file)
+        print(f"listening on {url}", flush=True)
+        while not done.wait(1.0):
+            pass
+    finally:
+        model.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,345 @@
+"""The language server: LSP connections in front of the hub.
+
+Handlers are thin: decode params with `wire`, call the hub or a session, return plain dicts. One
+`CovenServer` serves one connection; every connection shares the process's hub, so a TCP server
+can have several editors watching the same sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
+from pygls.uris import to_fs_path
+
+from . import __version__, wire
+from .hub import ClientSettings, Hub
+from .session import Session
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["CovenServer", Any], Awaitable[Any]]
+
+
+class CovenProtocol(LanguageServerProtocol):
+    @lsp_method(types.EXIT)
+    def lsp_exit(self, *args: Any) -> Any:
+        """End the connection in order (sessions closed, agent processes gone) instead of pygls'
+        `sys.exit` from inside the event loop."""
+        server: CovenServer = self._server  # type: ignore[assignment]
+        server.request_exit(0 if self._shutdown else 1)
+        yield from ()
+
+
+class CovenServer(LanguageServer):
+    """One LSP connection."""
+
+    def __init__(self, hub: Hub, on_exit: Callable[[int], None]) -> None:
+        super().__init__(
+            "coven-ls",
+            __version__,
+            text_document_sync_kind=types.TextDocumentSyncKind.None_,
+            protocol_cls=CovenProtocol,
+        )
+        self.hub = hub
+        self.settings = ClientSettings(root=os.getcwd())
+        self.custom_permissions = False
+        self._on_exit = on_exit
+
+    def request_exit(self, code: int) -> None:
+        self._on_exit(code)
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        # Failed requests already carry their error to the client; anything else is logged, not
+        # shown: a language server that pops up dialogs for its own bugs is worse than useless.
+        log.error("server error (%s): %s", getattr(source, "__name__", source), error)
+
+    # --- hub.Client ------------------------------------------------------------------------------
+
+    def send_frame(self, frame: bytes) -> None:
+        # Both our writers (stdout, a TCP stream) write synchronously.
+        if self.protocol.writer is not None:
+            self.protocol.writer.write(frame)
+
+    async def ask_permission(
+        self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
+    ) -> tuple[bool, str]:
+        if self.custom_permissions:
+            answer = wire.to_plain(
+                await self.protocol.send_request_async(
+                    wire.REQUEST_PERMISSION,
+                    {
+                        "sessionId": session.id,
+                        "toolName": tool_name,
+                        "input": tool_input,
+                        "toolUseId": tool_use_id,
+                    },
+                )
+            )
+            if not isinstance(answer, dict) or not isinstance(answer.get("allow"), bool):
+                return False, "Denied: the editor's answer to the permission request was malformed."
+            message = answer.get("message")
+            if answer["allow"]:
+                return True, ""
+            return False, message if isinstance(message, str) and message else "Denied by the user."
+        allow_item = types.MessageActionItem(title="Allow")
+        deny_item = types.MessageActionItem(title="Deny")
+        choice = await self.window_show_message_request_async(
+            types.ShowMessageRequestParams(
+                type=types.MessageType.Warning,
+                message=(
+                    f"Claude wants to use {tool_name} in session '{session.title}': "
+                    f"{describe_tool_input(tool_input)}"
+                ),
+                actions=[allow_item, deny_item],
+            )
+        )
+        title = getattr(choice, "title", None)
+        if title == "Allow":
+            return True, ""
+        if title == "Deny":
+            return False, "Denied by the user."
+        return False, "Denied: the permission request was dismissed."
+
+
+def describe_tool_input(tool_input: dict[str, Any], limit: int = 300) -> str:
+    """A one-line summary of what a tool will do, for a yes/no question."""
+    for key in ("command", "file_path", "path", "url", "pattern", "prompt", "description"):
+        value = tool_input.get(key)
+        if isinstance(value, str) and value:
+            text = value
+            break
+    else:
+        import json
+
+        text = json.dumps(tool_input, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# --- handlers ------------------------------------------------------------------------------------
+
+_HANDLERS: dict[str, Handler] = {}
+
+
+def handler(method: str) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        _HANDLERS[method] = fn
+        return fn
+
+    return register
+
+
+@handler(wire.START_SESSION)
+async def start_session(server: CovenServer, raw: Any) -> dict[str, Any]:
+    params = wire.parse(wire.START_SESSION, wire.StartSessionParams, raw)
+    session = await server.hub.start_session(server, params)
+    return {"sessionId": session.id}
+
+
+@handler(wire.SEND_MESSAGE)
+async def send_message(server: CovenServer, raw: Any) -> dict[str, Any]:
+    params = wire.parse(wire.SEND_MESSAGE, wire.SendMessageParams, raw)
+    if not params.text.strip():
+        raise wire.invalid_params(wire.SEND_MESSAGE, "'text' must not be empty")
+    ahead = server.hub.get(params.sessionId).send(params.text)
+    return {"queued": ahead > 0, "position": ahead}
+
+
+@handler(wire.CANCEL)
+async def cancel(server: CovenServer, raw: Any) -> dict[str, Any]:
+    params = wire.parse(wire.CANCEL, wire.SessionIdParams, raw)
+    dropped = await server.hub.get(params.sessionId).cancel()
+    return {"droppedMessages": dropped}
+
+
+@handler(wire.CLOSE_SESSION)
+async def close_session(server: CovenServer, raw: Any) -> dict[str, Any]:
+    params = wire.parse(wire.CLOSE_SESSION, wire.SessionIdParams, raw)
+    await server.hub.get(params.sessionId).close()
+    return {}
+
+
+@handler(wire.LIST_SESSIONS)
+async def list_sessions(server: CovenServer, raw: Any) -> dict[str, Any]:
+    wire.parse(wire.LIST_SESSIONS, wire.ListSessionsParams, raw)
+    return {"sessions": server.hub.list_sessions()}
+
+
+@handler(wire.GET_EVENTS)
+async def get_events(server: CovenServer, raw: Any) -> dict[str, Any]:
+    params = wire.parse(wire.GET_EVENTS, wire.GetEventsParams, raw)
+    if params.afterSeq < 0:
+        raise wire.invalid_params(wire.GET_EVENTS, "'afterSeq' must not be negative")
+    return {"events": server.hub.get(params.sessionId).events_after(params.afterSeq)}
+
+
+def _root_of(params: types.InitializeParams) -> str:
+    if params.workspace_folders:
+        path = to_fs_path(params.workspace_folders[0].uri)
+        if path:
+            return path
+    if params.root_uri:
+        path = to_fs_path(params.root_uri)
+        if path:
+            return path
+    return params.root_path or os.getcwd()
+
+
+def create_server(hub: Hub, on_exit: Callable[[int], None]) -> CovenServer:
+    server = CovenServer(hub, on_exit)
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: CovenServer, params: types.InitializeParams) -> None:
+        try:
+            ls.settings = ClientSettings.parse(params.initialization_options, _root_of(params))
+        except wire.CovenError as exc:
+            raise JsonRpcException(exc.message, exc.code, exc.data) from exc
+        experimental = wire.to_plain(params.capabilities.experimental) or {}
+        coven = experimental.get("coven") if isinstance(experimental, dict) else None
+        ls.custom_permissions = isinstance(coven, dict) and coven.get("permissions") is True
+        hub.attach(ls)
+
+    @server.feature(types.SHUTDOWN)
+    async def shutdown(ls: CovenServer, *args: Any) -> None:
+        # Only the last connection's shutdown ends the sessions: other editors may still watch.
+        if ls.hub.clients == [ls] or not ls.hub.clients:
+            await ls.hub.close_all()
+
+    for method, fn in _HANDLERS.items():
+        server.feature(method)(_adapt(fn))
+    return server
+
+
+def _adapt(fn: Handler) -> Callable[[CovenServer, Any], Awaitable[Any]]:
+    async def run(ls: CovenServer, params: Any) -> Any:
+        try:
+            return await fn(ls, params)
+        except wire.CovenError as exc:
+            raise JsonRpcException(exc.message, exc.code, exc.data) from exc
+
+    run.__name__ = fn.__name__
+    return run
+
+
+# --- transports ----------------------------------------------------------------------------------
+
+
+async def _stdin_reader() -> Any:
+    """An asyncio reader on stdin that needs no thread, so that nothing blocks interpreter exit
+    while the editor keeps the pipe open."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=2**26)
+    await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(sys.stdin.fileno(), "rb", 0)
+    )
+    return reader
+
+
+async def _run_connection(hub: Hub, reader: Any, writer: Any) -> int:
+    """Serve one connection until it ends (EOF or `exit`); returns the LSP exit code."""
+    from pygls.io_ import run_async
+
+    exit_code = 1  # LSP: exit without shutdown is an error
+    scope = anyio.CancelScope()
+
+    def on_exit(code: int) -> None:
+        nonlocal exit_code
+        exit_code = code
+        scope.cancel()
+
+    server = create_server(hub, on_exit)
+    server.protocol.set_writer(writer)
+    stop = threading.Event()  # pygls' loop wants one; `scope` is what really ends it
+    try:
+        with scope:
+            await run_async(stop_event=stop, reader=reader, protocol=server.protocol, logger=log)
+    finally:
+        hub.detach(server)
+    return exit_code
+
+
+async def _cancel_on_signal(scope: anyio.CancelScope) -> None:
+    """SIGTERM/SIGINT/SIGHUP end the server in order, like `exit`: an editor that kills its
+    server must not leave agent processes running."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for signum in signals:
+            log.info("received %s; closing every session", signal.Signals(signum).name)
+            scope.cancel()
+            return
+
+
+async def serve_stdio(hub_factory: Callable[[Any], Hub] = Hub) -> int:
+    from pygls.io_ import StdoutWriter
+
+    # Claude Code refuses to start when it thinks it is nested in another Claude Code session.
+    for name in ("CLAUDECODE", "CLAUDE_CODE_SESSION_ID"):
+        os.environ.pop(name, None)
+    code = 1
+    async with anyio.create_task_group() as tg:
+        hub = hub_factory(tg)
+        try:
+            with anyio.CancelScope() as serving:
+                tg.start_soon(_cancel_on_signal, serving)
+                reader = await _stdin_reader()
+                code = await _run_connection(hub, reader, StdoutWriter(sys.stdout.buffer))
+        finally:
+            # The editor is gone (exit, EOF or a signal): no agent process may outlive it.
+            with anyio.CancelScope(shield=True):
+                await hub.close_all()
+            tg.cancel_scope.cancel()
+    return code
+
+
+async def serve_tcp(host: str, port: int, hub_factory: Callable[[Any], Hub] = Hub) -> None:
+    """Serve LSP on a socket, to any number of clients at once, until cancelled. Sessions outlive
+    the connections that started them."""
+    for name in ("CLAUDECODE", "CLAUDE_CODE_SESSION_ID"):
+        os.environ.pop(name, None)
+
+    class _Writer:
+        def __init__(self, w: asyncio.StreamWriter) -> None:
+            self._w = w
+
+        def write(self, data: bytes) -> None:
+            self._w.write(data)
+
+        def close(self) -> None:
+            self._w.close()
+
+    async with anyio.create_task_group() as tg:
+        hub = hub_factory(tg)
+
+        async def connection(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            log.info("client connected from %s", w.get_extra_info("peername"))
+            try:
+                await _run_connection(hub, r, _Writer(w))
+            finally:
+                w.close()
+                log.info("client disconnected")
+
+        srv = await asyncio.start_server(connection, host, port, limit=2**26)
+        host_, port_ = srv.sockets[0].getsockname()[:2]
+        # On stderr, one line, so that whoever started us with port 0 can learn the port.
+        print(f"coven-ls listening on {host_}:{port_}", file=sys.stderr, flush=True)
+        try:
+            with anyio.CancelScope() as serving:
+                tg.start_soon(_cancel_on_signal, serving)
+                async with srv:
+                    await srv.serve_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await hub.close_all()
+            tg.cancel_scope.cancel()

@@ -1,0 +1,403 @@
+"""One Claude Code session: its turns, its status, its numbered event log, and its agent process.
+
+A session is driven by one runner task (`run`), which alone opens and closes the agent process,
+because claude-agent-sdk's client must be connected and disconnected in the same task. Everything
+else (a new message, cancel, close) only queues work for the runner or interrupts it.
+
+No pygls here: events leave through the `Sink` the session is given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+from claude_agent_sdk import ResultMessage
+
+from . import wire
+from .agent import Agent, AgentSpec, Backend
+from .mapping import map_message
+from .wire import Kind
+
+log = logging.getLogger(__name__)
+
+# How long an interrupt may take to end a turn before the agent process is stopped outright.
+INTERRUPT_GRACE_SECONDS = 10.0
+# How long `close` waits for the runner to stop the agent process (the SDK's own escalation from
+# stdin EOF to SIGKILL is bounded at about 15 s).
+CLOSE_SECONDS = 30.0
+
+
+class Sink(Protocol):
+    """Where a session's events and questions go (the hub, in the server)."""
+
+    def publish(self, event: dict[str, Any]) -> None: ...
+
+    async def ask_permission(
+        self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
+    ) -> tuple[bool, str]: ...
+
+
+@dataclass
+class SessionConfig:
+    """What a session runs with; fixed when it is created."""
+
+    cwd: str
+    model: str | None = None
+    permission_mode: str | None = None
+    fork_mode: str = "approve"
+    append_system_prompt: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Turn:
+    text: str
+    origin: str = "user"  # who wrote it: "user", or the server itself (e.g. "forkResults")
+
+
+class Session:
+    def __init__(
+        self,
+        session_id: str,
+        config: SessionConfig,
+        backend: Backend,
+        sink: Sink,
+        *,
+        title: str,
+        created_at: str,
+        parent_id: str | None = None,
+        fork_id: str | None = None,
+        label: str | None = None,
+        start: AgentSpec | None = None,
+        on_turn_end: Callable[[Session, dict[str, Any]], Awaitable[None]] | None = None,
+    ) -> None:
+        self.id = session_id
+        self.config = config
+        self.title = title
+        self.created_at = created_at
+        self.parent_id = parent_id
+        self.fork_id = fork_id
+        self.label = label
+        self.status: str = "starting"
+        self.agent_session_id: str | None = None
+        self.cost_usd: float = 0.0
+        self.events: list[dict[str, Any]] = []
+        self._backend = backend
+        self._sink = sink
+        self._first_start = start  # how to start the very first agent process (forks differ)
+        self._on_turn_end = on_turn_end
+        self._agent: Agent | None = None
+        self._agent_info: dict[str, Any] | None = None
+        self._process_cost = 0.0  # total_cost_usd the current process has reported so far
+        self._inbox: deque[Turn] = deque()
+        self._wakeup = anyio.Event()
+        self._holds = 0
+        self._closing = False
+        self._turn_scope: anyio.CancelScope | None = None
+        self._hook_scope: anyio.CancelScope | None = None
+        self._in_turn = False
+        self._turn_no = 0
+        self._cancelled = False
+        self._done = anyio.Event()
+
+    # --- what clients see ------------------------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "sessionId": self.id,
+            "parentId": self.parent_id,
+            "forkId": self.fork_id,
+            "label": self.label,
+            "title": self.title,
+            "status": self.status,
+            "cwd": self.config.cwd,
+            "model": self.config.model,
+            "permissionMode": self.config.permission_mode,
+            "forkMode": self.config.fork_mode,
+            "agentSessionId": self.agent_session_id,
+            "createdAt": self.created_at,
+            "costUsd": round(self.cost_usd, 6),
+            "queued": len(self._inbox),
+        }
+
+    def events_after(self, after_seq: int) -> list[dict[str, Any]]:
+        # seq n is at index n - 1: the log never skips.
+        return self.events[max(after_seq, 0) :]
+
+    def emit(self, kind: str, **fields: Any) -> dict[str, Any]:
+        event = wire.make_event(self.id, len(self.events) + 1, kind, **fields)
+        self.events.append(event)
+        self._sink.publish(event)
+        return event
+
+    def _set_status(self, status: str) -> None:
+        if status != self.status:
+            self.status = status
+            self.emit(Kind.STATUS, status=status)
+
+    @property
+    def closed(self) -> bool:
+        return self.status in wire.FINAL_STATUSES or self._closing
+
+    @property
+    def busy(self) -> bool:
+        return self._in_turn
+
+    # --- commands (called from request handlers) -------------------------------------------------
+
+    def send(self, text: str, origin: str = "user") -> int:
+        """Queue a turn; returns how many turns are ahead of it (0: it starts now)."""
+        if self.closed:
+            raise wire.CovenError(
+                wire.INVALID_STATE,
+                f"Session {self.id} is closed; start a new session with coven/startSession.",
+            )
+        ahead = len(self._inbox) + (1 if self._in_turn or self._holds else 0)
+        self._inbox.append(Turn(text, origin))
+        self._wakeup.set()
+        return ahead
+
+    def hold(self) -> None:
+        """Keep queued turns waiting (while a fork runs) until `release`."""
+        self._holds += 1
+
+    def release(self) -> None:
+        self._holds = max(self._holds - 1, 0)
+        self._wakeup.set()
+
+    async def cancel(self) -> int:
+        """Interrupt the running turn and drop queued ones; returns how many were dropped. The
+        session stays usable: its agent conversation is kept and the next message resumes it."""
+        dropped = len(self._inbox)
+        self._inbox.clear()
+        if not self._in_turn:
+            return dropped
+        self._cancelled = True
+        agent, scope, turn_no = self._agent, self._turn_scope, self._turn_no
+        if agent is not None and self.status == "running":
+            try:
+                with anyio.fail_after(INTERRUPT_GRACE_SECONDS):
+                    await agent.interrupt()
+            except Exception as exc:  # the process may be gone already; stop it outright below
+                log.warning("session %s: interrupt failed (%s); stopping the agent", self.id, exc)
+                if scope is not None:
+                    scope.cancel()
+                return dropped
+            # The CLI answers an interrupt with a result that ends the turn; if it does not come,
+            # stop the process (the conversation is on disk and the next turn resumes it).
+            if scope is not None and self._turn_no == turn_no:
+                scope.deadline = min(scope.deadline, anyio.current_time() + INTERRUPT_GRACE_SECONDS)
+        elif scope is not None:
+            scope.cancel()  # still starting: nothing to interrupt yet
+        return dropped
+
+    async def close(self) -> None:
+        """End the session and its agent process; returns when the process is gone."""
+        if not self._closing:
+            self._closing = True
+            self._inbox.clear()
+            for scope in (self._turn_scope, self._hook_scope):
+                if scope is not None:
+                    scope.cancel()
+            self._wakeup.set()
+        with anyio.move_on_after(CLOSE_SECONDS):
+            await self._done.wait()
+
+    # --- the runner ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        try:
+            while True:
+                turn = await self._next_turn()
+                if turn is None:
+                    break
+                await self._run_turn(turn)
+        except Exception as exc:  # a bug; say so rather than let the session hang silently
+            log.exception("session %s crashed", self.id)
+            self.emit(Kind.ERROR, message=f"internal error in coven-ls: {exc!r}")
+            self._set_status("failed")
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._close_agent()
+            self._closing = True
+            self._set_status("closed")
+            self._done.set()
+
+    async def _next_turn(self) -> Turn | None:
+        while True:
+            if self._closing:
+                return None
+            if self._inbox and not self._holds:
+                return self._inbox.popleft()
+            await self._wakeup.wait()
+            self._wakeup = anyio.Event()
+
+    def _next_spec(self) -> AgentSpec:
+        if self.agent_session_id is None and self._first_start is not None:
+            return self._first_start
+        return AgentSpec(
+            cwd=self.config.cwd,
+            model=self.config.model,
+            permission_mode=self.config.permission_mode,
+            resume=self.agent_session_id,
+            append_system_prompt=self.config.append_system_prompt,
+            env=self.config.env,
+        )
+
+    async def _ask_permission(
+        self, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
+    ) -> tuple[bool, str]:
+        self.emit(
+            Kind.PERMISSION_REQUEST, toolUseId=tool_use_id, toolName=tool_name, input=tool_input
+        )
+        # Every request gets a decision event, even when the turn is cut off while the user
+        # thinks, so that no client is left showing a question nobody will answer.
+        allow, message = False, "Denied: the turn ended before the user answered."
+        try:
+            allow, message = await self._sink.ask_permission(
+                self, tool_name, tool_input, tool_use_id
+            )
+        except Exception as exc:
+            log.exception("session %s: permission request failed", self.id)
+            allow, message = False, f"The editor could not be asked for permission: {exc}"
+        finally:
+            self.emit(
+                Kind.PERMISSION_DECISION,
+                toolUseId=tool_use_id,
+                toolName=tool_name,
+                allow=allow,
+                message=message or None,
+            )
+        return allow, message
+
+    async def _run_turn(self, turn: Turn) -> None:
+        self._in_turn = True
+        self._turn_no += 1
+        self._cancelled = False
+        self.emit(Kind.PROMPT, text=turn.text, origin=turn.origin)
+        result: dict[str, Any] | None = None
+        failure: str | None = None
+        try:
+            with anyio.CancelScope() as scope:
+                self._turn_scope = scope
+                if self._agent is None:
+                    self._set_status("starting")
+                    spec = self._next_spec()
+                    self._agent = await self._backend.open(spec, self._ask_permission)
+                    self._process_cost = 0.0
+                self._set_status("running")
+                await self._agent.send(turn.text)
+                result = await self._relay(self._agent)
+                if result is None:
+                    failure = (
+                        "The Claude Code process ended in the middle of a turn." + self._tail()
+                    )
+        except wire.CovenError as exc:
+            failure = exc.message
+        except Exception as exc:
+            log.warning("session %s: turn failed", self.id, exc_info=True)
+            failure = f"The Claude Code process failed: {exc}" + self._tail()
+        finally:
+            self._turn_scope = None
+        if result is None and failure is None and not self._closing:
+            failure = "The turn was stopped." if self._cancelled else "The turn did not finish."
+        if result is None or failure is not None:
+            # The process is in an unknown state: stop it; the next turn resumes the conversation.
+            with anyio.CancelScope(shield=True):
+                await self._close_agent()
+        if self._closing:
+            self._in_turn = False
+            return
+        if result is None:
+            self._in_turn = False
+            if self._cancelled:
+                self.emit(
+                    Kind.TURN_RESULT,
+                    text="",
+                    isError=True,
+                    subtype="cancelled",
+                    cancelled=True,
+                    costUsd=0.0,
+                )
+                self._set_status("idle")
+            else:
+                self.emit(Kind.ERROR, message=failure)
+                self._set_status("failed")
+            return
+        self._set_status("idle")
+        if self._on_turn_end is not None:
+            await self._run_hook(result)
+        self._in_turn = False
+
+    async def _run_hook(self, result: dict[str, Any]) -> None:
+        """The turn-end hook (fork detection) is part of the turn: messages sent meanwhile queue
+        behind it, and close() stops it."""
+        assert self._on_turn_end is not None
+        try:
+            with anyio.CancelScope() as scope:
+                self._hook_scope = scope
+                await self._on_turn_end(self, result)
+        except Exception as exc:
+            log.exception("session %s: turn-end hook failed", self.id)
+            self.emit(Kind.ERROR, message=f"internal error in coven-ls after the turn: {exc!r}")
+        finally:
+            self._hook_scope = None
+
+    def _tail(self) -> str:
+        tail = self._agent.stderr_tail() if self._agent is not None else ""
+        return f" Its last output:\n{tail}" if tail else ""
+
+    async def _relay(self, agent: Agent) -> dict[str, Any] | None:
+        """Publish the agent's messages until the turn's result event; None if the stream ends
+        first."""
+        stream = agent.messages()
+        async with contextlib.aclosing(stream):  # type: ignore[type-var]
+            async for message in stream:
+                result: dict[str, Any] | None = None
+                for draft in map_message(message):
+                    fields = draft.fields
+                    if draft.kind == Kind.AGENT:
+                        # The CLI announces itself at every turn; clients need it once per change.
+                        if fields == self._agent_info:
+                            continue
+                        self._agent_info = fields
+                        self.agent_session_id = (
+                            fields.get("agentSessionId") or self.agent_session_id
+                        )
+                    elif draft.kind == Kind.TURN_RESULT:
+                        fields = self._account(fields)
+                        if self._cancelled:
+                            fields["cancelled"] = True
+                    event = self.emit(draft.kind, **fields)
+                    if draft.kind == Kind.TURN_RESULT:
+                        result = event
+                if isinstance(message, ResultMessage):
+                    if message.session_id:
+                        self.agent_session_id = message.session_id
+                    return result
+        return None
+
+    def _account(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """The CLI reports the process's running total; turn it into this turn's cost."""
+        total = fields.get("costUsd")
+        if total is None or not math.isfinite(total):
+            return fields
+        turn_cost = max(total - self._process_cost, 0.0)
+        self._process_cost = total
+        self.cost_usd += turn_cost
+        return {**fields, "costUsd": round(turn_cost, 6)}
+
+    async def _close_agent(self) -> None:
+        agent, self._agent = self._agent, None
+        if agent is not None:
+            try:
+                await agent.close()
+            except Exception:
+                log.warning("session %s: closing the agent failed", self.id, exc_info=True)

@@ -1,0 +1,199 @@
+"""Drive a real coven-ls process through a real LSP client (pytest-lsp's), against the real
+`claude` CLI and a scripted model. Each harness has its own workspace, CLAUDE_CONFIG_DIR and
+model port; `stop()` shuts the server down and checks that no agent process is left."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig
+from pytest_lsp.client import LanguageClient, make_test_lsp_client
+
+from coven_ls.scripted_model import ScriptedModel
+from coven_ls.wire import to_plain
+
+Predicate = Callable[[dict[str, Any]], bool]
+
+
+def processes_with_env(marker: str, exclude: tuple[int, ...] = ()) -> list[int]:
+    """PIDs of live processes whose environment holds `marker` (e.g. this test's config dir)."""
+    found = []
+    needle = marker.encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in (os.getpid(), *exclude):
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes():
+                status = (entry / "status").read_text()
+                if "\nState:\tZ" not in status:  # a zombie holds no resources
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+async def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+class Coven:
+    """A started coven-ls server and the client talking to it."""
+
+    def __init__(self, client: LanguageClient, model: ScriptedModel, workspace: Path, marker: str):
+        self.client = client
+        self.model = model
+        self.workspace = workspace
+        self.marker = marker
+        self.events: list[dict[str, Any]] = []
+        self.permission_requests: list[dict[str, Any]] = []
+        self.message_requests: list[dict[str, Any]] = []
+        self.permission_answer: Callable[[dict[str, Any]], Any] = lambda _: {"allow": True}
+        self.message_answer: Callable[[dict[str, Any]], str | None] = lambda _: None
+        self._changed = asyncio.Event()
+
+    def _record(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+        self._changed.set()
+
+    async def request(self, method: str, params: Any) -> Any:
+        return to_plain(await self.client.protocol.send_request_async(method, params))
+
+    async def start(self, prompt: str, **params: Any) -> str:
+        result = await self.request("coven/startSession", {"prompt": prompt, **params})
+        return result["sessionId"]
+
+    def of(self, session_id: str, kind: str | None = None) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in self.events
+            if e["sessionId"] == session_id and (kind is None or e["kind"] == kind)
+        ]
+
+    async def wait_for(self, predicate: Predicate, timeout: float = 90.0, what: str = "") -> dict:
+        """The first event (already received or still to come) that matches."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        seen = 0
+        while True:
+            for event in self.events[seen:]:
+                if predicate(event):
+                    return event
+            seen = len(self.events)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                tail = "\n".join(str(e) for e in self.events[-15:])
+                raise TimeoutError(
+                    f"timed out waiting for {what or 'an event'}; last events:\n{tail}"
+                )
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+
+    async def wait_kind(self, session_id: str, kind: str, count: int = 1, **match: Any) -> dict:
+        """The `count`-th event of `kind` on the session whose fields include `match`."""
+        found = 0
+
+        def predicate(e: dict[str, Any]) -> bool:
+            nonlocal found
+            if e["sessionId"] != session_id or e["kind"] != kind:
+                return False
+            if any(e.get(k) != v for k, v in match.items()):
+                return False
+            found += 1
+            return found == count
+
+        return await self.wait_for(predicate, what=f"{kind} #{count} {match} on {session_id}")
+
+    async def wait_status(self, session_id: str, status: str, after_seq: int = 0) -> dict:
+        return await self.wait_for(
+            lambda e: (
+                e["sessionId"] == session_id
+                and e["kind"] == "status"
+                and e["status"] == status
+                and e["seq"] > after_seq
+            ),
+            what=f"status {status} on {session_id} after seq {after_seq}",
+        )
+
+    def agent_pids(self) -> list[int]:
+        """Agent processes (and anything they started) of this server; not the server itself."""
+        server = self.client._server
+        return processes_with_env(self.marker, exclude=(server.pid,) if server else ())
+
+    async def stop(self) -> None:
+        """Shut down in order and prove no agent process survives."""
+        server = self.client._server
+        try:
+            if server is not None and server.returncode is None and not self.client.stopped:
+                await asyncio.wait_for(self.client.shutdown_session(), 60)
+        finally:
+            await self.client.stop()
+        await wait_until(lambda: not self.agent_pids(), 30, "agent processes to end")
+
+
+async def start_coven(
+    tmp_path: Path,
+    model: ScriptedModel,
+    *,
+    init_options: dict[str, Any] | None = None,
+    custom_permissions: bool = True,
+    extra_env: dict[str, str] | None = None,
+    capabilities: types.ClientCapabilities | None = None,
+) -> Coven:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    config_dir = tmp_path / "claude-config"
+    config_dir.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("CLAUDECODE", "CLAUDE_CODE_SESSION_ID")}
+    env.update(model.cli_env(config_dir))
+    env.update(extra_env or {})
+    config = ClientServerConfig(
+        server_command=[sys.executable, "-m", "coven_ls"],
+        client_factory=make_test_lsp_client,
+        server_env=env,
+    )
+    client = await config.start()
+    coven = Coven(client, model, workspace, str(config_dir))
+
+    @client.feature("coven/event")
+    def on_event(params: Any) -> None:
+        coven._record(to_plain(params))
+
+    @client.feature("coven/requestPermission")
+    async def on_permission(params: Any) -> dict[str, Any]:
+        request = to_plain(params)
+        coven.permission_requests.append(request)
+        answer = coven.permission_answer(request)
+        return await answer if inspect.isawaitable(answer) else answer
+
+    @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+    def on_message_request(params: types.ShowMessageRequestParams) -> Any:
+        request = {"message": params.message, "actions": [a.title for a in params.actions or []]}
+        coven.message_requests.append(request)
+        title = coven.message_answer(request)
+        return None if title is None else types.MessageActionItem(title=title)
+
+    caps = capabilities or types.ClientCapabilities(
+        experimental={"coven": {"permissions": custom_permissions}}
+    )
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=caps,
+            root_uri=workspace.as_uri(),
+            initialization_options=init_options or {},
+        )
+    )
+    return coven
