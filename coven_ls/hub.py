@@ -7,6 +7,7 @@ so closing the hub ends every agent process.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import uuid
@@ -19,7 +20,8 @@ import anyio
 from anyio.abc import TaskGroup
 
 from . import wire
-from .agent import Backend, ClaudeBackend
+from .agent import AgentSpec, Backend, ClaudeBackend
+from .fork import Fork, ForkManager, ForkState, fork_instructions
 from .session import Session, SessionConfig
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,9 @@ class ClientSettings:
     permission_mode: str | None = None
     fork_mode: str = "approve"
     permission_timeout: float = 300.0
+    max_children: int = 8
+    max_parallel: int = 4
+    max_depth: int = 1
 
     @classmethod
     def parse(cls, options: Any, root: str) -> ClientSettings:
@@ -47,6 +52,10 @@ class ClientSettings:
         if not isinstance(options, dict):
             raise wire.invalid_params(where, "must be an object")
         checked = wire.parse(where, _InitOptions, options)
+        for name, least in (("maxChildren", 1), ("maxParallel", 1), ("maxDepth", 0)):
+            value = getattr(checked, name)
+            if value is not None and value < least:
+                raise wire.invalid_params(where, f"'{name}' must be at least {least} (got {value})")
         return cls(
             root=root,
             claude_path=checked.claudePath,
@@ -58,6 +67,9 @@ class ClientSettings:
                 if checked.permissionTimeoutSeconds is None
                 else max(checked.permissionTimeoutSeconds, 0.0)
             ),
+            max_children=checked.maxChildren or 8,
+            max_parallel=checked.maxParallel or 4,
+            max_depth=1 if checked.maxDepth is None else checked.maxDepth,
         )
 
 
@@ -68,6 +80,9 @@ class _InitOptions:
     permissionMode: wire.PermissionMode | None = None
     forkMode: wire.ForkMode | None = None
     permissionTimeoutSeconds: float | None = None
+    maxChildren: int | None = None
+    maxParallel: int | None = None
+    maxDepth: int | None = None
 
 
 class Client(Protocol):
@@ -82,6 +97,10 @@ class Client(Protocol):
         self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
     ) -> tuple[bool, str]: ...
 
+    async def ask_fork_approval(self, session: Session, tasks: list[str]) -> bool | None:
+        """Ask the user to approve a proposed fork; None means the client has its own fork UI
+        and will answer with coven/decideFork (or that the user dismissed the question)."""
+
 
 BackendFactory = Callable[[str | None], Backend]
 
@@ -94,6 +113,7 @@ class Hub:
         self.sessions: dict[str, Session] = {}
         self._owners: dict[str, Client] = {}
         self.clients: list[Client] = []
+        self.forks = ForkManager(self)
 
     # --- clients ---------------------------------------------------------------------------------
 
@@ -115,9 +135,7 @@ class Hub:
     async def ask_permission(
         self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
     ) -> tuple[bool, str]:
-        client = self._owners.get(session.id)
-        if client not in self.clients:
-            client = self.clients[-1] if self.clients else None
+        client = self.client_for(session)
         if client is None:
             return False, "Denied: no editor is connected to coven-ls to approve this tool use."
         timeout = client.settings.permission_timeout
@@ -126,6 +144,44 @@ class Hub:
         return False, (
             f"Denied: the user did not answer the permission request within {timeout:g} seconds."
         )
+
+    def client_for(self, session: Session) -> Client | None:
+        """Who answers a session's questions: the client that started it (or its fork root), or
+        else the most recently connected one."""
+        root: Session | None = session
+        while root is not None and root.id not in self._owners and root.parent_id:
+            root = self.sessions.get(root.parent_id)
+        client = self._owners.get(root.id) if root is not None else None
+        if client not in self.clients:
+            client = self.clients[-1] if self.clients else None
+        return client
+
+    def ask_fork_approval(self, session: Session, fork: Fork) -> None:
+        client = self.client_for(session)
+        if client is None:
+            return  # it waits for a client to connect and send coven/decideFork
+
+        async def ask() -> None:
+            approved = await client.ask_fork_approval(session, list(fork.tasks))
+            if approved is None or fork.state is not ForkState.PROPOSED:
+                return
+            self.forks.decide(
+                fork.id, approved, None, None if approved else "rejected in the editor"
+            )
+
+        self.spawn(ask(), name=f"approval of {fork.id}")
+
+    def spawn(self, coro: Any, name: str) -> None:
+        """Run background work in the hub's task group; a failure is logged, never swallowed
+        silently, and never takes the other sessions down."""
+
+        async def guarded() -> None:
+            try:
+                await coro
+            except Exception:
+                log.exception("%s failed", name)
+
+        self._tg.start_soon(guarded, name=name)
 
     # --- sessions --------------------------------------------------------------------------------
 
@@ -156,24 +212,83 @@ class Hub:
             raise wire.invalid_params(wire.START_SESSION, "'prompt' must not be empty")
         backend = self.backend(settings.claude_path)
         await anyio.to_thread.run_sync(backend.check)
+        fork_mode = params.forkMode or settings.fork_mode
         config = SessionConfig(
             cwd=cwd,
             model=params.model or settings.model,
             permission_mode=params.permissionMode or settings.permission_mode,
-            fork_mode=params.forkMode or settings.fork_mode,
+            fork_mode=fork_mode,
+            max_children=settings.max_children,
+            max_parallel=settings.max_parallel,
+            max_depth=settings.max_depth,
+            append_system_prompt=(
+                fork_instructions(settings.max_children)
+                if fork_mode != "off" and settings.max_depth > 0
+                else None
+            ),
         )
         session = self._new_session(backend, config, title=params.title or _title(params.prompt))
         self._owners[session.id] = client
         session.send(params.prompt)
         return session
 
-    def _new_session(self, backend: Backend, config: SessionConfig, **kw: Any) -> Session:
+    def new_child(self, parent: Session, fork_id: str, label: str, start: AgentSpec) -> Session:
+        """A fork child: a session of its own, starting from its parent's conversation."""
+        config = dataclasses.replace(parent.config, append_system_prompt=start.append_system_prompt)
+        return self._new_session(
+            parent.backend,
+            config,
+            status="queued",
+            title=label,
+            parent_id=parent.id,
+            fork_id=fork_id,
+            label=label,
+            depth=parent.depth + 1,
+            start=start,
+        )
+
+    def _new_session(
+        self, backend: Backend, config: SessionConfig, status: str = "starting", **kw: Any
+    ) -> Session:
         session_id = f"s-{uuid.uuid4().hex[:12]}"
-        session = Session(session_id, config, backend, self, created_at=wire.now_iso(), **kw)
+        session = Session(
+            session_id,
+            config,
+            backend,
+            self,
+            created_at=wire.now_iso(),
+            on_turn_end=self.forks.on_turn_end,
+            **kw,
+        )
         self.sessions[session_id] = session
-        session.emit(wire.Kind.STATUS, status=session.status)
+        session.status = status
+        session.emit(wire.Kind.STATUS, status=status)
         self._tg.start_soon(session.run, name=f"session {session_id}")
         return session
+
+    def children_of(self, session: Session) -> list[Session]:
+        return [s for s in self.sessions.values() if s.parent_id == session.id]
+
+    async def cancel(self, session: Session) -> int:
+        """coven/cancel: a forking parent cancels its whole fork, a running fork child ends alone,
+        anything else interrupts its turn. Returns how many queued messages were dropped."""
+        fork = self.forks.active_fork(session)
+        if fork is not None:
+            await self.forks.cancel_fork(fork)
+            return 0
+        parent_fork = self.forks.forks.get(session.fork_id or "")
+        if parent_fork is not None and parent_fork.state is ForkState.RUNNING:
+            await self.forks.cancel_child(session)
+            return 0
+        return await session.cancel()
+
+    async def close(self, session: Session) -> None:
+        """Close a session and, first, its fork children (their results would have no one to go
+        to)."""
+        async with anyio.create_task_group() as tg:
+            for child in self.children_of(session):
+                tg.start_soon(self.close, child)
+        await session.close()
 
     def list_sessions(self) -> list[dict[str, Any]]:
         return [s.info() for s in self.sessions.values()]

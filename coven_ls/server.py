@@ -56,6 +56,7 @@ class CovenServer(LanguageServer):
         self.hub = hub
         self.settings = ClientSettings(root=os.getcwd())
         self.custom_permissions = False
+        self.custom_forks = False
         self._on_exit = on_exit
 
     def request_exit(self, code: int) -> None:
@@ -113,6 +114,26 @@ class CovenServer(LanguageServer):
             return False, "Denied by the user."
         return False, "Denied: the permission request was dismissed."
 
+    async def ask_fork_approval(self, session: Session, tasks: list[str]) -> bool | None:
+        if self.custom_forks:
+            return None  # its own UI shows forkProposed and answers with coven/decideFork
+        listed = "; ".join(tasks)
+        choice = await self.window_show_message_request_async(
+            types.ShowMessageRequestParams(
+                type=types.MessageType.Info,
+                message=(
+                    f"Claude proposes to fork session '{session.title}' into {len(tasks)} "
+                    f"parallel task{'s' if len(tasks) != 1 else ''}: {listed}"
+                ),
+                actions=[
+                    types.MessageActionItem(title="Approve fork"),
+                    types.MessageActionItem(title="Reject"),
+                ],
+            )
+        )
+        title = getattr(choice, "title", None)
+        return True if title == "Approve fork" else False if title == "Reject" else None
+
 
 def describe_tool_input(tool_input: dict[str, Any], limit: int = 300) -> str:
     """A one-line summary of what a tool will do, for a yes/no question."""
@@ -161,14 +182,31 @@ async def send_message(server: CovenServer, raw: Any) -> dict[str, Any]:
 @handler(wire.CANCEL)
 async def cancel(server: CovenServer, raw: Any) -> dict[str, Any]:
     params = wire.parse(wire.CANCEL, wire.SessionIdParams, raw)
-    dropped = await server.hub.get(params.sessionId).cancel()
+    dropped = await server.hub.cancel(server.hub.get(params.sessionId))
     return {"droppedMessages": dropped}
 
 
 @handler(wire.CLOSE_SESSION)
 async def close_session(server: CovenServer, raw: Any) -> dict[str, Any]:
     params = wire.parse(wire.CLOSE_SESSION, wire.SessionIdParams, raw)
-    await server.hub.get(params.sessionId).close()
+    await server.hub.close(server.hub.get(params.sessionId))
+    return {}
+
+
+@handler(wire.FORK)
+async def fork(server: CovenServer, raw: Any) -> dict[str, Any]:
+    params = wire.parse(wire.FORK, wire.ForkParams, raw)
+    session = server.hub.get(params.sessionId)
+    started = server.hub.forks.fork_by_hand(session, params.tasks, params.atMessageId)
+    return {"forkId": started.id}
+
+
+@handler(wire.DECIDE_FORK)
+async def decide_fork(server: CovenServer, raw: Any) -> dict[str, Any]:
+    params = wire.parse(wire.DECIDE_FORK, wire.DecideForkParams, raw)
+    if params.tasks is not None and not params.approve:
+        raise wire.invalid_params(wire.DECIDE_FORK, "'tasks' only goes with approve: true")
+    server.hub.forks.decide(params.forkId, params.approve, params.tasks, params.reason)
     return {}
 
 
@@ -210,6 +248,7 @@ def create_server(hub: Hub, on_exit: Callable[[int], None]) -> CovenServer:
         experimental = wire.to_plain(params.capabilities.experimental) or {}
         coven = experimental.get("coven") if isinstance(experimental, dict) else None
         ls.custom_permissions = isinstance(coven, dict) and coven.get("permissions") is True
+        ls.custom_forks = isinstance(coven, dict) and coven.get("forks") is True
         hub.attach(ls)
 
     @server.feature(types.SHUTDOWN)

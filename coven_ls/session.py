@@ -52,6 +52,9 @@ class SessionConfig:
     model: str | None = None
     permission_mode: str | None = None
     fork_mode: str = "approve"
+    max_children: int = 8
+    max_parallel: int = 4
+    max_depth: int = 1
     append_system_prompt: str | None = None
     env: dict[str, str] = field(default_factory=dict)
 
@@ -60,6 +63,15 @@ class SessionConfig:
 class Turn:
     text: str
     origin: str = "user"  # who wrote it: "user", or the server itself (e.g. "forkResults")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a session's last turn ended, as a fork reports it to the parent."""
+
+    ok: bool
+    text: str = ""
+    error: str | None = None
 
 
 class Session:
@@ -75,6 +87,7 @@ class Session:
         parent_id: str | None = None,
         fork_id: str | None = None,
         label: str | None = None,
+        depth: int = 0,
         start: AgentSpec | None = None,
         on_turn_end: Callable[[Session, dict[str, Any]], Awaitable[None]] | None = None,
     ) -> None:
@@ -85,11 +98,13 @@ class Session:
         self.parent_id = parent_id
         self.fork_id = fork_id
         self.label = label
+        self.depth = depth  # 0 for a top-level session, 1 for its fork children, ...
         self.status: str = "starting"
+        self.last_outcome: Outcome | None = None
         self.agent_session_id: str | None = None
         self.cost_usd: float = 0.0
         self.events: list[dict[str, Any]] = []
-        self._backend = backend
+        self.backend = backend
         self._sink = sink
         self._first_start = start  # how to start the very first agent process (forks differ)
         self._on_turn_end = on_turn_end
@@ -99,7 +114,10 @@ class Session:
         self._inbox: deque[Turn] = deque()
         self._wakeup = anyio.Event()
         self._holds = 0
+        self._pause_requested = False
+        self._changed = anyio.Event()  # set (and replaced) whenever the session may have settled
         self._closing = False
+        self._final_status = "closed"
         self._turn_scope: anyio.CancelScope | None = None
         self._hook_scope: anyio.CancelScope | None = None
         self._in_turn = False
@@ -137,10 +155,23 @@ class Session:
         self._sink.publish(event)
         return event
 
-    def _set_status(self, status: str) -> None:
+    def set_status(self, status: str) -> None:
         if status != self.status:
             self.status = status
             self.emit(Kind.STATUS, status=status)
+
+    def _notify_changed(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    @property
+    def settled(self) -> bool:
+        """Nothing running, queued or held: the session's work, forks included, is done."""
+        return self._done.is_set() or not (self._in_turn or self._inbox or self._holds)
+
+    async def wait_settled(self) -> None:
+        while not self.settled:
+            await self._changed.wait()
 
     @property
     def closed(self) -> bool:
@@ -152,24 +183,39 @@ class Session:
 
     # --- commands (called from request handlers) -------------------------------------------------
 
-    def send(self, text: str, origin: str = "user") -> int:
-        """Queue a turn; returns how many turns are ahead of it (0: it starts now)."""
+    def send(self, text: str, origin: str = "user", *, first: bool = False) -> int:
+        """Queue a turn; returns how many turns are ahead of it (0: it starts now). `first` puts
+        it ahead of the queued ones (fork results go before messages sent during the fork)."""
         if self.closed:
             raise wire.CovenError(
                 wire.INVALID_STATE,
-                f"Session {self.id} is closed; start a new session with coven/startSession.",
+                f"Session {self.id} is "
+                f"{self.status if self.status in wire.FINAL_STATUSES else 'closing'}; "
+                "it takes no more messages. Start a new session with coven/startSession.",
             )
-        ahead = len(self._inbox) + (1 if self._in_turn or self._holds else 0)
-        self._inbox.append(Turn(text, origin))
+        busy = 1 if self._in_turn or self._holds else 0
+        if first:
+            self._inbox.appendleft(Turn(text, origin))
+            ahead = busy
+        else:
+            ahead = len(self._inbox) + busy
+            self._inbox.append(Turn(text, origin))
         self._wakeup.set()
         return ahead
 
     def hold(self) -> None:
-        """Keep queued turns waiting (while a fork runs) until `release`."""
+        """Keep queued turns waiting (while a fork is proposed or runs) until `release`."""
         self._holds += 1
 
     def release(self) -> None:
         self._holds = max(self._holds - 1, 0)
+        self._wakeup.set()
+        self._notify_changed()
+
+    def pause_agent(self) -> None:
+        """Stop the agent process as soon as no turn runs (a forking parent must not keep working
+        invisibly); the next turn resumes the conversation from disk."""
+        self._pause_requested = True
         self._wakeup.set()
 
     async def cancel(self) -> int:
@@ -198,10 +244,12 @@ class Session:
             scope.cancel()  # still starting: nothing to interrupt yet
         return dropped
 
-    async def close(self) -> None:
-        """End the session and its agent process; returns when the process is gone."""
+    async def close(self, final_status: str = "closed") -> None:
+        """End the session and its agent process; returns when the process is gone. A fork child
+        stopped by the user ends as `cancelled` rather than `closed`."""
         if not self._closing:
             self._closing = True
+            self._final_status = final_status
             self._inbox.clear()
             for scope in (self._turn_scope, self._hook_scope):
                 if scope is not None:
@@ -222,18 +270,24 @@ class Session:
         except Exception as exc:  # a bug; say so rather than let the session hang silently
             log.exception("session %s crashed", self.id)
             self.emit(Kind.ERROR, message=f"internal error in coven-ls: {exc!r}")
-            self._set_status("failed")
+            self.set_status("failed")
         finally:
             with anyio.CancelScope(shield=True):
                 await self._close_agent()
             self._closing = True
-            self._set_status("closed")
+            self._in_turn = False
+            self._inbox.clear()
+            self.set_status(self._final_status)
             self._done.set()
+            self._notify_changed()
 
     async def _next_turn(self) -> Turn | None:
         while True:
             if self._closing:
                 return None
+            if self._pause_requested:
+                self._pause_requested = False
+                await self._close_agent()
             if self._inbox and not self._holds:
                 return self._inbox.popleft()
             await self._wakeup.wait()
@@ -288,11 +342,11 @@ class Session:
             with anyio.CancelScope() as scope:
                 self._turn_scope = scope
                 if self._agent is None:
-                    self._set_status("starting")
+                    self.set_status("starting")
                     spec = self._next_spec()
-                    self._agent = await self._backend.open(spec, self._ask_permission)
+                    self._agent = await self.backend.open(spec, self._ask_permission)
                     self._process_cost = 0.0
-                self._set_status("running")
+                self.set_status("running")
                 await self._agent.send(turn.text)
                 result = await self._relay(self._agent)
                 if result is None:
@@ -312,29 +366,40 @@ class Session:
             # The process is in an unknown state: stop it; the next turn resumes the conversation.
             with anyio.CancelScope(shield=True):
                 await self._close_agent()
-        if self._closing:
-            self._in_turn = False
-            return
-        if result is None:
-            self._in_turn = False
-            if self._cancelled:
-                self.emit(
-                    Kind.TURN_RESULT,
-                    text="",
-                    isError=True,
-                    subtype="cancelled",
-                    cancelled=True,
-                    costUsd=0.0,
-                )
-                self._set_status("idle")
+        try:
+            if self._closing:
+                return
+            if result is None:
+                if self._cancelled:
+                    self.last_outcome = Outcome(False, error="cancelled by the user")
+                    self.emit(
+                        Kind.TURN_RESULT,
+                        text="",
+                        isError=True,
+                        subtype="cancelled",
+                        cancelled=True,
+                        costUsd=0.0,
+                    )
+                    self.set_status("idle")
+                else:
+                    self.last_outcome = Outcome(False, error=failure)
+                    self.emit(Kind.ERROR, message=failure)
+                    self.set_status("failed")
+                return
+            if result.get("cancelled"):
+                self.last_outcome = Outcome(False, result["text"], "cancelled by the user")
+            elif result["isError"]:
+                self.last_outcome = Outcome(False, result["text"], result["text"] or "failed")
             else:
-                self.emit(Kind.ERROR, message=failure)
-                self._set_status("failed")
-            return
-        self._set_status("idle")
-        if self._on_turn_end is not None:
-            await self._run_hook(result)
-        self._in_turn = False
+                self.last_outcome = Outcome(True, result["text"])
+            if self._on_turn_end is not None:
+                # Before `idle`: the hook may move the session on (a proposed or started fork).
+                await self._run_hook(result)
+            if self.status == "running":
+                self.set_status("idle")
+        finally:
+            self._in_turn = False
+            self._notify_changed()
 
     async def _run_hook(self, result: dict[str, Any]) -> None:
         """The turn-end hook (fork detection) is part of the turn: messages sent meanwhile queue

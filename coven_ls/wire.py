@@ -21,6 +21,8 @@ CANCEL = "coven/cancel"
 CLOSE_SESSION = "coven/closeSession"
 LIST_SESSIONS = "coven/listSessions"
 GET_EVENTS = "coven/getEvents"
+FORK = "coven/fork"
+DECIDE_FORK = "coven/decideFork"
 
 EVENT = "coven/event"  # notification, server -> client
 REQUEST_PERMISSION = "coven/requestPermission"  # request, server -> client
@@ -28,11 +30,20 @@ REQUEST_PERMISSION = "coven/requestPermission"  # request, server -> client
 # --- statuses and event kinds --------------------------------------------------------------------
 
 Status = Literal[
-    "starting", "running", "idle", "awaitingApproval", "forking", "failed", "cancelled", "closed"
+    "queued",
+    "starting",
+    "running",
+    "idle",
+    "awaitingApproval",
+    "forking",
+    "failed",
+    "cancelled",
+    "closed",
 ]
 STATUSES: tuple[str, ...] = get_args(Status)
-# A session in one of these takes no more messages.
-FINAL_STATUSES = frozenset({"closed"})
+# A session in one of these takes no more messages. (`cancelled` is a fork child the user
+# stopped; a cancelled top-level turn leaves its session `idle`.)
+FINAL_STATUSES = frozenset({"cancelled", "closed"})
 
 ForkMode = Literal["auto", "approve", "off"]
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"]
@@ -52,6 +63,11 @@ class Kind:
     PERMISSION_DECISION = "permissionDecision"
     TURN_RESULT = "turnResult"
     ERROR = "error"
+    FORK_PROPOSED = "forkProposed"
+    FORK_REJECTED = "forkRejected"
+    FORK_STARTED = "forkStarted"
+    FORK_FINISHED = "forkFinished"
+    FORK_ERROR = "forkError"
 
 
 # --- errors --------------------------------------------------------------------------------------
@@ -60,6 +76,7 @@ INVALID_PARAMS = -32602
 SESSION_NOT_FOUND = -32001
 CLAUDE_UNAVAILABLE = -32002
 INVALID_STATE = -32003
+FORK_NOT_FOUND = -32004
 
 
 class CovenError(Exception):
@@ -101,6 +118,21 @@ class SendMessageParams:
 @dataclasses.dataclass(frozen=True)
 class SessionIdParams:
     sessionId: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ForkParams:
+    sessionId: str
+    tasks: list[str]
+    atMessageId: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class DecideForkParams:
+    forkId: str
+    approve: bool
+    tasks: list[str] | None = None
+    reason: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -133,6 +133,18 @@ class Coven:
         server = self.client._server
         return processes_with_env(self.marker, exclude=(server.pid,) if server else ())
 
+    def pids_running(self, text: str) -> list[int]:
+        """This server's agent processes whose command line mentions `text` (a fork child's CLI
+        carries its agent session id in `--session-id`)."""
+        found = []
+        for pid in self.agent_pids():
+            try:
+                if text.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(pid)
+            except OSError:
+                continue
+        return found
+
     async def stop(self) -> None:
         """Shut down in order and prove no agent process survives."""
         server = self.client._server
@@ -150,6 +162,7 @@ async def start_coven(
     *,
     init_options: dict[str, Any] | None = None,
     custom_permissions: bool = True,
+    custom_forks: bool = True,
     extra_env: dict[str, str] | None = None,
     capabilities: types.ClientCapabilities | None = None,
 ) -> Coven:
@@ -187,7 +200,7 @@ async def start_coven(
         return None if title is None else types.MessageActionItem(title=title)
 
     caps = capabilities or types.ClientCapabilities(
-        experimental={"coven": {"permissions": custom_permissions}}
+        experimental={"coven": {"permissions": custom_permissions, "forks": custom_forks}}
     )
     await client.initialize_session(
         types.InitializeParams(

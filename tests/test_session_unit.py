@@ -684,7 +684,7 @@ async def test_on_turn_end_runs_before_the_next_queued_turn() -> None:
     async with running(backend, on_turn_end=on_turn_end) as session:
         session.send("one")
         await hook.wait_reached()
-        assert session.status == "idle"
+        assert session.status == "running"  # the hook is part of the turn
         session.send("two")
         await anyio.wait_all_tasks_blocked()  # the hook still holds the runner
         assert backend.sent == ["one"]

@@ -1,0 +1,667 @@
+// The state model: `coven/event`s and `coven/listSessions` entries reduced into the tree the
+// sidebar shows (sessions → turns → tool calls → subagents, forks → child sessions).
+//
+// Pure on purpose: no `vscode` import, no timers, no I/O. The extension feeds it what the server
+// says and asks it what changed; the tests drive it the same way in plain node.
+
+import type {
+  CovenEvent,
+  ForkResult,
+  SessionInfo,
+  Status,
+} from './protocol';
+
+// --- nodes ---------------------------------------------------------------------------------------
+
+interface NodeBase {
+  /** Unique across the whole tree and stable across rebuilds: the TreeItem id. */
+  readonly key: string;
+  parent: Node | undefined;
+  /** Bumped on every change, so a view can cache whatever it derives from the node. */
+  version: number;
+}
+
+export interface SessionNode extends NodeBase {
+  readonly kind: 'session';
+  readonly sessionId: string;
+  title: string;
+  /** The task of a fork child; undefined for top-level sessions. */
+  label: string | undefined;
+  status: Status;
+  parentId: string | undefined;
+  forkId: string | undefined;
+  createdAt: string;
+  cwd: string | undefined;
+  model: string | undefined;
+  agentSessionId: string | undefined;
+  claudeCodeVersion: string | undefined;
+  queuedMessages: number;
+  costUsd: number;
+  /** Tool calls waiting for the user's Allow / Deny. */
+  awaitingPermission: number;
+  lastError: string | undefined;
+  /** Highest seq applied; everything up to it has been applied, in order. */
+  lastSeq: number;
+  /** Top-level turn items, in order (subagent items live under their tool call). */
+  readonly items: ItemNode[];
+}
+
+export interface PromptNode extends NodeBase {
+  readonly kind: 'prompt';
+  readonly sessionId: string;
+  readonly seq: number;
+  readonly text: string;
+  /** "user", "fork" (a child's assignment), "forkResults" (the parent's reintegration turn). */
+  readonly origin: string;
+}
+
+export interface TextNode extends NodeBase {
+  readonly kind: 'text' | 'thinking';
+  readonly sessionId: string;
+  readonly seq: number;
+  readonly text: string;
+  /** The CLI's message uuid: what "Fork from Here" forks at. */
+  readonly messageId: string | undefined;
+}
+
+export type ToolState = 'running' | 'awaitingPermission' | 'ok' | 'error' | 'denied' | 'interrupted';
+
+export interface ToolNode extends NodeBase {
+  readonly kind: 'tool';
+  readonly sessionId: string;
+  readonly seq: number;
+  readonly toolUseId: string;
+  readonly name: string;
+  readonly input: Record<string, unknown>;
+  state: ToolState;
+  result: string | undefined;
+  /** Why the tool was denied (the message the model got). */
+  denial: string | undefined;
+  /** Events of the CLI's own subagent that runs inside this call (parentToolUseId). */
+  readonly children: ItemNode[];
+}
+
+export type ForkState = 'proposed' | 'rejected' | 'running' | 'done' | 'cancelled';
+
+export interface ForkNode extends NodeBase {
+  readonly kind: 'fork';
+  readonly forkId: string;
+  /** The parent session. Empty while the fork is only known from a child's SessionInfo. */
+  sessionId: string;
+  state: ForkState;
+  tasks: string[];
+  source: string | undefined;
+  atMessageId: string | undefined;
+  reason: string | undefined;
+  results: ForkResult[] | undefined;
+  /** Child sessions, in the order the fork listed them. */
+  readonly children: SessionNode[];
+  /** The proposed tasks, shown until the fork starts (or forever, if it was rejected). */
+  readonly taskNodes: TaskNode[];
+  /** Whether it sits in its parent's timeline yet. */
+  placed: boolean;
+}
+
+export interface TaskNode extends NodeBase {
+  readonly kind: 'task';
+  readonly forkId: string;
+  readonly index: number;
+  readonly text: string;
+}
+
+export interface NoteNode extends NodeBase {
+  readonly kind: 'note';
+  readonly sessionId: string;
+  readonly seq: number;
+  readonly severity: 'error' | 'cancelled';
+  readonly text: string;
+  readonly detail: string | undefined;
+}
+
+export type ItemNode = PromptNode | TextNode | ToolNode | ForkNode | NoteNode;
+export type Node = SessionNode | ItemNode | TaskNode;
+
+/** Statuses in which the session is doing something (spinner, counts as running). */
+export const BUSY_STATUSES: ReadonlySet<string> = new Set(['starting', 'running', 'forking', 'queued']);
+/** A fork child in one of these has ended. */
+export const ENDED_STATUSES: ReadonlySet<string> = new Set(['idle', 'failed', 'cancelled', 'closed']);
+
+export interface Gap {
+  sessionId: string;
+  /** Ask `coven/getEvents` for everything after this seq. */
+  afterSeq: number;
+}
+
+export interface Changes {
+  /** The top level changed (a session appeared or the model was reset): refresh everything. */
+  root: boolean;
+  /** Changed nodes, none of them a descendant of another (refreshing a node covers its subtree). */
+  nodes: Node[];
+  /** Sessions whose content changed (for transcripts and the status bar). */
+  sessions: SessionNode[];
+}
+
+// --- bookkeeping that the tree does not show ---------------------------------------------------
+
+interface SessionRecord {
+  node: SessionNode;
+  /** Events that arrived ahead of a gap, by seq, waiting for the gap to be filled. */
+  pending: Map<number, CovenEvent>;
+  tools: Map<string, ToolNode>;
+  /** Whether a `status` event has been applied: from then on the event stream owns the status. */
+  statusFromEvents: boolean;
+  /** Whether a SessionInfo or a forkStarted has said what this session is. */
+  known: boolean;
+  costFromEvents: number;
+  costFromInfo: number;
+  pendingPermissions: Set<string>;
+  /** Insertion order, to order sessions created in the same millisecond. */
+  order: number;
+}
+
+const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+const obj = (v: unknown): Record<string, unknown> =>
+  v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
+
+export class CovenModel {
+  private readonly records = new Map<string, SessionRecord>();
+  private readonly forks = new Map<string, ForkNode>();
+  private nextOrder = 0;
+  private changed = new Set<Node>();
+  private changedSessions = new Set<SessionNode>();
+  private rootChanged = false;
+
+  // --- input -----------------------------------------------------------------------------------
+
+  /**
+   * Applies events in seq order per session, whatever order they arrive in. Duplicates (seq
+   * already applied) are dropped; events past a gap wait until `coven/getEvents` fills it.
+   * Returns the events actually applied, in the order they were applied.
+   */
+  ingest(events: Iterable<CovenEvent>): CovenEvent[] {
+    const applied: CovenEvent[] = [];
+    for (const event of events) {
+      const sessionId = str(event.sessionId);
+      const seq = num(event.seq);
+      if (sessionId === undefined || seq === undefined || !Number.isInteger(seq) || seq < 1) continue;
+      const rec = this.record(sessionId, str(event.time));
+      if (seq <= rec.node.lastSeq) continue;
+      if (seq > rec.node.lastSeq + 1) {
+        rec.pending.set(seq, event);
+        continue;
+      }
+      this.apply(rec, event);
+      applied.push(event);
+      for (let next = rec.pending.get(rec.node.lastSeq + 1); next; next = rec.pending.get(rec.node.lastSeq + 1)) {
+        rec.pending.delete(next.seq);
+        this.apply(rec, next);
+        applied.push(next);
+      }
+    }
+    return applied;
+  }
+
+  /** Merges `coven/listSessions` entries: what each session is, and its parent for fork children. */
+  applySessions(infos: Iterable<SessionInfo>): void {
+    for (const info of infos) {
+      const sessionId = str(info.sessionId);
+      if (sessionId === undefined) continue;
+      const rec = this.record(sessionId, str(info.createdAt));
+      const node = rec.node;
+      node.title = str(info.title) ?? node.title;
+      node.createdAt = str(info.createdAt) ?? node.createdAt;
+      node.cwd = str(info.cwd) ?? node.cwd;
+      node.model = str(info.model) ?? node.model;
+      node.agentSessionId = str(info.agentSessionId) ?? node.agentSessionId;
+      node.queuedMessages = num(info.queued) ?? node.queuedMessages;
+      rec.costFromInfo = num(info.costUsd) ?? rec.costFromInfo;
+      if (!rec.statusFromEvents && str(info.status)) node.status = info.status;
+      this.refreshCost(rec);
+      const parentId = str(info.parentId);
+      const forkId = str(info.forkId);
+      if (parentId !== undefined && forkId !== undefined) {
+        this.adoptChild(rec, parentId, forkId, str(info.label));
+      }
+      this.markKnown(rec);
+      this.touch(node);
+    }
+  }
+
+  /** Forgets everything (the server restarted); the caller rebuilds from listSessions + getEvents. */
+  reset(): void {
+    this.records.clear();
+    this.forks.clear();
+    this.changed.clear();
+    this.changedSessions.clear();
+    this.rootChanged = true;
+  }
+
+  // --- what the caller must fetch --------------------------------------------------------------
+
+  /** Sessions with events waiting behind a gap: fetch `coven/getEvents` after `afterSeq`. */
+  gaps(): Gap[] {
+    const out: Gap[] = [];
+    for (const rec of this.records.values()) {
+      if (rec.pending.size > 0) out.push({ sessionId: rec.node.sessionId, afterSeq: rec.node.lastSeq });
+    }
+    return out;
+  }
+
+  /** Sessions seen only in events so far: `coven/listSessions` says what they are. */
+  unknownSessions(): string[] {
+    return [...this.records.values()].filter((r) => !r.known).map((r) => r.node.sessionId);
+  }
+
+  // --- output ----------------------------------------------------------------------------------
+
+  /** What changed since the last call, with nodes pruned to the topmost ones. */
+  takeChanges(): Changes {
+    const root = this.rootChanged;
+    const sessions = [...this.changedSessions].filter((s) => this.records.get(s.sessionId)?.node === s);
+    const nodes = root ? [] : [...this.changed].filter((n) => this.isVisible(n) && !this.hasChangedAncestor(n));
+    this.rootChanged = false;
+    this.changed = new Set();
+    this.changedSessions = new Set();
+    return { root, nodes, sessions };
+  }
+
+  /** Top-level sessions, newest first. */
+  roots(): SessionNode[] {
+    return [...this.records.values()]
+      .filter((r) => r.known && r.node.parentId === undefined)
+      .sort((a, b) => (a.node.createdAt === b.node.createdAt ? b.order - a.order : a.node.createdAt < b.node.createdAt ? 1 : -1))
+      .map((r) => r.node);
+  }
+
+  /** What the tree shows under a node (thinking is left to the transcript: it is noise in a tree). */
+  children(node: Node | undefined): Node[] {
+    if (node === undefined) return this.roots();
+    switch (node.kind) {
+      case 'session':
+        return node.items.filter(visibleItem);
+      case 'tool':
+        return node.children.filter(visibleItem);
+      case 'fork':
+        return node.state === 'proposed' || node.state === 'rejected' || node.children.length === 0
+          ? node.taskNodes
+          : node.children;
+      default:
+        return [];
+    }
+  }
+
+  session(sessionId: string): SessionNode | undefined {
+    const rec = this.records.get(sessionId);
+    return rec?.known ? rec.node : undefined;
+  }
+
+  sessions(): SessionNode[] {
+    return [...this.records.values()].filter((r) => r.known).map((r) => r.node);
+  }
+
+  fork(forkId: string): ForkNode | undefined {
+    return this.forks.get(forkId);
+  }
+
+  /** Forks waiting for the user's decision. */
+  proposedForks(): ForkNode[] {
+    return [...this.forks.values()].filter((f) => f.state === 'proposed' && f.placed);
+  }
+
+  /** Running forks, with how many of their children have ended. */
+  runningForks(): Array<{ fork: ForkNode; done: number; total: number }> {
+    return [...this.forks.values()]
+      .filter((f) => f.state === 'running' && f.placed)
+      .map((fork) => ({ fork, done: endedChildren(fork), total: Math.max(fork.children.length, fork.tasks.length) }));
+  }
+
+  /** The session a node belongs to (a fork belongs to its parent session). */
+  owningSession(node: Node): SessionNode | undefined {
+    for (let n: Node | undefined = node; n; n = n.parent) {
+      if (n.kind === 'session') return n;
+    }
+    return undefined;
+  }
+
+  // --- reducing --------------------------------------------------------------------------------
+
+  private record(sessionId: string, time: string | undefined): SessionRecord {
+    let rec = this.records.get(sessionId);
+    if (rec === undefined) {
+      const node: SessionNode = {
+        kind: 'session',
+        key: sessionId,
+        parent: undefined,
+        version: 0,
+        sessionId,
+        title: sessionId,
+        label: undefined,
+        status: 'starting',
+        parentId: undefined,
+        forkId: undefined,
+        createdAt: time ?? '',
+        cwd: undefined,
+        model: undefined,
+        agentSessionId: undefined,
+        claudeCodeVersion: undefined,
+        queuedMessages: 0,
+        costUsd: 0,
+        awaitingPermission: 0,
+        lastError: undefined,
+        lastSeq: 0,
+        items: [],
+      };
+      rec = {
+        node,
+        pending: new Map(),
+        tools: new Map(),
+        statusFromEvents: false,
+        known: false,
+        costFromEvents: 0,
+        costFromInfo: 0,
+        pendingPermissions: new Set(),
+        order: this.nextOrder++,
+      };
+      this.records.set(sessionId, rec);
+    }
+    return rec;
+  }
+
+  private apply(rec: SessionRecord, e: CovenEvent): void {
+    const node = rec.node;
+    node.lastSeq = e.seq;
+    this.changedSessions.add(node);
+    switch (e.kind) {
+      case 'status':
+        return this.onStatus(rec, str(e.status));
+      case 'prompt': {
+        const text = str(e.text) ?? '';
+        const origin = str(e.origin) ?? 'user';
+        // A session seen only in events gets a readable name until listSessions answers.
+        if (!rec.known && node.title === node.sessionId) node.title = firstLine(text);
+        return this.append(rec, undefined, {
+          kind: 'prompt', key: `${node.sessionId}#${e.seq}`, parent: undefined, version: 0,
+          sessionId: node.sessionId, seq: e.seq, text, origin,
+        });
+      }
+      case 'agent':
+        node.agentSessionId = str(e.agentSessionId) ?? node.agentSessionId;
+        node.model = str(e.model) ?? node.model;
+        node.cwd = str(e.cwd) ?? node.cwd;
+        node.claudeCodeVersion = str(e.claudeCodeVersion) ?? node.claudeCodeVersion;
+        return this.touch(node);
+      case 'text':
+      case 'thinking':
+        return this.append(rec, str(e.parentToolUseId), {
+          kind: e.kind, key: `${node.sessionId}#${e.seq}`, parent: undefined, version: 0,
+          sessionId: node.sessionId, seq: e.seq, text: str(e.text) ?? '', messageId: str(e.messageId),
+        });
+      case 'toolUse': {
+        const toolUseId = str(e.toolUseId) ?? `${node.sessionId}#${e.seq}`;
+        const tool: ToolNode = {
+          kind: 'tool', key: `${node.sessionId}#${e.seq}`, parent: undefined, version: 0,
+          sessionId: node.sessionId, seq: e.seq, toolUseId, name: str(e.name) ?? 'tool', input: obj(e.input),
+          state: 'running', result: undefined, denial: undefined, children: [],
+        };
+        rec.tools.set(toolUseId, tool);
+        return this.append(rec, str(e.parentToolUseId), tool);
+      }
+      case 'toolResult': {
+        const tool = rec.tools.get(str(e.toolUseId) ?? '');
+        if (tool === undefined) return;
+        tool.result = str(e.content) ?? '';
+        if (tool.state !== 'denied') tool.state = e.isError === true ? 'error' : 'ok';
+        return this.touch(tool);
+      }
+      case 'permissionRequest': {
+        const id = str(e.toolUseId) ?? `seq-${e.seq}`;
+        rec.pendingPermissions.add(id);
+        node.awaitingPermission = rec.pendingPermissions.size;
+        const tool = rec.tools.get(id);
+        if (tool) {
+          tool.state = 'awaitingPermission';
+          this.touch(tool);
+        }
+        return this.touch(node);
+      }
+      case 'permissionDecision': {
+        const id = str(e.toolUseId) ?? '';
+        // A decision without an id answers the oldest open request (permissions are asked one at a time).
+        const key = rec.pendingPermissions.has(id) ? id : rec.pendingPermissions.values().next().value;
+        if (key !== undefined) rec.pendingPermissions.delete(key);
+        node.awaitingPermission = rec.pendingPermissions.size;
+        const tool = rec.tools.get(id);
+        if (tool) {
+          if (e.allow === true) {
+            if (tool.state === 'awaitingPermission') tool.state = 'running';
+          } else {
+            tool.state = 'denied';
+            tool.denial = str(e.message);
+          }
+          this.touch(tool);
+        }
+        return this.touch(node);
+      }
+      case 'turnResult': {
+        rec.costFromEvents += num(e.costUsd) ?? 0;
+        this.refreshCost(rec);
+        // Whatever was still running when the turn ended will not finish any more.
+        for (const tool of rec.tools.values()) {
+          if (tool.state === 'running' || tool.state === 'awaitingPermission') {
+            tool.state = 'interrupted';
+            this.touch(tool);
+          }
+        }
+        rec.pendingPermissions.clear();
+        node.awaitingPermission = 0;
+        this.touch(node);
+        if (e.cancelled === true || e.subtype === 'cancelled') {
+          return this.append(rec, undefined, note(node, e.seq, 'cancelled', 'Turn cancelled', undefined));
+        }
+        if (e.isError === true) {
+          const text = str(e.text) ?? '';
+          return this.append(rec, undefined, note(node, e.seq, 'error', `Turn failed: ${firstLine(text) || str(e.subtype) || 'error'}`, text));
+        }
+        return;
+      }
+      case 'error': {
+        const message = str(e.message) ?? 'error';
+        node.lastError = message;
+        return this.append(rec, undefined, note(node, e.seq, 'error', firstLine(message), message));
+      }
+      case 'forkProposed': {
+        const fork = this.forkNode(str(e.forkId) ?? `${node.sessionId}#${e.seq}`, node.sessionId);
+        fork.state = 'proposed';
+        this.setTasks(fork, strings(e.tasks));
+        this.place(rec, fork);
+        return this.touch(fork);
+      }
+      case 'forkRejected': {
+        const fork = this.forks.get(str(e.forkId) ?? '');
+        if (fork === undefined) return;
+        fork.state = 'rejected';
+        fork.reason = str(e.reason);
+        return this.touch(fork);
+      }
+      case 'forkStarted': {
+        const fork = this.forkNode(str(e.forkId) ?? `${node.sessionId}#${e.seq}`, node.sessionId);
+        fork.state = 'running';
+        fork.source = str(e.source);
+        fork.atMessageId = str(e.atMessageId);
+        const children = (Array.isArray(e.children) ? e.children : []).map(obj);
+        this.setTasks(fork, children.map((c) => str(c.label) ?? ''));
+        this.place(rec, fork);
+        for (const child of children) {
+          const childId = str(child.sessionId);
+          if (childId === undefined) continue;
+          const childRec = this.record(childId, str(e.time));
+          this.adoptChild(childRec, node.sessionId, fork.forkId, str(child.label));
+          this.markKnown(childRec);
+        }
+        // The fork lists its children in task order; keep that order whatever arrived first.
+        const order = new Map(children.map((c, i) => [str(c.sessionId), i]));
+        fork.children.sort((a, b) => (order.get(a.sessionId) ?? 1e9) - (order.get(b.sessionId) ?? 1e9));
+        return this.touch(fork);
+      }
+      case 'forkFinished': {
+        const fork = this.forks.get(str(e.forkId) ?? '');
+        if (fork === undefined) return;
+        fork.results = (Array.isArray(e.results) ? e.results : []).map(obj).map((r) => ({
+          label: str(r.label) ?? '',
+          sessionId: str(r.sessionId) ?? '',
+          ok: r.ok === true,
+          ...(str(r.error) !== undefined ? { error: str(r.error) } : {}),
+        }));
+        const cancelled = fork.children.length > 0 && fork.children.every((c) => c.status === 'cancelled');
+        fork.state = cancelled ? 'cancelled' : 'done';
+        return this.touch(fork);
+      }
+      case 'forkError': {
+        const message = str(e.message) ?? 'invalid fork';
+        return this.append(rec, undefined, note(node, e.seq, 'error', `Fork not started: ${firstLine(message)}`, message));
+      }
+      default:
+        return; // kinds from a newer server: their seq counts, their content is not ours to show
+    }
+  }
+
+  private onStatus(rec: SessionRecord, status: string | undefined): void {
+    if (status === undefined) return;
+    const node = rec.node;
+    rec.statusFromEvents = true;
+    node.status = status;
+    this.touch(node);
+    // A fork's progress is its children's statuses.
+    const fork = node.forkId !== undefined ? this.forks.get(node.forkId) : undefined;
+    if (fork !== undefined) this.touch(fork);
+    // A parent that stops while its fork is open took the fork down with it, even if no
+    // forkFinished says so. (Not on `idle`: a parent may well pass through idle around a fork.)
+    if (status === 'cancelled' || status === 'closed' || status === 'failed') {
+      for (const f of this.forks.values()) {
+        if (f.sessionId !== node.sessionId) continue;
+        if (f.state === 'running' || f.state === 'proposed') {
+          f.state = 'cancelled';
+          this.touch(f);
+        }
+      }
+    }
+  }
+
+  private append(rec: SessionRecord, parentToolUseId: string | undefined, item: ItemNode): void {
+    const tool = parentToolUseId !== undefined ? rec.tools.get(parentToolUseId) : undefined;
+    const container: SessionNode | ToolNode = tool ?? rec.node;
+    item.parent = container;
+    (container.kind === 'session' ? container.items : container.children).push(item);
+    this.touch(container);
+  }
+
+  private forkNode(forkId: string, sessionId: string): ForkNode {
+    let fork = this.forks.get(forkId);
+    if (fork === undefined) {
+      fork = {
+        kind: 'fork', key: `fork:${forkId}`, parent: undefined, version: 0,
+        forkId, sessionId, state: 'running', tasks: [], source: undefined, atMessageId: undefined,
+        reason: undefined, results: undefined, children: [], taskNodes: [], placed: false,
+      };
+      this.forks.set(forkId, fork);
+    }
+    if (sessionId) fork.sessionId = sessionId;
+    return fork;
+  }
+
+  private setTasks(fork: ForkNode, tasks: string[]): void {
+    fork.tasks = tasks;
+    fork.taskNodes.length = 0;
+    tasks.forEach((text, index) =>
+      fork.taskNodes.push({ kind: 'task', key: `fork:${fork.forkId}/task${index}`, parent: fork, version: 0, forkId: fork.forkId, index, text }),
+    );
+  }
+
+  /** Puts a fork into its parent's timeline, at the point where the parent announced it. */
+  private place(rec: SessionRecord, fork: ForkNode): void {
+    if (fork.placed) return;
+    fork.placed = true;
+    fork.parent = rec.node;
+    rec.node.items.push(fork);
+    this.touch(rec.node);
+  }
+
+  private adoptChild(rec: SessionRecord, parentId: string, forkId: string, label: string | undefined): void {
+    const node = rec.node;
+    node.parentId = parentId;
+    node.forkId = forkId;
+    if (label !== undefined) node.label = label;
+    const fork = this.forkNode(forkId, parentId);
+    if (node.parent !== fork) {
+      node.parent = fork;
+      fork.children.push(node);
+      this.touch(fork);
+    }
+  }
+
+  private markKnown(rec: SessionRecord): void {
+    if (rec.known) return;
+    rec.known = true;
+    if (rec.node.parentId === undefined) this.rootChanged = true;
+    else if (rec.node.parent) this.touch(rec.node.parent);
+  }
+
+  private refreshCost(rec: SessionRecord): void {
+    // Events carry each turn's cost exactly once; a listSessions total is only a stand-in until
+    // the events are in (adding both would count turns twice).
+    rec.node.costUsd = rec.node.lastSeq > 0 ? rec.costFromEvents : rec.costFromInfo;
+  }
+
+  private touch(node: Node): void {
+    node.version++;
+    this.changed.add(node);
+    const session = node.kind === 'session' ? node : this.owningSession(node);
+    if (session) this.changedSessions.add(session);
+  }
+
+  private hasChangedAncestor(node: Node): boolean {
+    for (let p = node.parent; p; p = p.parent) if (this.changed.has(p)) return true;
+    return false;
+  }
+
+  /** Whether the tree has (or could have) shown this node: its chain of sessions is known and placed. */
+  private isVisible(node: Node): boolean {
+    for (let n: Node | undefined = node; n; n = n.parent) {
+      if (n.kind === 'session') {
+        const rec = this.records.get(n.sessionId);
+        if (!rec?.known || rec.node !== n) return false;
+        if (n.parentId === undefined) return true;
+      }
+      if (n.kind === 'fork' && !n.placed) return false;
+      if (n.kind === 'thinking') return false;
+    }
+    return false;
+  }
+}
+
+function visibleItem(node: ItemNode): boolean {
+  return node.kind !== 'thinking';
+}
+
+function endedChildren(fork: ForkNode): number {
+  return fork.children.filter((c) => ENDED_STATUSES.has(c.status)).length;
+}
+
+function note(session: SessionNode, seq: number, severity: NoteNode['severity'], text: string, detail: string | undefined): NoteNode {
+  return { kind: 'note', key: `${session.sessionId}#${seq}`, parent: undefined, version: 0, sessionId: session.sessionId, seq, severity, text, detail };
+}
+
+export function firstLine(text: string): string {
+  const line = text.trim().split('\n', 1)[0] ?? '';
+  return line.trim();
+}
+
+export function forkProgress(fork: ForkNode): { done: number; total: number; failed: number } {
+  const total = Math.max(fork.children.length, fork.tasks.length);
+  if (fork.results !== undefined) {
+    return { done: fork.results.length, total: Math.max(total, fork.results.length), failed: fork.results.filter((r) => !r.ok).length };
+  }
+  return { done: endedChildren(fork), total, failed: fork.children.filter((c) => c.status === 'failed').length };
+}

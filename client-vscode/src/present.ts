@@ -1,0 +1,307 @@
+// How each node looks: label, description, icon, tooltip, menu key. Pure (no `vscode` import):
+// the tree turns these into TreeItems, and the tests check them without an editor.
+
+import {
+  BUSY_STATUSES,
+  type CovenModel,
+  type ForkNode,
+  forkProgress,
+  firstLine,
+  type Node,
+  type SessionNode,
+  type ToolNode,
+} from './model';
+
+export interface Icon {
+  /** A codicon id, `~spin` suffix allowed. */
+  id: string;
+  /** A theme colour id, e.g. `testing.iconPassed`. */
+  color?: string;
+}
+
+export interface Presentation {
+  label: string;
+  description: string;
+  /** Markdown. */
+  tooltip: string;
+  icon: Icon;
+  /**
+   * The `viewItem` of menus: `<kind>` then `;key=value` flags. package.json's `when` clauses
+   * match it with regexes, so menus follow from the data, not from code.
+   */
+  contextValue: string;
+  collapsible: 'none' | 'collapsed' | 'expanded';
+  /** Fork nodes get the `coven.forkForeground` colour through a file decoration. */
+  decorated: boolean;
+}
+
+/** Tools whose calls run one of the CLI's own subagents (their events nest under the call). */
+const SUBAGENT_TOOLS = new Set(['Task', 'Agent']);
+
+export const STATUS_TEXT: Record<string, string> = {
+  queued: 'queued',
+  starting: 'starting',
+  running: 'running',
+  idle: 'done',
+  awaitingApproval: 'fork awaiting approval',
+  forking: 'forking',
+  failed: 'failed',
+  cancelled: 'cancelled',
+  closed: 'closed',
+};
+
+export function present(node: Node, model: CovenModel): Presentation {
+  switch (node.kind) {
+    case 'session':
+      return presentSession(node, model);
+    case 'prompt': {
+      const forkAssignment = node.origin === 'fork';
+      const forkResults = node.origin === 'forkResults';
+      return {
+        label: forkResults ? 'Fork results' : firstLine(node.text) || '(empty prompt)',
+        description: forkResults ? 'reintegration turn' : forkAssignment ? 'assignment' : '',
+        tooltip: quote(node.text),
+        icon: { id: forkResults ? 'git-merge' : forkAssignment ? 'repo-forked' : 'account' },
+        contextValue: `prompt;origin=${node.origin}`,
+        collapsible: 'none',
+        decorated: false,
+      };
+    }
+    case 'text':
+    case 'thinking':
+      return {
+        label: firstLine(node.text) || '…',
+        description: '',
+        // Model output is Markdown already.
+        tooltip: node.text,
+        icon: { id: node.kind === 'text' ? 'comment' : 'lightbulb' },
+        contextValue: node.messageId !== undefined ? `${node.kind};forkable` : node.kind,
+        collapsible: 'none',
+        decorated: false,
+      };
+    case 'tool':
+      return presentTool(node);
+    case 'fork':
+      return presentFork(node);
+    case 'task': {
+      const fork = node.parent?.kind === 'fork' ? node.parent : undefined;
+      return {
+        label: node.text,
+        description: fork?.state === 'rejected' ? 'not run' : '',
+        tooltip: escapeMarkdown(node.text),
+        icon: { id: fork?.state === 'rejected' ? 'circle-slash' : 'circle-outline' },
+        contextValue: 'task',
+        collapsible: 'none',
+        decorated: false,
+      };
+    }
+    case 'note':
+      return {
+        label: node.text,
+        description: '',
+        tooltip: node.detail !== undefined ? fence(node.detail) : escapeMarkdown(node.text),
+        icon: node.severity === 'error' ? { id: 'error', color: 'testing.iconFailed' } : { id: 'circle-slash' },
+        contextValue: `note;severity=${node.severity}`,
+        collapsible: 'none',
+        decorated: false,
+      };
+  }
+}
+
+function presentSession(node: SessionNode, model: CovenModel): Presentation {
+  const child = node.parentId !== undefined;
+  const parts = [sessionStatusText(node)];
+  if (node.queuedMessages > 0) parts.push(`${node.queuedMessages} queued`);
+  if (node.costUsd > 0) parts.push(formatCost(node.costUsd));
+  const rows: string[] = [
+    `**${escapeMarkdown(child ? (node.label ?? node.title) : node.title)}**`,
+    '',
+    `Status: ${sessionStatusText(node)}`,
+    `Session: \`${node.sessionId}\``,
+  ];
+  if (child) rows.push(`Fork child of \`${node.parentId}\``);
+  if (node.model) rows.push(`Model: ${escapeMarkdown(node.model)}`);
+  if (node.cwd) rows.push(`Folder: ${escapeMarkdown(node.cwd)}`);
+  if (node.costUsd > 0) rows.push(`Cost: ${formatCost(node.costUsd)}`);
+  if (node.agentSessionId) rows.push(`Claude Code session: \`${node.agentSessionId}\``);
+  if (node.lastError && node.status === 'failed') rows.push('', fence(node.lastError));
+  const hasChildren = model.children(node).length > 0;
+  return {
+    label: child ? (node.label ?? node.title) : node.title,
+    description: parts.join(' · '),
+    // Two spaces before a newline: a Markdown line break, so each fact stays on its own line.
+    tooltip: rows.join('  \n'),
+    icon: sessionIcon(node),
+    contextValue: `session;status=${node.status};${child ? 'child' : 'top'}`,
+    collapsible: !hasChildren ? 'none' : child ? 'collapsed' : 'expanded',
+    decorated: false,
+  };
+}
+
+export function sessionStatusText(node: SessionNode): string {
+  if (node.awaitingPermission > 0) return 'needs permission';
+  return STATUS_TEXT[node.status] ?? node.status;
+}
+
+export function sessionIcon(node: SessionNode): Icon {
+  if (node.awaitingPermission > 0 || node.status === 'awaitingApproval') return { id: 'question', color: 'charts.yellow' };
+  if (node.status === 'queued') return { id: 'watch' };
+  if (BUSY_STATUSES.has(node.status)) return { id: 'loading~spin' };
+  switch (node.status) {
+    case 'idle':
+      return { id: 'check', color: 'testing.iconPassed' };
+    case 'failed':
+      return { id: 'error', color: 'testing.iconFailed' };
+    case 'cancelled':
+      return { id: 'circle-slash' };
+    case 'closed':
+      return { id: 'archive' };
+    default:
+      return { id: 'circle-outline' };
+  }
+}
+
+function presentTool(node: ToolNode): Presentation {
+  const subagent = SUBAGENT_TOOLS.has(node.name) || node.children.length > 0;
+  const icons: Record<ToolNode['state'], Icon> = {
+    running: { id: 'loading~spin' },
+    awaitingPermission: { id: 'question', color: 'charts.yellow' },
+    ok: { id: 'pass', color: 'testing.iconPassed' },
+    error: { id: 'error', color: 'testing.iconFailed' },
+    denied: { id: 'circle-slash', color: 'testing.iconFailed' },
+    interrupted: { id: 'debug-stop' },
+  };
+  const stateText: Record<ToolNode['state'], string> = {
+    running: 'running',
+    awaitingPermission: 'waiting for your permission',
+    ok: 'done',
+    error: 'failed',
+    denied: 'denied',
+    interrupted: 'interrupted',
+  };
+  const rows = [`**${escapeMarkdown(node.name)}** — ${stateText[node.state]}`, '', fence(JSON.stringify(node.input, null, 2), 'json')];
+  if (node.denial) rows.push('', `Denied: ${escapeMarkdown(node.denial)}`);
+  if (node.result !== undefined) rows.push('', 'Result:', fence(truncate(node.result, 2000)));
+  return {
+    label: `${subagent ? '▶ ' : ''}${node.name}`,
+    description: describeToolInput(node.input, 80),
+    tooltip: rows.join('\n'),
+    icon: icons[node.state],
+    contextValue: `tool;state=${node.state}${subagent ? ';subagent' : ''}`,
+    collapsible: node.children.some((c) => c.kind !== 'thinking') ? 'collapsed' : 'none',
+    decorated: false,
+  };
+}
+
+export function forkStateText(fork: ForkNode): string {
+  const { done, total, failed } = forkProgress(fork);
+  switch (fork.state) {
+    case 'proposed':
+      return 'proposed';
+    case 'rejected':
+      return fork.reason ? `rejected: ${firstLine(fork.reason)}` : 'rejected';
+    case 'running':
+      return `running · ${done} of ${total} done`;
+    case 'done':
+      return failed > 0 ? `done · ${failed} of ${total} failed` : 'done';
+    case 'cancelled':
+      return 'cancelled';
+  }
+}
+
+function presentFork(fork: ForkNode): Presentation {
+  const count = Math.max(fork.tasks.length, fork.children.length);
+  const rows = [`**Fork** · ${forkStateText(fork)}`, '', ...fork.tasks.map((t, i) => `${i + 1}. ${escapeMarkdown(t)}`)];
+  if (fork.source === 'user') rows.push('', 'Started by you.');
+  for (const r of fork.results ?? []) {
+    if (!r.ok) rows.push('', `${escapeMarkdown(r.label)}: ${escapeMarkdown(r.error ?? 'failed')}`);
+  }
+  const icon: Icon =
+    fork.state === 'proposed'
+      ? { id: 'question', color: 'coven.forkForeground' }
+      : fork.state === 'running'
+        ? { id: 'loading~spin', color: 'coven.forkForeground' }
+        : { id: 'repo-forked', color: 'coven.forkForeground' };
+  return {
+    label: `⑂ Fork · ${count} ${count === 1 ? 'task' : 'tasks'}`,
+    description: forkStateText(fork),
+    tooltip: rows.join('  \n'),
+    icon,
+    contextValue: `fork;state=${fork.state}`,
+    collapsible: count > 0 ? 'expanded' : 'none',
+    decorated: true,
+  };
+}
+
+// --- the status bar -----------------------------------------------------------------------------
+
+export interface StatusSummary {
+  text: string;
+  tooltip: string;
+  /** Something needs the user (a fork proposal or a permission question). */
+  attention: boolean;
+}
+
+export function summarize(model: CovenModel): StatusSummary {
+  const sessions = model.sessions();
+  const running = sessions.filter((s) => BUSY_STATUSES.has(s.status)).length;
+  const asking = sessions.filter((s) => s.awaitingPermission > 0 || s.status === 'awaitingApproval').length;
+  const forks = model.runningForks();
+  const parts: string[] = [];
+  if (running > 0) parts.push(`${running} running`);
+  for (const { done, total } of forks) parts.push(`⑂ ${done}/${total}`);
+  if (asking > 0) parts.push(`${asking} waiting for you`);
+  const icon = asking > 0 ? '$(question)' : running > 0 ? '$(loading~spin)' : '$(repo-forked)';
+  const tooltipParts = [
+    `${sessions.length} session${sessions.length === 1 ? '' : 's'}, ${running} running`,
+    ...forks.map(({ fork, done, total }) => `fork of ${model.session(fork.sessionId)?.title ?? fork.sessionId}: ${done} of ${total} children done`),
+  ];
+  if (asking > 0) tooltipParts.push(`${asking} waiting for your decision`);
+  return {
+    text: `${icon} Coven${parts.length > 0 ? ': ' + parts.join(' · ') : ''}`,
+    tooltip: tooltipParts.join('\n'),
+    attention: asking > 0,
+  };
+}
+
+// --- small text helpers -------------------------------------------------------------------------
+
+/** A one-line summary of what a tool will do (the same keys coven-ls uses for its own prompt). */
+export function describeToolInput(input: Record<string, unknown>, limit = 300): string {
+  let text: string | undefined;
+  for (const key of ['command', 'file_path', 'path', 'url', 'pattern', 'prompt', 'description']) {
+    const value = input[key];
+    if (typeof value === 'string' && value) {
+      text = value;
+      break;
+    }
+  }
+  text = (text ?? JSON.stringify(input)).split(/\s+/).join(' ').trim();
+  return truncate(text, limit);
+}
+
+export function formatCost(usd: number): string {
+  return usd >= 1 ? `$${usd.toFixed(2)}` : `$${usd.toFixed(4)}`;
+}
+
+export function truncate(text: string, limit: number): string {
+  return text.length <= limit ? text : text.slice(0, limit - 1) + '…';
+}
+
+export function escapeMarkdown(text: string): string {
+  return text.replace(/[\\`*_{}[\]()#+\-.!|<>]/g, '\\$&');
+}
+
+function quote(text: string): string {
+  return text
+    .split('\n')
+    .map((line) => '> ' + escapeMarkdown(line))
+    .join('\n');
+}
+
+export function fence(text: string, lang = ''): string {
+  // A fence longer than any backtick run inside the text cannot be closed by it.
+  const longest = Math.max(2, ...(text.match(/`+/g) ?? []).map((m) => m.length));
+  const ticks = '`'.repeat(longest + 1);
+  return `${ticks}${lang}\n${text}\n${ticks}`;
+}

@@ -1,0 +1,429 @@
+"""Forking: one module owns the whole of it.
+
+The pure half parses the model's `<fork>` tag and composes the `<fork-results>` message; the
+async half (`ForkManager`) proposes, approves, runs children in parallel with a limit, cancels,
+and reintegrates. Children are ordinary sessions: each resumes the parent's agent conversation
+with `--fork-session` under an agent session id chosen here.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+from xml.sax.saxutils import escape
+
+import anyio
+import yaml
+
+from . import wire
+from .agent import AgentSpec
+from .session import Outcome, Session
+from .wire import Kind
+
+if TYPE_CHECKING:
+    from .hub import Hub
+
+log = logging.getLogger(__name__)
+
+MAX_LABEL_CHARS = 200
+
+# --- the pure half -------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.DOTALL | re.MULTILINE)
+_INLINE_CODE = re.compile(r"`[^`\n]*`")
+_TAG = re.compile(r"<fork>(.*?)</fork>", re.DOTALL)
+_OPEN_TAG = re.compile(r"<fork>")
+
+
+class ForkSyntaxError(ValueError):
+    """The model's `<fork>` tag is not a usable task list; the message says why, for the model."""
+
+
+def fork_instructions(max_children: int) -> str:
+    text = resources.files("coven_ls").joinpath("prompts/fork.md").read_text(encoding="utf-8")
+    return text.replace("{max_children}", str(max_children))
+
+
+def _outside_code(text: str) -> str:
+    """The text with fenced blocks and inline code blanked out: a tag shown as an example is not
+    a request to fork."""
+    text = _FENCE.sub(lambda m: " " * len(m.group(0)), text)
+    return _INLINE_CODE.sub(lambda m: " " * len(m.group(0)), text)
+
+
+def find_fork_tag(text: str) -> str | None:
+    """The body of the answer's `<fork>` tag, or None when there is none. Raises ForkSyntaxError
+    for an unclosed tag or more than one."""
+    plain = _outside_code(text)
+    tags = _TAG.findall(plain)
+    if len(tags) > 1:
+        raise ForkSyntaxError(
+            f"Your answer has {len(tags)} <fork> tags; put every task in a single <fork> tag."
+        )
+    if not tags:
+        if _OPEN_TAG.search(plain):
+            raise ForkSyntaxError("Your answer opens a <fork> tag but never closes it (</fork>).")
+        return None
+    return tags[0]
+
+
+def check_tasks(tasks: Any, max_children: int) -> list[str]:
+    """Validate a task list (from YAML or a client); raises ForkSyntaxError saying what is wrong."""
+    if not isinstance(tasks, list):
+        if isinstance(tasks, dict):
+            raise ForkSyntaxError(
+                "The <fork> tag holds a YAML mapping, not a list. Write one '- label' line per "
+                "task, and quote a label that contains ': '."
+            )
+        raise ForkSyntaxError(
+            "The <fork> tag must hold a YAML list of task labels, one '- label' line per task."
+        )
+    if not tasks:
+        raise ForkSyntaxError("The task list is empty; give at least one task label.")
+    if len(tasks) > max_children:
+        raise ForkSyntaxError(
+            f"{len(tasks)} tasks is more than the limit of {max_children}; "
+            "merge tasks or fork fewer at a time."
+        )
+    labels = []
+    for number, task in enumerate(tasks, 1):
+        if not isinstance(task, str):
+            kind = {bool: "a boolean", int: "a number", float: "a number", dict: "a mapping"}.get(
+                type(task), "not plain text"
+            )
+            raise ForkSyntaxError(
+                f"Task {number} is {kind} ({task!r}), not a text label; quote it if it is meant "
+                "as text."
+            )
+        label = " ".join(task.split())
+        if not label:
+            raise ForkSyntaxError(f"Task {number} is empty; every task needs a label.")
+        if len(label) > MAX_LABEL_CHARS:
+            raise ForkSyntaxError(
+                f"Task {number} is {len(label)} characters long; keep labels under "
+                f"{MAX_LABEL_CHARS} characters and put the details in your answer before the tag."
+            )
+        labels.append(label)
+    return labels
+
+
+def parse_fork_tag(text: str, max_children: int) -> list[str] | None:
+    """The task labels the answer asks to fork into; None when it asks for no fork."""
+    body = find_fork_tag(text)
+    if body is None:
+        return None
+    try:
+        tasks = yaml.safe_load(body)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1} of the tag)" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ForkSyntaxError(f"The <fork> tag is not valid YAML{where}: {problem}.") from exc
+    return check_tasks(tasks, max_children)
+
+
+def problem_message(problem: str) -> str:
+    """The follow-up a parent gets when its `<fork>` tag was refused."""
+    return (
+        f"Your <fork> tag was not used, so nothing was forked: {problem}\n"
+        "Fix the tag and answer again to fork, or carry on without forking."
+    )
+
+
+def child_prompt(label: str) -> str:
+    return f"You were assigned '{label}'"
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    label: str
+    session_id: str
+    ok: bool
+    text: str = ""
+    error: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "sessionId": self.session_id,
+            "ok": self.ok,
+            **({"error": self.error} if self.error else {}),
+        }
+
+
+def _attr(value: str) -> str:
+    """An XML attribute value, always in double quotes (quoteattr would switch quote styles)."""
+    return '"' + escape(value, {'"': "&quot;"}) + '"'
+
+
+def compose_results(results: list[TaskResult]) -> str:
+    """The `<fork-results>` message. Labels are escaped (they go in an attribute); bodies are the
+    children's answers as written, since only the model reads them."""
+    parts = ["<fork-results>"]
+    if results and not any(r.ok for r in results):
+        parts.insert(
+            0,
+            f"All {len(results)} forks failed, so none of the tasks was done. "
+            "Retry them or take another approach.",
+        )
+    for r in results:
+        if r.ok:
+            parts.append(f"<task label={_attr(r.label)}>\n{r.text}\n</task>")
+        else:
+            error = " ".join((r.error or "failed").split())
+            parts.append(f"<task label={_attr(r.label)} error={_attr(error)}>\n</task>")
+    parts.append("</fork-results>")
+    return "\n".join(parts)
+
+
+# --- the async half ------------------------------------------------------------------------------
+
+
+class ForkState(enum.Enum):
+    PROPOSED = "proposed"
+    RUNNING = "running"
+    REJECTED = "rejected"
+    FINISHED = "finished"
+
+
+@dataclass
+class Fork:
+    id: str
+    parent: Session
+    tasks: list[str]
+    source: str  # "model" or "user"
+    at_message_id: str | None = None
+    state: ForkState = ForkState.PROPOSED
+    children: list[Session] = field(default_factory=list)
+    cancelled: bool = False
+    scope: anyio.CancelScope | None = None
+
+
+# What a client answers when asked to approve a fork: "approve", "reject", or None (no answer:
+# a client with its own fork UI answers through coven/decideFork instead).
+ApprovalAsker = Callable[[Session, Fork], Any]
+
+
+class ForkManager:
+    def __init__(self, hub: Hub) -> None:
+        self._hub = hub
+        self.forks: dict[str, Fork] = {}
+
+    def get(self, fork_id: str) -> Fork:
+        fork = self.forks.get(fork_id)
+        if fork is None:
+            raise wire.CovenError(
+                wire.FORK_NOT_FOUND,
+                f"No fork with id '{fork_id}'. Fork ids come from forkProposed and forkStarted "
+                "events and from coven/fork.",
+                {"forkId": fork_id},
+            )
+        return fork
+
+    def active_fork(self, session: Session) -> Fork | None:
+        for fork in self.forks.values():
+            if fork.parent is session and fork.state in (ForkState.PROPOSED, ForkState.RUNNING):
+                return fork
+        return None
+
+    # --- detection (runs in the parent's runner task, at the end of each turn) -------------------
+
+    async def on_turn_end(self, session: Session, result: dict[str, Any]) -> None:
+        config = session.config
+        if config.fork_mode == "off" or session.depth >= config.max_depth:
+            return  # the tag, if any, stays in the answer as plain text
+        if result.get("isError") or result.get("cancelled"):
+            return
+        try:
+            tasks = parse_fork_tag(result.get("text") or "", config.max_children)
+        except ForkSyntaxError as exc:
+            session.emit(Kind.FORK_ERROR, message=str(exc))
+            session.send(problem_message(str(exc)), origin="forkError", first=True)
+            return
+        if tasks is None:
+            return
+        fork = self._new_fork(session, tasks, source="model")
+        if config.fork_mode == "auto":
+            self._start(fork)
+            return
+        session.set_status("awaitingApproval")
+        session.emit(Kind.FORK_PROPOSED, forkId=fork.id, tasks=tasks)
+        self._hub.ask_fork_approval(session, fork)
+
+    def _new_fork(self, parent: Session, tasks: list[str], source: str, **kw: Any) -> Fork:
+        fork = Fork(f"f-{uuid.uuid4().hex[:12]}", parent, tasks, source, **kw)
+        self.forks[fork.id] = fork
+        # From here until the results are in, the parent's own messages wait, and its agent
+        # process is stopped: a paused-but-alive parent could keep working where no one sees it.
+        parent.hold()
+        parent.pause_agent()
+        return fork
+
+    # --- commands --------------------------------------------------------------------------------
+
+    def decide(
+        self, fork_id: str, approve: bool, tasks: list[str] | None, reason: str | None
+    ) -> None:
+        fork = self.get(fork_id)
+        if fork.state is not ForkState.PROPOSED:
+            raise wire.CovenError(
+                wire.INVALID_STATE,
+                f"Fork {fork_id} is {fork.state.value}; only a proposed fork can be decided.",
+                {"forkId": fork_id, "state": fork.state.value},
+            )
+        if approve:
+            if tasks is not None:
+                try:
+                    fork.tasks = check_tasks(tasks, fork.parent.config.max_children)
+                except ForkSyntaxError as exc:
+                    raise wire.invalid_params(wire.DECIDE_FORK, str(exc)) from exc
+            self._start(fork)
+            return
+        self._reject(fork, reason, tell_model=True)
+
+    def _reject(self, fork: Fork, reason: str | None, *, tell_model: bool) -> None:
+        fork.state = ForkState.REJECTED
+        parent = fork.parent
+        parent.emit(Kind.FORK_REJECTED, forkId=fork.id, reason=reason)
+        if tell_model and not parent.closed:
+            because = f" Their reason: {reason}" if reason else ""
+            parent.send(
+                "The user declined your proposed fork, so nothing was forked."
+                f"{because}\nCarry on without forking.",
+                origin="forkRejected",
+                first=True,
+            )
+        if parent.status == "awaitingApproval":
+            parent.set_status("idle")
+        parent.release()
+
+    def fork_by_hand(self, session: Session, tasks: list[str], at_message_id: str | None) -> Fork:
+        if session.closed:
+            raise wire.CovenError(
+                wire.INVALID_STATE, f"Session {session.id} is {session.status}; it cannot fork."
+            )
+        if not session.settled or self.active_fork(session) is not None:
+            raise wire.CovenError(
+                wire.INVALID_STATE,
+                f"Session {session.id} is busy ({session.status}); fork it when its turn has "
+                "ended, or cancel the turn first.",
+                {"sessionId": session.id, "status": session.status},
+            )
+        if session.agent_session_id is None:
+            raise wire.CovenError(
+                wire.INVALID_STATE,
+                f"Session {session.id} has no agent conversation yet, so there is nothing to "
+                "fork; wait for its first turn to start.",
+                {"sessionId": session.id},
+            )
+        try:
+            tasks = check_tasks(tasks, session.config.max_children)
+        except ForkSyntaxError as exc:
+            raise wire.invalid_params(wire.FORK, str(exc)) from exc
+        if at_message_id is not None and not any(
+            e.get("messageId") == at_message_id
+            for e in session.events
+            if e["kind"] in (Kind.TEXT, Kind.THINKING, Kind.TOOL_USE)
+        ):
+            raise wire.invalid_params(
+                wire.FORK,
+                f"'atMessageId' {at_message_id!r} is not an assistant message of session "
+                f"{session.id}; use the messageId of one of its text events.",
+            )
+        fork = self._new_fork(session, tasks, source="user", at_message_id=at_message_id)
+        self._start(fork)
+        return fork
+
+    async def cancel_fork(self, fork: Fork) -> None:
+        """The user stops a whole fork: a proposal is withdrawn; running children are stopped
+        (their processes end), queued ones never start, and what finished is reintegrated."""
+        if fork.state is ForkState.PROPOSED:
+            self._reject(fork, "cancelled by the user", tell_model=False)
+            return
+        fork.cancelled = True
+        async with anyio.create_task_group() as tg:
+            for child in fork.children:
+                if not child.closed and not (child.settled and child.last_outcome is not None):
+                    tg.start_soon(child.close, "cancelled")
+
+    async def cancel_child(self, child: Session) -> None:
+        """Only this child ends; its task is reported as cancelled and the others go on."""
+        await child.close("cancelled")
+
+    # --- running ---------------------------------------------------------------------------------
+
+    def _start(self, fork: Fork) -> None:
+        parent = fork.parent
+        fork.state = ForkState.RUNNING
+        parent.set_status("forking")
+        for label in fork.tasks:
+            fork.children.append(
+                self._hub.new_child(parent, fork.id, label, self._child_spec(fork))
+            )
+        parent.emit(
+            Kind.FORK_STARTED,
+            forkId=fork.id,
+            source=fork.source,
+            atMessageId=fork.at_message_id,
+            tasks=fork.tasks,
+            children=[{"sessionId": c.id, "label": c.label} for c in fork.children],
+        )
+        self._hub.spawn(self._run(fork), name=f"fork {fork.id}")
+
+    @staticmethod
+    def _child_spec(fork: Fork) -> AgentSpec:
+        parent, config = fork.parent, fork.parent.config
+        can_fork = config.fork_mode != "off" and parent.depth + 1 < config.max_depth
+        return AgentSpec(
+            cwd=config.cwd,
+            model=config.model,
+            permission_mode=config.permission_mode,
+            resume=parent.agent_session_id,
+            fork_session=True,
+            # Chosen here, so the child's transcript is known before its CLI says a word.
+            session_id=str(uuid.uuid4()),
+            resume_at=fork.at_message_id,
+            append_system_prompt=fork_instructions(config.max_children) if can_fork else None,
+            env=config.env,
+        )
+
+    async def _run(self, fork: Fork) -> None:
+        parent = fork.parent
+        limiter = anyio.CapacityLimiter(parent.config.max_parallel)
+        try:
+            async with anyio.create_task_group() as tg:
+                for child in fork.children:
+                    tg.start_soon(self._run_child, child, limiter)
+        finally:
+            results = [self._result_of(child) for child in fork.children]
+            fork.state = ForkState.FINISHED
+            parent.emit(Kind.FORK_FINISHED, forkId=fork.id, results=[r.wire() for r in results])
+            if not parent.closed:
+                parent.send(compose_results(results), origin="forkResults", first=True)
+                if parent.status == "forking":
+                    parent.set_status("idle")
+            parent.release()
+
+    async def _run_child(self, child: Session, limiter: anyio.CapacityLimiter) -> None:
+        async with limiter:
+            if child.closed:
+                return  # cancelled while it waited for a slot
+            child.send(child_prompt(child.label or ""), origin="fork")
+            await child.wait_settled()
+
+    @staticmethod
+    def _result_of(child: Session) -> TaskResult:
+        label, sid = child.label or "", child.id
+        if child.status == "cancelled":
+            return TaskResult(label, sid, False, error="cancelled by the user")
+        outcome: Outcome | None = child.last_outcome
+        if outcome is None:
+            reason = "the server shut down" if child.closed else "it never ran"
+            return TaskResult(label, sid, False, error=f"did not finish: {reason}")
+        return TaskResult(label, sid, outcome.ok, outcome.text, outcome.error)
