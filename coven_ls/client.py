@@ -26,10 +26,13 @@ class CovenClient:
         self,
         on_event: EventHandler,
         on_permission: PermissionHandler | None = None,
+        *,
+        handles_forks: bool = False,
     ) -> None:
         self._lsp = LanguageClient("coven-ls-client", __version__)
         self._on_event = on_event
         self._on_permission = on_permission
+        self._handles_forks = handles_forks
         self._changed = asyncio.Event()
         self.events: list[dict[str, Any]] = []
 
@@ -69,7 +72,12 @@ class CovenClient:
                 process_id=os.getpid(),
                 root_uri=root.as_uri(),
                 capabilities=types.ClientCapabilities(
-                    experimental={"coven": {"permissions": self._on_permission is not None}}
+                    experimental={
+                        "coven": {
+                            "permissions": self._on_permission is not None,
+                            "forks": self._handles_forks,
+                        }
+                    }
                 ),
                 initialization_options=init_options or {},
             )

@@ -7,6 +7,7 @@ and talks LSP to the server exactly as an editor would, printing events as they 
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -16,34 +17,61 @@ from .client import CovenClient
 from .render import TreePrinter, one_line
 from .scripted_model import ScriptedModel, Text, Thinking, ToolUse, reply
 
-FIRST_PROMPT = "Give me a quick tour of this workspace."
-FOLLOW_UP = "Thanks! Which file should I read first?"
+PROMPT = "Give me a quick tour of this workspace."
+TASKS = ("Summarise README.txt", "Review notes.txt", "Check plan.md")
+FILES = (  # name, content, what the child that reads it answers
+    (
+        "README.txt",
+        "coven demo: a tiny project to look around in.\n",
+        "README.txt says this is a tiny project to look around in.",
+    ),
+    (
+        "notes.txt",
+        "Open question: why is the build slow?\n",
+        "notes.txt holds one open question: why the build is slow.",
+    ),
+    (
+        "plan.md",
+        "# Plan\n1. Answer the open question in the notes.\n",
+        "plan.md has one step: answer the question in the notes.",
+    ),
+)
 
 
 def demo_model() -> ScriptedModel:
-    """The demo's script: a tool call that needs permission, then a follow-up turn."""
+    """The demo's script: a tool call, a fork into three children that work at the same time,
+    and the parent carrying on with their results. Nothing here tells the model how to fork:
+    coven-ls's system prompt does."""
     model = ScriptedModel()
-    pace = {"latency": 0.4, "chunk_chars": 12, "chunk_delay": 0.02}
+    pace = {"latency": 0.3, "chunk_chars": 12, "chunk_delay": 0.02}
     model.on(
         "quick tour of this workspace",
         reply(
             Thinking("The user wants an overview. Listing the files is the quickest start."),
             Text("Let me look at what is here."),
-            ToolUse("Bash", {"command": "ls -1 && head -n 1 README.txt"}),
+            ToolUse("Bash", {"command": "ls -1"}),
             **pace,
         ),
     )
     model.on(
-        "notes.txt",  # the tool result lists the files
+        re.compile(r"README\.txt\s+notes\.txt\s+plan\.md"),  # the listing came back
         reply(
-            "This workspace holds a README (a one-line project summary), notes.txt with open "
-            "questions, and plan.md with the next steps.",
+            "Three files. I will look at each of them at the same time.\n<fork>\n"
+            + "".join(f"- {task}\n" for task in TASKS)
+            + "</fork>",
             **pace,
         ),
     )
+    for task, (name, content, answer) in zip(TASKS, FILES, strict=True):
+        model.on(f"You were assigned '{task}'", ToolUse("Bash", {"command": f"cat {name}"}), **pace)
+        model.on(content.strip(), reply(answer, latency=1.0, chunk_chars=12, chunk_delay=0.02))
     model.on(
-        "Which file should I read first",
-        reply("Start with plan.md: it says what to do next, and links the other two.", **pace),
+        "<fork-results>",
+        reply(
+            "Here is the tour: README.txt introduces the project, notes.txt asks why the build "
+            "is slow, and plan.md says to answer that first. Start with notes.txt.",
+            **pace,
+        ),
     )
     return model
 
@@ -51,9 +79,8 @@ def demo_model() -> ScriptedModel:
 def _workspace(root: Path) -> Path:
     workspace = root / "workspace"
     workspace.mkdir()
-    (workspace / "README.txt").write_text("coven demo: a tiny project to look around in.\n")
-    (workspace / "notes.txt").write_text("- why is the build slow?\n")
-    (workspace / "plan.md").write_text("# Plan\n1. Read notes.txt\n")
+    for name, content, _ in FILES:
+        (workspace / name).write_text(content)
     return workspace
 
 
@@ -68,14 +95,19 @@ async def _run(as_json: bool) -> int:
 
     with tempfile.TemporaryDirectory(prefix="coven-demo-") as tmp, demo_model() as model:
         workspace = _workspace(Path(tmp))
-        client = CovenClient(on_event=printer, on_permission=allow)
+        client = CovenClient(on_event=printer, on_permission=allow, handles_forks=True)
         await client.start(workspace, env=model.cli_env(Path(tmp) / "claude-config"))
         try:
-            started = await client.request("coven/startSession", {"prompt": FIRST_PROMPT})
+            started = await client.request("coven/startSession", {"prompt": PROMPT})
             sid = started["sessionId"]
-            first = await client.wait_for(_turn_result(sid))
-            await client.request("coven/sendMessage", {"sessionId": sid, "text": FOLLOW_UP})
-            await client.wait_for(_turn_result(sid, after_seq=first["seq"]))
+            proposed = await client.wait_for(_kind(sid, "forkProposed"))
+            if not as_json:
+                print("    (the demo approves the fork)")
+            await client.request(
+                "coven/decideFork", {"forkId": proposed["forkId"], "approve": True}
+            )
+            results = await client.wait_for(_kind(sid, "prompt", origin="forkResults"))
+            await client.wait_for(_kind(sid, "turnResult", after_seq=results["seq"]))
             failed = [e for e in client.events if e["kind"] == "error" or e.get("isError")]
         finally:
             await client.stop()
@@ -84,8 +116,13 @@ async def _run(as_json: bool) -> int:
     return 1 if failed else 0
 
 
-def _turn_result(sid: str, after_seq: int = 0) -> Any:
-    return lambda e: e["sessionId"] == sid and e["kind"] == "turnResult" and e["seq"] > after_seq
+def _kind(sid: str, kind: str, after_seq: int = 0, **fields: Any) -> Any:
+    return lambda e: (
+        e["sessionId"] == sid
+        and e["kind"] == kind
+        and e["seq"] > after_seq
+        and all(e.get(k) == v for k, v in fields.items())
+    )
 
 
 def run_demo(json_output: bool = False) -> int:

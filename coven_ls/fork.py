@@ -374,6 +374,8 @@ class ForkManager:
             tasks=fork.tasks,
             children=[{"sessionId": c.id, "label": c.label} for c in fork.children],
         )
+        for child in fork.children:
+            self._hub.launch(child)
         self._hub.spawn(self._run(fork), name=f"fork {fork.id}")
 
     @staticmethod
@@ -405,9 +407,8 @@ class ForkManager:
             fork.state = ForkState.FINISHED
             parent.emit(Kind.FORK_FINISHED, forkId=fork.id, results=[r.wire() for r in results])
             if not parent.closed:
+                # The parent stays `forking` until its runner takes this turn and starts it.
                 parent.send(compose_results(results), origin="forkResults", first=True)
-                if parent.status == "forking":
-                    parent.set_status("idle")
             parent.release()
 
     async def _run_child(self, child: Session, limiter: anyio.CapacityLimiter) -> None:

@@ -233,11 +233,13 @@ class Hub:
         return session
 
     def new_child(self, parent: Session, fork_id: str, label: str, start: AgentSpec) -> Session:
-        """A fork child: a session of its own, starting from its parent's conversation."""
+        """A fork child: a session of its own, starting from its parent's conversation. It is
+        not launched yet: clients hear of it in the parent's forkStarted first."""
         config = dataclasses.replace(parent.config, append_system_prompt=start.append_system_prompt)
         return self._new_session(
             parent.backend,
             config,
+            launch=False,
             status="queued",
             title=label,
             parent_id=parent.id,
@@ -248,7 +250,12 @@ class Hub:
         )
 
     def _new_session(
-        self, backend: Backend, config: SessionConfig, status: str = "starting", **kw: Any
+        self,
+        backend: Backend,
+        config: SessionConfig,
+        status: str = "starting",
+        launch: bool = True,
+        **kw: Any,
     ) -> Session:
         session_id = f"s-{uuid.uuid4().hex[:12]}"
         session = Session(
@@ -262,9 +269,14 @@ class Hub:
         )
         self.sessions[session_id] = session
         session.status = status
-        session.emit(wire.Kind.STATUS, status=status)
-        self._tg.start_soon(session.run, name=f"session {session_id}")
+        if launch:
+            self.launch(session)
         return session
+
+    def launch(self, session: Session) -> None:
+        """Announce a session (its first event) and start its runner."""
+        session.emit(wire.Kind.STATUS, status=session.status)
+        self._tg.start_soon(session.run, name=f"session {session.id}")
 
     def children_of(self, session: Session) -> list[Session]:
         return [s for s in self.sessions.values() if s.parent_id == session.id]

@@ -57,6 +57,21 @@ def describe(event: dict[str, Any]) -> str | None:
         return f"{mark} ({seconds:.1f} s, ${event.get('costUsd') or 0:.4f})"
     if kind == Kind.ERROR:
         return f"✗ error: {event['message']}"
+    if kind == Kind.FORK_PROPOSED:
+        tasks = event["tasks"]
+        return f"⑂ Fork proposed  {len(tasks)} task{'s' * (len(tasks) != 1)}: {'; '.join(tasks)}"
+    if kind == Kind.FORK_STARTED:
+        count = len(event["children"])
+        return f"⑂ Fork  {count} task{'s' * (count != 1)}"
+    if kind == Kind.FORK_FINISHED:
+        results = event["results"]
+        ok = sum(1 for r in results if r["ok"])
+        return f"⑂ Fork done  {ok} of {len(results)} tasks succeeded"
+    if kind == Kind.FORK_REJECTED:
+        reason = event.get("reason")
+        return "⑂ Fork rejected" + (f": {reason}" if reason else "")
+    if kind == Kind.FORK_ERROR:
+        return f"⑂ Fork tag refused: {one_line(event['message'])}"
     return None
 
 
@@ -69,10 +84,11 @@ class TreePrinter:
         self._depth: dict[str, int] = {}
         self._names: dict[str, str] = {}
         self._announced: set[str] = set()
+        self._tags: dict[str, str] = {}
 
     def add_session(self, session_id: str, name: str, parent_id: str | None = None) -> None:
         """Name a session and place it in the tree before its first event arrives."""
-        self._depth[session_id] = self._depth.get(parent_id, -1) + 1 if parent_id else 0
+        self._depth[session_id] = self._depth.get(parent_id, 0) + 1 if parent_id else 0
         self._names[session_id] = name
 
     def __call__(self, event: dict[str, Any]) -> None:
@@ -83,10 +99,17 @@ class TreePrinter:
         session_id = event["sessionId"]
         if session_id not in self._announced:
             self._announced.add(session_id)
-            self._write(session_id, f"● {self._names.get(session_id, 'session ' + session_id)}", -1)
+            name = self._names.get(session_id, f"session {session_id}")
+            self._write(session_id, self._tags.get(session_id, "") + f"● {name}", -1)
         line = describe(event)
         if line is not None:
-            self._write(event["sessionId"], line)
+            self._write(session_id, self._tags.get(session_id, "") + line)
+        if event["kind"] == Kind.FORK_STARTED:
+            count = len(event["children"])
+            for number, child in enumerate(event["children"], 1):
+                self.add_session(child["sessionId"], f"⑂ {child['label']}", session_id)
+                # Children stream at the same time; the tag says whose line it is.
+                self._tags[child["sessionId"]] = f"[{number}/{count}] "
 
     def _write(self, session_id: str, line: str, extra: int = 0) -> None:
         indent = "  " * (2 * self._depth.get(session_id, 0) + 1 + extra)

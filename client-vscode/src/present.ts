@@ -38,6 +38,15 @@ export interface Presentation {
 /** Tools whose calls run one of the CLI's own subagents (their events nest under the call). */
 const SUBAGENT_TOOLS = new Set(['Task', 'Agent']);
 
+/** Prompts the server wrote itself (prompt.origin) look different from the user's own. */
+const PROMPT_ORIGINS: Record<string, { icon: string; description: string; label?: string }> = {
+  user: { icon: 'account', description: '' },
+  fork: { icon: 'repo-forked', description: 'assignment' },
+  forkResults: { icon: 'git-merge', description: 'reintegration turn', label: 'Fork results' },
+  forkRejected: { icon: 'info', description: 'fork declined', label: 'Told Claude the fork was declined' },
+  forkError: { icon: 'warning', description: 'fork tag refused', label: 'Told Claude why its fork tag was refused' },
+};
+
 export const STATUS_TEXT: Record<string, string> = {
   queued: 'queued',
   starting: 'starting',
@@ -55,13 +64,12 @@ export function present(node: Node, model: CovenModel): Presentation {
     case 'session':
       return presentSession(node, model);
     case 'prompt': {
-      const forkAssignment = node.origin === 'fork';
-      const forkResults = node.origin === 'forkResults';
+      const look = PROMPT_ORIGINS[node.origin] ?? { icon: 'account', description: node.origin === 'user' ? '' : node.origin };
       return {
-        label: forkResults ? 'Fork results' : firstLine(node.text) || '(empty prompt)',
-        description: forkResults ? 'reintegration turn' : forkAssignment ? 'assignment' : '',
+        label: look.label ?? (firstLine(node.text) || '(empty prompt)'),
+        description: look.description,
         tooltip: quote(node.text),
-        icon: { id: forkResults ? 'git-merge' : forkAssignment ? 'repo-forked' : 'account' },
+        icon: { id: look.icon },
         contextValue: `prompt;origin=${node.origin}`,
         collapsible: 'none',
         decorated: false,
@@ -244,7 +252,8 @@ export interface StatusSummary {
 
 export function summarize(model: CovenModel): StatusSummary {
   const sessions = model.sessions();
-  const running = sessions.filter((s) => BUSY_STATUSES.has(s.status)).length;
+  // A forking parent is shown by its fork's progress, a queued child is not running yet.
+  const running = sessions.filter((s) => s.status === 'running' || s.status === 'starting').length;
   const asking = sessions.filter((s) => s.awaitingPermission > 0 || s.status === 'awaitingApproval').length;
   const forks = model.runningForks();
   const parts: string[] = [];

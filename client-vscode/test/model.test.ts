@@ -236,12 +236,13 @@ describe('nesting', () => {
   });
 
   test('cancelling a forking parent cancels the fork', () => {
-    const { events } = forkStory();
+    const { events, sessions } = forkStory();
     const model = new CovenModel();
+    model.applySessions(sessions);
     const forking = events.findIndex((e) => e.kind === 'status' && e.status === 'forking');
     model.ingest(events.slice(0, forking + 1));
     assert.equal(model.fork('f1')!.state, 'running');
-    const parent = model.sessions().find((n) => n.sessionId === 's-parent')!;
+    const parent = model.session('s-parent')!;
     model.ingest([{ sessionId: 's-parent', seq: parent.lastSeq + 1, kind: 'status', time: 't', status: 'cancelled' }]);
     assert.equal(model.fork('f1')!.state, 'cancelled');
   });
@@ -430,7 +431,7 @@ describe('status bar and transcript', () => {
     model.ingest(events.slice(0, forkAt + 4));
     model.applySessions(forkStory().sessions);
     const summary = summarize(model);
-    assert.match(summary.text, /2 running · ⑂ 0\/2/);
+    assert.match(summary.text, /Coven: 1 running · ⑂ 0\/2$/);
   });
 
   test('the transcript has every turn, the fork and its children', () => {

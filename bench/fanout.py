@@ -1,0 +1,662 @@
+"""Fan-out: how a fork's wall time, memory and CPU grow with its number of children.
+
+What is measured
+    For each N in ``--children``, one model-driven fork of N children, end to end: a minimal
+    JSON-RPC/LSP client in this script -> ``python -m coven_ls`` -> the bundled ``claude`` CLI
+    (one process per session) -> a scripted model served by threads of this process. The
+    parent's first answer carries a ``<fork>`` tag with N labels; initializationOptions are
+    forkMode "auto", maxParallel = N (so the concurrency limit is not what is measured) and
+    maxChildren = max(N, 8). Every child's one model reply takes ``--latency`` seconds (default
+    3). The parent's own replies (the fork tag, the answer to ``<fork-results>``) come back at
+    once: they fall outside the measured window, so their latency would only lengthen the run.
+
+    Each run has a fresh server, CLAUDE_CONFIG_DIR, workspace and scripted model, and ends with
+    LSP shutdown/exit; /proc is then checked until no process carrying the run's config dir in
+    its environment is left (stragglers are killed by pid and reported). Runs go N = 1, 2, 4, 8,
+    1, 2, ... (``--repeat`` rounds) after ``--warmup`` uncounted N=1 runs.
+
+How to read the output (medians over the rounds)
+    wall      fork wall time: the parent's forkStarted event to its forkFinished event, both
+              timed when this client reads them off the server's stdout.
+    ratio     wall / wall at N=1. The issue's target: N=4 within 1.5x of N=1.
+    1st/last  forkStarted -> the first / last child's model request reaching the scripted
+              model: the time N CLIs took to start and resume the parent's conversation.
+    tail      the last child's model reply written -> forkFinished (result relay + reap).
+    peak MiB  peak RSS sum of the server and all its descendants, /proc sampled every ~100 ms
+              over the whole run (shared pages count once per process: an upper bound).
+    PSS MiB   the same peak as proportional set size (shared pages split between processes),
+              from smaps_rollup every ~0.5 s: closer to what the processes really cost.
+    procs     peak number of those processes (server + CLIs + whatever they start).
+    cpu fork  CPU seconds (user + system) those processes used inside the fork window, from
+              /proc/<pid>/stat samples (a lower bound: the last <100 ms of a process is lost).
+    busy      CPU used between forkStarted and the last child's model request, divided by that
+              time: cores kept busy while the children's CLIs start (this machine has
+              os.cpu_count() of them).
+    cpu run   CPU seconds of the whole run (server start to exit), from getrusage of reaped
+              children around it.
+    CLI MiB   median peak RSS of one child CLI; CLI cpu = child CLIs' CPU in the fork window / N.
+    The closing lines compare N=4 to the target and say, from these figures, what limits the
+    largest N.
+
+Usage: python bench/fanout.py [--children 1,2,4,8] [--repeat 2] [--latency 3] [--warmup 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import queue
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from coven_ls.agent import resolve_claude
+from coven_ls.scripted_model import ModelRequest, Reply, ScriptedModel, Text
+
+PROMPT = "fanout-bench: plan the work and split it."
+ASSIGNED = "You were assigned '"
+STEP_TIMEOUT = 120.0  # seconds for one step of a run (a turn, a fork)
+EXIT_TIMEOUT = 30.0  # seconds for the server and its processes to end once asked to
+SAMPLE_EVERY = 0.1  # seconds between /proc samples
+PSS_EVERY = 5  # read smaps_rollup every this many samples
+TICK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+MIB = 1024 * 1024
+TARGET_N, TARGET_RATIO = 4, 1.5
+
+
+def labels(n: int) -> list[str]:
+    return [f"Task {k}" for k in range(1, n + 1)]
+
+
+# --------------------------------------------------------------------------- /proc sampling
+
+
+@dataclass
+class Proc:
+    """One process seen under the server, keyed by (pid, start time) so reuse cannot mix."""
+
+    pid: int
+    kind: str  # "server", "parent cli", "child cli" or "other"
+    first_seen: float
+    last_seen: float = 0.0
+    peak_rss: int = 0  # bytes
+    cpu: list[tuple[float, int]] = field(default_factory=list)  # (time, utime+stime ticks)
+
+    def ticks_at(self, at: float) -> int:
+        """Cumulative CPU ticks at the last sample taken at or before `at`."""
+        last = 0
+        for when, ticks in self.cpu:
+            if when > at:
+                break
+            last = ticks
+        return last
+
+
+def _read_stat(pid: str) -> tuple[int, str, int, int, int] | None:
+    """(ppid, state, cpu ticks, start time, rss pages) from /proc/<pid>/stat."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2 :].split()
+    ticks = int(fields[11]) + int(fields[12])
+    return int(fields[1]), fields[0], ticks, int(fields[19]), int(fields[21])
+
+
+def _classify(pid: int, server: int) -> str:
+    if pid == server:
+        return "server"
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "other"
+    if Path(argv[0].decode(errors="replace")).name != "claude":
+        return "other"
+    return "child cli" if b"--fork-session" in argv else "parent cli"
+
+
+def _pss(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class Sampler:
+    """Samples the server's process tree every SAMPLE_EVERY seconds in a thread."""
+
+    def __init__(self, server_pid: int) -> None:
+        self.server = server_pid
+        self.procs: dict[tuple[int, int], Proc] = {}
+        self.peak_rss = 0
+        self.peak_pss = 0
+        self.peak_count = 0
+        self.own_cpu = 0.0  # CPU seconds the sampling thread itself used
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        started = time.thread_time()
+        for n in itertools.count():
+            self.sample(with_pss=n % PSS_EVERY == 0)
+            if self._stop.wait(SAMPLE_EVERY):
+                break
+        self.sample(with_pss=False)
+        self.own_cpu = time.thread_time() - started
+
+    def sample(self, with_pss: bool) -> None:
+        at = time.monotonic()
+        stats = {}
+        children: dict[int, list[int]] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and (stat := _read_stat(entry)) is not None:
+                stats[int(entry)] = stat
+                children.setdefault(stat[0], []).append(int(entry))
+        tree, todo = [], [self.server] if self.server in stats else []
+        while todo:
+            pid = todo.pop()
+            tree.append(pid)
+            todo.extend(children.get(pid, ()))
+        rss = pss = count = 0
+        for pid in tree:
+            _, state, ticks, start, pages = stats[pid]
+            if state == "Z":
+                continue  # a zombie holds no memory and uses no CPU
+            key = (pid, start)
+            proc = self.procs.get(key)
+            if proc is None:
+                proc = self.procs[key] = Proc(pid, _classify(pid, self.server), at)
+            proc.last_seen = at
+            proc.peak_rss = max(proc.peak_rss, pages * PAGE)
+            proc.cpu.append((at, ticks))
+            rss += pages * PAGE
+            pss += _pss(pid) if with_pss else 0
+            count += 1
+        self.peak_rss = max(self.peak_rss, rss)
+        self.peak_pss = max(self.peak_pss, pss)
+        self.peak_count = max(self.peak_count, count)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(EXIT_TIMEOUT)
+
+    def cpu_between(self, start: float, end: float, kind: str | None = None) -> float:
+        """CPU seconds used between two instants by the sampled processes (of one kind)."""
+        ticks = sum(
+            p.ticks_at(end) - p.ticks_at(start)
+            for p in self.procs.values()
+            if kind is None or p.kind == kind
+        )
+        return ticks / TICK
+
+
+def leftover_processes(marker: str) -> list[int]:
+    """Live processes whose environment holds `marker` (the run's unique config dir)."""
+    needle = marker.encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if needle in Path(f"/proc/{entry}/environ").read_bytes():
+                if "\nState:\tZ" not in Path(f"/proc/{entry}/status").read_text():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def reap(marker: str) -> int:
+    """Wait for every process of a run to end; kill (by pid) what is left after a while.
+    Returns how many had to be killed."""
+    deadline = time.monotonic() + EXIT_TIMEOUT
+    while time.monotonic() < deadline:
+        if not leftover_processes(marker):
+            return 0
+        time.sleep(0.05)
+    stragglers = leftover_processes(marker)
+    for pid in stragglers:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return len(stragglers)
+
+
+# --------------------------------------------------------------------------- the LSP client
+
+
+class LspClient:
+    """Just enough of an LSP client: framed JSON-RPC over the server's stdin/stdout, a reader
+    thread that timestamps every notification as soon as its frame is in, and blocking
+    requests."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        self._proc = proc
+        self._stdin, self._stdout = proc.stdin, proc.stdout
+        self._ids = itertools.count(1)
+        self._pending: dict[int, queue.Queue[dict[str, Any]]] = {}
+        self._write_lock = threading.Lock()
+        self.events: list[tuple[float, dict[str, Any]]] = []  # (read at, coven/event params)
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, name="lsp-client", daemon=True)
+        self._reader.start()
+
+    def _send(self, payload: dict[str, Any]) -> None:
+        body = json.dumps({"jsonrpc": "2.0", **payload}).encode()
+        with self._write_lock:
+            self._stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            self._stdin.flush()
+
+    def _read(self) -> None:
+        while True:
+            length = None
+            while True:
+                header = self._stdout.readline()
+                if not header:
+                    with self._changed:
+                        self._changed.notify_all()
+                    return  # EOF
+                if header in (b"\r\n", b"\n"):
+                    break
+                name, _, value = header.decode("ascii").partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value)
+            if length is None:
+                continue
+            body = self._stdout.read(length)
+            at = time.monotonic()
+            message = json.loads(body)
+            if "method" in message and "id" in message:
+                # Nothing here should ask; should a tool need permission anyway, allow it.
+                allow = message["method"] == "coven/requestPermission"
+                self._send({"id": message["id"], "result": {"allow": True} if allow else None})
+            elif message.get("method") == "coven/event":
+                with self._changed:
+                    self.events.append((at, message["params"]))
+                    self._changed.notify_all()
+            elif message.get("id") in self._pending:
+                self._pending.pop(message["id"]).put(message)
+
+    def request(self, method: str, params: Any, timeout: float = STEP_TIMEOUT) -> Any:
+        msg_id = next(self._ids)
+        answer: queue.Queue[dict[str, Any]] = queue.Queue(maxsize=1)
+        self._pending[msg_id] = answer
+        self._send({"id": msg_id, "method": method, "params": params})
+        reply = answer.get(timeout=timeout)
+        if "error" in reply:
+            raise RuntimeError(f"{method} failed: {reply['error']}")
+        return reply.get("result")
+
+    def notify(self, method: str, params: Any) -> None:
+        self._send({"method": method, "params": params})
+
+    def wait_event(
+        self, predicate: Callable[[dict[str, Any]], bool], what: str
+    ) -> tuple[float, dict[str, Any]]:
+        """The first event (already read or still to come) that matches, with its read time."""
+        deadline = time.monotonic() + STEP_TIMEOUT
+        seen = 0
+        with self._changed:
+            while True:
+                for at, event in self.events[seen:]:
+                    if predicate(event):
+                        return at, event
+                    if event.get("kind") == "error":
+                        raise RuntimeError(f"error event while waiting for {what}: {event}")
+                seen = len(self.events)
+                left = deadline - time.monotonic()
+                if left <= 0 or self._proc.poll() is not None:
+                    raise RuntimeError(f"no {what} after {STEP_TIMEOUT:g} s")
+                self._changed.wait(min(left, 1.0))
+
+    def close(self) -> None:
+        """LSP shutdown and exit, then wait for the server to end."""
+        try:
+            if self._proc.poll() is None:
+                self.request("shutdown", None, timeout=EXIT_TIMEOUT + 30)
+                self.notify("exit", None)
+        except (OSError, RuntimeError, queue.Empty):
+            pass
+        finally:
+            try:
+                self._stdin.close()
+            except OSError:
+                pass
+            try:
+                self._proc.wait(EXIT_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self._proc.terminate()
+                try:
+                    self._proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+                    self._proc.wait()
+            self._reader.join(EXIT_TIMEOUT)
+
+
+# --------------------------------------------------------------------------- one run
+
+
+@dataclass
+class Result:
+    n: int
+    wall: float  # forkStarted -> forkFinished
+    first_request: float  # forkStarted -> first child's model request
+    last_request: float  # forkStarted -> last child's model request
+    tail: float  # last child's reply written -> forkFinished
+    peak_rss: float  # MiB
+    peak_pss: float  # MiB
+    peak_procs: int
+    cpu_fork: float  # CPU seconds in the fork window
+    busy: float  # cores busy from forkStarted to the last child's model request
+    cpu_run: float  # CPU seconds of the whole run
+    cli_rss: float  # median peak RSS of a child CLI, MiB
+    cli_cpu: float  # child CLIs' CPU in the fork window / N
+    parent_gone: float | None  # forkStarted -> the parent's CLI last seen alive
+    close: float  # shutdown request -> server exited
+    run_time: float
+    sampler_cpu: float
+
+
+def scripted_model(n: int, latency: float) -> ScriptedModel:
+    model = ScriptedModel()
+    model.on("<fork-results>", "All tasks are done; here is the merged result.")
+
+    def child(request: ModelRequest) -> Reply:
+        label = request.last_user_text.split(ASSIGNED, 1)[1].rstrip("'")
+        return Reply((Text(f"{label} is done."),), latency=latency)
+
+    model.on(ASSIGNED, child)
+    tag = "\n".join(f"- {label}" for label in labels(n))
+    model.on(PROMPT, f"I will split this into {n}.\n<fork>\n{tag}\n</fork>")
+    return model
+
+
+def run_once(n: int, latency: float, claude: str, stderr: IO[bytes]) -> Result:
+    began = time.monotonic()
+    usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with (
+        scripted_model(n, latency) as model,
+        tempfile.TemporaryDirectory(prefix=f"fanout-bench-{n}-") as tmp,
+    ):
+        workspace, config = Path(tmp, "workspace"), Path(tmp, "claude-config")
+        workspace.mkdir()
+        config.mkdir()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "coven_ls", "--log-level", "WARNING"],
+            cwd=workspace,
+            env=model.cli_environ(config),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+        sampler = Sampler(proc.pid)
+        client = LspClient(proc)
+        close_started = close_ended = 0.0
+        try:
+            client.request(
+                "initialize",
+                {
+                    "processId": os.getpid(),
+                    "rootUri": workspace.as_uri(),
+                    "capabilities": {"experimental": {"coven": {"permissions": True}}},
+                    "initializationOptions": {
+                        "claudePath": claude,
+                        "forkMode": "auto",
+                        "maxParallel": n,
+                        "maxChildren": max(n, 8),
+                    },
+                },
+            )
+            client.notify("initialized", {})
+            sid = client.request("coven/startSession", {"prompt": PROMPT})["sessionId"]
+
+            def on_parent(kind: str) -> Callable[[dict[str, Any]], bool]:
+                return lambda e: e["sessionId"] == sid and e["kind"] == kind
+
+            started_at, _ = client.wait_event(on_parent("forkStarted"), "forkStarted")
+            finished_at, finished = client.wait_event(on_parent("forkFinished"), "forkFinished")
+            failed = [r for r in finished["results"] if not r["ok"]]
+            if len(finished["results"]) != n or failed:
+                raise RuntimeError(f"fork of {n} did not succeed: {finished['results']}")
+            _, prompt = client.wait_event(
+                lambda e: on_parent("prompt")(e) and e.get("origin") == "forkResults",
+                "the <fork-results> prompt",
+            )
+            _, after = client.wait_event(
+                lambda e: on_parent("turnResult")(e) and e["seq"] > prompt["seq"],
+                "the parent's turn after the fork",
+            )
+            if after.get("isError"):
+                raise RuntimeError(f"the parent's turn after the fork failed: {after}")
+            asked = [r for r in model.requests if ASSIGNED in r.last_user_text]
+            if len(asked) != n or any(r.finished is None for r in asked):
+                raise RuntimeError(f"expected {n} child model calls, got {len(asked)}")
+        finally:
+            close_started = time.monotonic()
+            client.close()
+            close_ended = time.monotonic()
+            sampler.stop()
+            killed = reap(str(config))
+            if killed:
+                print(f"  warning: killed {killed} leftover process(es) of the N={n} run")
+    usage_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_run = (usage_after.ru_utime + usage_after.ru_stime) - (
+        usage_before.ru_utime + usage_before.ru_stime
+    )
+    first = min(r.time for r in asked)
+    last = max(r.time for r in asked)
+    replied = max(r.finished for r in asked if r.finished is not None)
+    startup = max(last - started_at, SAMPLE_EVERY)
+    child_clis = [p for p in sampler.procs.values() if p.kind == "child cli"]
+    parents = [
+        p for p in sampler.procs.values() if p.kind == "parent cli" and p.first_seen < started_at
+    ]
+    return Result(
+        n=n,
+        wall=finished_at - started_at,
+        first_request=first - started_at,
+        last_request=last - started_at,
+        tail=finished_at - replied,
+        peak_rss=sampler.peak_rss / MIB,
+        peak_pss=sampler.peak_pss / MIB,
+        peak_procs=sampler.peak_count,
+        cpu_fork=sampler.cpu_between(started_at, finished_at),
+        busy=sampler.cpu_between(started_at, last) / startup,
+        cpu_run=cpu_run,
+        cli_rss=statistics.median(p.peak_rss for p in child_clis) / MIB if child_clis else 0.0,
+        cli_cpu=sampler.cpu_between(started_at, finished_at, "child cli") / n,
+        parent_gone=max(p.last_seen for p in parents) - started_at if parents else None,
+        close=close_ended - close_started,
+        run_time=time.monotonic() - began,
+        sampler_cpu=sampler.own_cpu,
+    )
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def median_of(results: list[Result]) -> Result:
+    """Field-wise medians (peak process count: the highest)."""
+    values: dict[str, Any] = {"n": results[0].n}
+    for name in Result.__dataclass_fields__:
+        if name == "n":
+            continue
+        column = [getattr(r, name) for r in results if getattr(r, name) is not None]
+        if name == "peak_procs":
+            values[name] = max(column)
+        else:
+            values[name] = statistics.median(column) if column else None
+    return Result(**values)
+
+
+def report(by_n: dict[int, list[Result]], args: argparse.Namespace) -> None:
+    medians = {n: median_of(rs) for n, rs in by_n.items() if rs}
+    if not medians:
+        return
+    cores = os.cpu_count() or 1
+    base = medians.get(1) or medians[min(medians)]
+    print()
+    print(
+        f"fork fan-out, child model latency {args.latency:g} s (parent replies 0 s), "
+        f"{cores} CPUs, median of {args.repeat} run(s) per N"
+    )
+    header = (
+        f"{'N':>3}{'wall s':>8}{'ratio':>7}{'1st s':>7}{'last s':>7}{'tail s':>7}"
+        f"{'peak MiB':>9}{'PSS MiB':>8}{'procs':>6}{'cpu fork':>9}{'busy':>6}{'cpu run':>8}"
+        f"{'CLI MiB':>8}{'CLI cpu':>8}"
+    )
+    print(header)
+    for n, m in sorted(medians.items()):
+        print(
+            f"{n:>3}{m.wall:>8.2f}{m.wall / base.wall:>6.2f}x{m.first_request:>7.2f}"
+            f"{m.last_request:>7.2f}{m.tail:>7.2f}{m.peak_rss:>9.0f}{m.peak_pss:>8.0f}"
+            f"{m.peak_procs:>6}{m.cpu_fork:>9.2f}{m.busy:>6.2f}{m.cpu_run:>8.2f}"
+            f"{m.cli_rss:>8.0f}{m.cli_cpu:>8.2f}"
+        )
+    print(
+        "  (per-N rows are medians; busy = cores kept busy from forkStarted to the last child's "
+        "model request)"
+    )
+    runs = [r for rs in by_n.values() for r in rs]
+    parent = [r.parent_gone for r in runs if r.parent_gone is not None]
+    print(
+        f"  parent's CLI last seen {statistics.median(parent):+.2f} s from forkStarted (median, "
+        f"{SAMPLE_EVERY:g} s sampling); "
+        if parent
+        else "  ",
+        end="",
+    )
+    print(
+        f"shutdown (LSP shutdown -> server gone) {min(r.close for r in runs):.1f}-"
+        f"{max(r.close for r in runs):.1f} s; sampler used "
+        f"{sum(r.sampler_cpu for r in runs) / sum(r.run_time for r in runs) * 100:.1f}% of a core"
+    )
+    print()
+    if TARGET_N in medians and 1 in medians:
+        ratio = medians[TARGET_N].wall / medians[1].wall
+        verdict = "met" if ratio <= TARGET_RATIO else "NOT met"
+        print(
+            f"target N={TARGET_N} within {TARGET_RATIO:g}x of N=1: {verdict} ({ratio:.2f}x: "
+            f"{medians[TARGET_N].wall:.2f} s vs {medians[1].wall:.2f} s)"
+        )
+    top = medians[max(medians)]
+    analyse(top, base, cores, args.latency)
+
+
+def analyse(top: Result, base: Result, cores: int, latency: float) -> None:
+    """What limits the largest N, from the measured figures only."""
+    n = top.n
+    cpu_bound = top.busy >= 0.8 * cores
+    startup_extra = top.last_request - base.last_request
+    print(
+        f"N={n}: {top.wall:.2f} s = {top.last_request:.2f} s until the last child's model call "
+        f"(N=1: {base.last_request:.2f} s) + {latency:g} s model latency + {top.tail:.2f} s to "
+        "forkFinished."
+    )
+    print(
+        f"  start-up: {top.busy:.2f} of {cores} cores busy from forkStarted to the last model "
+        f"call; each child CLI used {top.cli_cpu:.2f} CPU-s in the fork: {n} x "
+        f"{top.cli_cpu:.2f} = {n * top.cli_cpu:.2f} CPU-s, at least "
+        f"{n * top.cli_cpu / cores:.2f} s on {cores} cores (measured start-up "
+        f"{top.last_request:.2f} s, {startup_extra:+.2f} s vs N=1)."
+    )
+    memory_total = _mem_total() / MIB
+    share = top.peak_pss / memory_total
+    print(
+        f"  memory: peak RSS {top.peak_rss:.0f} MiB (PSS {top.peak_pss:.0f} MiB) over "
+        f"{top.peak_procs} processes, {top.cli_rss:.0f} MiB RSS per child CLI; "
+        f"{100 * share:.1f}% of the machine's {memory_total:.0f} MiB."
+    )
+    limit = (
+        f"CPU-bound CLI start-up ({n} CLIs x {top.cli_cpu:.2f} CPU-s on {cores} cores)"
+        if cpu_bound
+        else f"not CPU-saturated ({top.busy:.2f} of {cores} cores busy during start-up)"
+    )
+    memory = "memory is not" if share < 0.5 else "memory is also"
+    print(f"  => what limits N={n}: {limit}; {memory} the limit here.")
+
+
+def _mem_total() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) * 1024
+    return 1
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument(
+        "--children",
+        default="1,2,4,8",
+        help="comma-separated child counts (default 1,2,4,8)",
+    )
+    parser.add_argument("--repeat", type=int, default=2, help="runs per N (default 2)")
+    parser.add_argument(
+        "--latency", type=float, default=3.0, help="seconds per child model reply (default 3)"
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=1, help="uncounted N=1 runs first (default 1)"
+    )
+    parser.add_argument("--claude", help="CLI to run (default: as coven-ls would pick it)")
+    args = parser.parse_args(argv)
+    try:
+        counts = [int(part) for part in args.children.split(",") if part.strip()]
+    except ValueError:
+        parser.error("--children takes comma-separated integers, e.g. 1,2,4,8")
+    if not counts or min(counts) < 1 or args.repeat < 1 or args.warmup < 0 or args.latency < 0:
+        parser.error("child counts and --repeat must be at least 1, --warmup and --latency >= 0")
+
+    claude = args.claude or resolve_claude(None)[0]
+    by_n: dict[int, list[Result]] = {n: [] for n in counts}
+    failures = 0
+    started = time.monotonic()
+    plan = [(None, 1)] * args.warmup + [(r, n) for r in range(args.repeat) for n in counts]
+    with tempfile.TemporaryFile(prefix="fanout-bench-stderr-") as stderr:
+        for round_number, n in plan:
+            label = "warm-up" if round_number is None else f"round {round_number + 1}"
+            try:
+                result = run_once(n, args.latency, claude, stderr)
+            except (RuntimeError, queue.Empty) as exc:
+                failures += 1
+                stderr.seek(0)
+                tail = stderr.read().decode(errors="replace")[-2000:]
+                print(f"{label} N={n} failed: {exc or 'timed out'}\n{tail}", file=sys.stderr)
+                continue
+            if round_number is not None:
+                by_n[n].append(result)
+            print(
+                f"{label:<8} N={n}: wall {result.wall:.2f} s, last child call at "
+                f"{result.last_request:.2f} s, peak {result.peak_rss:.0f} MiB RSS / "
+                f"{result.peak_procs} procs, cpu fork {result.cpu_fork:.2f} s, "
+                f"run {result.run_time:.1f} s",
+                flush=True,
+            )
+    report(by_n, args)
+    print(f"(took {time.monotonic() - started:.0f} s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

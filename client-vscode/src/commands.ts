@@ -1,0 +1,284 @@
+// Every command of the extension. Each one takes the tree node it was invoked on (menus), or asks
+// for what it needs (palette). Requests go to coven-ls; the tree updates from the events that follow.
+
+import * as vscode from 'vscode';
+import { ResponseError } from 'vscode-languageclient/node';
+
+import { BUSY_STATUSES, type CovenModel, type ForkNode, type Node, type SessionNode } from './model';
+import { firstLine } from './model';
+import { forkStateText, sessionStatusText } from './present';
+import {
+  type DecideForkParams,
+  ErrorCode,
+  type ForkParams,
+  type ForkResponse,
+  Method,
+  type SendMessageResult,
+  type StartSessionResult,
+} from './protocol';
+import type { CovenServer } from './server';
+import type { SessionSync } from './sync';
+import type { Transcripts } from './transcriptView';
+
+export interface CommandContext {
+  server: CovenServer;
+  sync: SessionSync;
+  transcripts: Transcripts;
+  treeView: vscode.TreeView<Node>;
+}
+
+/** A session id, a fork id or a tree node: what menus, notifications and other extensions pass. */
+type Target = Node | string | undefined;
+
+export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
+  const { server, sync, transcripts, treeView } = ctx;
+  const model = sync.model;
+
+  const commands: Record<string, (target?: Target) => Promise<unknown>> = {
+    'coven.newSession': async () => {
+      const prompt = await vscode.window.showInputBox({
+        title: 'New Coven Session',
+        prompt: 'What should Claude do? (Enter to start)',
+        placeHolder: 'e.g. Find out why the build is slow',
+        ignoreFocusOut: true,
+        validateInput: (v) => (v.trim() ? undefined : 'Type what Claude should do.'),
+      });
+      if (prompt === undefined) return;
+      const { sessionId } = await server.request<StartSessionResult>(Method.startSession, { prompt });
+      if (await sync.whenKnown(sessionId)) {
+        const node = model.session(sessionId);
+        if (node) await treeView.reveal(node, { select: true, focus: false, expand: true }).then(undefined, () => undefined);
+      }
+    },
+
+    'coven.sendMessage': async (target) => {
+      const session = await sessionFor(model, target, (s) => s.status !== 'closed', 'Send a message to which session?');
+      if (!session) return;
+      const text = await vscode.window.showInputBox({
+        title: `Message to '${titleOf(session)}'`,
+        prompt: BUSY_STATUSES.has(session.status) ? 'The session is busy: the message waits for the running turn.' : 'Your next message',
+        ignoreFocusOut: true,
+        validateInput: (v) => (v.trim() ? undefined : 'Type a message.'),
+      });
+      if (text === undefined) return;
+      const result = await server.request<SendMessageResult>(Method.sendMessage, { sessionId: session.sessionId, text });
+      if (result.queued) vscode.window.setStatusBarMessage(`Coven: message queued (${result.position} ahead of it)`, 4000);
+    },
+
+    'coven.forkSession': async (target) => {
+      const session = await sessionFor(model, target, (s) => s.status !== 'closed', 'Fork which session?');
+      if (!session) return;
+      const tasks = await editTasks([], `Fork '${titleOf(session)}'`, 'Fork');
+      if (!tasks) return;
+      await server.request<ForkResponse>(Method.fork, { sessionId: session.sessionId, tasks } satisfies ForkParams);
+    },
+
+    'coven.forkFromHere': async (target) => {
+      const node = typeof target === 'object' ? target : treeView.selection[0];
+      if (node?.kind !== 'text' || node.messageId === undefined) {
+        void vscode.window.showInformationMessage('Fork from Here works on an assistant message in the Coven view: right-click one.');
+        return;
+      }
+      const session = model.owningSession(node);
+      const tasks = await editTasks([], `Fork '${session ? titleOf(session) : node.sessionId}' at "${firstLine(node.text).slice(0, 40)}"`, 'Fork');
+      if (!tasks) return;
+      await server.request<ForkResponse>(Method.fork, { sessionId: node.sessionId, tasks, atMessageId: node.messageId } satisfies ForkParams);
+    },
+
+    'coven.approveFork': async (target) => {
+      const fork = await proposedFork(model, target);
+      if (fork) await decide({ forkId: fork.forkId, approve: true });
+    },
+
+    'coven.approveForkWithEdits': async (target) => {
+      const fork = await proposedFork(model, target);
+      if (!fork) return;
+      const tasks = await editTasks(fork.tasks, 'Approve the fork with these tasks', 'Approve');
+      if (!tasks) return;
+      if (fork.state !== 'proposed') return alreadyDecided(fork);
+      await decide({ forkId: fork.forkId, approve: true, tasks });
+    },
+
+    'coven.rejectFork': async (target) => {
+      const fork = await proposedFork(model, target);
+      if (!fork) return;
+      const reason = await vscode.window.showInputBox({
+        title: 'Reject the fork',
+        prompt: 'Why? Claude is told (optional; Enter to reject, Escape to keep the proposal)',
+        ignoreFocusOut: true,
+      });
+      if (reason === undefined) return;
+      if (fork.state !== 'proposed') return alreadyDecided(fork);
+      await decide({ forkId: fork.forkId, approve: false, ...(reason.trim() ? { reason: reason.trim() } : {}) });
+    },
+
+    'coven.cancel': async (target) => {
+      // A fork is cancelled through its parent: cancelling a forking parent cancels the whole fork.
+      const node = typeof target === 'object' ? target : undefined;
+      const sessionTarget = node?.kind === 'fork' ? node.sessionId : target;
+      const session = await sessionFor(model, sessionTarget, (s) => BUSY_STATUSES.has(s.status) || s.status === 'awaitingApproval' || s.queuedMessages > 0, 'Cancel which session?');
+      if (!session) return;
+      await server.request(Method.cancel, { sessionId: session.sessionId });
+    },
+
+    'coven.closeSession': async (target) => {
+      const session = await sessionFor(model, target, (s) => s.status !== 'closed', 'Close which session?');
+      if (!session) return;
+      if (BUSY_STATUSES.has(session.status)) {
+        const ok = await vscode.window.showWarningMessage(
+          `Close '${titleOf(session)}'? Its running turn stops, and a closed session takes no more messages.`,
+          { modal: true },
+          'Close Session',
+        );
+        if (ok !== 'Close Session') return;
+      }
+      await server.request(Method.closeSession, { sessionId: session.sessionId });
+    },
+
+    'coven.openTranscript': async (target) => {
+      const session = await sessionFor(model, target, () => true, 'Open the transcript of which session?');
+      if (session) await transcripts.open(session);
+    },
+
+    'coven.copySessionId': async (target) => {
+      const session = await sessionFor(model, target, () => true, 'Copy the id of which session?');
+      if (!session) return;
+      await vscode.env.clipboard.writeText(session.sessionId);
+      vscode.window.setStatusBarMessage(`Copied ${session.sessionId}`, 3000);
+    },
+
+    'coven.showServerLog': async () => server.showLog(),
+
+    'coven.restartServer': async () => server.restart(),
+  };
+
+  async function decide(params: DecideForkParams): Promise<void> {
+    await server.request(Method.decideFork, params);
+  }
+
+  return Object.entries(commands).map(([id, run]) =>
+    vscode.commands.registerCommand(id, async (target?: Target) => {
+      try {
+        await run(target);
+      } catch (error) {
+        await reportError(error, server);
+      }
+    }),
+  );
+}
+
+function titleOf(session: SessionNode): string {
+  return session.parentId !== undefined ? (session.label ?? session.title) : session.title;
+}
+
+function alreadyDecided(fork: ForkNode): void {
+  void vscode.window.showInformationMessage(`That fork is no longer waiting for a decision (${forkStateText(fork)}).`);
+}
+
+/** The session a command is about: the node's own session, an id, or the user's pick. */
+async function sessionFor(
+  model: CovenModel,
+  target: Target,
+  eligible: (s: SessionNode) => boolean,
+  placeHolder: string,
+): Promise<SessionNode | undefined> {
+  if (typeof target === 'string') return model.session(target);
+  if (target !== undefined) return target.kind === 'fork' ? model.session(target.sessionId) : model.owningSession(target);
+  const candidates = model.sessions().filter(eligible);
+  if (candidates.length === 0) {
+    void vscode.window.showInformationMessage('No Coven session fits. Start one with "Coven: New Session".');
+    return undefined;
+  }
+  const picked = await vscode.window.showQuickPick(
+    candidates.map((session) => ({
+      label: titleOf(session),
+      description: sessionStatusText(session),
+      detail: session.parentId !== undefined ? `fork child of ${model.session(session.parentId)?.title ?? session.parentId} · ${session.sessionId}` : session.sessionId,
+      session,
+    })),
+    { placeHolder, matchOnDetail: true },
+  );
+  return picked?.session;
+}
+
+async function proposedFork(model: CovenModel, target: Target): Promise<ForkNode | undefined> {
+  let fork: ForkNode | undefined;
+  if (typeof target === 'string') fork = model.fork(target);
+  else if (target?.kind === 'fork') fork = target;
+  else if (target?.kind === 'task' && target.parent?.kind === 'fork') fork = target.parent;
+  else if (target?.kind === 'session') fork = model.proposedForks().find((f) => f.sessionId === target.sessionId);
+  else {
+    const open = model.proposedForks();
+    if (open.length === 1) fork = open[0];
+    else if (open.length > 1) {
+      fork = (
+        await vscode.window.showQuickPick(
+          open.map((f) => ({ label: model.session(f.sessionId)?.title ?? f.sessionId, description: f.tasks.join(' · '), fork: f })),
+          { placeHolder: 'Which proposed fork?' },
+        )
+      )?.fork;
+    } else {
+      void vscode.window.showInformationMessage('No fork is waiting for a decision.');
+      return undefined;
+    }
+  }
+  if (fork !== undefined && fork.state !== 'proposed') {
+    alreadyDecided(fork);
+    return undefined;
+  }
+  return fork;
+}
+
+/**
+ * A task list editor on a QuickPick: VS Code has no multi-line input box, and a list where each
+ * task is an item to pick, edit or drop is what "one task per line" means in a picker. Pasting
+ * several lines into "Add" adds several tasks.
+ */
+export async function editTasks(initial: string[], title: string, verb: string): Promise<string[] | undefined> {
+  const tasks = [...initial];
+  type Item = vscode.QuickPickItem & { action: 'accept' | 'add' | 'edit'; index?: number };
+  if (tasks.length === 0) {
+    const added = await askTasks(title, 'The first task: one child session works on it. Paste several lines to add several.');
+    if (added === undefined) return undefined;
+    tasks.push(...added);
+  }
+  for (;;) {
+    const items: Item[] = [
+      ...(tasks.length > 0 ? [{ label: `$(check) ${verb} with ${tasks.length} ${tasks.length === 1 ? 'task' : 'tasks'}`, action: 'accept' as const }] : []),
+      ...tasks.map((task, index) => ({ label: `${index + 1}. ${task}`, description: 'edit', action: 'edit' as const, index })),
+      { label: '$(add) Add a task…', action: 'add' as const },
+    ];
+    const pick = await vscode.window.showQuickPick(items, { title, placeHolder: 'Enter to accept, or pick a task to edit it', ignoreFocusOut: true });
+    if (pick === undefined) return undefined;
+    if (pick.action === 'accept') return tasks;
+    if (pick.action === 'add') {
+      tasks.push(...((await askTasks(title, 'Another task (several lines add several)')) ?? []));
+      continue;
+    }
+    const index = pick.index!;
+    const edited = await vscode.window.showInputBox({ title, value: tasks[index], prompt: 'Edit the task (empty removes it)', ignoreFocusOut: true });
+    if (edited === undefined) continue;
+    if (edited.trim()) tasks[index] = edited.trim();
+    else tasks.splice(index, 1);
+  }
+}
+
+async function askTasks(title: string, prompt: string): Promise<string[] | undefined> {
+  const text = await vscode.window.showInputBox({ title, prompt, ignoreFocusOut: true });
+  if (text === undefined) return undefined;
+  return text
+    .split(/\r?\n/)
+    .map((line) => line.replace(/^\s*(?:[-*]|\d+[.)])\s+/, '').trim())
+    .filter(Boolean);
+}
+
+async function reportError(error: unknown, server: CovenServer): Promise<void> {
+  const message = error instanceof Error ? error.message : String(error);
+  server.log(`command failed: ${message}`);
+  if (error instanceof ResponseError && error.code === ErrorCode.claudeUnavailable) {
+    const choice = await vscode.window.showErrorMessage(message, 'Open Setting');
+    if (choice) await vscode.commands.executeCommand('workbench.action.openSettings', 'coven.claudePath');
+    return;
+  }
+  await vscode.window.showErrorMessage(message);
+}

@@ -1,0 +1,172 @@
+// Wiring: the server, the model sync, the tree, the commands, the status bar, the transcripts.
+// No agent logic lives in the extension: coven-ls does the work, this only shows it and asks.
+
+import * as vscode from 'vscode';
+
+import { registerCommands } from './commands';
+import { onPythonInterpreterChange } from './launch';
+import type { ForkNode, Node } from './model';
+import { describeToolInput, summarize } from './present';
+import type { RequestPermissionParams, RequestPermissionResult } from './protocol';
+import { CovenServer } from './server';
+import { SessionSync } from './sync';
+import { TRANSCRIPT_SCHEME, Transcripts } from './transcriptView';
+import { SessionTree } from './tree';
+
+/** Settings changes usually come in clusters (a settings.json save, a profile switch). */
+const RESTART_DEBOUNCE_MS = 750;
+
+let server: CovenServer | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const output = vscode.window.createOutputChannel('Coven Server');
+  // The sync needs the server and the server needs the sync's handler: tie them through a closure.
+  let sync: SessionSync | undefined;
+  server = new CovenServer(
+    output,
+    (event) => sync?.onEvent(event),
+    (params, token) => askPermission(params, token, sync),
+  );
+  sync = new SessionSync(server);
+  const model = sync.model;
+  const tree = new SessionTree(model);
+  const treeView = vscode.window.createTreeView<Node>('coven.sessions', { treeDataProvider: tree, showCollapseAll: true });
+  const transcripts = new Transcripts(model);
+  const status = vscode.window.createStatusBarItem('coven.status', vscode.StatusBarAlignment.Left, 10);
+  status.name = 'Coven';
+  status.command = 'coven.sessions.focus';
+
+  const updateStatus = (): void => {
+    const s = server!.state;
+    if (s === 'untrusted' || s === 'stopped') {
+      status.hide();
+      return;
+    }
+    if (s === 'failed') {
+      status.text = '$(error) Coven';
+      status.tooltip = server!.problem ?? 'coven-ls is not running';
+      status.backgroundColor = new vscode.ThemeColor('statusBarItem.errorBackground');
+      status.command = 'coven.showServerLog';
+    } else if (s === 'starting') {
+      status.text = '$(loading~spin) Coven: starting';
+      status.tooltip = 'coven-ls is starting';
+      status.backgroundColor = undefined;
+      status.command = 'coven.showServerLog';
+    } else {
+      const summary = summarize(model);
+      status.text = summary.text;
+      status.tooltip = summary.tooltip;
+      status.backgroundColor = summary.attention ? new vscode.ThemeColor('statusBarItem.warningBackground') : undefined;
+      status.command = 'coven.sessions.focus';
+    }
+    status.show();
+  };
+
+  const updateViewMessage = (): void => {
+    // Shown above the tree while sessions exist; the welcome content covers the empty cases.
+    treeView.message = server!.state === 'failed' && model.roots().length > 0 ? `coven-ls is not running: ${server!.problem ?? ''}` : undefined;
+  };
+
+  context.subscriptions.push(
+    output,
+    server,
+    sync,
+    tree,
+    treeView,
+    transcripts,
+    status,
+    vscode.window.registerFileDecorationProvider(tree),
+    vscode.workspace.registerTextDocumentContentProvider(TRANSCRIPT_SCHEME, transcripts),
+    sync.onDidChange((changes) => {
+      tree.apply(changes);
+      transcripts.apply(changes);
+      updateStatus();
+    }),
+    sync.onForkProposed((fork) => void announceFork(fork, sync!)),
+    server.onDidConnect(() => void sync!.rebuild()),
+    server.onDidChangeState(() => {
+      updateStatus();
+      updateViewMessage();
+    }),
+    ...registerCommands({ server, sync, transcripts, treeView }),
+    vscode.workspace.onDidGrantWorkspaceTrust(() => void server!.start()),
+    watchSettings(server, sync),
+  );
+  void vscode.commands.executeCommand('setContext', 'coven.serverState', server.state);
+  void onPythonInterpreterChange(() => {
+    const command = vscode.workspace.getConfiguration('coven').get<string[]>('server.command') ?? [];
+    if (command.length === 0) void server!.restart();
+  }).then((d) => d && context.subscriptions.push(d));
+  updateStatus();
+  await server.start();
+}
+
+export async function deactivate(): Promise<void> {
+  await server?.stop();
+  server = undefined;
+}
+
+/** Restarts the server when a `coven.*` setting changes, after asking if sessions would be lost. */
+function watchSettings(server: CovenServer, sync: SessionSync): vscode.Disposable {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const subscription = vscode.workspace.onDidChangeConfiguration((e) => {
+    if (!affectsServer(e)) return;
+    if (timer !== undefined) clearTimeout(timer);
+    timer = setTimeout(async () => {
+      timer = undefined;
+      const busy = sync.model.sessions().filter((s) => ['starting', 'running', 'forking', 'queued', 'awaitingApproval'].includes(s.status));
+      if (busy.length > 0) {
+        const choice = await vscode.window.showWarningMessage(
+          `Coven settings changed. Restarting coven-ls applies them, but stops ${busy.length} running ${busy.length === 1 ? 'session' : 'sessions'}.`,
+          'Restart Now',
+          'Later',
+        );
+        if (choice !== 'Restart Now') return;
+      }
+      await server.restart();
+    }, RESTART_DEBOUNCE_MS);
+  });
+  return new vscode.Disposable(() => {
+    if (timer !== undefined) clearTimeout(timer);
+    subscription.dispose();
+  });
+}
+
+/** Every `coven.*` setting except `coven.trace.server`, which the client applies live. */
+function affectsServer(e: vscode.ConfigurationChangeEvent): boolean {
+  return ['server.command', 'claudePath', 'forkMode', 'maxChildren', 'maxParallel', 'maxDepth', 'model', 'permissionMode'].some((key) =>
+    e.affectsConfiguration(`coven.${key}`),
+  );
+}
+
+async function askPermission(
+  params: RequestPermissionParams,
+  token: vscode.CancellationToken,
+  sync: SessionSync | undefined,
+): Promise<RequestPermissionResult> {
+  const session = sync?.model.session(params.sessionId);
+  const where = session ? ` in '${session.label ?? session.title}'` : '';
+  const input = params.input !== null && typeof params.input === 'object' ? params.input : {};
+  const choice = await vscode.window.showWarningMessage(
+    `Claude wants to use ${params.toolName}${where}: ${describeToolInput(input, 200)}`,
+    'Allow',
+    'Deny',
+  );
+  if (token.isCancellationRequested) return { allow: false, message: 'The permission request was withdrawn.' };
+  if (choice === 'Allow') return { allow: true };
+  return { allow: false, message: choice === 'Deny' ? 'Denied by the user.' : 'Denied: the question was dismissed.' };
+}
+
+async function announceFork(fork: ForkNode, sync: SessionSync): Promise<void> {
+  const session = sync.model.session(fork.sessionId);
+  const tasks = fork.tasks.map((t) => `“${t}”`).join(', ');
+  const choice = await vscode.window.showInformationMessage(
+    `Claude proposes to fork${session ? ` '${session.title}'` : ''} into ${fork.tasks.length} ${fork.tasks.length === 1 ? 'task' : 'tasks'}: ${tasks}`,
+    'Approve',
+    'Approve with Edits…',
+    'Reject',
+  );
+  const commands: Record<string, string> = { Approve: 'coven.approveFork', 'Approve with Edits…': 'coven.approveForkWithEdits', Reject: 'coven.rejectFork' };
+  const command = choice !== undefined ? commands[choice] : undefined;
+  if (command !== undefined) await vscode.commands.executeCommand(command, fork.forkId);
+}

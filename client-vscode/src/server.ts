@@ -1,0 +1,269 @@
+// The coven-ls process and the language client in front of it: start, stop, restart, and the one
+// notification a user sees when it cannot run.
+
+import * as vscode from 'vscode';
+import {
+  CloseAction,
+  ErrorAction,
+  LanguageClient,
+  type LanguageClientOptions,
+  type ServerOptions,
+  State,
+  type StaticFeature,
+  TransportKind,
+} from 'vscode-languageclient/node';
+
+import { type LaunchProblem, preflight, resolveLaunchCommand } from './launch';
+import { type CovenEvent, type InitializationOptions, Method, type RequestPermissionParams, type RequestPermissionResult } from './protocol';
+
+export type ServerState = 'stopped' | 'starting' | 'running' | 'failed' | 'untrusted';
+
+/** Crashes within this window count towards giving up instead of restarting again. */
+const CRASH_WINDOW_MS = 3 * 60_000;
+const MAX_CRASHES = 3;
+/** coven-ls closes every session on shutdown; the CLI may take a few seconds to flush. */
+const STOP_TIMEOUT_MS = 10_000;
+
+/**
+ * vscode-languageclient pops up its own error notifications (some of them forced); we own every
+ * message the user sees, so its errors only go to the log.
+ */
+class QuietLanguageClient extends LanguageClient {
+  override error(message: string, data?: unknown): void {
+    super.error(message, data, false);
+  }
+  override warn(message: string, data?: unknown): void {
+    super.warn(message, data, false);
+  }
+}
+
+/**
+ * Declares that this client answers `coven/requestPermission` and shows proposed forks itself
+ * (answering with `coven/decideFork`); without these the server would also ask through
+ * window/showMessageRequest, and the user would see every question twice.
+ */
+const permissionsCapability: StaticFeature = {
+  fillClientCapabilities(capabilities) {
+    const experimental = (capabilities.experimental ?? {}) as Record<string, unknown>;
+    capabilities.experimental = { ...experimental, coven: { ...(experimental.coven as object | undefined), permissions: true, forks: true } };
+  },
+  initialize() {},
+  getState() {
+    return { kind: 'static' };
+  },
+  clear() {},
+};
+
+export function initializationOptions(config: vscode.WorkspaceConfiguration): InitializationOptions {
+  const options: InitializationOptions = {};
+  const text = (key: string): string | undefined => {
+    const value = config.get<string>(key)?.trim();
+    return value ? value : undefined;
+  };
+  const int = (key: string): number | undefined => {
+    const value = config.get<number>(key);
+    return typeof value === 'number' && Number.isInteger(value) ? value : undefined;
+  };
+  const claudePath = text('claudePath');
+  if (claudePath) options.claudePath = claudePath;
+  const model = text('model');
+  if (model) options.model = model;
+  const permissionMode = text('permissionMode');
+  if (permissionMode) options.permissionMode = permissionMode as InitializationOptions['permissionMode'];
+  const forkMode = text('forkMode');
+  if (forkMode) options.forkMode = forkMode as InitializationOptions['forkMode'];
+  const maxChildren = int('maxChildren');
+  if (maxChildren !== undefined) options.maxChildren = maxChildren;
+  const maxParallel = int('maxParallel');
+  if (maxParallel !== undefined) options.maxParallel = maxParallel;
+  const maxDepth = int('maxDepth');
+  if (maxDepth !== undefined) options.maxDepth = maxDepth;
+  return options;
+}
+
+export class CovenServer implements vscode.Disposable {
+  private client: LanguageClient | undefined;
+  private _state: ServerState = 'stopped';
+  private _problem: string | undefined;
+  private crashes: number[] = [];
+  /** Start/stop/restart run one at a time, in the order asked. */
+  private queue: Promise<void> = Promise.resolve();
+  private notifying = false;
+
+  private readonly stateEmitter = new vscode.EventEmitter<ServerState>();
+  readonly onDidChangeState = this.stateEmitter.event;
+  private readonly connectEmitter = new vscode.EventEmitter<void>();
+  /** The server is (again) ready: the session list must be rebuilt from it. */
+  readonly onDidConnect = this.connectEmitter.event;
+
+  constructor(
+    private readonly output: vscode.OutputChannel,
+    private readonly onEvent: (event: CovenEvent) => void,
+    private readonly onPermission: (params: RequestPermissionParams, token: vscode.CancellationToken) => Promise<RequestPermissionResult>,
+  ) {}
+
+  get state(): ServerState {
+    return this._state;
+  }
+
+  /** Why the server is not running, when it failed. */
+  get problem(): string | undefined {
+    return this._problem;
+  }
+
+  start(): Promise<void> {
+    return this.enqueue(() => this.doStart());
+  }
+
+  stop(): Promise<void> {
+    return this.enqueue(() => this.doStop());
+  }
+
+  restart(): Promise<void> {
+    return this.enqueue(async () => {
+      await this.doStop();
+      this.crashes = [];
+      await this.doStart();
+    });
+  }
+
+  async request<R>(method: string, params: unknown): Promise<R> {
+    const client = this.client;
+    if (client === undefined || this._state !== 'running') {
+      throw new Error(
+        this._state === 'untrusted'
+          ? 'Coven does not run agents in Restricted Mode. Trust this folder first.'
+          : this._state === 'starting'
+            ? 'coven-ls is still starting. Try again in a moment.'
+            : `coven-ls is not running${this._problem ? `: ${this._problem}` : ''}. Use "Coven: Restart Server".`,
+      );
+    }
+    return client.sendRequest<R>(method, params);
+  }
+
+  showLog(): void {
+    this.output.show(true);
+  }
+
+  log(line: string): void {
+    this.output.appendLine(`[coven ${new Date().toLocaleTimeString()}] ${line}`);
+  }
+
+  dispose(): void {
+    void this.stop();
+    this.stateEmitter.dispose();
+    this.connectEmitter.dispose();
+  }
+
+  private enqueue(work: () => Promise<void>): Promise<void> {
+    const next = this.queue.then(work, work);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private setState(state: ServerState, problem?: string): void {
+    this._problem = problem;
+    if (this._state === state) return;
+    this._state = state;
+    void vscode.commands.executeCommand('setContext', 'coven.serverState', state);
+    this.stateEmitter.fire(state);
+  }
+
+  private async doStart(): Promise<void> {
+    if (this.client !== undefined) return;
+    if (!vscode.workspace.isTrusted) {
+      this.setState('untrusted');
+      return;
+    }
+    this.setState('starting');
+    const launch = await resolveLaunchCommand((line) => this.log(line));
+    this.log(`starting ${[launch.command, ...launch.args].join(' ')} (from ${launch.source})`);
+    const problem = await preflight(launch);
+    if (problem !== undefined) {
+      this.fail(problem);
+      return;
+    }
+    const folder = vscode.workspace.workspaceFolders?.[0];
+    const serverOptions: ServerOptions = {
+      command: launch.command,
+      args: launch.args,
+      transport: TransportKind.stdio,
+      // The server passes its environment to the CLI: ANTHROPIC_* and CLAUDE_* set for the editor
+      // reach every session.
+      options: { cwd: folder?.uri.fsPath, env: process.env },
+    };
+    const clientOptions: LanguageClientOptions = {
+      // coven-ls works on sessions, not documents.
+      documentSelector: [],
+      outputChannel: this.output,
+      initializationOptions: initializationOptions(vscode.workspace.getConfiguration('coven', folder)),
+      initializationFailedHandler: () => false,
+      errorHandler: {
+        error: () => ({ action: ErrorAction.Continue, handled: true }),
+        closed: () => this.onClosed(),
+      },
+    };
+    const client = new QuietLanguageClient('coven', 'Coven Server', serverOptions, clientOptions);
+    client.registerFeature(permissionsCapability);
+    client.onNotification(Method.event, (event: CovenEvent) => this.onEvent(event));
+    client.onRequest(Method.requestPermission, (params: RequestPermissionParams, token) => this.onPermission(params, token));
+    client.onDidChangeState(({ newState }) => {
+      if (this.client !== client) return;
+      if (newState === State.Running) {
+        this.setState('running');
+        this.connectEmitter.fire();
+      } else if (newState === State.Starting) {
+        this.setState('starting');
+      }
+    });
+    this.client = client;
+    try {
+      await client.start();
+    } catch (error) {
+      this.client = undefined;
+      await client.dispose().catch(() => undefined);
+      const message = error instanceof Error ? error.message : String(error);
+      this.fail({ message: `coven-ls did not start: ${message}. See the server log, and check the coven.* settings.` });
+    }
+  }
+
+  private async doStop(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    if (client !== undefined) {
+      try {
+        await client.stop(STOP_TIMEOUT_MS);
+      } catch (error) {
+        this.log(`stopping coven-ls: ${String(error)}`);
+      }
+    }
+    if (this._state !== 'untrusted') this.setState('stopped');
+  }
+
+  private onClosed(): { action: CloseAction; handled: true; message?: string } {
+    const now = Date.now();
+    this.crashes = [...this.crashes.filter((t) => now - t < CRASH_WINDOW_MS), now];
+    if (this.crashes.length < MAX_CRASHES) {
+      this.log('coven-ls stopped unexpectedly; restarting it. Sessions that were running are gone.');
+      return { action: CloseAction.Restart, handled: true };
+    }
+    this.client = undefined;
+    this.fail({ message: `coven-ls stopped unexpectedly ${this.crashes.length} times in 3 minutes, so it was not restarted. The server log says why.` });
+    return { action: CloseAction.DoNotRestart, handled: true };
+  }
+
+  private fail(problem: LaunchProblem): void {
+    this.log(problem.message);
+    this.setState('failed', problem.message);
+    // One notification at a time: a failing restart loop must not stack them up.
+    if (this.notifying) return;
+    this.notifying = true;
+    const actions = ['Open Setting', 'Show Log', ...(problem.fix ? ['Copy Command'] : [])];
+    void vscode.window.showErrorMessage(problem.message, ...actions).then(async (choice) => {
+      this.notifying = false;
+      if (choice === 'Open Setting') await vscode.commands.executeCommand('workbench.action.openSettings', 'coven.server.command');
+      else if (choice === 'Show Log') this.showLog();
+      else if (choice === 'Copy Command' && problem.fix) await vscode.env.clipboard.writeText(problem.fix);
+    });
+  }
+}
