@@ -93,6 +93,9 @@ class Client(Protocol):
     def send_frame(self, frame: bytes) -> None:
         """Send an already encoded LSP message."""
 
+    def observe(self, event: dict[str, Any]) -> None:
+        """React to an event beyond forwarding it (standard-LSP progress and log lines)."""
+
     async def ask_permission(
         self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
     ) -> tuple[bool, str]: ...
@@ -129,6 +132,7 @@ class Hub:
         for client in list(self.clients):
             try:
                 client.send_frame(frame)
+                client.observe(event)
             except Exception:  # one broken connection must not starve the others
                 log.warning("could not send an event to a client", exc_info=True)
 

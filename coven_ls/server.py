@@ -27,6 +27,7 @@ from pygls.uris import to_fs_path
 from . import __version__, wire
 from .hub import ClientSettings, Hub
 from .session import Session
+from .standard import StandardLsp, install_standard_lsp
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,8 @@ class CovenServer(LanguageServer):
         self.settings = ClientSettings(root=os.getcwd())
         self.custom_permissions = False
         self.custom_forks = False
+        # Standard-LSP mirrors of the coven/* features, for editors that know nothing of them.
+        self.standard: StandardLsp | None = None
         self._on_exit = on_exit
 
     def request_exit(self, code: int) -> None:
@@ -73,6 +76,10 @@ class CovenServer(LanguageServer):
         # Both our writers (stdout, a TCP stream) write synchronously.
         if self.protocol.writer is not None:
             self.protocol.writer.write(frame)
+
+    def observe(self, event: dict[str, Any]) -> None:
+        if self.standard is not None:
+            self.standard.observe(event)
 
     async def ask_permission(
         self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
@@ -259,6 +266,7 @@ def create_server(hub: Hub, on_exit: Callable[[int], None]) -> CovenServer:
 
     for method, fn in _HANDLERS.items():
         server.feature(method)(_adapt(fn))
+    install_standard_lsp(server, {method: _adapt(fn) for method, fn in _HANDLERS.items()})
     return server
 
 

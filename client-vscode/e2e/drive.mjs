@@ -1,0 +1,183 @@
+// Drives a real VS Code (code-server) in headless Chromium through the user story of issue 4:
+// open the Coven view, start a session from the palette, allow the tool it asks for, approve the
+// proposed fork from its tree node, and check in the DOM that the fork and its children appear
+// nested and finish, and that the parent carries on below the fork.
+//
+// Started by scripts/vscode-e2e.sh, which sets up code-server, the scripted model and coven-ls.
+// Every assertion reads what a user would see: tree rows (their aria-level is the nesting, their
+// aria-label the label and description), notifications, the editor.
+
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+
+const env = (name) => {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set (run scripts/vscode-e2e.sh)`);
+  return value;
+};
+const URL_ = env('COVEN_E2E_URL');
+const WORKSPACE = env('COVEN_E2E_WORKSPACE');
+const ARTIFACTS = env('COVEN_E2E_ARTIFACTS');
+const PROFILE = env('COVEN_E2E_BROWSER_PROFILE');
+const CHROMIUM = env('COVEN_E2E_CHROMIUM');
+const { chromium } = createRequire(join(env('COVEN_E2E_TOOLS'), 'package.json'))('playwright-core');
+
+const STEP_MS = 120_000;
+const PROMPT = 'Prepare the release: check the notes, then the parser and the docs.';
+const SESSION_TITLE = PROMPT.split('\n')[0];
+const TASKS = ['Check the parser', 'Check the docs'];
+
+mkdirSync(ARTIFACTS, { recursive: true });
+const started = Date.now();
+const log = (message) => console.log(`[drive +${((Date.now() - started) / 1000).toFixed(1)}s] ${message}`);
+const browserLog = [];
+
+const context = await chromium.launchPersistentContext(PROFILE, {
+  executablePath: CHROMIUM,
+  headless: true,
+  viewport: { width: 1600, height: 1000 },
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const page = context.pages()[0] ?? (await context.newPage());
+page.setDefaultTimeout(STEP_MS);
+page.on('console', (m) => browserLog.push(`[${m.type()}] ${m.text()}`));
+page.on('pageerror', (e) => browserLog.push(`[pageerror] ${e.message}`));
+
+const sidebar = page.locator('.part.sidebar');
+const rows = sidebar.locator('.monaco-list-row');
+let shot = 0;
+const screenshot = async (name) => {
+  const file = join(ARTIFACTS, `${String(++shot).padStart(2, '0')}-${name}.png`);
+  await page.screenshot({ path: file });
+  log(`screenshot ${file}`);
+};
+
+/** The tree as [{index, level, label}] in display order (the list is virtualised: sort by index). */
+async function treeRows() {
+  const all = await rows.evaluateAll((els) =>
+    els.map((el) => ({
+      index: Number(el.getAttribute('data-index')),
+      level: Number(el.getAttribute('aria-level')),
+      label: el.getAttribute('aria-label') ?? el.textContent ?? '',
+    })),
+  );
+  return all.sort((a, b) => a.index - b.index);
+}
+
+const row = (labelPrefix) => sidebar.locator(`.monaco-list-row[aria-label^="${labelPrefix.replace(/"/g, '\\"')}"]`);
+
+async function waitForRow(labelPrefix, what) {
+  log(`waiting for ${what}: row "${labelPrefix}…"`);
+  await row(labelPrefix).first().waitFor({ state: 'visible' });
+}
+
+async function runCommand(title) {
+  await page.keyboard.press('F1');
+  const input = page.locator('.quick-input-widget input');
+  await input.waitFor({ state: 'visible' });
+  await input.fill(`>${title}`);
+  await page.locator('.quick-input-widget .monaco-list-row', { hasText: title }).first().waitFor();
+  await page.keyboard.press('Enter');
+}
+
+async function clickInline(rowLocator, action) {
+  await rowLocator.hover();
+  await rowLocator.click();
+  await rowLocator.locator(`.actions .action-label[aria-label="${action}"]`).click();
+}
+
+function assertNested(tree) {
+  const at = (prefix, from = 0) => {
+    const i = tree.findIndex((r, k) => k >= from && r.label.startsWith(prefix));
+    if (i < 0) throw new Error(`no row "${prefix}…" in the tree:\n${format(tree)}`);
+    return i;
+  };
+  const session = at(SESSION_TITLE);
+  const fork = at('⑂ Fork · 2 tasks', session);
+  const children = TASKS.map((t) => at(`${t},`, fork));
+  const results = at('Fork results', fork);
+  const expect = (cond, message) => {
+    if (!cond) throw new Error(`${message}:\n${format(tree)}`);
+  };
+  expect(tree[fork].level === tree[session].level + 1, 'the fork is not a child of the session');
+  for (const c of children) {
+    expect(tree[c].level === tree[fork].level + 1, `child row ${tree[c].label} is not nested under the fork`);
+    // Nothing between the fork and its child climbs back to the fork's level or above.
+    expect(tree.slice(fork + 1, c).every((r) => r.level > tree[fork].level), `child row ${tree[c].label} is outside the fork's subtree`);
+  }
+  expect(tree[results].level === tree[session].level + 1, 'the reintegration turn is not at the parent level');
+  expect(children.every((c) => c < results), 'the parent did not continue below the fork');
+}
+
+const format = (tree) => tree.map((r) => `${'  '.repeat(Math.max(0, r.level - 1))}${r.label}`).join('\n');
+
+let failed = false;
+try {
+  log(`opening ${URL_}`);
+  await page.goto(`${URL_}/?folder=${encodeURIComponent(WORKSPACE)}`);
+  await page.locator('.monaco-workbench .part.activitybar').waitFor();
+  log('workbench is up');
+
+  await page.locator('.part.activitybar [aria-label^="Coven"]').first().click();
+  log('waiting for coven-ls to start (the view says so when it is ready)');
+  await sidebar.getByText('No sessions yet').waitFor();
+  await screenshot('empty-view');
+
+  log('New Session from the palette');
+  await runCommand('Coven: New Session');
+  const input = page.locator('.quick-input-widget input');
+  await page.locator('.quick-input-widget', { hasText: 'New Coven Session' }).waitFor();
+  await input.fill(PROMPT);
+  await page.keyboard.press('Enter');
+  await waitForRow(SESSION_TITLE, 'the new session');
+
+  log('waiting for the permission question');
+  const permission = page.locator('.notification-toast', { hasText: 'Claude wants to use Bash' });
+  await permission.waitFor();
+  await screenshot('permission');
+  await permission.locator('.monaco-button', { hasText: 'Allow' }).click();
+
+  await waitForRow('⑂ Fork · 2 tasks, proposed', 'the proposed fork');
+  await page.locator('.notification-toast', { hasText: 'Claude proposes to fork' }).waitFor();
+  await screenshot('fork-proposed');
+
+  log('approving the fork from its tree node');
+  await clickInline(row('⑂ Fork · 2 tasks, proposed'), 'Approve Fork');
+
+  for (const task of TASKS) await waitForRow(`${task},`, `child "${task}"`);
+  await screenshot('fork-running');
+  assertNested(await treeRows());
+
+  await waitForRow('⑂ Fork · 2 tasks, done', 'the fork to finish');
+  for (const task of TASKS) await waitForRow(`${task}, done`, `child "${task}" to finish`);
+  await waitForRow('Both checks passed', "the parent's answer after the fork");
+  await waitForRow(`${SESSION_TITLE}, done`, 'the parent to finish');
+  const tree = await treeRows();
+  assertNested(tree);
+  log(`final tree:\n${format(tree)}`);
+  await screenshot('fork-done');
+
+  log('opening the transcript');
+  await clickInline(row(SESSION_TITLE), 'Open Transcript');
+  await page.locator('.monaco-editor .view-lines', { hasText: '⑂ Fork · 2 tasks' }).first().waitFor();
+  await screenshot('transcript');
+
+  const status = await page.locator('.part.statusbar').innerText();
+  if (!/Coven/.test(status)) throw new Error(`no Coven item in the status bar: ${status}`);
+  log('PASS');
+} catch (error) {
+  failed = true;
+  console.error(`[drive] FAIL: ${error instanceof Error ? error.stack ?? error.message : String(error)}`);
+  try {
+    console.error(`[drive] tree at failure:\n${format(await treeRows())}`);
+    console.error(`[drive] notifications: ${await page.locator('.notifications-toasts').innerText({ timeout: 2000 })}`);
+    await screenshot('failure');
+  } catch {
+    // the page itself may be gone
+  }
+} finally {
+  writeFileSync(join(ARTIFACTS, 'browser-console.log'), browserLog.join('\n') + '\n');
+  await context.close();
+}
+process.exit(failed ? 1 : 0);
