@@ -8,10 +8,13 @@ is why a session's runner task both opens and closes its agent.
 from __future__ import annotations
 
 import collections
+import hashlib
 import logging
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,6 +142,37 @@ def probe_claude(path: str, source: str) -> str:
     return done.stdout.strip()
 
 
+# --- tying the CLI's life to ours ---------------------------------------------------------------
+
+_LAUNCHER = """#!{python}
+# Written by coven-ls: runs Claude Code so that it dies with the server that started it, even
+# when that server is killed with SIGKILL and cannot clean up.
+import ctypes, os, signal, sys
+PR_SET_PDEATHSIG = 1
+ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+if str(os.getppid()) != os.environ.get("COVEN_PARENT_PID"):
+    sys.exit(1)  # the server died before the line above took effect
+real = os.environ["COVEN_REAL_CLAUDE"]
+os.execv(real, [real, *sys.argv[1:]])
+"""
+
+
+def launcher_path() -> str | None:
+    """An executable that starts the CLI tied to this process (Linux only), or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    text = _LAUNCHER.format(python=sys.executable)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    path = Path(tempfile.gettempdir()) / f"coven-ls-{os.getuid()}" / f"claude-{digest}"
+    if not path.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(text)
+        partial.chmod(0o700)
+        partial.replace(path)  # atomic: another server may be writing the same file
+    return str(path)
+
+
 # --- the real backend ----------------------------------------------------------------------------
 
 
@@ -212,6 +246,11 @@ class ClaudeBackend:
         else:
             # system_prompt=None would mean an EMPTY system prompt, not Claude Code's own.
             system_prompt = {"type": "preset", "preset": "claude_code"}
+        cli_path, env = shutil.which(self.cli_path) or self.cli_path, dict(spec.env)
+        launcher = await anyio.to_thread.run_sync(launcher_path)
+        if launcher is not None:
+            env.update(COVEN_REAL_CLAUDE=cli_path, COVEN_PARENT_PID=str(os.getpid()))
+            cli_path = launcher
         options = ClaudeAgentOptions(
             cwd=spec.cwd,
             model=spec.model,
@@ -221,8 +260,8 @@ class ClaudeBackend:
             session_id=spec.session_id,
             resume_session_at=spec.resume_at,
             system_prompt=system_prompt,
-            cli_path=self.cli_path,
-            env=spec.env,
+            cli_path=cli_path,
+            env=env,
             can_use_tool=can_use_tool,
             stderr=on_stderr,
         )

@@ -96,7 +96,12 @@ async def _run(as_json: bool) -> int:
     with tempfile.TemporaryDirectory(prefix="coven-demo-") as tmp, demo_model() as model:
         workspace = _workspace(Path(tmp))
         client = CovenClient(on_event=printer, on_permission=allow, handles_forks=True)
-        await client.start(workspace, env=model.cli_env(Path(tmp) / "claude-config"))
+        await client.start(
+            workspace,
+            env=model.cli_env(Path(tmp) / "claude-config"),
+            # The demo's sessions are not worth keeping: its store goes with its temp folder.
+            init_options={"stateDir": str(Path(tmp) / "state")},
+        )
         try:
             started = await client.request("coven/startSession", {"prompt": PROMPT})
             sid = started["sessionId"]

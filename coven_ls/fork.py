@@ -12,7 +12,6 @@ import enum
 import logging
 import re
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -190,6 +189,7 @@ class ForkState(enum.Enum):
     RUNNING = "running"
     REJECTED = "rejected"
     FINISHED = "finished"
+    INTERRUPTED = "interrupted"  # the server stopped while it ran: resume or abandon it
 
 
 @dataclass
@@ -200,14 +200,26 @@ class Fork:
     source: str  # "model" or "user"
     at_message_id: str | None = None
     state: ForkState = ForkState.PROPOSED
+    proposed: list[str] = field(default_factory=list)  # the tasks as first asked for
+    decision: str | None = None  # approved, rejected, cancelled (None: not asked, or pending)
     children: list[Session] = field(default_factory=list)
-    cancelled: bool = False
-    scope: anyio.CancelScope | None = None
+    results: list[TaskResult] | None = None
 
-
-# What a client answers when asked to approve a fork: "approve", "reject", or None (no answer:
-# a client with its own fork UI answers through coven/decideFork instead).
-ApprovalAsker = Callable[[Session, Fork], Any]
+    def record(self) -> dict[str, Any]:
+        """The fork's row in the store."""
+        return {
+            "fork_id": self.id,
+            "parent_id": self.parent.id,
+            "source": self.source,
+            "state": self.state.value,
+            "tasks_proposed": self.proposed or self.tasks,
+            "tasks_approved": self.tasks if self.state is not ForkState.PROPOSED else None,
+            "decision": self.decision,
+            "at_message_id": self.at_message_id,
+            "children": [c.id for c in self.children],
+            "results": None if self.results is None else [r.wire() for r in self.results],
+            "reintegrated": self.state is ForkState.FINISHED,
+        }
 
 
 class ForkManager:
@@ -257,8 +269,9 @@ class ForkManager:
         self._hub.ask_fork_approval(session, fork)
 
     def _new_fork(self, parent: Session, tasks: list[str], source: str, **kw: Any) -> Fork:
-        fork = Fork(f"f-{uuid.uuid4().hex[:12]}", parent, tasks, source, **kw)
+        fork = Fork(f"f-{uuid.uuid4().hex[:12]}", parent, tasks, source, proposed=list(tasks), **kw)
         self.forks[fork.id] = fork
+        self._hub.fork_changed(fork)
         # From here until the results are in, the parent's own messages wait, and its agent
         # process is stopped: a paused-but-alive parent could keep working where no one sees it.
         parent.hold()
@@ -283,12 +296,15 @@ class ForkManager:
                     fork.tasks = check_tasks(tasks, fork.parent.config.max_children)
                 except ForkSyntaxError as exc:
                     raise wire.invalid_params(wire.DECIDE_FORK, str(exc)) from exc
+            fork.decision = "approved"
             self._start(fork)
             return
+        fork.decision = "rejected"
         self._reject(fork, reason, tell_model=True)
 
     def _reject(self, fork: Fork, reason: str | None, *, tell_model: bool) -> None:
         fork.state = ForkState.REJECTED
+        self._hub.fork_changed(fork)
         parent = fork.parent
         parent.emit(Kind.FORK_REJECTED, forkId=fork.id, reason=reason)
         if tell_model and not parent.closed:
@@ -344,9 +360,9 @@ class ForkManager:
         """The user stops a whole fork: a proposal is withdrawn; running children are stopped
         (their processes end), queued ones never start, and what finished is reintegrated."""
         if fork.state is ForkState.PROPOSED:
+            fork.decision = "cancelled"
             self._reject(fork, "cancelled by the user", tell_model=False)
             return
-        fork.cancelled = True
         async with anyio.create_task_group() as tg:
             for child in fork.children:
                 if not child.closed and not (child.settled and child.last_outcome is not None):
@@ -366,6 +382,7 @@ class ForkManager:
             fork.children.append(
                 self._hub.new_child(parent, fork.id, label, self._child_spec(fork))
             )
+        self._hub.fork_changed(fork)
         parent.emit(
             Kind.FORK_STARTED,
             forkId=fork.id,
@@ -376,7 +393,7 @@ class ForkManager:
         )
         for child in fork.children:
             self._hub.launch(child)
-        self._hub.spawn(self._run(fork), name=f"fork {fork.id}")
+        self._hub.spawn(self._run(fork, fork.children), name=f"fork {fork.id}")
 
     @staticmethod
     def _child_spec(fork: Fork) -> AgentSpec:
@@ -395,21 +412,33 @@ class ForkManager:
             env=config.env,
         )
 
-    async def _run(self, fork: Fork) -> None:
+    async def _run(self, fork: Fork, children: list[Session]) -> None:
         parent = fork.parent
         limiter = anyio.CapacityLimiter(parent.config.max_parallel)
+        finished = False
         try:
             async with anyio.create_task_group() as tg:
-                for child in fork.children:
+                for child in children:
                     tg.start_soon(self._run_child, child, limiter)
+            finished = True
         finally:
-            results = [self._result_of(child) for child in fork.children]
-            fork.state = ForkState.FINISHED
-            parent.emit(Kind.FORK_FINISHED, forkId=fork.id, results=[r.wire() for r in results])
-            if not parent.closed:
-                # The parent stays `forking` until its runner takes this turn and starts it.
-                parent.send(compose_results(results), origin="forkResults", first=True)
-            parent.release()
+            # When the server stops, the fork stays `running` in the store: it comes back
+            # interrupted, to be resumed or abandoned.
+            if finished:
+                self._finish(fork)
+
+    def _finish(self, fork: Fork, interrupted: str | None = None) -> None:
+        """Every child has ended: report, and give the parent the results (ahead of anything
+        that waited)."""
+        parent = fork.parent
+        fork.results = [self._result_of(child, interrupted) for child in fork.children]
+        fork.state = ForkState.FINISHED
+        self._hub.fork_changed(fork)
+        parent.emit(Kind.FORK_FINISHED, forkId=fork.id, results=[r.wire() for r in fork.results])
+        if not parent.closed:
+            # The parent stays `forking` until its runner takes this turn and starts it.
+            parent.send(compose_results(fork.results), origin="forkResults", first=True)
+        parent.release()
 
     async def _run_child(self, child: Session, limiter: anyio.CapacityLimiter) -> None:
         async with limiter:
@@ -419,12 +448,102 @@ class ForkManager:
             await child.wait_settled()
 
     @staticmethod
-    def _result_of(child: Session) -> TaskResult:
+    def _result_of(child: Session, interrupted: str | None = None) -> TaskResult:
         label, sid = child.label or "", child.id
         if child.status == "cancelled":
             return TaskResult(label, sid, False, error="cancelled by the user")
+        if interrupted is not None and child.status == "interrupted":
+            return TaskResult(label, sid, False, error=interrupted)
         outcome: Outcome | None = child.last_outcome
         if outcome is None:
-            reason = "the server shut down" if child.closed else "it never ran"
+            reason = interrupted or ("the server shut down" if child.closed else "it never ran")
             return TaskResult(label, sid, False, error=f"did not finish: {reason}")
         return TaskResult(label, sid, outcome.ok, outcome.text, outcome.error)
+
+    # --- after a restart -------------------------------------------------------------------------
+
+    def restore(self, rows: list[dict[str, Any]]) -> None:
+        """Forks as a stopped server left them. A proposal is still open; a fork that was running
+        is interrupted (its parent waits for coven/resumeFork or coven/abandonFork); a finished
+        fork whose results never reached its parent gives them now."""
+        sessions = self._hub.sessions
+        for row in rows:
+            parent = sessions.get(row["parent_id"])
+            if parent is None or row["fork_id"] in self.forks:
+                continue
+            state = ForkState(row["state"])
+            fork = Fork(
+                row["fork_id"],
+                parent,
+                list(row["tasks_approved"] or row["tasks_proposed"]),
+                row["source"],
+                at_message_id=row["at_message_id"],
+                state=state,
+                proposed=list(row["tasks_proposed"]),
+                decision=row["decision"],
+                children=[sessions[c] for c in row["children"] or [] if c in sessions],
+            )
+            self.forks[fork.id] = fork
+            if state is ForkState.PROPOSED:
+                parent.hold()
+                if parent.status == "interrupted":
+                    parent.set_status("awaitingApproval")
+            elif state in (ForkState.RUNNING, ForkState.INTERRUPTED):
+                fork.state = ForkState.INTERRUPTED
+                parent.hold()
+                self._hub.fork_changed(fork)
+            elif state is ForkState.FINISHED and not _results_reached(parent, fork.id):
+                parent.hold()  # _finish releases it
+                self._finish(fork)
+
+    def resume(self, fork_id: str) -> None:
+        """Run again the children of an interrupted fork that had not finished (fresh forks of
+        the parent), then reintegrate as usual."""
+        fork = self._interrupted(fork_id, wire.RESUME_FORK)
+        if fork.parent.agent_session_id is None:
+            raise wire.CovenError(
+                wire.INVALID_STATE, f"Fork {fork_id}'s parent has no agent conversation to fork."
+            )
+        again = [c for c in fork.children if c.status == "interrupted" or c.last_outcome is None]
+        fork.state = ForkState.RUNNING
+        fork.parent.set_status("forking")
+        for child in again:
+            child.restart_as_fork(self._child_spec(fork))
+        self._hub.fork_changed(fork)
+        self._hub.spawn(self._run(fork, again), name=f"fork {fork.id}")
+
+    def abandon(self, fork_id: str) -> None:
+        """Give the parent what finished; the rest is reported as interrupted."""
+        fork = self._interrupted(fork_id, wire.ABANDON_FORK)
+        self._finish(fork, interrupted="interrupted: the server stopped before it finished")
+
+    def _interrupted(self, fork_id: str, method: str) -> Fork:
+        fork = self.get(fork_id)
+        if fork.state is not ForkState.INTERRUPTED:
+            raise wire.CovenError(
+                wire.INVALID_STATE,
+                f"{method}: fork {fork_id} is {fork.state.value}; only a fork interrupted by a "
+                "server restart can be resumed or abandoned.",
+                {"forkId": fork_id, "state": fork.state.value},
+            )
+        return fork
+
+    def forget(self, session_ids: list[str]) -> None:
+        gone = set(session_ids)
+        for fork_id in [f.id for f in self.forks.values() if f.parent.id in gone]:
+            del self.forks[fork_id]
+
+
+def _results_reached(parent: Session, fork_id: str) -> bool:
+    """Whether the parent's log shows it was given this fork's results."""
+    finished_seq = None
+    for event in parent.events:
+        if event["kind"] == Kind.FORK_FINISHED and event.get("forkId") == fork_id:
+            finished_seq = event["seq"]
+        elif (
+            finished_seq is not None
+            and event["kind"] == Kind.PROMPT
+            and event.get("origin") == "forkResults"
+        ):
+            return True
+    return False

@@ -23,6 +23,7 @@ from . import wire
 from .agent import AgentSpec, Backend, ClaudeBackend
 from .fork import Fork, ForkManager, ForkState, fork_instructions
 from .session import Session, SessionConfig
+from .store import Snapshot, Store, StoreError, database_path
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class ClientSettings:
     max_children: int = 8
     max_parallel: int = 4
     max_depth: int = 1
+    state_dir: str | None = None
 
     @classmethod
     def parse(cls, options: Any, root: str) -> ClientSettings:
@@ -70,6 +72,7 @@ class ClientSettings:
             max_children=checked.maxChildren or 8,
             max_parallel=checked.maxParallel or 4,
             max_depth=1 if checked.maxDepth is None else checked.maxDepth,
+            state_dir=checked.stateDir,
         )
 
 
@@ -83,12 +86,14 @@ class _InitOptions:
     maxChildren: int | None = None
     maxParallel: int | None = None
     maxDepth: int | None = None
+    stateDir: str | None = None
 
 
 class Client(Protocol):
     """A connected editor, as the hub sees it."""
 
     settings: ClientSettings
+    store: Store | None
 
     def send_frame(self, frame: bytes) -> None:
         """Send an already encoded LSP message."""
@@ -117,6 +122,15 @@ class Hub:
         self._owners: dict[str, Client] = {}
         self.clients: list[Client] = []
         self.forks = ForkManager(self)
+        self.stores: dict[Path, Store] = {}
+        self._store_of: dict[str, Store] = {}  # session id -> the store that keeps it
+        # Group commit: events wait here until the store has them, then go to the clients.
+        self._outbox: list[dict[str, Any]] = []
+        self._dirty_forks: set[str] = set()
+        self._flush_wanted = anyio.Event()
+        self._flushed = anyio.Event()
+        self._flushing = False
+        task_group.start_soon(self._flush_loop, name="store writer")
 
     # --- clients ---------------------------------------------------------------------------------
 
@@ -128,6 +142,70 @@ class Hub:
             self.clients.remove(client)
 
     def publish(self, event: dict[str, Any]) -> None:
+        if event["sessionId"] in self._store_of:
+            self._outbox.append(event)
+            self._flush_wanted.set()
+        else:
+            self._deliver(event)
+
+    def fork_changed(self, fork: Fork) -> None:
+        """A fork's row must be written (with the next burst of events)."""
+        if fork.parent.id in self._store_of:
+            self._dirty_forks.add(fork.id)
+            self._flush_wanted.set()
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await self._flush_wanted.wait()
+            self._flush_wanted = anyio.Event()
+            self._flushing = True
+            try:
+                while self._outbox or self._dirty_forks:
+                    await self._flush_once()
+            finally:
+                self._flushing = False
+                self._flushed.set()
+                self._flushed = anyio.Event()
+
+    async def _flush_once(self) -> None:
+        """Commit what the last burst produced in one transaction per store, then send it."""
+        events, self._outbox = self._outbox, []
+        fork_ids, self._dirty_forks = self._dirty_forks, set()
+        batches: dict[Store, tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]]
+        batches = {}
+        for event in events:
+            store = self._store_of.get(event["sessionId"])
+            session = self.sessions.get(event["sessionId"])
+            if store is None or session is None:
+                continue  # deleted meanwhile
+            evs, rows, _ = batches.setdefault(store, ([], {}, []))
+            evs.append(event)
+            rows[session.id] = session.record()
+        for fork_id in fork_ids:
+            fork = self.forks.forks.get(fork_id)
+            store = self._store_of.get(fork.parent.id) if fork else None
+            if fork is not None and store is not None:
+                batches.setdefault(store, ([], {}, []))[2].append(fork.record())
+        for store, (evs, rows, forks) in batches.items():
+            try:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(store.write, evs, list(rows.values()), forks)
+            except Exception:
+                # The events still go out (a session must not stall), but say loudly that
+                # they are not kept.
+                log.exception("could not write %d events to %s", len(evs), store.path)
+        for event in events:
+            session = self.sessions.get(event["sessionId"])
+            if session is not None:
+                session.committed_seq = max(session.committed_seq or 0, event["seq"])
+            self._deliver(event)
+
+    async def flushed(self) -> None:
+        """Wait until everything published so far is stored and sent."""
+        while self._outbox or self._dirty_forks or self._flushing:
+            await self._flushed.wait()
+
+    def _deliver(self, event: dict[str, Any]) -> None:
         frame = wire.lsp_frame(wire.EVENT, event)
         for client in list(self.clients):
             try:
@@ -231,7 +309,12 @@ class Hub:
                 else None
             ),
         )
-        session = self._new_session(backend, config, title=params.title or _title(params.prompt))
+        session = self._new_session(
+            backend,
+            config,
+            store=client.store,
+            title=params.title or _title(params.prompt),
+        )
         self._owners[session.id] = client
         session.send(params.prompt)
         return session
@@ -243,6 +326,7 @@ class Hub:
         return self._new_session(
             parent.backend,
             config,
+            store=self._store_of.get(parent.id),
             launch=False,
             status="queued",
             title=label,
@@ -259,9 +343,11 @@ class Hub:
         config: SessionConfig,
         status: str = "starting",
         launch: bool = True,
+        store: Store | None = None,
+        session_id: str | None = None,
         **kw: Any,
     ) -> Session:
-        session_id = f"s-{uuid.uuid4().hex[:12]}"
+        session_id = session_id or f"s-{uuid.uuid4().hex[:12]}"
         session = Session(
             session_id,
             config,
@@ -272,14 +358,18 @@ class Hub:
             **kw,
         )
         self.sessions[session_id] = session
+        if store is not None:
+            self._store_of[session_id] = store
+            session.committed_seq = 0
         session.status = status
         if launch:
             self.launch(session)
         return session
 
-    def launch(self, session: Session) -> None:
+    def launch(self, session: Session, announce: bool = True) -> None:
         """Announce a session (its first event) and start its runner."""
-        session.emit(wire.Kind.STATUS, status=session.status)
+        if announce:
+            session.emit(wire.Kind.STATUS, status=session.status)
         self._tg.start_soon(session.run, name=f"session {session.id}")
 
     def children_of(self, session: Session) -> list[Session]:
@@ -310,11 +400,115 @@ class Hub:
         return [s.info() for s in self.sessions.values()]
 
     async def close_all(self) -> None:
-        """Close every session at once; returns when their agent processes are gone."""
+        """The server is stopping: end every agent process, keep every session's state as it
+        is (a restart takes them up again), and make sure the store has everything."""
         with anyio.move_on_after(CLOSE_ALL_SECONDS):
             async with anyio.create_task_group() as tg:
                 for session in list(self.sessions.values()):
-                    tg.start_soon(session.close)
+                    tg.start_soon(session.close, None)
+            await self.flushed()
+        for store in self.stores.values():
+            await anyio.to_thread.run_sync(store.close)
+        self.stores.clear()
+
+    # --- persistence -----------------------------------------------------------------------------
+
+    async def open_store(self, settings: ClientSettings) -> tuple[Store, str | None]:
+        """The store of a client's workspace root, opened (and its sessions restored) once per
+        server. Returns it and a warning for the user, if there is one."""
+        path = database_path(settings.root, settings.state_dir)
+        if path in self.stores:
+            return self.stores[path], None
+        try:
+            store, warning = await anyio.to_thread.run_sync(Store.open, path)
+        except StoreError as exc:
+            raise wire.CovenError(wire.STORE_UNAVAILABLE, str(exc)) from exc
+        self.stores[path] = store
+        snapshot = await anyio.to_thread.run_sync(store.load)
+        self._restore(store, snapshot, settings)
+        return store, warning
+
+    def _restore(self, store: Store, snapshot: Snapshot, settings: ClientSettings) -> None:
+        backend = self.backend(settings.claude_path)
+        restored: list[Session] = []
+        for row in snapshot.sessions:
+            if row["session_id"] in self.sessions:
+                continue
+            fork_mode = row["fork_mode"]
+            depth = row["depth"] or 0
+            config = SessionConfig(
+                cwd=row["cwd"],
+                model=row["model"],
+                permission_mode=row["permission_mode"],
+                fork_mode=fork_mode,
+                max_children=row["max_children"],
+                max_parallel=row["max_parallel"],
+                max_depth=row["max_depth"],
+                append_system_prompt=(
+                    fork_instructions(row["max_children"])
+                    if fork_mode != "off" and depth < row["max_depth"]
+                    else None
+                ),
+            )
+            session = self._new_session(
+                backend,
+                config,
+                status=row["status"],
+                launch=False,
+                store=store,
+                session_id=row["session_id"],
+                title=row["title"],
+                parent_id=row["parent_id"],
+                fork_id=row["fork_id"],
+                label=row["label"],
+                depth=depth,
+            )
+            session.created_at = row["created_at"]
+            session.restore(row, snapshot.events.get(session.id, []))
+            restored.append(session)
+        self.forks.restore(snapshot.forks)
+        for session in restored:
+            self.launch(session, announce=False)
+
+    async def delete(self, session: Session, purge: bool) -> list[str]:
+        """Remove a session and its subtree from the server and its store; with `purge`, the
+        CLI's own transcripts too. Returns the ids removed."""
+        subtree = [session]
+        for node in subtree:
+            subtree.extend(self.children_of(node))
+        await self.close(session)
+        ids = [s.id for s in subtree]
+        await self.flushed()
+        store = self._store_of.get(session.id)
+        if store is not None:
+            await anyio.to_thread.run_sync(store.delete_sessions, ids)
+        if purge:
+            for node in subtree:
+                _purge_transcript(node)
+        for sid in ids:
+            self.sessions.pop(sid, None)
+            self._store_of.pop(sid, None)
+            self._owners.pop(sid, None)
+        self.forks.forget(ids)
+        # Not stored (there is nothing left to store it in): it tells watching clients to drop
+        # the session and everything under it.
+        self._deliver(
+            wire.make_event(session.id, len(session.events) + 1, wire.Kind.DELETED, sessionIds=ids)
+        )
+        return ids
+
+
+def _purge_transcript(session: Session) -> None:
+    """Delete the CLI's transcript of a session (`<config>/projects/<cwd>/<id>.jsonl`)."""
+    if not session.agent_session_id:
+        return
+    config_dir = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.expanduser("~/.claude")
+    project = "".join(c if c.isalnum() else "-" for c in session.config.cwd)
+    transcript = Path(config_dir) / "projects" / project / f"{session.agent_session_id}.jsonl"
+    try:
+        transcript.unlink(missing_ok=True)
+    except OSError:
+        log.warning("could not delete %s", transcript, exc_info=True)
 
 
 def _title(prompt: str, limit: int = 80) -> str:

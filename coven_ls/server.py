@@ -28,6 +28,7 @@ from . import __version__, wire
 from .hub import ClientSettings, Hub
 from .session import Session
 from .standard import StandardLsp, install_standard_lsp
+from .store import Store
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,8 @@ class CovenServer(LanguageServer):
         self.settings = ClientSettings(root=os.getcwd())
         self.custom_permissions = False
         self.custom_forks = False
+        self.store: Store | None = None
+        self.store_warning: str | None = None
         # Standard-LSP mirrors of the coven/* features, for editors that know nothing of them.
         self.standard: StandardLsp | None = None
         self._on_exit = on_exit
@@ -217,6 +220,27 @@ async def decide_fork(server: CovenServer, raw: Any) -> dict[str, Any]:
     return {}
 
 
+@handler(wire.RESUME_FORK)
+async def resume_fork(server: CovenServer, raw: Any) -> dict[str, Any]:
+    params = wire.parse(wire.RESUME_FORK, wire.ForkIdParams, raw)
+    server.hub.forks.resume(params.forkId)
+    return {}
+
+
+@handler(wire.ABANDON_FORK)
+async def abandon_fork(server: CovenServer, raw: Any) -> dict[str, Any]:
+    params = wire.parse(wire.ABANDON_FORK, wire.ForkIdParams, raw)
+    server.hub.forks.abandon(params.forkId)
+    return {}
+
+
+@handler(wire.DELETE_SESSION)
+async def delete_session(server: CovenServer, raw: Any) -> dict[str, Any]:
+    params = wire.parse(wire.DELETE_SESSION, wire.DeleteSessionParams, raw)
+    deleted = await server.hub.delete(server.hub.get(params.sessionId), params.purge)
+    return {"deletedSessionIds": deleted}
+
+
 @handler(wire.LIST_SESSIONS)
 async def list_sessions(server: CovenServer, raw: Any) -> dict[str, Any]:
     wire.parse(wire.LIST_SESSIONS, wire.ListSessionsParams, raw)
@@ -247,9 +271,10 @@ def create_server(hub: Hub, on_exit: Callable[[int], None]) -> CovenServer:
     server = CovenServer(hub, on_exit)
 
     @server.feature(types.INITIALIZE)
-    def initialize(ls: CovenServer, params: types.InitializeParams) -> None:
+    async def initialize(ls: CovenServer, params: types.InitializeParams) -> None:
         try:
             ls.settings = ClientSettings.parse(params.initialization_options, _root_of(params))
+            ls.store, ls.store_warning = await hub.open_store(ls.settings)
         except wire.CovenError as exc:
             raise JsonRpcException(exc.message, exc.code, exc.data) from exc
         experimental = wire.to_plain(params.capabilities.experimental) or {}
@@ -257,6 +282,13 @@ def create_server(hub: Hub, on_exit: Callable[[int], None]) -> CovenServer:
         ls.custom_permissions = isinstance(coven, dict) and coven.get("permissions") is True
         ls.custom_forks = isinstance(coven, dict) and coven.get("forks") is True
         hub.attach(ls)
+
+    @server.feature(types.INITIALIZED)
+    def initialized(ls: CovenServer, params: types.InitializedParams) -> None:
+        if ls.store_warning:
+            ls.window_show_message(
+                types.ShowMessageParams(type=types.MessageType.Warning, message=ls.store_warning)
+            )
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: CovenServer, *args: Any) -> None:

@@ -101,6 +101,8 @@ class Session:
         self.depth = depth  # 0 for a top-level session, 1 for its fork children, ...
         self.status: str = "starting"
         self.last_outcome: Outcome | None = None
+        # The store has every event up to here (the hub advances it); None: no store.
+        self.committed_seq: int | None = None
         self.agent_session_id: str | None = None
         self.cost_usd: float = 0.0
         self.events: list[dict[str, Any]] = []
@@ -117,7 +119,7 @@ class Session:
         self._pause_requested = False
         self._changed = anyio.Event()  # set (and replaced) whenever the session may have settled
         self._closing = False
-        self._final_status = "closed"
+        self._final_status: str | None = "closed"
         self._turn_scope: anyio.CancelScope | None = None
         self._hook_scope: anyio.CancelScope | None = None
         self._in_turn = False
@@ -146,8 +148,61 @@ class Session:
         }
 
     def events_after(self, after_seq: int) -> list[dict[str, Any]]:
+        """Events after `after_seq` that are safely stored (a client must never hold an event
+        that a crash could take back)."""
         # seq n is at index n - 1: the log never skips.
-        return self.events[max(after_seq, 0) :]
+        upto = len(self.events) if self.committed_seq is None else self.committed_seq
+        return self.events[max(after_seq, 0) : upto]
+
+    def record(self) -> dict[str, Any]:
+        """The session's row in the store."""
+        outcome = self.last_outcome
+        return {
+            "session_id": self.id,
+            "parent_id": self.parent_id,
+            "fork_id": self.fork_id,
+            "label": self.label,
+            "title": self.title,
+            "status": self.status,
+            "agent_session_id": self.agent_session_id,
+            "cwd": self.config.cwd,
+            "model": self.config.model,
+            "permission_mode": self.config.permission_mode,
+            "fork_mode": self.config.fork_mode,
+            "created_at": self.created_at,
+            "cost_usd": self.cost_usd,
+            "depth": self.depth,
+            "max_children": self.config.max_children,
+            "max_parallel": self.config.max_parallel,
+            "max_depth": self.config.max_depth,
+            "outcome": None
+            if outcome is None
+            else {"ok": outcome.ok, "text": outcome.text, "error": outcome.error},
+        }
+
+    def restart_as_fork(self, start: AgentSpec) -> None:
+        """Make an interrupted fork child run again from scratch: a fresh fork of its parent."""
+        self._first_start = start
+        self.agent_session_id = None
+        self._agent_info = None
+        self.last_outcome = None
+        self.set_status("queued")
+
+    def restore(self, row: dict[str, Any], events: list[dict[str, Any]]) -> None:
+        """Take up where a stopped server left off: its log, cost, agent session and outcome.
+        Whatever was under way is `interrupted`, and says so in a new event."""
+        self.events = list(events)
+        self.committed_seq = len(self.events)
+        self.agent_session_id = row["agent_session_id"]
+        self.cost_usd = row["cost_usd"] or 0.0
+        outcome = row.get("outcome")
+        if outcome is not None:
+            self.last_outcome = Outcome(
+                outcome["ok"], outcome.get("text") or "", outcome.get("error")
+            )
+        self.status = row["status"]
+        if self.status in ("queued", "starting", "running", "forking", "awaitingApproval"):
+            self.set_status("interrupted")
 
     def emit(self, kind: str, **fields: Any) -> dict[str, Any]:
         event = wire.make_event(self.id, len(self.events) + 1, kind, **fields)
@@ -244,9 +299,10 @@ class Session:
             scope.cancel()  # still starting: nothing to interrupt yet
         return dropped
 
-    async def close(self, final_status: str = "closed") -> None:
+    async def close(self, final_status: str | None = "closed") -> None:
         """End the session and its agent process; returns when the process is gone. A fork child
-        stopped by the user ends as `cancelled` rather than `closed`."""
+        stopped by the user ends as `cancelled` rather than `closed`; `None` (the server shutting
+        down) leaves the status as it is, so a restart can take the session up again."""
         if not self._closing:
             self._closing = True
             self._final_status = final_status
@@ -277,7 +333,8 @@ class Session:
             self._closing = True
             self._in_turn = False
             self._inbox.clear()
-            self.set_status(self._final_status)
+            if self._final_status is not None:
+                self.set_status(self._final_status)
             self._done.set()
             self._notify_changed()
 

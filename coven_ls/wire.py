@@ -23,6 +23,9 @@ LIST_SESSIONS = "coven/listSessions"
 GET_EVENTS = "coven/getEvents"
 FORK = "coven/fork"
 DECIDE_FORK = "coven/decideFork"
+RESUME_FORK = "coven/resumeFork"
+ABANDON_FORK = "coven/abandonFork"
+DELETE_SESSION = "coven/deleteSession"
 
 EVENT = "coven/event"  # notification, server -> client
 REQUEST_PERMISSION = "coven/requestPermission"  # request, server -> client
@@ -39,6 +42,7 @@ Status = Literal[
     "failed",
     "cancelled",
     "closed",
+    "interrupted",
 ]
 STATUSES: tuple[str, ...] = get_args(Status)
 # A session in one of these takes no more messages. (`cancelled` is a fork child the user
@@ -68,6 +72,7 @@ class Kind:
     FORK_STARTED = "forkStarted"
     FORK_FINISHED = "forkFinished"
     FORK_ERROR = "forkError"
+    DELETED = "deleted"
 
 
 # --- errors --------------------------------------------------------------------------------------
@@ -77,6 +82,7 @@ SESSION_NOT_FOUND = -32001
 CLAUDE_UNAVAILABLE = -32002
 INVALID_STATE = -32003
 FORK_NOT_FOUND = -32004
+STORE_UNAVAILABLE = -32005
 
 
 class CovenError(Exception):
@@ -133,6 +139,17 @@ class DecideForkParams:
     approve: bool
     tasks: list[str] | None = None
     reason: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ForkIdParams:
+    forkId: str
+
+
+@dataclasses.dataclass(frozen=True)
+class DeleteSessionParams:
+    sessionId: str
+    purge: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

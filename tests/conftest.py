@@ -11,6 +11,14 @@ from coven_ls.scripted_model import ScriptedModel
 from .harness import Coven, start_coven
 
 
+@pytest.fixture(autouse=True)
+def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test (and every server it starts) keeps its session databases in its own folder."""
+    state = tmp_path / "xdg-state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    return state
+
+
 @pytest.fixture
 def model() -> Iterator[ScriptedModel]:
     with ScriptedModel() as scripted:
@@ -25,13 +33,15 @@ async def coven_factory(
     no agent process) at the end of the test."""
     started: list[Coven] = []
 
-    async def start(**kw: Any) -> Coven:
-        coven = await start_coven(tmp_path / f"server{len(started)}", model, **kw)
+    async def start(home: str | None = None, **kw: Any) -> Coven:
+        """`home` names the folder (workspace, CLI config) to use: the same home is the same
+        workspace, so a second server started there is a restart."""
+        coven = await start_coven(tmp_path / (home or f"server{len(started)}"), model, **kw)
         started.append(coven)
         return coven
 
     yield start
-    for coven in started:
+    for coven in reversed(started):  # a restarted server shares its home with the first one
         await coven.stop()
 
 

@@ -60,6 +60,7 @@ class Coven:
         self.message_requests: list[dict[str, Any]] = []
         self.permission_answer: Callable[[dict[str, Any]], Any] = lambda _: {"allow": True}
         self.message_answer: Callable[[dict[str, Any]], str | None] = lambda _: None
+        self.init_result: types.InitializeResult | None = None
         self._changed = asyncio.Event()
 
     def _record(self, event: dict[str, Any]) -> None:
@@ -202,7 +203,7 @@ async def start_coven(
     caps = capabilities or types.ClientCapabilities(
         experimental={"coven": {"permissions": custom_permissions, "forks": custom_forks}}
     )
-    await client.initialize_session(
+    coven.init_result = await client.initialize_session(
         types.InitializeParams(
             capabilities=caps,
             root_uri=workspace.as_uri(),

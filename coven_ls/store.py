@@ -1,0 +1,322 @@
+"""The durable store: one sqlite database (WAL) per workspace root, holding the session tree, the
+forks and every event. Blocking: the hub calls it from worker threads, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import wire
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 2
+
+# Version 1 (the first release's layout): sessions and events, no forks. Kept so that the
+# migration has something real to start from, and tested.
+SCHEMA_V1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE sessions (
+    session_id TEXT PRIMARY KEY,
+    parent_id TEXT,
+    fork_id TEXT,
+    label TEXT,
+    title TEXT NOT NULL,
+    status TEXT NOT NULL,
+    agent_session_id TEXT,
+    cwd TEXT NOT NULL,
+    model TEXT,
+    permission_mode TEXT,
+    fork_mode TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    cost_usd REAL NOT NULL DEFAULT 0
+);
+CREATE TABLE events (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+"""
+
+MIGRATIONS: dict[int, str] = {
+    # 1 -> 2: forks get a table of their own; sessions keep their depth, fork limits and outcome.
+    2: """
+ALTER TABLE sessions ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN max_children INTEGER NOT NULL DEFAULT 8;
+ALTER TABLE sessions ADD COLUMN max_parallel INTEGER NOT NULL DEFAULT 4;
+ALTER TABLE sessions ADD COLUMN max_depth INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE sessions ADD COLUMN outcome TEXT;
+CREATE TABLE forks (
+    fork_id TEXT PRIMARY KEY,
+    parent_id TEXT NOT NULL,
+    source TEXT NOT NULL,
+    state TEXT NOT NULL,
+    tasks_proposed TEXT NOT NULL,
+    tasks_approved TEXT,
+    decision TEXT,
+    at_message_id TEXT,
+    children TEXT NOT NULL DEFAULT '[]',
+    results TEXT,
+    reintegrated INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX forks_by_parent ON forks (parent_id);
+""",
+}
+
+SESSION_COLUMNS = (
+    "session_id",
+    "parent_id",
+    "fork_id",
+    "label",
+    "title",
+    "status",
+    "agent_session_id",
+    "cwd",
+    "model",
+    "permission_mode",
+    "fork_mode",
+    "created_at",
+    "cost_usd",
+    "depth",
+    "max_children",
+    "max_parallel",
+    "max_depth",
+    "outcome",
+)
+FORK_COLUMNS = (
+    "fork_id",
+    "parent_id",
+    "source",
+    "state",
+    "tasks_proposed",
+    "tasks_approved",
+    "decision",
+    "at_message_id",
+    "children",
+    "results",
+    "reintegrated",
+)
+
+
+class StoreError(Exception):
+    """The database cannot be used as it is; the message says what to do."""
+
+
+def default_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local/state")
+    return Path(base) / "coven-ls"
+
+
+def database_path(root: str, state_dir: str | None) -> Path:
+    """One database per workspace root, named so that a person can tell which is which."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(root).name or "root").strip("-") or "root"
+    digest = hashlib.sha256(os.path.abspath(root).encode()).hexdigest()[:12]
+    folder = Path(state_dir).expanduser() if state_dir else default_state_dir()
+    return folder / f"{name}-{digest}.sqlite3"
+
+
+@dataclass
+class Snapshot:
+    """Everything a store holds, as plain rows."""
+
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    forks: list[dict[str, Any]] = field(default_factory=list)
+    events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+class Store:
+    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
+        self.path = path
+        self._db = connection
+        self._lock = threading.Lock()  # one writer at a time, whichever worker thread it is on
+
+    # --- opening ---------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path) -> tuple[Store, str | None]:
+        """Open (creating or migrating) the database at `path`. A database that cannot be read
+        is moved aside, never deleted, and a fresh one started: the second value then says
+        where the old one went. A database from a newer coven-ls raises StoreError."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            return cls(path, _connect(path)), None
+        except sqlite3.DatabaseError as exc:
+            kept = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+            for suffix in ("", "-wal", "-shm"):
+                source = Path(f"{path}{suffix}")
+                if source.exists():
+                    source.rename(Path(f"{kept}{suffix}"))
+            log.warning("unreadable database %s (%s) moved to %s", path, exc, kept)
+            warning = (
+                f"coven-ls could not read its session database ({exc}); it was kept as {kept} "
+                "and a new, empty one was started. Earlier sessions are not listed."
+            )
+            return cls(path, _connect(path)), warning
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # --- writing ---------------------------------------------------------------------------------
+
+    def write(
+        self,
+        events: Iterable[dict[str, Any]],
+        sessions: Iterable[dict[str, Any]] = (),
+        forks: Iterable[dict[str, Any]] = (),
+    ) -> None:
+        """One transaction: a burst of events with the session and fork rows they changed."""
+        event_rows = [
+            (e["sessionId"], e["seq"], e["kind"], json.dumps(e, separators=(",", ":")))
+            for e in events
+        ]
+        session_rows = [_session_row(s) for s in sessions]
+        fork_rows = [_fork_row(f) for f in forks]
+        with self._lock, self._db:
+            self._db.executemany(_upsert("sessions", SESSION_COLUMNS), session_rows)
+            self._db.executemany(_upsert("forks", FORK_COLUMNS), fork_rows)
+            self._db.executemany(
+                "INSERT INTO events (session_id, seq, kind, body) VALUES (?, ?, ?, ?)", event_rows
+            )
+
+    def delete_sessions(self, session_ids: list[str]) -> None:
+        with self._lock, self._db:
+            for table in ("events", "sessions"):
+                self._db.executemany(
+                    f"DELETE FROM {table} WHERE session_id = ?", [(i,) for i in session_ids]
+                )
+            self._db.executemany(
+                "DELETE FROM forks WHERE parent_id = ?", [(i,) for i in session_ids]
+            )
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def load(self) -> Snapshot:
+        with self._lock:
+            snapshot = Snapshot()
+            cursor = self._db.execute(
+                f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions ORDER BY rowid"
+            )
+            snapshot.sessions = [_session_dict(row) for row in cursor]
+            cursor = self._db.execute(f"SELECT {', '.join(FORK_COLUMNS)} FROM forks")
+            snapshot.forks = [_fork_dict(row) for row in cursor]
+            cursor = self._db.execute(
+                "SELECT session_id, body FROM events ORDER BY session_id, seq"
+            )
+            for session_id, body in cursor:
+                snapshot.events.setdefault(session_id, []).append(json.loads(body))
+            return snapshot
+
+    def events_after(self, session_id: str, after_seq: int) -> list[dict[str, Any]]:
+        with self._lock:
+            cursor = self._db.execute(
+                "SELECT body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq",
+                (session_id, after_seq),
+            )
+            return [json.loads(body) for (body,) in cursor]
+
+
+def _upsert(table: str, columns: tuple[str, ...]) -> str:
+    # An upsert, not INSERT OR REPLACE: a replaced row gets a new rowid, and rowid is the order
+    # in which sessions were created.
+    updates = ", ".join(f"{c} = excluded.{c}" for c in columns[1:])
+    return (
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+        f"ON CONFLICT ({columns[0]}) DO UPDATE SET {updates}"
+    )
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    try:
+        # Reading the header and the schema is what fails on a file that is not a database.
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable at every checkpoint
+        version = _schema_version(db)
+        if version > SCHEMA_VERSION:
+            db.close()
+            raise StoreError(
+                f"The session database {path} was written by a newer coven-ls (schema "
+                f"{version}; this one knows up to {SCHEMA_VERSION}). Upgrade coven-ls, or set "
+                "initializationOptions.stateDir to use another folder."
+            )
+        if version == 0:
+            db.executescript(
+                f"BEGIN; {SCHEMA_V1} INSERT INTO meta VALUES ('schema_version', '1'); COMMIT;"
+            )
+            version = 1
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            db.executescript(
+                f"BEGIN; {MIGRATIONS[target]} "
+                f"UPDATE meta SET value = '{target}' WHERE key = 'schema_version'; COMMIT;"
+            )
+            log.info("migrated %s to schema %d", path, target)
+        db.execute("SELECT count(*) FROM events").fetchone()
+        db.isolation_level = "DEFERRED"
+        return db
+    except sqlite3.DatabaseError:
+        with contextlib.suppress(Exception):
+            db.close()
+        raise
+
+
+def _schema_version(db: sqlite3.Connection) -> int:
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "meta" not in tables:
+        if tables:
+            raise sqlite3.DatabaseError("not a coven-ls database (no meta table)")
+        return 0
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is None or not str(row[0]).isdigit():
+        raise sqlite3.DatabaseError("no schema version")
+    return int(row[0])
+
+
+def _session_row(s: dict[str, Any]) -> tuple[Any, ...]:
+    outcome = s.get("outcome")
+    return tuple(
+        json.dumps(outcome) if name == "outcome" and outcome is not None else s.get(name)
+        for name in SESSION_COLUMNS
+    )
+
+
+def _session_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    d = dict(zip(SESSION_COLUMNS, row, strict=True))
+    d["outcome"] = json.loads(d["outcome"]) if d["outcome"] else None
+    return d
+
+
+_FORK_JSON = ("tasks_proposed", "tasks_approved", "children", "results")
+
+
+def _fork_row(f: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(
+        json.dumps(f.get(name)) if name in _FORK_JSON and f.get(name) is not None else f.get(name)
+        for name in FORK_COLUMNS
+    )
+
+
+def _fork_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    d = dict(zip(FORK_COLUMNS, row, strict=True))
+    for name in _FORK_JSON:
+        d[name] = json.loads(d[name]) if d[name] else None
+    d["reintegrated"] = bool(d["reintegrated"])
+    return d
+
+
+def to_error(exc: StoreError) -> wire.CovenError:
+    return wire.CovenError(wire.STORE_UNAVAILABLE, str(exc))
