@@ -92,7 +92,11 @@ class Proc:
     first_seen: float
     last_seen: float = 0.0
     peak_rss: int = 0  # bytes
-    cpu: list[tuple[float, int]] = field(default_factory=list)  # (time, utime+stime ticks)
+    # (time, cumulative cpu ticks): user + system of the process itself, plus those of its
+    # reaped children for a direct child of the server (a CLI's short-lived git and shell
+    # commands live well under one sampling period). The server's own reaped children are the
+    # CLIs, sampled themselves, and deeper descendants count through their parent, once.
+    cpu: list[tuple[float, int]] = field(default_factory=list)
 
     def ticks_at(self, at: float) -> int:
         """Cumulative CPU ticks at the last sample taken at or before `at`."""
@@ -104,15 +108,24 @@ class Proc:
         return last
 
 
-def _read_stat(pid: str) -> tuple[int, str, int, int, int] | None:
-    """(ppid, state, cpu ticks, start time, rss pages) from /proc/<pid>/stat."""
+def _read_stat(pid: str) -> tuple[int, str, int, int, int, int] | None:
+    """(ppid, state, own cpu ticks, reaped children's cpu ticks, start time, rss pages) from
+    /proc/<pid>/stat."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = raw[raw.rindex(")") + 2 :].split()
-    ticks = int(fields[11]) + int(fields[12])
-    return int(fields[1]), fields[0], ticks, int(fields[19]), int(fields[21])
+    own = int(fields[11]) + int(fields[12])
+    reaped = int(fields[13]) + int(fields[14])
+    return int(fields[1]), fields[0], own, reaped, int(fields[19]), int(fields[21])
+
+
+def _machine_ticks() -> tuple[int, int]:
+    """(busy, total) CPU ticks of the whole machine so far, from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    idle = values[3] + values[4]  # idle + iowait
+    return sum(values) - idle, sum(values)
 
 
 def _classify(pid: int, server: int) -> str:
@@ -146,6 +159,7 @@ class Sampler:
         self.peak_rss = 0
         self.peak_pss = 0
         self.peak_count = 0
+        self.machine: list[tuple[float, int, int]] = []  # (time, busy ticks, total ticks)
         self.own_cpu = 0.0  # CPU seconds the sampling thread itself used
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
@@ -162,6 +176,7 @@ class Sampler:
 
     def sample(self, with_pss: bool) -> None:
         at = time.monotonic()
+        self.machine.append((at, *_machine_ticks()))
         stats = {}
         children: dict[int, list[int]] = {}
         for entry in os.listdir("/proc"):
@@ -175,16 +190,19 @@ class Sampler:
             todo.extend(children.get(pid, ()))
         rss = pss = count = 0
         for pid in tree:
-            _, state, ticks, start, pages = stats[pid]
+            ppid, state, own, reaped, start, pages = stats[pid]
             if state == "Z":
                 continue  # a zombie holds no memory and uses no CPU
             key = (pid, start)
             proc = self.procs.get(key)
             if proc is None:
                 proc = self.procs[key] = Proc(pid, _classify(pid, self.server), at)
+            elif proc.kind == "other":  # it may have exec'd the CLI since (a launcher does)
+                proc.kind = _classify(pid, self.server)
             proc.last_seen = at
             proc.peak_rss = max(proc.peak_rss, pages * PAGE)
-            proc.cpu.append((at, ticks))
+            if pid == self.server or ppid == self.server:
+                proc.cpu.append((at, own + (reaped if ppid == self.server else 0)))
             rss += pages * PAGE
             pss += _pss(pid) if with_pss else 0
             count += 1
@@ -204,6 +222,16 @@ class Sampler:
             if kind is None or p.kind == kind
         )
         return ticks / TICK
+
+    def machine_busy(self, start: float, end: float) -> float:
+        """Cores busy on the whole machine (any process, this script included) between two
+        instants, from the /proc/stat samples nearest inside them."""
+        inside = [m for m in self.machine if start <= m[0] <= end]
+        if len(inside) < 2:
+            return float("nan")
+        (_, busy0, total0), (_, busy1, total1) = inside[0], inside[-1]
+        cores = os.cpu_count() or 1
+        return cores * (busy1 - busy0) / max(total1 - total0, 1)
 
 
 def leftover_processes(marker: str) -> list[int]:
@@ -366,11 +394,13 @@ class Result:
     peak_pss: float  # MiB
     peak_procs: int
     cpu_fork: float  # CPU seconds in the fork window
-    busy: float  # cores busy from forkStarted to the last child's model request
+    busy: float  # cores the server's tree kept busy from forkStarted to the last model call
+    machine: float  # cores busy machine-wide over the same span
     cpu_run: float  # CPU seconds of the whole run
     cli_rss: float  # median peak RSS of a child CLI, MiB
     cli_cpu: float  # child CLIs' CPU in the fork window / N
     parent_gone: float | None  # forkStarted -> the parent's CLI last seen alive
+    children_alive: int  # child CLIs still alive when forkFinished was read
     close: float  # shutdown request -> server exited
     run_time: float
     sampler_cpu: float
@@ -481,10 +511,14 @@ def run_once(n: int, latency: float, claude: str, stderr: IO[bytes]) -> Result:
         peak_procs=sampler.peak_count,
         cpu_fork=sampler.cpu_between(started_at, finished_at),
         busy=sampler.cpu_between(started_at, last) / startup,
+        machine=sampler.machine_busy(started_at, last),
         cpu_run=cpu_run,
         cli_rss=statistics.median(p.peak_rss for p in child_clis) / MIB if child_clis else 0.0,
         cli_cpu=sampler.cpu_between(started_at, finished_at, "child cli") / n,
         parent_gone=max(p.last_seen for p in parents) - started_at if parents else None,
+        children_alive=sum(
+            p.first_seen <= finished_at <= p.last_seen + SAMPLE_EVERY for p in child_clis
+        ),
         close=close_ended - close_started,
         run_time=time.monotonic() - began,
         sampler_cpu=sampler.own_cpu,
@@ -508,6 +542,15 @@ def median_of(results: list[Result]) -> Result:
     return Result(**values)
 
 
+def slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of y over x (nan with fewer than two distinct x)."""
+    if len({x for x, _ in points}) < 2:
+        return float("nan")
+    mx = statistics.fmean(x for x, _ in points)
+    my = statistics.fmean(y for _, y in points)
+    return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+
+
 def report(by_n: dict[int, list[Result]], args: argparse.Namespace) -> None:
     medians = {n: median_of(rs) for n, rs in by_n.items() if rs}
     if not medians:
@@ -519,36 +562,40 @@ def report(by_n: dict[int, list[Result]], args: argparse.Namespace) -> None:
         f"fork fan-out, child model latency {args.latency:g} s (parent replies 0 s), "
         f"{cores} CPUs, median of {args.repeat} run(s) per N"
     )
-    header = (
+    print(
         f"{'N':>3}{'wall s':>8}{'ratio':>7}{'1st s':>7}{'last s':>7}{'tail s':>7}"
-        f"{'peak MiB':>9}{'PSS MiB':>8}{'procs':>6}{'cpu fork':>9}{'busy':>6}{'cpu run':>8}"
-        f"{'CLI MiB':>8}{'CLI cpu':>8}"
+        f"{'peak MiB':>9}{'PSS MiB':>8}{'procs':>6}{'cpu fork':>9}{'busy':>6}{'mach':>6}"
+        f"{'cpu run':>8}{'CLI MiB':>8}{'CLI cpu':>8}"
     )
-    print(header)
     for n, m in sorted(medians.items()):
         print(
             f"{n:>3}{m.wall:>8.2f}{m.wall / base.wall:>6.2f}x{m.first_request:>7.2f}"
             f"{m.last_request:>7.2f}{m.tail:>7.2f}{m.peak_rss:>9.0f}{m.peak_pss:>8.0f}"
-            f"{m.peak_procs:>6}{m.cpu_fork:>9.2f}{m.busy:>6.2f}{m.cpu_run:>8.2f}"
-            f"{m.cli_rss:>8.0f}{m.cli_cpu:>8.2f}"
+            f"{m.peak_procs:>6}{m.cpu_fork:>9.2f}{m.busy:>6.2f}{m.machine:>6.2f}"
+            f"{m.cpu_run:>8.2f}{m.cli_rss:>8.0f}{m.cli_cpu:>8.2f}"
         )
     print(
-        "  (per-N rows are medians; busy = cores kept busy from forkStarted to the last child's "
-        "model request)"
+        "  busy / mach = cores busy (server's process tree / whole machine) from forkStarted to "
+        "the last child's model call"
     )
     runs = [r for rs in by_n.values() for r in rs]
     parent = [r.parent_gone for r in runs if r.parent_gone is not None]
+    if parent:
+        print(
+            f"  parent's CLI last seen {statistics.median(parent):+.2f} s from forkStarted "
+            f"(median, {SAMPLE_EVERY:g} s sampling): it is stopped as the children start"
+        )
+    alive = [(r.n, r.children_alive) for r in runs]
     print(
-        f"  parent's CLI last seen {statistics.median(parent):+.2f} s from forkStarted (median, "
-        f"{SAMPLE_EVERY:g} s sampling); "
-        if parent
-        else "  ",
-        end="",
+        "  child CLIs still alive at forkFinished: "
+        + ", ".join(f"{a}/{n}" for n, a in sorted(set(alive)))
+        + "; peak processes = N + "
+        + "/".join(str(d) for d in sorted({r.peak_procs - r.n for r in runs}))
     )
     print(
-        f"shutdown (LSP shutdown -> server gone) {min(r.close for r in runs):.1f}-"
-        f"{max(r.close for r in runs):.1f} s; sampler used "
-        f"{sum(r.sampler_cpu for r in runs) / sum(r.run_time for r in runs) * 100:.1f}% of a core"
+        f"  shutdown (LSP shutdown -> server gone) {min(r.close for r in runs):.1f}-"
+        f"{max(r.close for r in runs):.1f} s; the sampler used "
+        f"{100 * sum(r.sampler_cpu for r in runs) / sum(r.run_time for r in runs):.1f}% of a core"
     )
     print()
     if TARGET_N in medians and 1 in medians:
@@ -558,41 +605,47 @@ def report(by_n: dict[int, list[Result]], args: argparse.Namespace) -> None:
             f"target N={TARGET_N} within {TARGET_RATIO:g}x of N=1: {verdict} ({ratio:.2f}x: "
             f"{medians[TARGET_N].wall:.2f} s vs {medians[1].wall:.2f} s)"
         )
-    top = medians[max(medians)]
-    analyse(top, base, cores, args.latency)
+    analyse(medians, base, cores, args.latency)
 
 
-def analyse(top: Result, base: Result, cores: int, latency: float) -> None:
+def analyse(medians: dict[int, Result], base: Result, cores: int, latency: float) -> None:
     """What limits the largest N, from the measured figures only."""
+    top = medians[max(medians)]
     n = top.n
-    cpu_bound = top.busy >= 0.8 * cores
-    startup_extra = top.last_request - base.last_request
+    points = sorted(medians.items())
+    per_child_rss = slope([(k, m.peak_rss) for k, m in points])
+    per_child_pss = slope([(k, m.peak_pss) for k, m in points])
+    per_child_start = slope([(k, m.last_request) for k, m in points])
     print(
         f"N={n}: {top.wall:.2f} s = {top.last_request:.2f} s until the last child's model call "
-        f"(N=1: {base.last_request:.2f} s) + {latency:g} s model latency + {top.tail:.2f} s to "
-        "forkFinished."
+        f"(N=1: {base.last_request:.2f} s) + {latency:g} s model latency + {top.tail:.2f} s "
+        "to forkFinished"
     )
     print(
-        f"  start-up: {top.busy:.2f} of {cores} cores busy from forkStarted to the last model "
-        f"call; each child CLI used {top.cli_cpu:.2f} CPU-s in the fork: {n} x "
-        f"{top.cli_cpu:.2f} = {n * top.cli_cpu:.2f} CPU-s, at least "
-        f"{n * top.cli_cpu / cores:.2f} s on {cores} cores (measured start-up "
-        f"{top.last_request:.2f} s, {startup_extra:+.2f} s vs N=1)."
+        f"  start-up: {top.machine:.2f} of {cores} cores busy machine-wide ({top.busy:.2f} by "
+        f"coven-ls's processes) until the last child's model call; a child CLI used "
+        f"{top.cli_cpu:.2f} CPU-s in the fork, {n} x {top.cli_cpu:.2f} / {cores} cores = "
+        f"{n * top.cli_cpu / cores:.2f} s; start-up grows {per_child_start:.2f} s per child"
     )
     memory_total = _mem_total() / MIB
-    share = top.peak_pss / memory_total
     print(
-        f"  memory: peak RSS {top.peak_rss:.0f} MiB (PSS {top.peak_pss:.0f} MiB) over "
-        f"{top.peak_procs} processes, {top.cli_rss:.0f} MiB RSS per child CLI; "
-        f"{100 * share:.1f}% of the machine's {memory_total:.0f} MiB."
+        f"  memory: peak {top.peak_rss:.0f} MiB RSS / {top.peak_pss:.0f} MiB PSS over "
+        f"{top.peak_procs} processes; each child adds {per_child_rss:.0f} MiB RSS / "
+        f"{per_child_pss:.0f} MiB PSS (a child CLI peaks at {top.cli_rss:.0f} MiB RSS); "
+        f"{100 * top.peak_pss / memory_total:.1f}% of this machine's {memory_total:.0f} MiB"
     )
-    limit = (
-        f"CPU-bound CLI start-up ({n} CLIs x {top.cli_cpu:.2f} CPU-s on {cores} cores)"
-        if cpu_bound
-        else f"not CPU-saturated ({top.busy:.2f} of {cores} cores busy during start-up)"
-    )
-    memory = "memory is not" if share < 0.5 else "memory is also"
-    print(f"  => what limits N={n}: {limit}; {memory} the limit here.")
+    saturated = top.machine >= 0.9 * cores
+    if saturated and top.busy >= 0.75 * top.machine:
+        limit = f"CPU-bound CLI start-up: the {n} CLIs starting at once saturate the {cores} cores"
+    elif saturated:
+        limit = (
+            f"CPU, but other processes took {top.machine - top.busy:.2f} of the {cores} busy "
+            "cores: rerun on a quiet machine"
+        )
+    else:
+        limit = f"not CPU saturation ({top.machine:.2f} of {cores} cores busy during start-up)"
+    memory = "not" if top.peak_pss < 0.5 * memory_total else "also"
+    print(f"  => what limits N={n}: {limit}; memory is {memory} the limit on this machine")
 
 
 def _mem_total() -> int:
@@ -629,33 +682,39 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("child counts and --repeat must be at least 1, --warmup and --latency >= 0")
 
     claude = args.claude or resolve_claude(None)[0]
+    before = _machine_ticks()
+    time.sleep(1.0)
+    after = _machine_ticks()
+    idle_busy = (os.cpu_count() or 1) * (after[0] - before[0]) / max(after[1] - before[1], 1)
+    print(f"before the runs: {idle_busy:.2f} cores busy machine-wide (1 s)", end="")
+    print(": the machine is not quiet, figures will suffer" if idle_busy > 0.25 else "")
     by_n: dict[int, list[Result]] = {n: [] for n in counts}
-    failures = 0
     started = time.monotonic()
     plan = [(None, 1)] * args.warmup + [(r, n) for r in range(args.repeat) for n in counts]
-    with tempfile.TemporaryFile(prefix="fanout-bench-stderr-") as stderr:
-        for round_number, n in plan:
-            label = "warm-up" if round_number is None else f"round {round_number + 1}"
+    for round_number, n in plan:
+        label = "warm-up" if round_number is None else f"round {round_number + 1}"
+        with tempfile.TemporaryFile(prefix="fanout-bench-stderr-") as stderr:
             try:
                 result = run_once(n, args.latency, claude, stderr)
             except (RuntimeError, queue.Empty) as exc:
-                failures += 1
                 stderr.seek(0)
                 tail = stderr.read().decode(errors="replace")[-2000:]
-                print(f"{label} N={n} failed: {exc or 'timed out'}\n{tail}", file=sys.stderr)
-                continue
-            if round_number is not None:
-                by_n[n].append(result)
-            print(
-                f"{label:<8} N={n}: wall {result.wall:.2f} s, last child call at "
-                f"{result.last_request:.2f} s, peak {result.peak_rss:.0f} MiB RSS / "
-                f"{result.peak_procs} procs, cpu fork {result.cpu_fork:.2f} s, "
-                f"run {result.run_time:.1f} s",
-                flush=True,
-            )
+                problem = str(exc).splitlines()[0][:500] if str(exc) else "timed out"
+                print(f"{label} N={n} failed: {problem}\nserver stderr:\n{tail}", file=sys.stderr)
+                return 1
+        if round_number is not None:
+            by_n[n].append(result)
+        print(
+            f"{label:<8} N={n}: wall {result.wall:.2f} s, last child call at "
+            f"{result.last_request:.2f} s, peak {result.peak_rss:.0f} MiB RSS / "
+            f"{result.peak_procs} procs, cpu fork {result.cpu_fork:.2f} s, busy "
+            f"{result.busy:.2f} (machine {result.machine:.2f}) cores, "
+            f"run {result.run_time:.1f} s",
+            flush=True,
+        )
     report(by_n, args)
     print(f"(took {time.monotonic() - started:.0f} s)")
-    return 1 if failures else 0
+    return 0
 
 
 if __name__ == "__main__":

@@ -36,6 +36,34 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="run a scripted session through the real CLI, no API key needed"
     )
     demo.add_argument("--json", action="store_true", help="print raw events, one per line")
+    run = sub.add_parser(
+        "run",
+        help="run one session in the terminal with your own Claude setup",
+        description=(
+            "Run one Claude Code session through coven-ls and stream its tree. Forks and tools "
+            "that need permission are asked about on the terminal; without one (stdin not a "
+            "terminal) forks are rejected and tools denied unless --yes. Ctrl+C cancels the "
+            "running turn or fork; a second Ctrl+C quits."
+        ),
+    )
+    run.add_argument("prompt", nargs="+", help="the first message (several words are joined)")
+    run.add_argument("--cwd", default=".", help="working directory of the session (default: .)")
+    run.add_argument("--model", help="model for the session (default: the CLI's)")
+    run.add_argument(
+        "--fork-mode",
+        choices=["auto", "approve", "off"],
+        default="approve",
+        help="auto: forks start at once; approve: ask first (default); off: no forks",
+    )
+    run.add_argument(
+        "--permission-mode",
+        choices=["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"],
+        help="Claude Code's permission mode (default: its own)",
+    )
+    run.add_argument(
+        "-y", "--yes", action="store_true", help="approve every fork and allow every tool"
+    )
+    run.add_argument("--json", action="store_true", help="print raw events, one per line")
     return parser
 
 
@@ -52,12 +80,36 @@ def _setup_logging(args: argparse.Namespace) -> None:
         logging.getLogger("pygls").setLevel(logging.WARNING)
 
 
+def _run(args: argparse.Namespace) -> int:
+    import os
+
+    from .run import RunOptions, run_session
+
+    cwd = os.path.abspath(os.path.expanduser(args.cwd))
+    if not os.path.isdir(cwd):
+        print(f"coven-ls run: --cwd {cwd} is not a directory", file=sys.stderr)
+        return 2
+    return run_session(
+        RunOptions(
+            prompt=" ".join(args.prompt),
+            cwd=cwd,
+            fork_mode=args.fork_mode,
+            model=args.model,
+            permission_mode=args.permission_mode,
+            as_json=args.json,
+            yes=args.yes,
+        )
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "demo":
         from .demo import run_demo
 
         return run_demo(json_output=args.json)
+    if args.command == "run":
+        return _run(args)
     _setup_logging(args)
     from .server import serve_stdio, serve_tcp
 

@@ -8,6 +8,7 @@ import asyncio
 import inspect
 import os
 import sys
+from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,10 @@ class CovenClient:
         self._on_permission = on_permission
         self._handles_forks = handles_forks
         self._changed = asyncio.Event()
+        self._stderr_task: asyncio.Task[None] | None = None
         self.events: list[dict[str, Any]] = []
+        # The server's last stderr lines, to explain a server that fails.
+        self.server_stderr: deque[str] = deque(maxlen=40)
 
         @self._lsp.feature(wire.EVENT)
         def _event(params: Any) -> None:
@@ -64,9 +68,20 @@ class CovenClient:
         env: dict[str, str] | None = None,
         init_options: dict[str, Any] | None = None,
         server_command: list[str] | None = None,
+        *,
+        own_session: bool = False,
     ) -> None:
+        """Start the server and initialize it. `own_session` puts the server in a session (and
+        process group) of its own, so that a Ctrl+C in the terminal reaches this client only:
+        the client decides what an interrupt means and shuts the server down in order."""
         command = server_command or [sys.executable, "-m", "coven_ls"]
-        await self._lsp.start_io(*command, env={**os.environ, **(env or {})})
+        await self._lsp.start_io(
+            *command, env={**os.environ, **(env or {})}, start_new_session=own_session
+        )
+        server = self._lsp._server
+        if server is not None and server.stderr is not None:
+            # Nobody else reads the server's stderr pipe; a full pipe would block its logging.
+            self._stderr_task = asyncio.create_task(self._drain_stderr(server.stderr))
         await self._lsp.initialize_async(
             types.InitializeParams(
                 process_id=os.getpid(),
@@ -105,16 +120,33 @@ class CovenClient:
 
         return await asyncio.wait_for(scan(), timeout)
 
+    async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
+        while line := await stream.readline():
+            self.server_stderr.append(line.decode(errors="replace").rstrip())
+
+    async def wait_server_exit(self) -> int | None:
+        """The server's exit code, once it has exited (None if it never started)."""
+        server = self._lsp._server
+        return None if server is None else await server.wait()
+
     async def stop(self) -> None:
         """shutdown + exit, then wait for the server process to end."""
+        server = self._lsp._server
         try:
-            await asyncio.wait_for(self._lsp.shutdown_async(None), 60)
-            self._lsp.exit(None)
+            if server is not None and server.returncode is None:
+                await asyncio.wait_for(self._lsp.shutdown_async(None), 60)
+                self._lsp.exit(None)
         finally:
-            server = self._lsp._server
             if server is not None:
-                try:
-                    await asyncio.wait_for(server.wait(), 30)
-                except asyncio.TimeoutError:
-                    server.kill()
+                # SIGTERM still closes every session in order; SIGKILL is the last resort.
+                for stop in (None, server.terminate, server.kill):
+                    if stop is not None and server.returncode is None:
+                        stop()
+                    try:
+                        await asyncio.wait_for(server.wait(), 30)
+                        break
+                    except asyncio.TimeoutError:
+                        continue
             await self._lsp.stop()
+            if self._stderr_task is not None:
+                self._stderr_task.cancel()

@@ -456,7 +456,7 @@ class ForkManager:
             return TaskResult(label, sid, False, error=interrupted)
         outcome: Outcome | None = child.last_outcome
         if outcome is None:
-            reason = interrupted or ("the server shut down" if child.closed else "it never ran")
+            reason = interrupted or ("it was closed" if child.closed else "it never ran")
             return TaskResult(label, sid, False, error=f"did not finish: {reason}")
         return TaskResult(label, sid, outcome.ok, outcome.text, outcome.error)
 

@@ -25,6 +25,15 @@ def one_line(text: str, limit: int = 100) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def summarize_input(tool_input: dict[str, Any], limit: int = 80) -> str:
+    """What a tool call will do, in one line: its command, path, URL or pattern if it has one."""
+    for key in ("command", "file_path", "path", "url", "pattern", "prompt", "description"):
+        value = tool_input.get(key)
+        if isinstance(value, str) and value:
+            return one_line(value, limit)
+    return one_line(json.dumps(tool_input, ensure_ascii=False), limit)
+
+
 def describe(event: dict[str, Any]) -> str | None:
     """One line for an event, or None for events a reader does not need to see."""
     kind = event["kind"]
@@ -40,8 +49,7 @@ def describe(event: dict[str, Any]) -> str | None:
     if kind == Kind.THINKING:
         return f"✻ {one_line(event['text'])}"
     if kind == Kind.TOOL_USE:
-        summary = event["input"].get("command") or json.dumps(event["input"], ensure_ascii=False)
-        return f"⚙ {event['name']}  {one_line(summary, 80)}"
+        return f"⚙ {event['name']}  {summarize_input(event['input'])}"
     if kind == Kind.TOOL_RESULT:
         mark = "✗" if event.get("isError") else "↳"
         return f"  {mark} {one_line(event.get('content', ''), 90)}"
@@ -78,9 +86,14 @@ def describe(event: dict[str, Any]) -> str | None:
 class TreePrinter:
     """Prints events as they arrive, each session's lines indented under its place in the tree."""
 
-    def __init__(self, out: TextIO = sys.stdout, *, as_json: bool = False) -> None:
+    def __init__(
+        self, out: TextIO = sys.stdout, *, as_json: bool = False, full_text: bool = False
+    ) -> None:
         self._out = out
         self._json = as_json
+        # With full_text, the assistant's text is printed whole (indented, line by line) rather
+        # than cut to one line: what a terminal user reads as the answer.
+        self._full_text = full_text
         self._depth: dict[str, int] = {}
         self._names: dict[str, str] = {}
         self._announced: set[str] = set()
@@ -102,7 +115,12 @@ class TreePrinter:
             name = self._names.get(session_id, f"session {session_id}")
             self._write(session_id, self._tags.get(session_id, "") + f"● {name}", -1)
         line = describe(event)
-        if line is not None:
+        if self._full_text and event["kind"] == Kind.TEXT:
+            first, *rest = str(event["text"]).strip().splitlines() or [""]
+            self._write(session_id, self._tags.get(session_id, "") + f"⏺ {first}")
+            for more in rest:
+                self._write(session_id, f"  {more}" if more.strip() else "")
+        elif line is not None:
             self._write(session_id, self._tags.get(session_id, "") + line)
         if event["kind"] == Kind.FORK_STARTED:
             count = len(event["children"])
@@ -112,6 +130,6 @@ class TreePrinter:
                 self._tags[child["sessionId"]] = f"[{number}/{count}] "
 
     def _write(self, session_id: str, line: str, extra: int = 0) -> None:
-        indent = "  " * (2 * self._depth.get(session_id, 0) + 1 + extra)
+        indent = "  " * (2 * self._depth.get(session_id, 0) + 1 + extra) if line else ""
         self._out.write(f"{indent}{line}\n")
         self._out.flush()

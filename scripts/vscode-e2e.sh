@@ -86,3 +86,153 @@ if [[ ${1:-} == --install-only ]]; then
     log "toolchain ready in $CACHE"
     exit 0
 fi
+
+PYTHON=${COVEN_PYTHON:-$ROOT/.venv/bin/python}
+"$PYTHON" -c 'import coven_ls' 2>/dev/null ||
+    die "coven_ls is not importable with $PYTHON: run 'bash scripts/test.sh' (it makes .venv), or set COVEN_PYTHON"
+
+# --- one run: temp dirs, processes, cleanup -----------------------------------------------------
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/coven-vscode-e2e.XXXXXX")
+PGIDS=()
+cleanup() {
+    local status=$?
+    set +e
+    for pgid in "${PGIDS[@]}"; do kill -TERM -- "-$pgid" 2>/dev/null; done
+    for _ in $(seq 50); do
+        local alive=0
+        for pgid in "${PGIDS[@]}"; do kill -0 -- "-$pgid" 2>/dev/null && alive=1; done
+        ((alive)) || break
+        sleep 0.1
+    done
+    for pgid in "${PGIDS[@]}"; do kill -KILL -- "-$pgid" 2>/dev/null; done
+    # Anything that left our process groups (a daemonising child) still carries our marker.
+    for environ in /proc/[0-9]*/environ; do
+        if grep -qz "^COVEN_E2E_RUN=$WORK\$" "$environ" 2>/dev/null; then
+            pid=${environ#/proc/}; pid=${pid%/environ}
+            log "killing leftover process $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-80))"
+            kill -KILL "$pid" 2>/dev/null
+        fi
+    done
+    if ((status != 0)); then
+        # The extension host's logs hold the Coven Server output channel: keep them for CI.
+        mkdir -p "$ARTIFACTS/logs"
+        cp -r "$WORK/user-data/logs" "$ARTIFACTS/logs/code-server" 2>/dev/null
+        cp "$WORK"/*.log "$ARTIFACTS/logs/" 2>/dev/null
+        log "logs copied to $ARTIFACTS/logs"
+    fi
+    if [[ -n ${COVEN_E2E_KEEP:-} ]]; then log "kept $WORK"; else rm -rf "$WORK"; fi
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Starts "$@" in a process group of its own (setsid from a non-leader execs in place, so $! is
+# the group id) and remembers the group for cleanup.
+start_group() {
+    local logfile=$1
+    shift
+    COVEN_E2E_RUN=$WORK setsid "$@" >"$logfile" 2>&1 </dev/null &
+    PGIDS+=("$!")
+}
+
+free_port() { "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+wait_for() { # DESCRIPTION SECONDS COMMAND...
+    local what=$1 seconds=$2
+    shift 2
+    for _ in $(seq $((seconds * 10))); do
+        "$@" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    die "timed out after ${seconds}s waiting for $what"
+}
+
+rm -rf "$ARTIFACTS" && mkdir -p "$ARTIFACTS"
+
+# --- the extension ------------------------------------------------------------------------------
+
+log "building and packaging the extension"
+if [[ ! -d $CLIENT/node_modules ]]; then
+    (cd "$CLIENT" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+(cd "$CLIENT" && npm run --silent package -- -o "$WORK/coven.vsix" >"$WORK/package.log" 2>&1) ||
+    { cat "$WORK/package.log" >&2; die "npm run package failed"; }
+
+USER_DATA=$WORK/user-data
+EXTENSIONS=$WORK/extensions
+mkdir -p "$USER_DATA/User" "$EXTENSIONS" "$WORK/xdg/config" "$WORK/xdg/data" "$WORK/xdg/cache" "$WORK/claude-config"
+cs() { # code-server with node 24 and nothing written outside $WORK
+    env PATH="$N24/bin:$PATH" XDG_CONFIG_HOME="$WORK/xdg/config" XDG_DATA_HOME="$WORK/xdg/data" \
+        XDG_CACHE_HOME="$WORK/xdg/cache" "$CODE_SERVER" --user-data-dir "$USER_DATA" --extensions-dir "$EXTENSIONS" "$@"
+}
+cs --install-extension "$WORK/coven.vsix" --force >"$WORK/install-extension.log" 2>&1 ||
+    { cat "$WORK/install-extension.log" >&2; die "installing the .vsix into code-server failed"; }
+
+# --- the workspace, the scripted model, code-server ---------------------------------------------
+
+WORKSPACE=$WORK/workspace
+mkdir -p "$WORKSPACE"
+printf '# Release notes\n\n- New --dry-run flag\n' >"$WORKSPACE/RELEASE.md"
+
+"$PYTHON" - "$USER_DATA/User/settings.json" "$PYTHON" <<'PY'
+import json, sys
+path, python = sys.argv[1], sys.argv[2]
+json.dump({
+    # A clean screen: no welcome page, chat, tips, update or telemetry prompts.
+    "workbench.startupEditor": "none",
+    "chat.disableAIFeatures": True,
+    "workbench.secondarySideBar.defaultVisibility": "hidden",
+    "workbench.tips.enabled": False,
+    "telemetry.telemetryLevel": "off",
+    "extensions.autoCheckUpdates": False,
+    "extensions.autoUpdate": False,
+    "update.mode": "none",
+    # The extension starts the coven-ls of this checkout.
+    "coven.server.command": [python, "-m", "coven_ls"],
+    "coven.forkMode": "approve",
+}, open(path, "w"), indent=2)
+PY
+
+log "starting the scripted model"
+start_group "$WORK/scripted-model.log" "$PYTHON" -m coven_ls.scripted_model \
+    --script "$CLIENT/e2e/fork.yaml" --port-file "$WORK/model.port"
+wait_for "the scripted model" 30 test -s "$WORK/model.port"
+MODEL_PORT=$(cat "$WORK/model.port")
+
+PORT=$(free_port)
+log "starting code-server on 127.0.0.1:$PORT"
+# The extension host inherits this environment, coven-ls inherits it from there and passes it to
+# every `claude`: that is how the real CLI reaches the scripted model. Variables that would send
+# the CLI elsewhere, or make it think it is nested in another Claude Code, are dropped.
+start_group "$WORK/code-server.log" env \
+    -u CLAUDECODE -u CLAUDE_CODE_SESSION_ID -u CLAUDE_CODE_ENTRYPOINT -u ANTHROPIC_AUTH_TOKEN \
+    -u CLAUDE_CODE_OAUTH_TOKEN -u CLAUDE_CODE_USE_BEDROCK -u CLAUDE_CODE_USE_VERTEX \
+    -u ANTHROPIC_MODEL -u ANTHROPIC_SMALL_FAST_MODEL \
+    ANTHROPIC_BASE_URL="http://127.0.0.1:$MODEL_PORT" ANTHROPIC_API_KEY=scripted-model-key \
+    CLAUDE_CONFIG_DIR="$WORK/claude-config" CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
+    PATH="$N24/bin:$PATH" XDG_CONFIG_HOME="$WORK/xdg/config" XDG_DATA_HOME="$WORK/xdg/data" \
+    XDG_CACHE_HOME="$WORK/xdg/cache" \
+    "$CODE_SERVER" --user-data-dir "$USER_DATA" --extensions-dir "$EXTENSIONS" \
+    --bind-addr "127.0.0.1:$PORT" --auth none --disable-telemetry --disable-update-check \
+    --disable-workspace-trust --disable-getting-started-override "$WORKSPACE"
+wait_for "code-server's /healthz" 120 curl -sf "http://127.0.0.1:$PORT/healthz"
+
+# --- the browser --------------------------------------------------------------------------------
+
+log "driving VS Code in headless Chromium"
+start_group "$WORK/drive.log" env \
+    COVEN_E2E_URL="http://127.0.0.1:$PORT" COVEN_E2E_WORKSPACE="$WORKSPACE" \
+    COVEN_E2E_ARTIFACTS="$ARTIFACTS" COVEN_E2E_BROWSER_PROFILE="$WORK/browser-profile" \
+    COVEN_E2E_CHROMIUM="$CHROMIUM" COVEN_E2E_TOOLS="$TOOLS_DIR" \
+    timeout --kill-after=10 600 "$N24/bin/node" "$CLIENT/e2e/drive.mjs"
+DRIVER=${PGIDS[-1]}
+tail -f "$WORK/drive.log" --pid "$DRIVER" >&2 &
+TAIL=$!
+set +e
+wait "$DRIVER"
+status=$?
+set -e
+wait "$TAIL" 2>/dev/null || true
+((status == 0)) || die "the browser run failed (exit $status); screenshots and logs in $ARTIFACTS"
+log "PASS in ${SECONDS}s; screenshots in $ARTIFACTS"

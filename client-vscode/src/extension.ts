@@ -8,7 +8,7 @@ import { onPythonInterpreterChange } from './launch';
 import type { ForkNode, Node } from './model';
 import { describeToolInput, summarize } from './present';
 import type { RequestPermissionParams, RequestPermissionResult } from './protocol';
-import { CovenServer } from './server';
+import { CovenServer, ServerOutput } from './server';
 import { SessionSync } from './sync';
 import { TRANSCRIPT_SCHEME, Transcripts } from './transcriptView';
 import { SessionTree } from './tree';
@@ -19,7 +19,7 @@ const RESTART_DEBOUNCE_MS = 750;
 let server: CovenServer | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
-  const output = vscode.window.createOutputChannel('Coven Server');
+  const output = new ServerOutput('Coven Server');
   // The sync needs the server and the server needs the sync's handler: tie them through a closure.
   let sync: SessionSync | undefined;
   server = new CovenServer(

@@ -95,9 +95,9 @@ interface RunResult {
   notFound: boolean;
 }
 
-function run(command: string, args: string[], timeoutMs: number): Promise<RunResult> {
+function run(command: string, args: string[], cwd: string | undefined, timeoutMs: number): Promise<RunResult> {
   return new Promise((resolve) => {
-    execFile(command, args, { timeout: timeoutMs, windowsHide: true, env: process.env }, (error, stdout, stderr) => {
+    execFile(command, args, { cwd, timeout: timeoutMs, windowsHide: true, env: process.env }, (error, stdout, stderr) => {
       const err = error as (NodeJS.ErrnoException & { code?: unknown }) | null;
       resolve({
         code: err === null ? 0 : typeof err.code === 'number' ? err.code : null,
@@ -115,9 +115,11 @@ const quoteArg = (s: string): string => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.
  * Runs `<command> --version` before the language client starts it: a server that cannot start
  * fails here with a cause we can name, instead of as a closed pipe.
  */
-export async function preflight(launch: LaunchCommand): Promise<LaunchProblem | undefined> {
+export async function preflight(launch: LaunchCommand, cwd: string | undefined): Promise<LaunchProblem | undefined> {
   const shown = [launch.command, ...launch.args].map(quoteArg).join(' ');
-  const probe = await run(launch.command, [...launch.args, '--version'], 30_000);
+  // In the server's own working directory: `python -m` imports from it, so a probe run elsewhere
+  // (say, in a coven-ls checkout) could find a module the real start will not.
+  const probe = await run(launch.command, [...launch.args, '--version'], cwd, 30_000);
   if (probe.code === 0 && /coven-ls/.test(probe.stdout + probe.stderr)) return undefined;
   if (probe.notFound) {
     return {
@@ -129,7 +131,7 @@ export async function preflight(launch: LaunchCommand): Promise<LaunchProblem | 
   }
   const isPythonModule = launch.args.length >= 2 && launch.args.at(-2) === '-m' && launch.args.at(-1) === 'coven_ls';
   if (isPythonModule) {
-    const version = await run(launch.command, ['-c', 'import sys; print("%d.%d" % sys.version_info[:2])'], 15_000);
+    const version = await run(launch.command, ['-c', 'import sys; print("%d.%d" % sys.version_info[:2])'], cwd, 15_000);
     const [major, minor] = version.stdout.trim().split('.').map(Number);
     if (version.code === 0 && major !== undefined && minor !== undefined && (major < MIN_PYTHON[0] || (major === MIN_PYTHON[0] && minor < MIN_PYTHON[1]))) {
       return {

@@ -10,7 +10,6 @@ import {
   type ServerOptions,
   State,
   type StaticFeature,
-  TransportKind,
 } from 'vscode-languageclient/node';
 
 import { type LaunchProblem, preflight, resolveLaunchCommand } from './launch';
@@ -81,11 +80,62 @@ export function initializationOptions(config: vscode.WorkspaceConfiguration): In
   return options;
 }
 
+/**
+ * The "Coven Server" output channel, which also remembers what the server printed last since the
+ * current start, so that a failure notification can quote the server instead of the transport.
+ */
+export class ServerOutput implements vscode.OutputChannel {
+  private readonly channel: vscode.OutputChannel;
+  private tail = '';
+
+  constructor(readonly name: string) {
+    this.channel = vscode.window.createOutputChannel(name);
+  }
+
+  /** Forget what the previous server printed. */
+  markStart(): void {
+    this.tail = '';
+  }
+
+  /** The last non-blank line the server wrote (its stderr), if any. */
+  lastServerLine(): string | undefined {
+    const lines = this.tail.split('\n').map((l) => l.trim()).filter((l) => l && !/^\[(Info|Warn|Error|Trace|coven)\b/.test(l));
+    return lines.at(-1)?.slice(0, 300);
+  }
+
+  append(value: string): void {
+    this.tail = (this.tail + value).slice(-4000);
+    this.channel.append(value);
+  }
+  appendLine(value: string): void {
+    this.append(value + '\n');
+  }
+  replace(value: string): void {
+    this.channel.replace(value);
+  }
+  clear(): void {
+    this.channel.clear();
+  }
+  show(columnOrPreserve?: vscode.ViewColumn | boolean, preserveFocus?: boolean): void {
+    if (typeof columnOrPreserve === 'boolean' || columnOrPreserve === undefined) this.channel.show(columnOrPreserve);
+    else this.channel.show(columnOrPreserve, preserveFocus);
+  }
+  hide(): void {
+    this.channel.hide();
+  }
+  dispose(): void {
+    this.channel.dispose();
+  }
+}
+
 export class CovenServer implements vscode.Disposable {
   private client: LanguageClient | undefined;
   private _state: ServerState = 'stopped';
   private _problem: string | undefined;
   private crashes: number[] = [];
+  /** Whether the current client ever reached Running: a server that dies while starting is
+   * broken, not crashed, and restarting it would only repeat the failure. */
+  private reachedRunning = false;
   /** Start/stop/restart run one at a time, in the order asked. */
   private queue: Promise<void> = Promise.resolve();
   private notifying = false;
@@ -97,7 +147,7 @@ export class CovenServer implements vscode.Disposable {
   readonly onDidConnect = this.connectEmitter.event;
 
   constructor(
-    private readonly output: vscode.OutputChannel,
+    private readonly output: ServerOutput,
     private readonly onEvent: (event: CovenEvent) => void,
     private readonly onPermission: (params: RequestPermissionParams, token: vscode.CancellationToken) => Promise<RequestPermissionResult>,
   ) {}
@@ -178,16 +228,17 @@ export class CovenServer implements vscode.Disposable {
     this.setState('starting');
     const launch = await resolveLaunchCommand((line) => this.log(line));
     this.log(`starting ${[launch.command, ...launch.args].join(' ')} (from ${launch.source})`);
-    const problem = await preflight(launch);
+    const folder = vscode.workspace.workspaceFolders?.[0];
+    const problem = await preflight(launch, folder?.uri.fsPath);
     if (problem !== undefined) {
       this.fail(problem);
       return;
     }
-    const folder = vscode.workspace.workspaceFolders?.[0];
     const serverOptions: ServerOptions = {
       command: launch.command,
       args: launch.args,
-      transport: TransportKind.stdio,
+      // No `transport`: with TransportKind.stdio the client appends `--stdio`, which coven-ls
+      // (stdio by default) rejects. Left out, it is still stdio, with our arguments only.
       // The server passes its environment to the CLI: ANTHROPIC_* and CLAUDE_* set for the editor
       // reach every session.
       options: { cwd: folder?.uri.fsPath, env: process.env },
@@ -210,6 +261,7 @@ export class CovenServer implements vscode.Disposable {
     client.onDidChangeState(({ newState }) => {
       if (this.client !== client) return;
       if (newState === State.Running) {
+        this.reachedRunning = true;
         this.setState('running');
         this.connectEmitter.fire();
       } else if (newState === State.Starting) {
@@ -217,13 +269,19 @@ export class CovenServer implements vscode.Disposable {
       }
     });
     this.client = client;
+    this.reachedRunning = false;
+    this.output.markStart();
     try {
       await client.start();
     } catch (error) {
       this.client = undefined;
       await client.dispose().catch(() => undefined);
+      // What the server printed says more than the client's "connection got disposed".
+      const said = this.output.lastServerLine();
       const message = error instanceof Error ? error.message : String(error);
-      this.fail({ message: `coven-ls did not start: ${message}. See the server log, and check the coven.* settings.` });
+      this.fail({
+        message: `coven-ls did not start: ${said ?? message}. See the server log, and check coven.server.command and the other coven.* settings.`,
+      });
     }
   }
 
@@ -241,6 +299,7 @@ export class CovenServer implements vscode.Disposable {
   }
 
   private onClosed(): { action: CloseAction; handled: true; message?: string } {
+    if (!this.reachedRunning) return { action: CloseAction.DoNotRestart, handled: true };
     const now = Date.now();
     this.crashes = [...this.crashes.filter((t) => now - t < CRASH_WINDOW_MS), now];
     if (this.crashes.length < MAX_CRASHES) {
