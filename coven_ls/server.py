@@ -105,19 +105,12 @@ class CovenServer(LanguageServer):
             if answer["allow"]:
                 return True, ""
             return False, message if isinstance(message, str) and message else "Denied by the user."
-        allow_item = types.MessageActionItem(title="Allow")
-        deny_item = types.MessageActionItem(title="Deny")
-        choice = await self.window_show_message_request_async(
-            types.ShowMessageRequestParams(
-                type=types.MessageType.Warning,
-                message=(
-                    f"Claude wants to use {tool_name} in session '{session.title}': "
-                    f"{describe_tool_input(tool_input)}"
-                ),
-                actions=[allow_item, deny_item],
-            )
+        title = await self._choose(
+            types.MessageType.Warning,
+            f"Claude wants to use {tool_name} in session '{session.title}': "
+            f"{describe_tool_input(tool_input)}",
+            ["Allow", "Deny"],
         )
-        title = getattr(choice, "title", None)
         if title == "Allow":
             return True, ""
         if title == "Deny":
@@ -127,22 +120,26 @@ class CovenServer(LanguageServer):
     async def ask_fork_approval(self, session: Session, tasks: list[str]) -> bool | None:
         if self.custom_forks:
             return None  # its own UI shows forkProposed and answers with coven/decideFork
-        listed = "; ".join(tasks)
+        title = await self._choose(
+            types.MessageType.Info,
+            f"Claude proposes to fork session '{session.title}' into {len(tasks)} "
+            f"parallel task{'s' if len(tasks) != 1 else ''}: {'; '.join(tasks)}",
+            ["Approve fork", "Reject"],
+        )
+        return True if title == "Approve fork" else False if title == "Reject" else None
+
+    async def _choose(
+        self, kind: types.MessageType, message: str, actions: list[str]
+    ) -> str | None:
+        """Ask with the standard window/showMessageRequest; the title picked, or None."""
         choice = await self.window_show_message_request_async(
             types.ShowMessageRequestParams(
-                type=types.MessageType.Info,
-                message=(
-                    f"Claude proposes to fork session '{session.title}' into {len(tasks)} "
-                    f"parallel task{'s' if len(tasks) != 1 else ''}: {listed}"
-                ),
-                actions=[
-                    types.MessageActionItem(title="Approve fork"),
-                    types.MessageActionItem(title="Reject"),
-                ],
+                type=kind,
+                message=message,
+                actions=[types.MessageActionItem(title=a) for a in actions],
             )
         )
-        title = getattr(choice, "title", None)
-        return True if title == "Approve fork" else False if title == "Reject" else None
+        return getattr(choice, "title", None)
 
 
 def describe_tool_input(tool_input: dict[str, Any], limit: int = 300) -> str:
