@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 # Closing a session can take a while (the SDK gives the CLI 5 s to flush its transcript, then
 # escalates to SIGTERM and SIGKILL), but never forever.
 CLOSE_ALL_SECONDS = 30.0
+# The most events one store transaction takes: bigger bursts are committed (and sent) in slices.
+FLUSH_SLICE = 1000
 
 
 @dataclass(frozen=True)
@@ -168,45 +170,50 @@ class Hub:
                 self._flushed = anyio.Event()
 
     async def _flush_once(self) -> None:
-        """Commit what the last burst produced in one transaction per store, then send it."""
-        events, self._outbox = self._outbox, []
+        """Commit what the last burst produced in one transaction per store, then send it. A
+        huge burst goes in slices, so that no commit (and no client) waits on a giant one."""
+        events = self._outbox[:FLUSH_SLICE]
+        del self._outbox[:FLUSH_SLICE]
         fork_ids, self._dirty_forks = self._dirty_forks, set()
-        batches: dict[Store, tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]]
+        # Each event is encoded once: the same bytes go to the store and into the frames.
+        bodies = [wire.event_body(e) for e in events]
+        batches: dict[Store, tuple[list[tuple[dict[str, Any], bytes]], dict[str, Session], list]]
         batches = {}
-        for event in events:
+        for event, body in zip(events, bodies, strict=True):
             store = self._store_of.get(event["sessionId"])
             session = self.sessions.get(event["sessionId"])
             if store is None or session is None:
                 continue  # deleted meanwhile
-            evs, rows, _ = batches.setdefault(store, ([], {}, []))
-            evs.append(event)
-            rows[session.id] = session.record()
+            evs, touched, _ = batches.setdefault(store, ([], {}, []))
+            evs.append((event, body))
+            touched[session.id] = session
         for fork_id in fork_ids:
             fork = self.forks.forks.get(fork_id)
             store = self._store_of.get(fork.parent.id) if fork else None
             if fork is not None and store is not None:
                 batches.setdefault(store, ([], {}, []))[2].append(fork.record())
-        for store, (evs, rows, forks) in batches.items():
+        for store, (evs, touched, forks) in batches.items():
+            rows = [s.record() for s in touched.values()]
             try:
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(store.write, evs, list(rows.values()), forks)
+                    await anyio.to_thread.run_sync(store.write, evs, rows, forks)
             except Exception:
                 # The events still go out (a session must not stall), but say loudly that
                 # they are not kept.
                 log.exception("could not write %d events to %s", len(evs), store.path)
-        for event in events:
+        for event, body in zip(events, bodies, strict=True):
             session = self.sessions.get(event["sessionId"])
             if session is not None:
                 session.committed_seq = max(session.committed_seq or 0, event["seq"])
-            self._deliver(event)
+            self._deliver(event, body)
 
     async def flushed(self) -> None:
         """Wait until everything published so far is stored and sent."""
         while self._outbox or self._dirty_forks or self._flushing:
             await self._flushed.wait()
 
-    def _deliver(self, event: dict[str, Any]) -> None:
-        frame = wire.lsp_frame(wire.EVENT, event)
+    def _deliver(self, event: dict[str, Any], body: bytes | None = None) -> None:
+        frame = wire.event_frame(body if body is not None else wire.event_body(event))
         for client in list(self.clients):
             try:
                 client.send_frame(frame)

@@ -281,10 +281,14 @@ def make_event(session_id: str, seq: int, kind: str, **fields: Any) -> dict[str,
     return event
 
 
-def lsp_frame(method: str, params: Any) -> bytes:
-    """A whole JSON-RPC notification with its LSP header. Events are plain JSON already, so this
-    skips pygls' per-message cattrs pass, and a hub with several clients encodes each event once."""
-    body = json.dumps(
-        {"jsonrpc": "2.0", "method": method, "params": params}, separators=(",", ":")
-    ).encode()
-    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+def event_body(event: dict[str, Any]) -> bytes:
+    """An event as compact JSON: what the store keeps and what goes into the frame."""
+    return json.dumps(event, separators=(",", ":")).encode()
+
+
+def event_frame(body: bytes) -> bytes:
+    """A whole `coven/event` notification with its LSP header, around an encoded event. Events
+    are plain JSON already, so this skips pygls' per-message cattrs pass, and each event is
+    encoded once however many clients and stores it goes to."""
+    message = b'{"jsonrpc":"2.0","method":"%s","params":%s}' % (EVENT.encode(), body)
+    return b"Content-Length: %d\r\n\r\n%s" % (len(message), message)
