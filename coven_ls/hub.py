@@ -227,6 +227,7 @@ class Hub:
         client = self.client_for(session)
         if client is None:
             return False, "Denied: no editor is connected to coven-ls to approve this tool use."
+        await self.flushed()  # the permissionRequest event reaches clients before the question
         timeout = client.settings.permission_timeout
         with anyio.move_on_after(timeout):
             return await client.ask_permission(session, tool_name, tool_input, tool_use_id)
@@ -251,6 +252,7 @@ class Hub:
             return  # it waits for a client to connect and send coven/decideFork
 
         async def ask() -> None:
+            await self.flushed()  # forkProposed first, then the question
             approved = await client.ask_fork_approval(session, list(fork.tasks))
             if approved is None or fork.state is not ForkState.PROPOSED:
                 return

@@ -17,6 +17,7 @@ STATUS_MARKS = {
     "failed": "✗",
     "cancelled": "■",
     "closed": "◼",
+    "interrupted": "!",
 }
 
 

@@ -5,8 +5,8 @@ An editor that only speaks plain LSP can still drive coven-ls:
 - every `coven/<name>` request is also the command `coven.<name>` (`workspace/executeCommand`,
   the params object as `arguments[0]`, the same result and the same errors);
 - each running turn and each running fork is a work-done progress (when the client declared
-  `window.workDoneProgress`), and cancelling that progress cancels the turn or the fork exactly as
-  `coven/cancel` would;
+  `window.workDoneProgress`, and did not turn it off with `experimental.coven.progress: false`),
+  and cancelling that progress cancels the turn or the fork exactly as `coven/cancel` would;
 - each event is a `window/logMessage` line, unless the client declared `experimental.coven`: such a
   client renders `coven/event` itself and the log lines would only be noise in its log.
 
@@ -107,9 +107,13 @@ class StandardLsp:
         `initialize` (no event reaches a connection before it)."""
         if self._caps is None:
             caps = self._server.client_capabilities
-            progress = bool(caps.window and caps.window.work_done_progress)
             experimental = wire.to_plain(caps.experimental)
-            custom = isinstance(experimental, dict) and isinstance(experimental.get("coven"), dict)
+            coven = experimental.get("coven") if isinstance(experimental, dict) else None
+            custom = isinstance(coven, dict)
+            # A client with its own progress display (a tree with spinners) can turn ours off.
+            progress = bool(caps.window and caps.window.work_done_progress) and not (
+                custom and coven.get("progress") is False
+            )
             self._caps = (progress, custom)
         return self._caps
 

@@ -1,7 +1,19 @@
 #!/usr/bin/env bash
-# Installs what the tests need into .venv and runs every test suite. Safe to re-run.
+# Installs what the tests need and runs every suite: ruff, the Python tests (unit, and end to
+# end through the real `claude` CLI), the Neovim plugin headless, the VS Code client's unit
+# tests and its end-to-end test in a real VS Code. Safe to re-run; pytest arguments pass through.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Debian packages the end-to-end tests drive (installed when we are root, as in CI).
+if ! command -v nvim >/dev/null 2>&1; then
+    if [[ $(id -u) == 0 ]]; then
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq neovim >/dev/null
+    else
+        echo "note: Neovim is not installed, so its tests are skipped (sudo apt-get install neovim)" >&2
+    fi
+fi
 
 python3 -m venv .venv
 . .venv/bin/activate
@@ -9,5 +21,5 @@ python -m pip install --quiet --upgrade pip
 python -m pip install --quiet -e '.[test]'
 
 ruff check .
-ruff format --check coven_ls
+ruff format --check coven_ls tests bench
 python -m pytest "$@"

@@ -1,0 +1,394 @@
+"""`coven-ls run "prompt"`: one Claude Code session from the terminal, through coven-ls.
+
+The same LSP client as the demo (`CovenClient`), against the user's own Claude setup: the server
+it starts runs `claude` with this process's environment, so whatever makes `claude` work in this
+shell (a login, `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, ...) works here.
+
+- The session's tree streams to stdout; with `--json`, one `coven/event` per line instead.
+- A proposed fork asks y/n/e (e: type a new task list); a tool that needs permission asks y/n.
+  Questions go to stderr, one at a time, and are answered with a line on stdin.
+- When stdin is not a terminal nothing is asked: forks are rejected and tools denied (the model is
+  told why). `--yes` approves every fork and allows every tool, terminal or not.
+- Ctrl+C cancels the running fork or turn (as `coven/cancel` does); a second Ctrl+C quits: the
+  server closes every session and exits, so no process is left behind.
+- It ends when the session settles: the first turn, and any fork and reintegration turn it led
+  to, are over. Exit code 0; 1 when the session's last turn failed; 2 when it could not start;
+  130 after Ctrl+C.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections import deque
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from pygls.exceptions import JsonRpcException
+
+from . import wire
+from .client import CovenClient
+from .render import TreePrinter, one_line, summarize_input
+from .wire import Kind
+
+EXIT_OK, EXIT_FAILED, EXIT_NOT_STARTED, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+# Statuses in which a session runs nothing: once the root is in one with nothing queued, the
+# run is over.
+SETTLED = frozenset({"idle", "failed", "cancelled", "closed", "interrupted"})
+
+# What the model is told when nobody could be asked (stdin is not a terminal, no --yes).
+NO_TERMINAL_DENIAL = (
+    "Denied: coven-ls run has no terminal to ask the user, so tools that need permission are "
+    "denied. Do without this tool, or the user can rerun with --yes or a --permission-mode that "
+    "allows it."
+)
+NO_TERMINAL_FORK_REASON = (
+    "coven-ls run has no terminal to ask the user, so forks are not approved (--yes approves them)"
+)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    prompt: str
+    cwd: str
+    fork_mode: str | None = None
+    model: str | None = None
+    permission_mode: str | None = None
+    as_json: bool = False
+    yes: bool = False
+
+
+class Terminal:
+    """The user's side of the questions: lines read from stdin without a thread (an asyncio
+    reader on the descriptor), so a pending question never keeps the process from quitting."""
+
+    def __init__(self, *, interactive: bool, yes: bool, out: TextIO, fd: int = 0) -> None:
+        self.interactive = interactive
+        self.yes = yes
+        self.lock = asyncio.Lock()  # one question at a time: hold it across a whole dialogue
+        self._out = out
+        self._fd = fd
+        self._lines: deque[str] = deque()
+        self._partial = b""
+        self._eof = False
+        self._interrupted = False
+        self._waiter: asyncio.Future[str | None] | None = None
+
+    def say(self, text: str) -> None:
+        self._out.write(text + "\n")
+        self._out.flush()
+
+    async def ask(self, question: str, choices: str, default: str) -> str | None:
+        """One of `choices` (letters); `default` when there is no terminal or at end of input;
+        None when the user pressed Ctrl+C instead of answering."""
+        self._interrupted = False
+        if self.yes:
+            self.say(f"{question} → y (--yes)")
+            return "y"
+        if not self.interactive:
+            self.say(f"{question} → {default} (stdin is not a terminal; --yes answers y)")
+            return default
+        while True:
+            self._out.write(f"{question} [{'/'.join(choices)}] ")
+            self._out.flush()
+            line = await self._readline()
+            if line is None:
+                self.say("")
+                return None if self._interrupted else default
+            answer = line.strip().lower()[:1]
+            if answer and answer in choices:
+                return answer
+            self.say(f"Please answer {' or '.join(choices)}.")
+
+    async def read_list(self, prompt: str) -> list[str] | None:
+        """Lines up to an empty one (None after Ctrl+C)."""
+        self.say(prompt)
+        items: list[str] = []
+        while True:
+            self._out.write("  > ")
+            self._out.flush()
+            line = await self._readline()
+            if line is None:
+                self.say("")
+                return None if self._interrupted else items
+            if not line.strip():
+                return items
+            items.append(line.strip())
+
+    def interrupt(self) -> None:
+        """Ctrl+C: the pending question ends unanswered and typed-ahead input is dropped."""
+        self._interrupted = True
+        self._lines.clear()
+        self._partial = b""
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def _readline(self) -> str | None:
+        if self._lines:
+            return self._lines.popleft()
+        if self._eof:
+            return None
+        loop = asyncio.get_running_loop()
+        self._waiter = loop.create_future()
+        loop.add_reader(self._fd, self._on_readable)
+        try:
+            return await self._waiter
+        finally:
+            loop.remove_reader(self._fd)
+            self._waiter = None
+
+    def _on_readable(self) -> None:
+        try:
+            data = os.read(self._fd, 4096)
+        except OSError:  # the terminal went away
+            data = b""
+        if not data:
+            self._eof = True
+        else:
+            *lines, self._partial = (self._partial + data).split(b"\n")
+            self._lines.extend(line.decode(errors="replace") for line in lines)
+        if self._waiter is not None and not self._waiter.done():
+            if self._lines:
+                self._waiter.set_result(self._lines.popleft())
+            elif self._eof:
+                self._waiter.set_result(None)
+
+
+class Runner:
+    """One `coven-ls run`: start the server, start the session, answer its questions, follow its
+    tree until it settles or the user quits."""
+
+    def __init__(self, options: RunOptions, out: TextIO, terminal: Terminal) -> None:
+        self._options = options
+        self._terminal = terminal
+        self.client = CovenClient(
+            on_event=self._on_event, on_permission=self._on_permission, handles_forks=True
+        )
+        self._printer = TreePrinter(out, as_json=options.as_json, full_text=True)
+        self.root: str | None = None
+        self._early: list[dict[str, Any]] = []  # events that came before startSession answered
+        self._ours: set[str] = set()  # the root and its fork children, and theirs
+        self._names: dict[str, str] = {}
+        self._root_status = "starting"
+        self._last_result: dict[str, Any] | None = None
+        self._settled = asyncio.Event()
+        self._quit = asyncio.Event()
+        self._interrupts = 0
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # --- the run ---------------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, self._on_interrupt)
+        loop.add_signal_handler(signal.SIGTERM, self._quit.set)
+        try:
+            return await self._run()
+        finally:
+            for task in self._tasks:
+                task.cancel()
+            # Ordered: shutdown closes every session (their CLI processes end), then exit.
+            await self.client.stop()
+            loop.remove_signal_handler(signal.SIGINT)
+            loop.remove_signal_handler(signal.SIGTERM)
+
+    async def _run(self) -> int:
+        options = self._options
+        await self.client.start(Path(options.cwd), own_session=True)
+        params: dict[str, Any] = {"prompt": options.prompt, "cwd": options.cwd}
+        for key, value in (
+            ("forkMode", options.fork_mode),
+            ("model", options.model),
+            ("permissionMode", options.permission_mode),
+        ):
+            if value is not None:
+                params[key] = value
+        try:
+            started = await self._until_quit(self.client.request(wire.START_SESSION, params))
+        except JsonRpcException as exc:
+            self._terminal.say(f"coven-ls run: {exc.message}")
+            return EXIT_NOT_STARTED
+        if started is None:
+            return EXIT_INTERRUPTED
+        self.root = started["sessionId"]
+        self._ours.add(self.root)
+        self._names[self.root] = one_line(options.prompt, 80)
+        self._printer.add_session(self.root, self._names[self.root])
+        for event in self._early:
+            self._take(event)
+        self._early.clear()
+
+        server_exit = asyncio.ensure_future(self.client.wait_server_exit())
+        settled = asyncio.ensure_future(self._settled.wait())
+        quit_ = asyncio.ensure_future(self._quit.wait())
+        try:
+            await asyncio.wait([server_exit, settled, quit_], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for future in (server_exit, settled, quit_):
+                future.cancel()
+        if self._quit.is_set() or self._interrupts:
+            return EXIT_INTERRUPTED
+        if not self._settled.is_set():
+            tail = "\n".join(self.client.server_stderr)
+            self._terminal.say(f"coven-ls run: the server stopped unexpectedly.\n{tail}")
+            return EXIT_FAILED
+        result = self._last_result
+        if self._root_status == "failed" or (result is not None and result.get("isError")):
+            return EXIT_FAILED
+        return EXIT_OK
+
+    async def _until_quit(self, work: Awaitable[Any]) -> Any:
+        """`work`'s result, or None if the user quits first."""
+        task = asyncio.ensure_future(work)
+        quit_ = asyncio.ensure_future(self._quit.wait())
+        await asyncio.wait([task, quit_], return_when=asyncio.FIRST_COMPLETED)
+        quit_.cancel()
+        if task.done():
+            return task.result()
+        task.cancel()
+        return None
+
+    def _spawn(self, work: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled() or task.exception() is None:
+            return
+        # While quitting, requests fail because the connection is going: not worth a word.
+        if not self._quit.is_set():
+            self._terminal.say(f"coven-ls run: {task.exception()!r}")
+
+    # --- Ctrl+C ----------------------------------------------------------------------------------
+
+    def _on_interrupt(self) -> None:
+        self._interrupts += 1
+        self._terminal.interrupt()
+        if self._interrupts == 1 and self.root is not None and not self._settled.is_set():
+            self._terminal.say("^C cancelling (press Ctrl+C again to quit)")
+            self._spawn(self._cancel())
+        elif not self._quit.is_set():
+            self._terminal.say("^C quitting: closing the session")
+            self._quit.set()
+
+    async def _cancel(self) -> None:
+        # coven/cancel on the root does the right thing for what it is doing: it withdraws a
+        # proposed fork, cancels a running fork (the parent then gets the finished results),
+        # or interrupts a turn.
+        try:
+            await self.client.request(wire.CANCEL, {"sessionId": self.root})
+        except JsonRpcException as exc:
+            self._terminal.say(f"coven-ls run: could not cancel: {exc.message}")
+
+    # --- events ----------------------------------------------------------------------------------
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        if self.root is None:
+            self._early.append(event)
+        else:
+            self._take(event)
+
+    def _take(self, event: dict[str, Any]) -> None:
+        sid, kind = event["sessionId"], event["kind"]
+        if sid not in self._ours:
+            return  # another client's session on a shared server
+        if self._settled.is_set():
+            return  # the run is over; what shutting down does to the sessions is not news
+        self._printer(event)
+        if kind == Kind.FORK_STARTED:
+            for child in event["children"]:
+                self._ours.add(child["sessionId"])
+                self._names[child["sessionId"]] = child["label"]
+        elif kind == Kind.FORK_PROPOSED:
+            self._spawn(self._decide_fork(event))
+        elif sid == self.root and kind == Kind.TURN_RESULT:
+            self._last_result = event
+        elif sid == self.root and kind == Kind.STATUS:
+            self._root_status = event["status"]
+            if event["status"] in SETTLED:
+                self._spawn(self._check_settled())
+
+    async def _check_settled(self) -> None:
+        # `idle` is not the end when a turn is already queued behind it (the follow-up to a
+        # rejected fork or a refused fork tag): ask the server, whose answer is consistent.
+        sessions = (await self.client.request(wire.LIST_SESSIONS, {}))["sessions"]
+        info = next((s for s in sessions if s["sessionId"] == self.root), None)
+        if info is None or (info["status"] in SETTLED and not info.get("queued")):
+            self._settled.set()
+
+    # --- questions -------------------------------------------------------------------------------
+
+    async def _on_permission(self, request: dict[str, Any]) -> dict[str, Any]:
+        name = self._names.get(request["sessionId"], request["sessionId"])
+        question = (
+            f"Allow {request['toolName']} in '{one_line(name, 40)}': "
+            f"{summarize_input(request.get('input') or {}, 120)}?"
+        )
+        async with self._terminal.lock:
+            answer = await self._terminal.ask(question, "yn", default="n")
+        if answer == "y":
+            return {"allow": True}
+        if answer is None:
+            return {"allow": False, "message": "Denied: the user pressed Ctrl+C."}
+        if not self._terminal.interactive:
+            return {"allow": False, "message": NO_TERMINAL_DENIAL}
+        return {"allow": False, "message": "Denied by the user."}
+
+    async def _decide_fork(self, event: dict[str, Any]) -> None:
+        name = self._names.get(event["sessionId"], event["sessionId"])
+        tasks: list[str] = list(event["tasks"])
+        edited = False
+        async with self._terminal.lock:
+            while True:
+                listing = "\n".join(f"  {n}. {task}" for n, task in enumerate(tasks, 1))
+                count = f"{len(tasks)} parallel task{'s' if len(tasks) != 1 else ''}"
+                answer = await self._terminal.ask(
+                    f"Claude proposes to fork '{one_line(name, 40)}' into {count}:\n{listing}\n"
+                    "Approve the fork? (e: edit the tasks)",
+                    "yne",
+                    default="n",
+                )
+                if answer is None:
+                    return  # Ctrl+C: the cancel that follows withdraws the proposal
+                if answer == "e":
+                    typed = await self._terminal.read_list(
+                        "Type the tasks, one per line; an empty line ends the list:"
+                    )
+                    if typed is None:
+                        return
+                    if typed:
+                        tasks, edited = typed, True
+                    continue
+                params: dict[str, Any] = {"forkId": event["forkId"], "approve": answer == "y"}
+                if answer == "y" and edited:
+                    params["tasks"] = tasks
+                if answer == "n":
+                    params["reason"] = (
+                        "rejected in the terminal"
+                        if self._terminal.interactive
+                        else NO_TERMINAL_FORK_REASON
+                    )
+                try:
+                    await self.client.request(wire.DECIDE_FORK, params)
+                    return
+                except JsonRpcException as exc:
+                    if exc.code != wire.INVALID_PARAMS:
+                        return  # withdrawn or decided meanwhile: nothing left to ask
+                    self._terminal.say(exc.message)  # a bad task list: ask again
+
+
+def run_session(options: RunOptions) -> int:
+    interactive = sys.stdin.isatty()
+    terminal = Terminal(interactive=interactive, yes=options.yes, out=sys.stderr)
+    runner = Runner(options, sys.stdout, terminal)
+    try:
+        return asyncio.run(runner.run())
+    except KeyboardInterrupt:  # before the handler was installed, or after it was removed
+        return EXIT_INTERRUPTED

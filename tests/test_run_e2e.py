@@ -1,0 +1,287 @@
+"""`coven-ls run`: a session from the terminal, through the real server and the real `claude` CLI,
+on the scripted model (pointed at through the environment, as a user's ANTHROPIC_BASE_URL
+would be)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import termios
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coven_ls.run import NO_TERMINAL_DENIAL, NO_TERMINAL_FORK_REASON
+from coven_ls.scripted_model import ScriptedModel, ToolUse
+
+from .harness import processes_with_env
+
+PLAN = "Plan the release"
+FORK_TWO = "I will split this.\n<fork>\n- Write the docs\n- Fix the bugs\n</fork>"
+
+
+def run_env(model: ScriptedModel, tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CLAUDECODE", "CLAUDE_CODE_SESSION_ID")}
+    env.update(model.cli_env(tmp_path / "claude-config"))
+    return env
+
+
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "workspace"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def run_json(
+    tmp_path: Path, model: ScriptedModel, *args: str
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "coven_ls",
+            "run",
+            "--json",
+            "--cwd",
+            str(workspace(tmp_path)),
+            *args,
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=run_env(model, tmp_path),
+        timeout=240,
+        check=False,
+    )
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert_no_process_left(tmp_path)
+    return done, events
+
+
+def assert_no_process_left(tmp_path: Path) -> None:
+    marker = str(tmp_path / "claude-config")
+    deadline = time.monotonic() + 30
+    while processes_with_env(marker):
+        assert time.monotonic() < deadline, f"left behind: {processes_with_env(marker)}"
+        time.sleep(0.1)
+
+
+def of(events: list[dict[str, Any]], sid: str, kind: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["sessionId"] == sid and e["kind"] == kind]
+
+
+def test_run_json_streams_events_until_the_session_settles(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    target = workspace(tmp_path) / "precious.txt"
+    target.write_text("keep me")
+    model.on("clean up the workspace", ToolUse("Bash", {"command": f"rm {target}"}))
+    # The model only gets this far if the denial that says why reached it.
+    model.on("no terminal to ask the user", "Understood, I will leave it.")
+
+    done, events = run_json(tmp_path, model, "Please clean up the workspace")
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    sid = events[0]["sessionId"]
+    assert {e["sessionId"] for e in events} == {sid}
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    [decision] = of(events, sid, "permissionDecision")
+    assert decision["allow"] is False and decision["message"] == NO_TERMINAL_DENIAL
+    assert target.read_text() == "keep me"
+    [result] = of(events, sid, "turnResult")
+    assert result["text"] == "Understood, I will leave it."
+    assert events[-1] == {**events[-1], "kind": "status", "status": "idle"}
+    assert "stdin is not a terminal" in done.stderr
+
+
+def test_run_yes_approves_the_fork_and_waits_for_the_results(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    model.on(PLAN, FORK_TWO)
+    model.on("You were assigned 'Write the docs'", "Docs are written.")
+    model.on(
+        "You were assigned 'Fix the bugs'",
+        ToolUse("Bash", {"command": "touch fixed.txt && echo fixed-it"}),
+    )
+    model.on("fixed-it", "Bugs are fixed.")
+    model.on("<fork-results>", "Both parts are done.")
+
+    done, events = run_json(tmp_path, model, "--yes", PLAN)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    sid = events[0]["sessionId"]
+    kinds = [e["kind"] for e in events if e["sessionId"] == sid]
+    assert kinds.index("forkProposed") < kinds.index("forkStarted") < kinds.index("forkFinished")
+    [finished] = of(events, sid, "forkFinished")
+    assert [(r["label"], r["ok"]) for r in finished["results"]] == [
+        ("Write the docs", True),
+        ("Fix the bugs", True),
+    ]
+    bugs = finished["results"][1]["sessionId"]
+    assert [d["allow"] for d in of(events, bugs, "permissionDecision")] == [True]
+    assert of(events, sid, "turnResult")[-1]["text"] == "Both parts are done."
+    assert events[-1]["sessionId"] == sid and events[-1].get("status") == "idle"
+
+
+def test_run_without_a_terminal_rejects_the_fork(tmp_path: Path, model: ScriptedModel) -> None:
+    model.on(PLAN, FORK_TWO, times=1)
+    model.on("declined your proposed fork", "Fine, I will do it alone.")
+
+    done, events = run_json(tmp_path, model, PLAN)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    sid = events[0]["sessionId"]
+    [rejected] = of(events, sid, "forkRejected")
+    assert rejected["reason"] == NO_TERMINAL_FORK_REASON
+    # The run went on past the `idle` that came with the rejection, to the model's answer.
+    follow_up = of(events, sid, "prompt")[-1]
+    assert follow_up["origin"] == "forkRejected" and NO_TERMINAL_FORK_REASON in follow_up["text"]
+    assert of(events, sid, "turnResult")[-1]["text"] == "Fine, I will do it alone."
+    assert of(events, sid, "forkStarted") == []
+
+
+# --- on a terminal -------------------------------------------------------------------------------
+
+
+class Terminal:
+    """`coven-ls run` on a pseudo-terminal of its own (its controlling terminal, so that Ctrl+C
+    typed here is a SIGINT to it), with everything it prints collected as it comes."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        master, slave = pty.openpty()
+        self._master = master
+        self.proc = subprocess.Popen(
+            args,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            preexec_fn=_controlling_terminal,
+        )
+        os.close(slave)
+        self._text = ""
+        self._cond = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            ready, _, _ = select.select([self._master], [], [], 0.5)
+            if not ready:
+                if self.proc.poll() is not None:
+                    break
+                continue
+            try:
+                data = os.read(self._master, 65536)
+            except OSError:  # EIO: the other side is closed
+                break
+            if not data:
+                break
+            with self._cond:
+                self._text += data.decode(errors="replace").replace("\r\n", "\n")
+                self._cond.notify_all()
+
+    @property
+    def text(self) -> str:
+        with self._cond:
+            return self._text
+
+    def expect(self, pattern: str, after: int = 0, timeout: float = 90) -> int:
+        """Wait until `pattern` (a regex) appears past offset `after`; returns where it ends."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while (found := regex.search(self._text, after)) is None:
+                remaining = deadline - time.monotonic()
+                assert remaining > 0, f"no {pattern!r} in:\n{self._text[-3000:]}"
+                self._cond.wait(remaining)
+            return found.end()
+
+    def type(self, text: str) -> None:
+        os.write(self._master, text.encode())
+
+    def wait(self, timeout: float = 120) -> int:
+        code = self.proc.wait(timeout)
+        self._reader.join(10)
+        os.close(self._master)
+        return code
+
+
+def _controlling_terminal() -> None:
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+@pytest.fixture
+def terminal(tmp_path: Path, model: ScriptedModel):
+    started: list[Terminal] = []
+
+    def start(*args: str) -> Terminal:
+        command = [sys.executable, "-m", "coven_ls", "run", "--cwd", str(workspace(tmp_path))]
+        started.append(Terminal([*command, *args], run_env(model, tmp_path)))
+        return started[-1]
+
+    yield start
+    for term in started:
+        if term.proc.poll() is None:
+            term.proc.kill()
+            term.wait()
+    assert_no_process_left(tmp_path)
+
+
+def test_run_on_a_terminal_asks_edits_the_fork_and_draws_the_tree(
+    terminal, model: ScriptedModel
+) -> None:
+    model.on(PLAN, ToolUse("Bash", {"command": "touch seen.txt && echo looked-around"}))
+    model.on("looked-around", FORK_TWO)
+    model.on("You were assigned 'Only the docs'", "Docs only, done.")
+    model.on("<fork-results>", "Merged the docs.")
+
+    term = terminal(PLAN)
+    at = term.expect(
+        r"Allow Bash in 'Plan the release': touch seen.txt && echo looked-around\? \[y/n\] "
+    )
+    term.type("y\n")
+    at = term.expect(r"into 2 parallel tasks:\n  1\. Write the docs\n  2\. Fix the bugs\n", at)
+    at = term.expect(r"Approve the fork\? \(e: edit the tasks\) \[y/n/e\] ", at)
+    term.type("e\n")
+    at = term.expect(r"an empty line ends the list:", at)
+    term.type("Only the docs\n\n")
+    at = term.expect(r"into 1 parallel task:\n  1\. Only the docs\n", at)
+    term.type("y\n")
+    assert term.wait() == 0, term.text[-3000:]
+
+    lines = term.text.splitlines()
+    fork_line = next(line for line in lines if "⑂ Fork  1 task" in line)
+    child_line = next(line for line in lines if "⏺ Docs only, done." in line)
+    indent = len(fork_line) - len(fork_line.lstrip())
+    assert len(child_line) - len(child_line.lstrip()) > indent
+    assert any("⏺ Merged the docs." in line for line in lines)
+
+
+def test_ctrl_c_cancels_the_fork_and_a_second_one_quits(terminal, model: ScriptedModel) -> None:
+    model.on(PLAN, FORK_TWO)
+    model.on("You were assigned 'Write the docs'", "Docs are written.")
+    model.on("You were assigned 'Fix the bugs'", "Never finishes.", latency=300)
+    model.on("<fork-results>", "Never answers either.", latency=300)
+
+    term = terminal("--fork-mode", "auto", PLAN)
+    model.wait_for_requests(1, timeout=90, predicate=lambda r: "Fix the bugs" in r.last_user_text)
+    term.expect(r"\[1/2\] ✓ idle")  # the docs child is done
+    term.type("\x03")
+    at = term.expect(r"\^C cancelling")
+    at = term.expect(r"⑂ Fork done  1 of 2 tasks succeeded", at)
+    # The parent carries on with what finished; a second Ctrl+C quits in the middle of it.
+    model.wait_for_requests(1, timeout=90, predicate=lambda r: "<fork-results>" in r.last_user_text)
+    term.type("\x03")
+    term.expect(r"\^C quitting", at)
+    assert term.wait() == 130, term.text[-3000:]
