@@ -10,33 +10,38 @@ What is measured
     3). The parent's own replies (the fork tag, the answer to ``<fork-results>``) come back at
     once: they fall outside the measured window, so their latency would only lengthen the run.
 
-    Each run has a fresh server, CLAUDE_CONFIG_DIR, workspace and scripted model, and ends with
-    LSP shutdown/exit; /proc is then checked until no process carrying the run's config dir in
-    its environment is left (stragglers are killed by pid and reported). Runs go N = 1, 2, 4, 8,
-    1, 2, ... (``--repeat`` rounds) after ``--warmup`` uncounted N=1 runs.
+    Each run has a fresh server, CLAUDE_CONFIG_DIR, XDG_STATE_HOME, workspace and scripted
+    model, waits for the parent's turn on the fork results, and ends with LSP shutdown/exit;
+    /proc is then checked until no process carrying the run's config dir in its environment is
+    left (stragglers are killed by pid and reported). Runs go N = 1, 2, 4, 8, 1, 2, ...
+    (``--repeat`` rounds) after ``--warmup`` uncounted N=1 runs. A run that fails stops the
+    bench with the server's stderr.
 
-How to read the output (medians over the rounds)
+How to read the output (per N, medians over the rounds; procs is the highest)
     wall      fork wall time: the parent's forkStarted event to its forkFinished event, both
               timed when this client reads them off the server's stdout.
     ratio     wall / wall at N=1. The issue's target: N=4 within 1.5x of N=1.
     1st/last  forkStarted -> the first / last child's model request reaching the scripted
-              model: the time N CLIs took to start and resume the parent's conversation.
-    tail      the last child's model reply written -> forkFinished (result relay + reap).
+              model: how long N CLIs took to start and resume the parent's conversation.
+    tail      the last child's model reply written -> forkFinished read (relay of the result).
     peak MiB  peak RSS sum of the server and all its descendants, /proc sampled every ~100 ms
               over the whole run (shared pages count once per process: an upper bound).
     PSS MiB   the same peak as proportional set size (shared pages split between processes),
               from smaps_rollup every ~0.5 s: closer to what the processes really cost.
     procs     peak number of those processes (server + CLIs + whatever they start).
-    cpu fork  CPU seconds (user + system) those processes used inside the fork window, from
-              /proc/<pid>/stat samples (a lower bound: the last <100 ms of a process is lost).
-    busy      CPU used between forkStarted and the last child's model request, divided by that
-              time: cores kept busy while the children's CLIs start (this machine has
-              os.cpu_count() of them).
+    cpu fork  CPU seconds (user + system) of those processes inside the fork window, from
+              /proc/<pid>/stat samples (the last <100 ms of a process that ends is lost).
+    busy      cores kept busy by those processes from forkStarted to the last child's model
+              request; mach = the same for the whole machine (/proc/stat). mach near the core
+              count with busy well below it means something else was competing for the CPU:
+              the figures of that run are not clean.
     cpu run   CPU seconds of the whole run (server start to exit), from getrusage of reaped
               children around it.
     CLI MiB   median peak RSS of one child CLI; CLI cpu = child CLIs' CPU in the fork window / N.
-    The closing lines compare N=4 to the target and say, from these figures, what limits the
-    largest N.
+    The lines under the table say when the parent's CLI stops, how many child CLIs are still
+    alive at forkFinished, and the peak process count. The closing lines compare N=4 with the
+    target and state, from these figures only, what limits the largest N: start-up time, CPU
+    use and its growth per child, memory per child (least-squares slope over the N values).
 
 Usage: python bench/fanout.py [--children 1,2,4,8] [--repeat 2] [--latency 3] [--warmup 1]
 """
@@ -433,7 +438,8 @@ def run_once(n: int, latency: float, claude: str, stderr: IO[bytes]) -> Result:
         proc = subprocess.Popen(
             [sys.executable, "-m", "coven_ls", "--log-level", "WARNING"],
             cwd=workspace,
-            env=model.cli_environ(config),
+            # XDG_STATE_HOME: a server that keeps a session store keeps it in the run's folder.
+            env={**model.cli_environ(config), "XDG_STATE_HOME": str(Path(tmp, "state"))},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=stderr,

@@ -446,6 +446,9 @@ class ForkManager:
                 return  # cancelled while it waited for a slot
             child.send(child_prompt(child.label or ""), origin="fork")
             await child.wait_settled()
+            # Its slot goes to the next child: so must its ~200 MiB CLI process, or maxParallel
+            # would bound turns but not memory. A follow-up resumes it from disk.
+            child.pause_agent()
 
     @staticmethod
     def _result_of(child: Session, interrupted: str | None = None) -> TaskResult:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import sys
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,9 @@ from . import wire
 from .agent import Agent, AgentSpec, Backend
 from .mapping import map_message
 from .wire import Kind
+
+if sys.version_info < (3, 11):  # anyio brings the backport there
+    from exceptiongroup import BaseExceptionGroup
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +129,7 @@ class Session:
         self._in_turn = False
         self._turn_no = 0
         self._cancelled = False
+        self._cancel_requested = anyio.Event()
         self._done = anyio.Event()
 
     # --- what clients see ------------------------------------------------------------------------
@@ -281,6 +286,7 @@ class Session:
         if not self._in_turn:
             return dropped
         self._cancelled = True
+        self._cancel_requested.set()
         agent, scope, turn_no = self._agent, self._turn_scope, self._turn_no
         if agent is not None and self.status == "running":
             try:
@@ -388,10 +394,23 @@ class Session:
             )
         return allow, message
 
+    async def _repeat_interrupt(self, agent: Agent) -> None:
+        """An interrupt that reaches the CLI before it has taken up the turn's message is lost;
+        while a cancelled turn goes on, ask again every second (cancel() stops the process when
+        the grace period is over)."""
+        await self._cancel_requested.wait()
+        while True:
+            await anyio.sleep(1.0)
+            try:
+                await agent.interrupt()
+            except Exception:
+                log.debug("session %s: repeated interrupt failed", self.id, exc_info=True)
+
     async def _run_turn(self, turn: Turn) -> None:
         self._in_turn = True
         self._turn_no += 1
         self._cancelled = False
+        self._cancel_requested = anyio.Event()
         self.emit(Kind.PROMPT, text=turn.text, origin=turn.origin)
         result: dict[str, Any] | None = None
         failure: str | None = None
@@ -405,16 +424,21 @@ class Session:
                     self._process_cost = 0.0
                 self.set_status("running")
                 await self._agent.send(turn.text)
-                result = await self._relay(self._agent)
+                async with anyio.create_task_group() as watchers:
+                    watchers.start_soon(self._repeat_interrupt, self._agent)
+                    result = await self._relay(self._agent)
+                    watchers.cancel_scope.cancel()
                 if result is None:
                     failure = (
                         "The Claude Code process ended in the middle of a turn." + self._tail()
                     )
-        except wire.CovenError as exc:
-            failure = exc.message
-        except Exception as exc:
-            log.warning("session %s: turn failed", self.id, exc_info=True)
-            failure = f"The Claude Code process failed: {exc}" + self._tail()
+        except Exception as group:
+            exc = _first_error(group)
+            if isinstance(exc, wire.CovenError):
+                failure = exc.message
+            else:
+                log.warning("session %s: turn failed", self.id, exc_info=True)
+                failure = f"The Claude Code process failed: {exc}" + self._tail()
         finally:
             self._turn_scope = None
         if result is None and failure is None and not self._closing:
@@ -523,3 +547,10 @@ class Session:
                 await agent.close()
             except Exception:
                 log.warning("session %s: closing the agent failed", self.id, exc_info=True)
+
+
+def _first_error(exc: BaseException) -> BaseException:
+    """The error itself, out of the exception groups that task groups wrap it in."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc

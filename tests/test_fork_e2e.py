@@ -13,7 +13,7 @@ from pygls.exceptions import JsonRpcException
 
 from coven_ls.scripted_model import HttpError, ModelRequest, Reply, ScriptedModel
 
-from .harness import Coven
+from .harness import Coven, wait_until
 
 PLAN = "Plan the release"
 FORK_TWO = 'I will split this.\n<fork>\n- Write the docs\n- Fix <bugs> & "tests"\n</fork>'
@@ -125,6 +125,11 @@ async def test_three_children_share_the_limit(coven_factory, model: ScriptedMode
     assert len(queued) == 3  # every child starts out queued until it has a slot
     message = results_turn(model).last_user_text
     assert all(f"Part {n} done." in message for n in ("one", "two", "three"))
+    # A child that is done gives its slot back with its CLI process: memory stays bounded by
+    # maxParallel, not by the number of tasks.
+    for child in started["children"]:
+        agent = (await coven.wait_kind(child["sessionId"], "agent"))["agentSessionId"]
+        await wait_until(lambda a=agent: not coven.pids_running(a), 30, f"{agent} to stop")
 
 
 @pytest.mark.parametrize(

@@ -145,3 +145,32 @@ async def test_permission_falls_back_to_show_message_request(
     assert "Bash" in asked["message"] and "touch fallback.txt" in asked["message"]
     assert (coven.workspace / "fallback.txt").exists()
     assert result["text"] == "Created it."
+
+
+async def test_cancel_right_after_sending_still_interrupts(
+    coven: Coven, model: ScriptedModel
+) -> None:
+    model.on("Warm up", "Ready.")
+    # After an interrupt the CLI sends the cut-off prompt again with the next one: this rule
+    # must come first.
+    model.on("Still there", "Yes.")
+    model.on("a long essay", "An essay that never ends.", latency=120.0)
+
+    sid = await coven.start("Warm up")
+    first = await coven.wait_kind(sid, "turnResult")
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "Write a long essay"})
+    await coven.wait_for(
+        lambda e: (
+            e["sessionId"] == sid
+            and e["kind"] == "status"
+            and e["status"] == "running"
+            and e["seq"] > first["seq"]
+        ),
+        what="the second turn to run",
+    )
+    await coven.request("coven/cancel", {"sessionId": sid})  # before the CLI asked the model
+    cancelled = await coven.wait_kind(sid, "turnResult", count=2)
+    # The CLI itself ended the turn (an interrupt result), rather than coven-ls killing it.
+    assert cancelled["cancelled"] is True and cancelled["subtype"] == "error_during_execution"
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "Still there?"})
+    assert (await coven.wait_kind(sid, "turnResult", count=3))["text"] == "Yes."
