@@ -27,6 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--tcp", type=_host_port, metavar="HOST:PORT", help="serve on a socket instead of stdio"
     )
+    # Language clients (vscode-languageclient's stdio transport, for one) append --stdio.
+    parser.add_argument("--stdio", action="store_true", help="serve on stdio (the default)")
     parser.add_argument("--log-file", help="write the server log here (default: stderr)")
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]

@@ -44,6 +44,16 @@ class CovenProtocol(LanguageServerProtocol):
         server.request_exit(0 if self._shutdown else 1)
         yield from ()
 
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams) -> Any:
+        result = yield from super().lsp_initialize(params)
+        server: CovenServer = self._server  # type: ignore[assignment]
+        if server.coven_aware:
+            # A client that speaks coven/* needs no command mirrors, and some (VS Code's language
+            # client) would register them as editor commands, clashing with their own `coven.*`.
+            result.capabilities.execute_command_provider = None
+        return result
+
 
 class CovenServer(LanguageServer):
     """One LSP connection."""
@@ -59,6 +69,7 @@ class CovenServer(LanguageServer):
         self.settings = ClientSettings(root=os.getcwd())
         self.custom_permissions = False
         self.custom_forks = False
+        self.coven_aware = False  # it declared experimental.coven: it speaks coven/* itself
         self.store: Store | None = None
         self.store_warning: str | None = None
         # Standard-LSP mirrors of the coven/* features, for editors that know nothing of them.
@@ -278,6 +289,7 @@ def create_server(hub: Hub, on_exit: Callable[[int], None]) -> CovenServer:
         coven = experimental.get("coven") if isinstance(experimental, dict) else None
         ls.custom_permissions = isinstance(coven, dict) and coven.get("permissions") is True
         ls.custom_forks = isinstance(coven, dict) and coven.get("forks") is True
+        ls.coven_aware = isinstance(coven, dict)
         hub.attach(ls)
 
     @server.feature(types.INITIALIZED)

@@ -23,3 +23,8 @@ python -m pip install --quiet -e '.[test]'
 ruff check .
 ruff format --check coven_ls tests bench
 python -m pytest "$@"
+
+# The VS Code client: its pure state model in plain node, then the extension in a real VS Code
+# (code-server + headless Chromium) talking to this checkout's coven-ls.
+(cd client-vscode && npm ci --no-audit --no-fund --loglevel=error && npm test)
+bash scripts/vscode-e2e.sh

@@ -3,9 +3,15 @@
 # browser, from npm) driven by Debian's headless Chromium through playwright-core, with the
 # extension's own coven-ls talking to the real `claude` CLI, which talks to the scripted model.
 #
-#   bash scripts/vscode-e2e.sh            # install what is missing (cached), build, run
-#   COVEN_E2E_CACHE=DIR                   # where the toolchain is cached (default ~/.cache/coven-ls-e2e)
-#   COVEN_E2E_KEEP=1                      # keep the temp dir (logs, profiles) for a post-mortem
+#   bash scripts/vscode-e2e.sh                 # install what is missing (cached), build, run
+#   bash scripts/vscode-e2e.sh --install-only  # just the toolchain
+#   COVEN_E2E_CACHE=DIR    where the toolchain is cached (default ~/.cache/coven-ls-e2e)
+#   COVEN_E2E_KEEP=1       keep the temp dir (profiles, logs, session database) for a post-mortem
+#   COVEN_PYTHON=PATH      the Python with coven_ls that the extension runs (default .venv/bin/python)
+#
+# Needs: node >= 20 and npm; as root it apt-installs chromium, libkrb5-dev and fonts-symbola if
+# missing. The first run takes about 4 minutes on 2 cores (code-server compiles native modules),
+# later ones under a minute.
 #
 # Screenshots and logs go to tests/artifacts/vscode-e2e/. Exits non-zero on any failure and stops
 # every process it started (each runs in its own process group).
@@ -24,14 +30,12 @@ PLAYWRIGHT_VERSION=1.65.1
 log() { printf '[vscode-e2e %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "FAIL: $*"; exit 1; }
 
-# The machine's npm config points nodedir at node 20's headers; a native module built against
-# them fails to load in code-server's node 24. npm also warns about the key on every call.
-unset npm_config_nodedir NPM_CONFIG_NODEDIR
-
 # --- system packages --------------------------------------------------------------------------
 
 need_apt=()
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# A font with U+2442 (the fork nodes' ⑂), so the screenshots show what users see.
+dpkg -s fonts-symbola >/dev/null 2>&1 || need_apt+=(fonts-symbola)
 # code-server's kerberos module compiles from source and needs the headers.
 dpkg -s libkrb5-dev >/dev/null 2>&1 || need_apt+=(libkrb5-dev)
 command -v make >/dev/null 2>&1 && command -v g++ >/dev/null 2>&1 || need_apt+=(build-essential)
@@ -63,6 +67,8 @@ CODE_SERVER_DIR=$CACHE/code-server-$CODE_SERVER_VERSION-node$NODE24_VERSION
 if [[ ! -f $CODE_SERVER_DIR/.complete ]]; then
     log "installing code-server $CODE_SERVER_VERSION into $CODE_SERVER_DIR (compiles native modules; a few minutes)"
     rm -rf "$CODE_SERVER_DIR" && mkdir -p "$CODE_SERVER_DIR"
+    # npm_config_nodedir: this machine's npmrc points at node 20's headers, and a native module
+    # built against them does not load in code-server's node 24.
     (cd "$CODE_SERVER_DIR" && echo '{"private":true}' >package.json &&
         PATH=$N24/bin:$PATH npm_config_nodedir=$N24 \
             npm install --no-audit --no-fund --loglevel=error "code-server@$CODE_SERVER_VERSION" \
@@ -122,6 +128,8 @@ cleanup() {
         log "logs copied to $ARTIFACTS/logs"
     fi
     if [[ -n ${COVEN_E2E_KEEP:-} ]]; then log "kept $WORK"; else rm -rf "$WORK"; fi
+    # The plain closing line a CI log reader counts.
+    if ((status == 0)); then echo "vscode-e2e: 1 passed, 0 failed"; else echo "vscode-e2e: 0 passed, 1 failed"; fi
     exit "$status"
 }
 trap cleanup EXIT
@@ -132,7 +140,8 @@ trap 'exit 130' INT TERM
 start_group() {
     local logfile=$1
     shift
-    COVEN_E2E_RUN=$WORK setsid "$@" >"$logfile" 2>&1 </dev/null &
+    : >"$logfile" # exists before anyone tails it
+    COVEN_E2E_RUN=$WORK setsid "$@" >>"$logfile" 2>&1 </dev/null &
     PGIDS+=("$!")
 }
 
@@ -153,7 +162,7 @@ rm -rf "$ARTIFACTS" && mkdir -p "$ARTIFACTS"
 # --- the extension ------------------------------------------------------------------------------
 
 log "building and packaging the extension"
-if [[ ! -d $CLIENT/node_modules ]]; then
+if [[ ! -d $CLIENT/node_modules || $CLIENT/package-lock.json -nt $CLIENT/node_modules/.package-lock.json ]]; then
     (cd "$CLIENT" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 (cd "$CLIENT" && npm run --silent package -- -o "$WORK/coven.vsix" >"$WORK/package.log" 2>&1) ||
@@ -161,7 +170,8 @@ fi
 
 USER_DATA=$WORK/user-data
 EXTENSIONS=$WORK/extensions
-mkdir -p "$USER_DATA/User" "$EXTENSIONS" "$WORK/xdg/config" "$WORK/xdg/data" "$WORK/xdg/cache" "$WORK/claude-config"
+mkdir -p "$USER_DATA/User" "$EXTENSIONS" "$WORK/claude-config" \
+    "$WORK/xdg/config" "$WORK/xdg/data" "$WORK/xdg/cache" "$WORK/xdg/state"
 cs() { # code-server with node 24 and nothing written outside $WORK
     env PATH="$N24/bin:$PATH" XDG_CONFIG_HOME="$WORK/xdg/config" XDG_DATA_HOME="$WORK/xdg/data" \
         XDG_CACHE_HOME="$WORK/xdg/cache" "$CODE_SERVER" --user-data-dir "$USER_DATA" --extensions-dir "$EXTENSIONS" "$@"
@@ -175,9 +185,22 @@ WORKSPACE=$WORK/workspace
 mkdir -p "$WORKSPACE"
 printf '# Release notes\n\n- New --dry-run flag\n' >"$WORKSPACE/RELEASE.md"
 
-"$PYTHON" - "$USER_DATA/User/settings.json" "$PYTHON" <<'PY'
-import json, sys
-path, python = sys.argv[1], sys.argv[2]
+mkdir -p "$USER_DATA/Machine"
+"$PYTHON" - "$USER_DATA" "$PYTHON" <<'PY'
+import json, os, sys
+user_data, python = sys.argv[1], sys.argv[2]
+coven = {
+    # The extension starts the coven-ls of this checkout.
+    "coven.server.command": [python, "-m", "coven_ls"],
+    "coven.forkMode": "approve",
+    # coven-ls keeps its session database here (its default is under XDG_STATE_HOME, also set).
+    "coven.stateDir": os.path.join(os.path.dirname(user_data), "coven-state"),
+    # The LSP traffic goes to the server log, where the end of this script checks the rebuild.
+    "coven.trace.server": "messages",
+}
+# code-server is a remote window: settings of machine scope (coven.server.command,
+# coven.claudePath) count in the remote ("Machine") settings, not in the browser's user settings.
+json.dump(coven, open(f"{user_data}/Machine/settings.json", "w"), indent=2)
 json.dump({
     # A clean screen: no welcome page, chat, tips, update or telemetry prompts.
     "workbench.startupEditor": "none",
@@ -188,10 +211,8 @@ json.dump({
     "extensions.autoCheckUpdates": False,
     "extensions.autoUpdate": False,
     "update.mode": "none",
-    # The extension starts the coven-ls of this checkout.
-    "coven.server.command": [python, "-m", "coven_ls"],
-    "coven.forkMode": "approve",
-}, open(path, "w"), indent=2)
+    **coven,
+}, open(f"{user_data}/User/settings.json", "w"), indent=2)
 PY
 
 log "starting the scripted model"
@@ -212,7 +233,7 @@ start_group "$WORK/code-server.log" env \
     ANTHROPIC_BASE_URL="http://127.0.0.1:$MODEL_PORT" ANTHROPIC_API_KEY=scripted-model-key \
     CLAUDE_CONFIG_DIR="$WORK/claude-config" CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
     PATH="$N24/bin:$PATH" XDG_CONFIG_HOME="$WORK/xdg/config" XDG_DATA_HOME="$WORK/xdg/data" \
-    XDG_CACHE_HOME="$WORK/xdg/cache" \
+    XDG_CACHE_HOME="$WORK/xdg/cache" XDG_STATE_HOME="$WORK/xdg/state" \
     "$CODE_SERVER" --user-data-dir "$USER_DATA" --extensions-dir "$EXTENSIONS" \
     --bind-addr "127.0.0.1:$PORT" --auth none --disable-telemetry --disable-update-check \
     --disable-workspace-trust --disable-getting-started-override "$WORKSPACE"
@@ -225,6 +246,7 @@ start_group "$WORK/drive.log" env \
     COVEN_E2E_URL="http://127.0.0.1:$PORT" COVEN_E2E_WORKSPACE="$WORKSPACE" \
     COVEN_E2E_ARTIFACTS="$ARTIFACTS" COVEN_E2E_BROWSER_PROFILE="$WORK/browser-profile" \
     COVEN_E2E_CHROMIUM="$CHROMIUM" COVEN_E2E_TOOLS="$TOOLS_DIR" \
+    COVEN_E2E_MACHINE_SETTINGS="$USER_DATA/Machine/settings.json" \
     timeout --kill-after=10 600 "$N24/bin/node" "$CLIENT/e2e/drive.mjs"
 DRIVER=${PGIDS[-1]}
 tail -f "$WORK/drive.log" --pid "$DRIVER" >&2 &
@@ -235,4 +257,21 @@ status=$?
 set -e
 wait "$TAIL" 2>/dev/null || true
 ((status == 0)) || die "the browser run failed (exit $status); screenshots and logs in $ARTIFACTS"
+
+# The last server the extension started (after the setting was fixed) found the earlier session in
+# its store: the client must have rebuilt its tree from coven/listSessions and coven/getEvents.
+SERVER_LOG=$(find "$USER_DATA/logs" -name '*Coven Server.log' | head -n 1)
+[[ -n $SERVER_LOG ]] || die "no Coven Server log under $USER_DATA/logs"
+# The output channel reaches its file a moment after the fact: give it a few seconds.
+"$PYTHON" - "$SERVER_LOG" <<'PY' || die "the client did not rebuild its tree after the restart (log: $SERVER_LOG)"
+import re, sys, time
+for _ in range(50):
+    log = open(sys.argv[1], encoding="utf-8").read()
+    after = log[log.rfind("Sending request 'initialize"):]
+    if all(re.search(rf"Sending request '{m}", after) for m in ("coven/listSessions", "coven/getEvents")):
+        print("the client rebuilt its tree after the last restart", file=sys.stderr)
+        sys.exit(0)
+    time.sleep(0.2)
+sys.exit(1)
+PY
 log "PASS in ${SECONDS}s; screenshots in $ARTIFACTS"

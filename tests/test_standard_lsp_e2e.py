@@ -263,3 +263,13 @@ async def test_a_coven_aware_client_gets_no_log_lines(
     else:
         assert coven.client.progress_reports == {}
     assert log_lines(coven) == []
+
+
+async def test_a_coven_aware_client_is_offered_no_command_mirrors(coven: Coven) -> None:
+    # It speaks coven/* itself; VS Code's client would even register the mirrors as editor
+    # commands and clash with its own coven.* commands.
+    assert coven.init_result is not None
+    assert coven.init_result.capabilities.execute_command_provider is None
+    # The commands still answer, for a client that calls them anyway.
+    listed = await execute(coven, "coven.listSessions", {})
+    assert listed == {"sessions": []}

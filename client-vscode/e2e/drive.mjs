@@ -7,7 +7,7 @@
 // Every assertion reads what a user would see: tree rows (their aria-level is the nesting, their
 // aria-label the label and description), notifications, the editor.
 
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
@@ -21,6 +21,8 @@ const WORKSPACE = env('COVEN_E2E_WORKSPACE');
 const ARTIFACTS = env('COVEN_E2E_ARTIFACTS');
 const PROFILE = env('COVEN_E2E_BROWSER_PROFILE');
 const CHROMIUM = env('COVEN_E2E_CHROMIUM');
+/** code-server's remote ("Machine") settings, where coven.server.command lives. */
+const MACHINE_SETTINGS = env('COVEN_E2E_MACHINE_SETTINGS');
 const { chromium } = createRequire(join(env('COVEN_E2E_TOOLS'), 'package.json'))('playwright-core');
 
 const STEP_MS = 120_000;
@@ -49,6 +51,7 @@ const rows = sidebar.locator('.monaco-list-row');
 let shot = 0;
 const screenshot = async (name) => {
   const file = join(ARTIFACTS, `${String(++shot).padStart(2, '0')}-${name}.png`);
+  await page.mouse.move(1100, 400); // no hover tooltip over the tree
   await page.screenshot({ path: file });
   log(`screenshot ${file}`);
 };
@@ -82,12 +85,12 @@ async function runCommand(title) {
 }
 
 async function clickInline(rowLocator, action) {
+  // Hover only: a click on a row with children would also toggle its expansion.
   await rowLocator.hover();
-  await rowLocator.click();
   await rowLocator.locator(`.actions .action-label[aria-label="${action}"]`).click();
 }
 
-function assertNested(tree) {
+function assertNested(tree, { finished }) {
   const at = (prefix, from = 0) => {
     const i = tree.findIndex((r, k) => k >= from && r.label.startsWith(prefix));
     if (i < 0) throw new Error(`no row "${prefix}…" in the tree:\n${format(tree)}`);
@@ -96,7 +99,6 @@ function assertNested(tree) {
   const session = at(SESSION_TITLE);
   const fork = at('⑂ Fork · 2 tasks', session);
   const children = TASKS.map((t) => at(`${t},`, fork));
-  const results = at('Fork results', fork);
   const expect = (cond, message) => {
     if (!cond) throw new Error(`${message}:\n${format(tree)}`);
   };
@@ -106,8 +108,22 @@ function assertNested(tree) {
     // Nothing between the fork and its child climbs back to the fork's level or above.
     expect(tree.slice(fork + 1, c).every((r) => r.level > tree[fork].level), `child row ${tree[c].label} is outside the fork's subtree`);
   }
-  expect(tree[results].level === tree[session].level + 1, 'the reintegration turn is not at the parent level');
-  expect(children.every((c) => c < results), 'the parent did not continue below the fork');
+  if (finished) {
+    const results = at('Fork results', fork);
+    expect(tree[results].level === tree[session].level + 1, 'the reintegration turn is not at the parent level');
+    expect(children.every((c) => c < results), 'the parent did not continue below the fork');
+  }
+}
+
+/** Drags the sidebar's sash so that descriptions fit (screenshots only; nothing depends on it). */
+async function widenSidebar(width) {
+  const box = await sidebar.boundingBox();
+  if (!box) return;
+  const y = box.y + box.height / 2;
+  await page.mouse.move(box.x + box.width + 1, y);
+  await page.mouse.down();
+  await page.mouse.move(box.x + width, y, { steps: 5 });
+  await page.mouse.up();
 }
 
 const format = (tree) => tree.map((r) => `${'  '.repeat(Math.max(0, r.level - 1))}${r.label}`).join('\n');
@@ -120,6 +136,7 @@ try {
   log('workbench is up');
 
   await page.locator('.part.activitybar [aria-label^="Coven"]').first().click();
+  await widenSidebar(520);
   log('waiting for coven-ls to start (the view says so when it is ready)');
   await sidebar.getByText('No sessions yet').waitFor();
   await screenshot('empty-view');
@@ -147,24 +164,73 @@ try {
 
   for (const task of TASKS) await waitForRow(`${task},`, `child "${task}"`);
   await screenshot('fork-running');
-  assertNested(await treeRows());
+  assertNested(await treeRows(), { finished: false });
 
   await waitForRow('⑂ Fork · 2 tasks, done', 'the fork to finish');
   for (const task of TASKS) await waitForRow(`${task}, done`, `child "${task}" to finish`);
   await waitForRow('Both checks passed', "the parent's answer after the fork");
   await waitForRow(`${SESSION_TITLE}, done`, 'the parent to finish');
   const tree = await treeRows();
-  assertNested(tree);
+  assertNested(tree, { finished: true });
   log(`final tree:\n${format(tree)}`);
   await screenshot('fork-done');
 
   log('opening the transcript');
-  await clickInline(row(SESSION_TITLE), 'Open Transcript');
+  await clickInline(sidebar.locator(`.monaco-list-row[aria-level="1"][aria-label^="${SESSION_TITLE}"]`), 'Open Transcript');
   await page.locator('.monaco-editor .view-lines', { hasText: '⑂ Fork · 2 tasks' }).first().waitFor();
   await screenshot('transcript');
 
+  // A fork by hand, from an earlier message: the context menu, the task editor, coven/fork.
+  log('Fork from Here on the first assistant message');
+  await row('Let me check the release notes first.').click({ button: 'right' });
+  await page.locator('.context-view .action-label[aria-label="Fork from Here"]').click();
+  await page.locator('.quick-input-widget', { hasText: 'The first task' }).waitFor();
+  await page.locator('.quick-input-widget input').fill('Double-check the notes');
+  await page.keyboard.press('Enter');
+  await page.locator('.quick-input-widget .monaco-list-row', { hasText: 'Fork with 1 task' }).waitFor();
+  await page.keyboard.press('Enter'); // the first item accepts
+  await waitForRow('⑂ Fork · 1 task, done', 'the fork by hand to finish');
+  await waitForRow('Double-check the notes, done', 'its child');
+  const manual = await treeRows();
+  const by = (prefix) => manual.findIndex((r) => r.label.startsWith(prefix));
+  if (manual[by('Double-check the notes')].level !== manual[by('⑂ Fork · 1 task')].level + 1) {
+    throw new Error(`the child of the fork by hand is not nested under it:\n${format(manual)}`);
+  }
+  // Settle first: with a turn running, the settings change below would ask before restarting.
+  await waitForRow(`${SESSION_TITLE}, done`, 'the parent to finish its second reintegration');
+  await screenshot('fork-from-here');
+
   const status = await page.locator('.part.statusbar').innerText();
   if (!/Coven/.test(status)) throw new Error(`no Coven item in the status bar: ${status}`);
+
+  // A broken setting: the server restarts on its own (debounced), fails its preflight, and says
+  // exactly what is wrong, once; fixing the setting brings it back (a fresh server, so no sessions).
+  log('breaking coven.server.command');
+  const good = readFileSync(MACHINE_SETTINGS, 'utf8');
+  const broken = { ...JSON.parse(good), 'coven.server.command': ['/nonexistent/python3', '-m', 'coven_ls'] };
+  writeFileSync(MACHINE_SETTINGS, JSON.stringify(broken, null, 2));
+  const failure = page.locator('.notification-toast', { hasText: "'/nonexistent/python3' (from coven.server.command) was not found" });
+  await failure.waitFor();
+  await failure.locator('.monaco-button', { hasText: 'Open Setting' }).waitFor();
+  await sidebar.getByText('coven-ls could not start').waitFor({ timeout: 10_000 }).catch(() => {
+    // The welcome text only shows once the tree is empty; the old sessions may still be listed.
+  });
+  await page.waitForTimeout(1500); // a restart loop would stack up more notifications by now
+  const toasts = await page.locator('.notification-toast', { hasText: 'coven-ls' }).count();
+  if (toasts !== 1) throw new Error(`expected one notification about coven-ls, saw ${toasts}`);
+  await screenshot('server-failed');
+
+  log('restoring coven.server.command');
+  writeFileSync(MACHINE_SETTINGS, good);
+  // Sessions outlive the server (it keeps them in its store): the client rebuilds the tree from
+  // coven/listSessions + coven/getEvents, fork and children nested as before.
+  // "not running" gives way to "Connecting…" at once, which stays until the rebuild is done.
+  await sidebar.getByText('coven-ls is not running').waitFor({ state: 'hidden' });
+  await sidebar.getByText('Connecting to coven-ls').waitFor({ state: 'hidden' });
+  await waitForRow('⑂ Fork · 2 tasks, done', 'the rebuilt fork');
+  for (const task of TASKS) await waitForRow(`${task}, done`, `rebuilt child "${task}"`);
+  assertNested(await treeRows(), { finished: true });
+  await screenshot('rebuilt-after-restart');
   log('PASS');
 } catch (error) {
   failed = true;

@@ -4,16 +4,18 @@
 import * as vscode from 'vscode';
 import { ResponseError } from 'vscode-languageclient/node';
 
-import { BUSY_STATUSES, type CovenModel, type ForkNode, type Node, type SessionNode } from './model';
-import { firstLine } from './model';
+import { BUSY_STATUSES, type CovenModel, firstLine, type ForkNode, MESSAGEABLE_STATUSES, type Node, type SessionNode } from './model';
 import { forkStateText, sessionStatusText } from './present';
 import {
   type DecideForkParams,
+  type DeleteSessionParams,
+  type DeleteSessionResult,
   ErrorCode,
   type ForkParams,
   type ForkResponse,
   Method,
   type SendMessageResult,
+  type StartSessionParams,
   type StartSessionResult,
 } from './protocol';
 import type { CovenServer } from './server';
@@ -36,6 +38,17 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
 
   const commands: Record<string, (target?: Target) => Promise<unknown>> = {
     'coven.newSession': async () => {
+      const folders = vscode.workspace.workspaceFolders ?? [];
+      if (folders.length === 0) {
+        void vscode.window.showErrorMessage('Open a folder first: a Coven session works in a workspace folder.');
+        return;
+      }
+      // coven-ls defaults to the first folder; in a multi-root workspace the user says which.
+      const folder =
+        folders.length === 1
+          ? folders[0]
+          : await vscode.window.showWorkspaceFolderPick({ placeHolder: 'Which folder should the session work in?' });
+      if (folder === undefined) return;
       const prompt = await vscode.window.showInputBox({
         title: 'New Coven Session',
         prompt: 'What should Claude do? (Enter to start)',
@@ -44,7 +57,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
         validateInput: (v) => (v.trim() ? undefined : 'Type what Claude should do.'),
       });
       if (prompt === undefined) return;
-      const { sessionId } = await server.request<StartSessionResult>(Method.startSession, { prompt });
+      const { sessionId } = await server.request<StartSessionResult>(Method.startSession, { prompt, cwd: folder.uri.fsPath } satisfies StartSessionParams);
       if (await sync.whenKnown(sessionId)) {
         const node = model.session(sessionId);
         if (node) await treeView.reveal(node, { select: true, focus: false, expand: true }).then(undefined, () => undefined);
@@ -52,11 +65,11 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
     },
 
     'coven.sendMessage': async (target) => {
-      const session = await sessionFor(model, target, (s) => s.status !== 'closed', 'Send a message to which session?');
+      const session = await sessionFor(model, target, (s) => s.status !== 'closed' && s.status !== 'cancelled', 'Send a message to which session?');
       if (!session) return;
       const text = await vscode.window.showInputBox({
         title: `Message to '${titleOf(session)}'`,
-        prompt: BUSY_STATUSES.has(session.status) ? 'The session is busy: the message waits for the running turn.' : 'Your next message',
+        prompt: MESSAGEABLE_STATUSES.has(session.status) ? 'Your next message' : 'The session is busy: the message waits its turn.',
         ignoreFocusOut: true,
         validateInput: (v) => (v.trim() ? undefined : 'Type a message.'),
       });
@@ -66,7 +79,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
     },
 
     'coven.forkSession': async (target) => {
-      const session = await sessionFor(model, target, (s) => s.status !== 'closed', 'Fork which session?');
+      const session = await sessionFor(model, target, (s) => MESSAGEABLE_STATUSES.has(s.status), 'Fork which session?');
       if (!session) return;
       const tasks = await editTasks([], `Fork '${titleOf(session)}'`, 'Fork');
       if (!tasks) return;
@@ -112,6 +125,16 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       await decide({ forkId: fork.forkId, approve: false, ...(reason.trim() ? { reason: reason.trim() } : {}) });
     },
 
+    'coven.resumeFork': async (target) => {
+      const fork = await interruptedFork(model, target);
+      if (fork) await server.request(Method.resumeFork, { forkId: fork.forkId });
+    },
+
+    'coven.abandonFork': async (target) => {
+      const fork = await interruptedFork(model, target);
+      if (fork) await server.request(Method.abandonFork, { forkId: fork.forkId });
+    },
+
     'coven.cancel': async (target) => {
       // A fork is cancelled through its parent: cancelling a forking parent cancels the whole fork.
       const node = typeof target === 'object' ? target : undefined;
@@ -133,6 +156,23 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
         if (ok !== 'Close Session') return;
       }
       await server.request(Method.closeSession, { sessionId: session.sessionId });
+    },
+
+    'coven.deleteSession': async (target) => {
+      const session = await sessionFor(model, target, () => true, 'Delete which session?');
+      if (!session) return;
+      const children = countDescendants(model, session);
+      const choice = await vscode.window.showWarningMessage(
+        `Delete '${titleOf(session)}'${children > 0 ? ` and its ${children} fork ${children === 1 ? 'child' : 'children'}` : ''}? coven-ls forgets ${children > 0 ? 'them' : 'it'}; running agents stop.`,
+        { modal: true, detail: "Claude Code's own transcripts of the conversation are kept unless you delete them too." },
+        'Delete',
+        'Delete with Claude Transcripts',
+      );
+      if (choice === undefined) return;
+      await server.request<DeleteSessionResult>(Method.deleteSession, {
+        sessionId: session.sessionId,
+        purge: choice === 'Delete with Claude Transcripts',
+      } satisfies DeleteSessionParams);
     },
 
     'coven.openTranscript': async (target) => {
@@ -199,6 +239,43 @@ async function sessionFor(
     { placeHolder, matchOnDetail: true },
   );
   return picked?.session;
+}
+
+function countDescendants(model: CovenModel, session: SessionNode): number {
+  let count = 0;
+  for (const item of session.items) {
+    if (item.kind !== 'fork') continue;
+    for (const child of item.children) count += 1 + countDescendants(model, child);
+  }
+  return count;
+}
+
+async function interruptedFork(model: CovenModel, target: Target): Promise<ForkNode | undefined> {
+  let fork: ForkNode | undefined;
+  if (typeof target === 'string') fork = model.fork(target);
+  else if (target?.kind === 'fork') fork = target;
+  else if (target?.kind === 'session') fork = model.interruptedForks().find((f) => f.sessionId === target.sessionId);
+  else {
+    const open = model.interruptedForks();
+    if (open.length === 0) {
+      void vscode.window.showInformationMessage('No fork is waiting to be resumed or abandoned.');
+      return undefined;
+    }
+    fork =
+      open.length === 1
+        ? open[0]
+        : (
+            await vscode.window.showQuickPick(
+              open.map((f) => ({ label: model.session(f.sessionId)?.title ?? f.sessionId, description: f.tasks.join(' · '), fork: f })),
+              { placeHolder: 'Which interrupted fork?' },
+            )
+          )?.fork;
+  }
+  if (fork !== undefined && fork.state !== 'interrupted') {
+    void vscode.window.showInformationMessage(`That fork was not interrupted (${forkStateText(fork)}).`);
+    return undefined;
+  }
+  return fork;
 }
 
 async function proposedFork(model: CovenModel, target: Target): Promise<ForkNode | undefined> {

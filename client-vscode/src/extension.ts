@@ -62,9 +62,18 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     status.show();
   };
 
+  // While the tree may not be what the server has (it is down, starting, or the list is being
+  // rebuilt), a line above it says so. The welcome content covers the empty cases.
+  let rebuilding = false;
   const updateViewMessage = (): void => {
-    // Shown above the tree while sessions exist; the welcome content covers the empty cases.
-    treeView.message = server!.state === 'failed' && model.roots().length > 0 ? `coven-ls is not running: ${server!.problem ?? ''}` : undefined;
+    const state = server!.state;
+    const stale = model.roots().length > 0;
+    treeView.message =
+      state === 'failed' && stale
+        ? `coven-ls is not running: ${server!.problem ?? ''}`
+        : rebuilding || (state === 'starting' && stale)
+          ? 'Connecting to coven-ls…'
+          : undefined;
   };
 
   context.subscriptions.push(
@@ -83,7 +92,16 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       updateStatus();
     }),
     sync.onForkProposed((fork) => void announceFork(fork, sync!)),
-    server.onDidConnect(() => void sync!.rebuild()),
+    server.onDidConnect(async () => {
+      rebuilding = true;
+      updateViewMessage();
+      try {
+        await sync!.rebuild();
+      } finally {
+        rebuilding = false;
+        updateViewMessage();
+      }
+    }),
     server.onDidChangeState(() => {
       updateStatus();
       updateViewMessage();
@@ -134,7 +152,7 @@ function watchSettings(server: CovenServer, sync: SessionSync): vscode.Disposabl
 
 /** Every `coven.*` setting except `coven.trace.server`, which the client applies live. */
 function affectsServer(e: vscode.ConfigurationChangeEvent): boolean {
-  return ['server.command', 'claudePath', 'forkMode', 'maxChildren', 'maxParallel', 'maxDepth', 'model', 'permissionMode'].some((key) =>
+  return ['server.command', 'claudePath', 'forkMode', 'maxChildren', 'maxParallel', 'maxDepth', 'model', 'permissionMode', 'stateDir'].some((key) =>
     e.affectsConfiguration(`coven.${key}`),
   );
 }

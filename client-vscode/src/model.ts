@@ -42,17 +42,28 @@ export interface SessionNode extends NodeBase {
   lastError: string | undefined;
   /** Highest seq applied; everything up to it has been applied, in order. */
   lastSeq: number;
-  /** Top-level turn items, in order (subagent items live under their tool call). */
-  readonly items: ItemNode[];
+  /**
+   * The session's timeline: its turns, and between them its forks (and errors that happened
+   * outside a turn). Turns hold their own items, so a streaming turn refreshes only itself.
+   */
+  readonly items: Array<TurnNode | ForkNode | NoteNode>;
 }
 
-export interface PromptNode extends NodeBase {
-  readonly kind: 'prompt';
+export type TurnState = 'running' | 'done' | 'failed' | 'cancelled' | 'interrupted';
+
+/** One turn: the message that started it (a `prompt` event) and what the agent did about it. */
+export interface TurnNode extends NodeBase {
+  readonly kind: 'turn';
   readonly sessionId: string;
   readonly seq: number;
+  /** The message that started the turn. */
   readonly text: string;
-  /** "user", "fork" (a child's assignment), "forkResults" (the parent's reintegration turn). */
+  /** "user", "fork" (a child's assignment), "forkResults" (the parent's reintegration turn), … */
   readonly origin: string;
+  state: TurnState;
+  costUsd: number | undefined;
+  durationMs: number | undefined;
+  readonly children: ItemNode[];
 }
 
 export interface TextNode extends NodeBase {
@@ -81,7 +92,8 @@ export interface ToolNode extends NodeBase {
   readonly children: ItemNode[];
 }
 
-export type ForkState = 'proposed' | 'rejected' | 'running' | 'done' | 'cancelled';
+/** `interrupted`: it was running when the server stopped; it waits for resumeFork or abandonFork. */
+export type ForkState = 'proposed' | 'rejected' | 'running' | 'interrupted' | 'done' | 'cancelled';
 
 export interface ForkNode extends NodeBase {
   readonly kind: 'fork';
@@ -118,13 +130,16 @@ export interface NoteNode extends NodeBase {
   readonly detail: string | undefined;
 }
 
-export type ItemNode = PromptNode | TextNode | ToolNode | ForkNode | NoteNode;
-export type Node = SessionNode | ItemNode | TaskNode;
+/** What a turn or a tool call (the CLI's subagents) holds. */
+export type ItemNode = TextNode | ToolNode | NoteNode;
+export type Node = SessionNode | TurnNode | ItemNode | ForkNode | TaskNode;
 
 /** Statuses in which the session is doing something (spinner, counts as running). */
 export const BUSY_STATUSES: ReadonlySet<string> = new Set(['starting', 'running', 'forking', 'queued']);
 /** A fork child in one of these has ended. */
 export const ENDED_STATUSES: ReadonlySet<string> = new Set(['idle', 'failed', 'cancelled', 'closed']);
+/** Statuses in which a session takes a message right away (others queue it or refuse it). */
+export const MESSAGEABLE_STATUSES: ReadonlySet<string> = new Set(['idle', 'failed', 'interrupted']);
 
 export interface Gap {
   sessionId: string;
@@ -155,6 +170,8 @@ interface SessionRecord {
   costFromEvents: number;
   costFromInfo: number;
   pendingPermissions: Set<string>;
+  /** The turn events go to, from its prompt to its turnResult. */
+  turn: TurnNode | undefined;
   /** Insertion order, to order sessions created in the same millisecond. */
   order: number;
 }
@@ -168,6 +185,10 @@ const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is
 export class CovenModel {
   private readonly records = new Map<string, SessionRecord>();
   private readonly forks = new Map<string, ForkNode>();
+  // Kept apart so that the sync's per-event "anything to fetch?" does not scan every session
+  // (with a persistent server, the list only grows).
+  private readonly gapped = new Set<SessionRecord>();
+  private readonly unknown = new Set<SessionRecord>();
   private nextOrder = 0;
   private changed = new Set<Node>();
   private changedSessions = new Set<SessionNode>();
@@ -186,10 +207,18 @@ export class CovenModel {
       const sessionId = str(event.sessionId);
       const seq = num(event.seq);
       if (sessionId === undefined || seq === undefined || !Number.isInteger(seq) || seq < 1) continue;
+      if (event.kind === 'deleted') {
+        // Not stored, so no getEvents will ever fill in before it: it applies at once, whatever
+        // its seq, and the session's other events (pending ones too) go with it.
+        this.remove([sessionId, ...strings(event.sessionIds)]);
+        applied.push(event);
+        continue;
+      }
       const rec = this.record(sessionId, str(event.time));
       if (seq <= rec.node.lastSeq) continue;
       if (seq > rec.node.lastSeq + 1) {
         rec.pending.set(seq, event);
+        this.gapped.add(rec);
         continue;
       }
       this.apply(rec, event);
@@ -199,6 +228,7 @@ export class CovenModel {
         this.apply(rec, next);
         applied.push(next);
       }
+      if (rec.pending.size === 0) this.gapped.delete(rec);
     }
     return applied;
   }
@@ -210,6 +240,7 @@ export class CovenModel {
       if (sessionId === undefined) continue;
       const rec = this.record(sessionId, str(info.createdAt));
       const node = rec.node;
+      const before = infoSignature(node);
       node.title = str(info.title) ?? node.title;
       node.createdAt = str(info.createdAt) ?? node.createdAt;
       node.cwd = str(info.cwd) ?? node.cwd;
@@ -225,7 +256,8 @@ export class CovenModel {
         this.adoptChild(rec, parentId, forkId, str(info.label));
       }
       this.markKnown(rec);
-      this.touch(node);
+      // listSessions answers for every session; only the ones it tells something new are redrawn.
+      if (infoSignature(node) !== before) this.touch(node);
     }
   }
 
@@ -233,25 +265,44 @@ export class CovenModel {
   reset(): void {
     this.records.clear();
     this.forks.clear();
+    this.gapped.clear();
+    this.unknown.clear();
     this.changed.clear();
     this.changedSessions.clear();
     this.rootChanged = true;
+  }
+
+  /** Drops sessions (a `deleted` event): from the tree, from their forks, with their own forks. */
+  private remove(sessionIds: string[]): void {
+    for (const sessionId of new Set(sessionIds)) {
+      const rec = this.records.get(sessionId);
+      if (rec === undefined) continue;
+      this.records.delete(sessionId);
+      this.gapped.delete(rec);
+      this.unknown.delete(rec);
+      const node = rec.node;
+      if (node.parent?.kind === 'fork') {
+        const fork = node.parent;
+        const index = fork.children.indexOf(node);
+        if (index >= 0) fork.children.splice(index, 1);
+        this.touch(fork);
+      } else if (rec.known) {
+        this.rootChanged = true;
+      }
+      for (const [forkId, fork] of this.forks) if (fork.sessionId === sessionId) this.forks.delete(forkId);
+    }
   }
 
   // --- what the caller must fetch --------------------------------------------------------------
 
   /** Sessions with events waiting behind a gap: fetch `coven/getEvents` after `afterSeq`. */
   gaps(): Gap[] {
-    const out: Gap[] = [];
-    for (const rec of this.records.values()) {
-      if (rec.pending.size > 0) out.push({ sessionId: rec.node.sessionId, afterSeq: rec.node.lastSeq });
-    }
-    return out;
+    return [...this.gapped].map((rec) => ({ sessionId: rec.node.sessionId, afterSeq: rec.node.lastSeq }));
   }
 
   /** Sessions seen only in events so far: `coven/listSessions` says what they are. */
   unknownSessions(): string[] {
-    return [...this.records.values()].filter((r) => !r.known).map((r) => r.node.sessionId);
+    return [...this.unknown].map((r) => r.node.sessionId);
   }
 
   // --- output ----------------------------------------------------------------------------------
@@ -280,7 +331,8 @@ export class CovenModel {
     if (node === undefined) return this.roots();
     switch (node.kind) {
       case 'session':
-        return node.items.filter(visibleItem);
+        return node.items;
+      case 'turn':
       case 'tool':
         return node.children.filter(visibleItem);
       case 'fork':
@@ -308,6 +360,11 @@ export class CovenModel {
   /** Forks waiting for the user's decision. */
   proposedForks(): ForkNode[] {
     return [...this.forks.values()].filter((f) => f.state === 'proposed' && f.placed);
+  }
+
+  /** Forks a server restart cut off, waiting for resumeFork or abandonFork. */
+  interruptedForks(): ForkNode[] {
+    return [...this.forks.values()].filter((f) => f.state === 'interrupted' && f.placed);
   }
 
   /** Running forks, with how many of their children have ended. */
@@ -362,9 +419,11 @@ export class CovenModel {
         costFromEvents: 0,
         costFromInfo: 0,
         pendingPermissions: new Set(),
+        turn: undefined,
         order: this.nextOrder++,
       };
       this.records.set(sessionId, rec);
+      this.unknown.add(rec);
     }
     return rec;
   }
@@ -378,13 +437,10 @@ export class CovenModel {
         return this.onStatus(rec, str(e.status));
       case 'prompt': {
         const text = str(e.text) ?? '';
-        const origin = str(e.origin) ?? 'user';
         // A session seen only in events gets a readable name until listSessions answers.
         if (!rec.known && node.title === node.sessionId) node.title = firstLine(text);
-        return this.append(rec, undefined, {
-          kind: 'prompt', key: `${node.sessionId}#${e.seq}`, parent: undefined, version: 0,
-          sessionId: node.sessionId, seq: e.seq, text, origin,
-        });
+        this.openTurn(rec, e.seq, text, str(e.origin) ?? 'user');
+        return;
       }
       case 'agent':
         node.agentSessionId = str(e.agentSessionId) ?? node.agentSessionId;
@@ -445,26 +501,24 @@ export class CovenModel {
         return this.touch(node);
       }
       case 'turnResult': {
-        rec.costFromEvents += num(e.costUsd) ?? 0;
+        const cost = num(e.costUsd) ?? 0;
+        rec.costFromEvents += cost;
         this.refreshCost(rec);
-        // Whatever was still running when the turn ended will not finish any more.
-        for (const tool of rec.tools.values()) {
-          if (tool.state === 'running' || tool.state === 'awaitingPermission') {
-            tool.state = 'interrupted';
-            this.touch(tool);
-          }
-        }
         rec.pendingPermissions.clear();
         node.awaitingPermission = 0;
         this.touch(node);
-        if (e.cancelled === true || e.subtype === 'cancelled') {
-          return this.append(rec, undefined, note(node, e.seq, 'cancelled', 'Turn cancelled', undefined));
+        const turn = rec.turn;
+        if (turn !== undefined) {
+          turn.costUsd = cost;
+          turn.durationMs = num(e.durationMs);
         }
+        if (e.cancelled === true || e.subtype === 'cancelled') return this.endTurn(rec, 'cancelled');
         if (e.isError === true) {
           const text = str(e.text) ?? '';
-          return this.append(rec, undefined, note(node, e.seq, 'error', `Turn failed: ${firstLine(text) || str(e.subtype) || 'error'}`, text));
+          this.append(rec, undefined, note(node, e.seq, 'error', `Turn failed: ${firstLine(text) || str(e.subtype) || 'error'}`, text));
+          return this.endTurn(rec, 'failed');
         }
-        return;
+        return this.endTurn(rec, 'done');
       }
       case 'error': {
         const message = str(e.message) ?? 'error';
@@ -519,8 +573,10 @@ export class CovenModel {
         return this.touch(fork);
       }
       case 'forkError': {
+        // Between turns: the answer with the bad tag has ended, the retry is the next turn.
         const message = str(e.message) ?? 'invalid fork';
-        return this.append(rec, undefined, note(node, e.seq, 'error', `Fork not started: ${firstLine(message)}`, message));
+        node.items.push({ ...note(node, e.seq, 'error', `Fork not started: ${firstLine(message)}`, message), parent: node });
+        return this.touch(node);
       }
       default:
         return; // kinds from a newer server: their seq counts, their content is not ours to show
@@ -533,28 +589,74 @@ export class CovenModel {
     rec.statusFromEvents = true;
     node.status = status;
     this.touch(node);
+    // A turn still open when its session stops will get no turnResult.
+    if (status === 'interrupted') this.endTurn(rec, 'interrupted');
+    else if (status === 'closed' || status === 'cancelled') this.endTurn(rec, 'cancelled');
+    else if (status === 'failed') this.endTurn(rec, 'failed');
     // A fork's progress is its children's statuses.
     const fork = node.forkId !== undefined ? this.forks.get(node.forkId) : undefined;
     if (fork !== undefined) this.touch(fork);
-    // A parent that stops while its fork is open took the fork down with it, even if no
-    // forkFinished says so. (Not on `idle`: a parent may well pass through idle around a fork.)
-    if (status === 'cancelled' || status === 'closed' || status === 'failed') {
-      for (const f of this.forks.values()) {
-        if (f.sessionId !== node.sessionId) continue;
-        if (f.state === 'running' || f.state === 'proposed') {
-          f.state = 'cancelled';
-          this.touch(f);
-        }
+    // No event says that a fork stopped or came back: its parent's status does. A parent that
+    // the server stopped mid-fork comes back `interrupted` (the fork waits for resumeFork or
+    // abandonFork); `forking` again means it was resumed. A parent that ends while its fork is
+    // open took the fork down with it. (Not on `idle`: a parent may pass through idle around a fork.)
+    for (const f of this.forks.values()) {
+      if (f.sessionId !== node.sessionId) continue;
+      const next =
+        status === 'interrupted' && f.state === 'running'
+          ? 'interrupted'
+          : status === 'forking' && f.state === 'interrupted'
+            ? 'running'
+            : (status === 'cancelled' || status === 'closed' || status === 'failed') && (f.state === 'running' || f.state === 'proposed')
+              ? 'cancelled'
+              : f.state;
+      if (next !== f.state) {
+        f.state = next;
+        this.touch(f);
       }
     }
   }
 
   private append(rec: SessionRecord, parentToolUseId: string | undefined, item: ItemNode): void {
     const tool = parentToolUseId !== undefined ? rec.tools.get(parentToolUseId) : undefined;
-    const container: SessionNode | ToolNode = tool ?? rec.node;
+    // Outside a turn only notes belong to the session itself (the CLI died between turns). Agent
+    // output there, which the server does not send, gets a turn of its own rather than be lost.
+    const container: SessionNode | TurnNode | ToolNode =
+      tool ?? rec.turn ?? (item.kind === 'note' ? rec.node : this.openTurn(rec, item.seq, '', 'unprompted'));
     item.parent = container;
-    (container.kind === 'session' ? container.items : container.children).push(item);
+    if (container.kind === 'session') container.items.push(item as NoteNode); // only notes get here
+    else container.children.push(item);
     this.touch(container);
+  }
+
+  private openTurn(rec: SessionRecord, seq: number, text: string, origin: string): TurnNode {
+    this.endTurn(rec, 'done');
+    const node = rec.node;
+    const turn: TurnNode = {
+      // Not `#seq` like the items: a turn that no prompt started shares its first item's seq.
+      kind: 'turn', key: `${node.sessionId}/turn${seq}`, parent: node, version: 0,
+      sessionId: node.sessionId, seq, text, origin,
+      state: 'running', costUsd: undefined, durationMs: undefined, children: [],
+    };
+    rec.turn = turn;
+    node.items.push(turn);
+    this.touch(node);
+    return turn;
+  }
+
+  /** Closes the open turn: whatever was still running in it will not finish any more. */
+  private endTurn(rec: SessionRecord, state: TurnState): void {
+    const turn = rec.turn;
+    if (turn === undefined) return;
+    rec.turn = undefined;
+    turn.state = state;
+    this.touch(turn);
+    for (const tool of rec.tools.values()) {
+      if (tool.state === 'running' || tool.state === 'awaitingPermission') {
+        tool.state = 'interrupted';
+        this.touch(tool);
+      }
+    }
   }
 
   private forkNode(forkId: string, sessionId: string): ForkNode {
@@ -604,6 +706,7 @@ export class CovenModel {
   private markKnown(rec: SessionRecord): void {
     if (rec.known) return;
     rec.known = true;
+    this.unknown.delete(rec);
     if (rec.node.parentId === undefined) this.rootChanged = true;
     else if (rec.node.parent) this.touch(rec.node.parent);
   }
@@ -639,6 +742,10 @@ export class CovenModel {
     }
     return false;
   }
+}
+
+function infoSignature(n: SessionNode): string {
+  return JSON.stringify([n.title, n.label, n.status, n.costUsd, n.queuedMessages, n.model, n.cwd, n.agentSessionId, n.createdAt]);
 }
 
 function visibleItem(node: ItemNode): boolean {

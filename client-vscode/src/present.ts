@@ -10,6 +10,7 @@ import {
   type Node,
   type SessionNode,
   type ToolNode,
+  type TurnNode,
 } from './model';
 
 export interface Icon {
@@ -26,8 +27,10 @@ export interface Presentation {
   tooltip: string;
   icon: Icon;
   /**
-   * The `viewItem` of menus: `<kind>` then `;key=value` flags. package.json's `when` clauses
-   * match it with regexes, so menus follow from the data, not from code.
+   * The `viewItem` of menus: the kind, then its state words, joined by `-` (e.g.
+   * `session-idle-top`, `fork-proposed`). package.json's `when` clauses match it with regexes, so
+   * menus follow from the data, not from code. (No `=` or `;` in here: with them,
+   * `viewItem == fork;state=proposed` matched every row in VS Code 1.139.)
    */
   contextValue: string;
   collapsible: 'none' | 'collapsed' | 'expanded';
@@ -38,13 +41,14 @@ export interface Presentation {
 /** Tools whose calls run one of the CLI's own subagents (their events nest under the call). */
 const SUBAGENT_TOOLS = new Set(['Task', 'Agent']);
 
-/** Prompts the server wrote itself (prompt.origin) look different from the user's own. */
+/** Turns the server started itself (prompt.origin) look different from the user's own. */
 const PROMPT_ORIGINS: Record<string, { icon: string; description: string; label?: string }> = {
   user: { icon: 'account', description: '' },
   fork: { icon: 'repo-forked', description: 'assignment' },
   forkResults: { icon: 'git-merge', description: 'reintegration turn', label: 'Fork results' },
   forkRejected: { icon: 'info', description: 'fork declined', label: 'Told Claude the fork was declined' },
   forkError: { icon: 'warning', description: 'fork tag refused', label: 'Told Claude why its fork tag was refused' },
+  unprompted: { icon: 'comment-discussion', description: '', label: 'Claude (no prompt)' },
 };
 
 export const STATUS_TEXT: Record<string, string> = {
@@ -57,21 +61,31 @@ export const STATUS_TEXT: Record<string, string> = {
   failed: 'failed',
   cancelled: 'cancelled',
   closed: 'closed',
+  interrupted: 'interrupted',
 };
 
-export function present(node: Node, model: CovenModel): Presentation {
+export function present(node: Node): Presentation {
   switch (node.kind) {
     case 'session':
-      return presentSession(node, model);
-    case 'prompt': {
-      const look = PROMPT_ORIGINS[node.origin] ?? { icon: 'account', description: node.origin === 'user' ? '' : node.origin };
+      return presentSession(node);
+    case 'turn': {
+      const look = PROMPT_ORIGINS[node.origin] ?? { icon: 'account', description: node.origin };
+      const stateIcons: Partial<Record<TurnNode['state'], Icon>> = {
+        running: { id: 'loading~spin' },
+        failed: { id: 'error', color: 'testing.iconFailed' },
+        cancelled: { id: 'circle-slash' },
+        interrupted: { id: 'debug-pause', color: 'charts.orange' },
+      };
+      const description = [look.description, node.state === 'done' ? '' : node.state].filter(Boolean).join(' · ');
       return {
-        label: look.label ?? (firstLine(node.text) || '(empty prompt)'),
-        description: look.description,
-        tooltip: quote(node.text),
-        icon: { id: look.icon },
-        contextValue: `prompt;origin=${node.origin}`,
-        collapsible: 'none',
+        label: look.label ?? (firstLine(node.text) || '(empty message)'),
+        description,
+        tooltip: quote(node.text) + (node.costUsd ? `\n\n${formatCost(node.costUsd)}${node.durationMs ? ` · ${(node.durationMs / 1000).toFixed(1)} s` : ''}` : ''),
+        icon: stateIcons[node.state] ?? { id: look.icon },
+        contextValue: `turn-${node.state}`,
+        // Expandable from the start: VS Code shows a node that gains children after its first
+        // render (None → Expanded) collapsed, which would hide a streaming turn.
+        collapsible: 'expanded',
         decorated: false,
       };
     }
@@ -83,7 +97,7 @@ export function present(node: Node, model: CovenModel): Presentation {
         // Model output is Markdown already.
         tooltip: node.text,
         icon: { id: node.kind === 'text' ? 'comment' : 'lightbulb' },
-        contextValue: node.messageId !== undefined ? `${node.kind};forkable` : node.kind,
+        contextValue: node.messageId !== undefined ? `${node.kind}-forkable` : node.kind,
         collapsible: 'none',
         decorated: false,
       };
@@ -109,14 +123,14 @@ export function present(node: Node, model: CovenModel): Presentation {
         description: '',
         tooltip: node.detail !== undefined ? fence(node.detail) : escapeMarkdown(node.text),
         icon: node.severity === 'error' ? { id: 'error', color: 'testing.iconFailed' } : { id: 'circle-slash' },
-        contextValue: `note;severity=${node.severity}`,
+        contextValue: `note-${node.severity}`,
         collapsible: 'none',
         decorated: false,
       };
   }
 }
 
-function presentSession(node: SessionNode, model: CovenModel): Presentation {
+function presentSession(node: SessionNode): Presentation {
   const child = node.parentId !== undefined;
   const parts = [sessionStatusText(node)];
   if (node.queuedMessages > 0) parts.push(`${node.queuedMessages} queued`);
@@ -133,15 +147,15 @@ function presentSession(node: SessionNode, model: CovenModel): Presentation {
   if (node.costUsd > 0) rows.push(`Cost: ${formatCost(node.costUsd)}`);
   if (node.agentSessionId) rows.push(`Claude Code session: \`${node.agentSessionId}\``);
   if (node.lastError && node.status === 'failed') rows.push('', fence(node.lastError));
-  const hasChildren = model.children(node).length > 0;
   return {
     label: child ? (node.label ?? node.title) : node.title,
     description: parts.join(' · '),
     // Two spaces before a newline: a Markdown line break, so each fact stays on its own line.
     tooltip: rows.join('  \n'),
     icon: sessionIcon(node),
-    contextValue: `session;status=${node.status};${child ? 'child' : 'top'}`,
-    collapsible: !hasChildren ? 'none' : child ? 'collapsed' : 'expanded',
+    contextValue: `session-${node.status}-${child ? 'child' : 'top'}`,
+    // Fixed from the start, for the same reason as turns (children arrive after the first render).
+    collapsible: child ? 'collapsed' : 'expanded',
     decorated: false,
   };
 }
@@ -164,6 +178,8 @@ export function sessionIcon(node: SessionNode): Icon {
       return { id: 'circle-slash' };
     case 'closed':
       return { id: 'archive' };
+    case 'interrupted':
+      return { id: 'debug-pause', color: 'charts.orange' };
     default:
       return { id: 'circle-outline' };
   }
@@ -195,7 +211,7 @@ function presentTool(node: ToolNode): Presentation {
     description: describeToolInput(node.input, 80),
     tooltip: rows.join('\n'),
     icon: icons[node.state],
-    contextValue: `tool;state=${node.state}${subagent ? ';subagent' : ''}`,
+    contextValue: `tool-${node.state}${subagent ? '-subagent' : ''}`,
     collapsible: node.children.some((c) => c.kind !== 'thinking') ? 'collapsed' : 'none',
     decorated: false,
   };
@@ -210,6 +226,8 @@ export function forkStateText(fork: ForkNode): string {
       return fork.reason ? `rejected: ${firstLine(fork.reason)}` : 'rejected';
     case 'running':
       return `running · ${done} of ${total} done`;
+    case 'interrupted':
+      return `interrupted · ${done} of ${total} done`;
     case 'done':
       return failed > 0 ? `done · ${failed} of ${total} failed` : 'done';
     case 'cancelled':
@@ -221,11 +239,12 @@ function presentFork(fork: ForkNode): Presentation {
   const count = Math.max(fork.tasks.length, fork.children.length);
   const rows = [`**Fork** · ${forkStateText(fork)}`, '', ...fork.tasks.map((t, i) => `${i + 1}. ${escapeMarkdown(t)}`)];
   if (fork.source === 'user') rows.push('', 'Started by you.');
+  if (fork.state === 'interrupted') rows.push('', 'coven-ls stopped while it ran: resume it (the unfinished children run again) or abandon it (the parent gets what finished).');
   for (const r of fork.results ?? []) {
     if (!r.ok) rows.push('', `${escapeMarkdown(r.label)}: ${escapeMarkdown(r.error ?? 'failed')}`);
   }
   const icon: Icon =
-    fork.state === 'proposed'
+    fork.state === 'proposed' || fork.state === 'interrupted'
       ? { id: 'question', color: 'coven.forkForeground' }
       : fork.state === 'running'
         ? { id: 'loading~spin', color: 'coven.forkForeground' }
@@ -235,7 +254,7 @@ function presentFork(fork: ForkNode): Presentation {
     description: forkStateText(fork),
     tooltip: rows.join('  \n'),
     icon,
-    contextValue: `fork;state=${fork.state}`,
+    contextValue: `fork-${fork.state}`,
     collapsible: count > 0 ? 'expanded' : 'none',
     decorated: true,
   };
@@ -254,11 +273,12 @@ export function summarize(model: CovenModel): StatusSummary {
   const sessions = model.sessions();
   // A forking parent is shown by its fork's progress, a queued child is not running yet.
   const running = sessions.filter((s) => s.status === 'running' || s.status === 'starting').length;
-  const asking = sessions.filter((s) => s.awaitingPermission > 0 || s.status === 'awaitingApproval').length;
+  const asking =
+    sessions.filter((s) => s.awaitingPermission > 0 || s.status === 'awaitingApproval').length + model.interruptedForks().length;
   const forks = model.runningForks();
   const parts: string[] = [];
   if (running > 0) parts.push(`${running} running`);
-  for (const { done, total } of forks) parts.push(`⑂ ${done}/${total}`);
+  for (const { done, total } of forks) parts.push(`$(repo-forked) ${done}/${total}`);
   if (asking > 0) parts.push(`${asking} waiting for you`);
   const icon = asking > 0 ? '$(question)' : running > 0 ? '$(loading~spin)' : '$(repo-forked)';
   const tooltipParts = [
@@ -297,8 +317,9 @@ export function truncate(text: string, limit: number): string {
   return text.length <= limit ? text : text.slice(0, limit - 1) + '…';
 }
 
+/** Escapes what changes the meaning of inline Markdown; text is never at a line start here. */
 export function escapeMarkdown(text: string): string {
-  return text.replace(/[\\`*_{}[\]()#+\-.!|<>]/g, '\\$&');
+  return text.replace(/[\\`*_[\]<>|]/g, '\\$&');
 }
 
 function quote(text: string): string {

@@ -10,6 +10,9 @@ export const Method = {
   getEvents: 'coven/getEvents',
   decideFork: 'coven/decideFork',
   fork: 'coven/fork',
+  resumeFork: 'coven/resumeFork',
+  abandonFork: 'coven/abandonFork',
+  deleteSession: 'coven/deleteSession',
   event: 'coven/event',
   requestPermission: 'coven/requestPermission',
 } as const;
@@ -19,6 +22,8 @@ export const ErrorCode = {
   sessionNotFound: -32001,
   claudeUnavailable: -32002,
   invalidState: -32003,
+  forkNotFound: -32004,
+  storeUnavailable: -32005,
 } as const;
 
 /** Statuses the server sends today; the model keeps unknown ones as plain strings. */
@@ -31,7 +36,8 @@ export type KnownStatus =
   | 'forking'
   | 'failed'
   | 'cancelled'
-  | 'closed';
+  | 'closed'
+  | 'interrupted';
 export type Status = KnownStatus | (string & {});
 
 export type ForkMode = 'auto' | 'approve' | 'off';
@@ -45,6 +51,7 @@ export interface InitializationOptions {
   maxChildren?: number;
   maxParallel?: number;
   maxDepth?: number;
+  stateDir?: string;
 }
 
 /** One entry of `coven/listSessions`; every field is always present (null when unset). */
@@ -79,7 +86,11 @@ export interface EventBase {
 }
 
 export interface StatusEvent extends EventBase { kind: 'status'; status: Status }
-export interface PromptEvent extends EventBase { kind: 'prompt'; text: string; origin: 'user' | 'fork' | 'forkResults' | (string & {}) }
+export interface PromptEvent extends EventBase {
+  kind: 'prompt';
+  text: string;
+  origin: 'user' | 'fork' | 'forkResults' | 'forkError' | 'forkRejected' | (string & {});
+}
 export interface AgentEvent extends EventBase {
   kind: 'agent';
   agentSessionId?: string;
@@ -137,11 +148,15 @@ export interface ForkStartedEvent extends EventBase {
   forkId: string;
   source: 'model' | 'user' | (string & {});
   atMessageId?: string;
+  tasks: string[];
+  /** In task order. */
   children: ForkChild[];
 }
 export interface ForkResult { label: string; sessionId: string; ok: boolean; error?: string }
 export interface ForkFinishedEvent extends EventBase { kind: 'forkFinished'; forkId: string; results: ForkResult[] }
 export interface ForkErrorEvent extends EventBase { kind: 'forkError'; message: string }
+/** Not stored: the session and its subtree are gone; nothing follows it. */
+export interface DeletedEvent extends EventBase { kind: 'deleted'; sessionIds: string[] }
 
 export type CovenEvent = EventBase;
 
@@ -163,6 +178,8 @@ export interface GetEventsResult { events: CovenEvent[] }
 export interface DecideForkParams { forkId: string; approve: boolean; tasks?: string[]; reason?: string }
 export interface ForkParams { sessionId: string; tasks: string[]; atMessageId?: string }
 export interface ForkResponse { forkId: string }
+export interface DeleteSessionParams { sessionId: string; purge?: boolean }
+export interface DeleteSessionResult { deletedSessionIds: string[] }
 
 export interface RequestPermissionParams {
   sessionId: string;

@@ -7,6 +7,7 @@ import {
   ErrorAction,
   LanguageClient,
   type LanguageClientOptions,
+  ResponseError,
   type ServerOptions,
   State,
   type StaticFeature,
@@ -29,7 +30,9 @@ const STOP_TIMEOUT_MS = 10_000;
  */
 class QuietLanguageClient extends LanguageClient {
   override error(message: string, data?: unknown): void {
-    super.error(message, data, false);
+    // It reports every exit as an error, the clean one after `exit` too.
+    if (/exited with code 0\.$/.test(message)) super.info(message, data, false);
+    else super.error(message, data, false);
   }
   override warn(message: string, data?: unknown): void {
     super.warn(message, data, false);
@@ -37,14 +40,24 @@ class QuietLanguageClient extends LanguageClient {
 }
 
 /**
- * Declares that this client answers `coven/requestPermission` and shows proposed forks itself
- * (answering with `coven/decideFork`); without these the server would also ask through
- * window/showMessageRequest, and the user would see every question twice.
+ * What makes this client a coven client rather than a plain LSP one:
+ * - it answers `coven/requestPermission` and shows proposed forks itself (answering with
+ *   `coven/decideFork`); without these the server would also ask through
+ *   window/showMessageRequest, and the user would see every question twice;
+ * - it does not take the server's standard-LSP stand-ins for editors without a coven client: no
+ *   work-done progress per turn (the tree and the status bar show that), and none of the
+ *   `coven.*` executeCommand mirrors, whose ids are this extension's own command ids (the
+ *   language client would try to register them as VS Code commands and fail to start).
  */
-const permissionsCapability: StaticFeature = {
+const covenClientFeature: StaticFeature = {
   fillClientCapabilities(capabilities) {
     const experimental = (capabilities.experimental ?? {}) as Record<string, unknown>;
     capabilities.experimental = { ...experimental, coven: { ...(experimental.coven as object | undefined), permissions: true, forks: true } };
+    capabilities.window = { ...capabilities.window, workDoneProgress: false };
+  },
+  preInitialize(capabilities) {
+    // Runs before every feature's initialize, so the executeCommand feature finds nothing to register.
+    delete capabilities.executeCommandProvider;
   },
   initialize() {},
   getState() {
@@ -77,6 +90,8 @@ export function initializationOptions(config: vscode.WorkspaceConfiguration): In
   if (maxParallel !== undefined) options.maxParallel = maxParallel;
   const maxDepth = int('maxDepth');
   if (maxDepth !== undefined) options.maxDepth = maxDepth;
+  const stateDir = text('stateDir');
+  if (stateDir) options.stateDir = stateDir;
   return options;
 }
 
@@ -255,7 +270,7 @@ export class CovenServer implements vscode.Disposable {
       },
     };
     const client = new QuietLanguageClient('coven', 'Coven Server', serverOptions, clientOptions);
-    client.registerFeature(permissionsCapability);
+    client.registerFeature(covenClientFeature);
     client.onNotification(Method.event, (event: CovenEvent) => this.onEvent(event));
     client.onRequest(Method.requestPermission, (params: RequestPermissionParams, token) => this.onPermission(params, token));
     client.onDidChangeState(({ newState }) => {
@@ -276,12 +291,18 @@ export class CovenServer implements vscode.Disposable {
     } catch (error) {
       this.client = undefined;
       await client.dispose().catch(() => undefined);
-      // What the server printed says more than the client's "connection got disposed".
-      const said = this.output.lastServerLine();
-      const message = error instanceof Error ? error.message : String(error);
-      this.fail({
-        message: `coven-ls did not start: ${said ?? message}. See the server log, and check coven.server.command and the other coven.* settings.`,
-      });
+      if (error instanceof ResponseError) {
+        // `initialize` refused (a bad setting, a session database from a newer coven-ls): the
+        // server's message says what to do.
+        this.fail({ message: `coven-ls refused to start: ${error.message}` });
+      } else {
+        // The process died: what it printed says more than the client's "connection got disposed".
+        const said = this.output.lastServerLine();
+        const message = error instanceof Error ? error.message : String(error);
+        this.fail({
+          message: `coven-ls did not start: ${said ?? message}. See the server log, and check coven.server.command and the other coven.* settings.`,
+        });
+      }
     }
   }
 

@@ -1,22 +1,29 @@
 // Keeps the model in step with the server: live events in, gaps filled with coven/getEvents,
 // unknown sessions resolved with coven/listSessions, a full rebuild on every (re)connect, and
 // change reports coalesced so a burst of events costs one tree refresh.
+//
+// No `vscode` import: it talks to the server through the small interface below, so the tests
+// drive it with a fake server.
 
-import * as vscode from 'vscode';
-
+import { type Disposable, Emitter } from './emitter';
 import { type Changes, CovenModel, type ForkNode } from './model';
 import { type CovenEvent, type GetEventsResult, type ListSessionsResult, Method } from './protocol';
-import type { CovenServer } from './server';
+
+/** What the sync needs from the connection (CovenServer implements it). */
+export interface ServerConnection {
+  request<R>(method: string, params: unknown): Promise<R>;
+  log(line: string): void;
+}
 
 /** One view update per window at most: about an animation frame, without one's jitter. */
 export const FLUSH_MS = 50;
 
-export class SessionSync implements vscode.Disposable {
+export class SessionSync implements Disposable {
   readonly model = new CovenModel();
-  private readonly changeEmitter = new vscode.EventEmitter<Changes>();
+  private readonly changeEmitter = new Emitter<Changes>();
   /** Coalesced: fires at most once per FLUSH_MS. */
   readonly onDidChange = this.changeEmitter.event;
-  private readonly proposalEmitter = new vscode.EventEmitter<ForkNode>();
+  private readonly proposalEmitter = new Emitter<ForkNode>();
   /** A fork waits for the user's decision (fired once per fork, after the tree shows it). */
   readonly onForkProposed = this.proposalEmitter.event;
 
@@ -33,7 +40,10 @@ export class SessionSync implements vscode.Disposable {
   private proposals: string[] = [];
   private readonly waiters = new Map<string, Array<() => void>>();
 
-  constructor(private readonly server: CovenServer) {}
+  constructor(
+    private readonly server: ServerConnection,
+    private readonly flushMs = FLUSH_MS,
+  ) {}
 
   /** A `coven/event` notification. */
   onEvent(event: CovenEvent): void {
@@ -148,7 +158,7 @@ export class SessionSync implements vscode.Disposable {
   }
 
   private schedule(): void {
-    this.flushTimer ??= setTimeout(() => this.flush(), FLUSH_MS);
+    this.flushTimer ??= setTimeout(() => this.flush(), this.flushMs);
   }
 
   private flush(): void {

@@ -15,63 +15,75 @@ export function renderTranscript(session: SessionNode, model: CovenModel): strin
   if (session.model) facts.push(escapeMarkdown(session.model));
   out.push(`*${facts.join(' · ')}*`, '');
   if (session.parentId !== undefined) out.push(`Fork child of \`${session.parentId}\`.`, '');
-  renderItems(session.items, model, 2, out);
+  renderTimeline(session, model, 2, out);
   return out.join('\n').replace(/\n{3,}/g, '\n\n').trimEnd() + '\n';
 }
 
-function renderItems(items: readonly ItemNode[], model: CovenModel, depth: number, out: string[]): void {
-  // Consecutive assistant blocks read as one answer: label the speaker only when it changes.
-  let speaker: 'user' | 'assistant' | undefined;
-  const say = (who: 'user' | 'assistant', heading: string): void => {
-    if (speaker !== who) out.push(`${'#'.repeat(Math.min(depth, 6))} ${heading}`, '');
-    speaker = who;
-  };
-  for (const item of items) {
-    switch (item.kind) {
-      case 'prompt': {
-        const heading = item.origin === 'forkResults' ? 'Fork results' : item.origin === 'fork' ? 'Assignment' : 'You';
-        speaker = undefined;
-        say('user', heading);
-        out.push(...item.text.split('\n').map((line) => `> ${line}`), '');
-        speaker = 'user';
+function heading(depth: number, text: string): string {
+  return `${'#'.repeat(Math.min(depth, 6))} ${text}`;
+}
+
+const TURN_HEADINGS: Record<string, string> = {
+  user: 'You',
+  fork: 'Assignment',
+  forkResults: 'Fork results',
+  forkRejected: 'Fork declined',
+  forkError: 'Fork tag refused',
+  unprompted: 'Claude',
+};
+
+/** A session's turns, forks and notes, in order; fork children are rendered inline, one level down. */
+function renderTimeline(session: SessionNode, model: CovenModel, depth: number, out: string[]): void {
+  for (const entry of session.items) {
+    switch (entry.kind) {
+      case 'turn': {
+        out.push(heading(depth, TURN_HEADINGS[entry.origin] ?? entry.origin), '');
+        if (entry.text) out.push(...entry.text.split('\n').map((line) => `> ${line}`), '');
+        if (entry.children.length > 0 && entry.origin !== 'unprompted') out.push(heading(depth, 'Claude'), '');
+        renderItems(entry.children, depth + 1, out);
+        if (entry.state !== 'done' && entry.state !== 'running') out.push(`*Turn ${entry.state}.*`, '');
         break;
       }
+      case 'fork': {
+        const count = Math.max(entry.tasks.length, entry.children.length);
+        out.push(heading(depth, `⑂ Fork · ${count} ${count === 1 ? 'task' : 'tasks'} — ${forkStateText(entry)}`), '');
+        if (entry.children.length === 0) out.push(...entry.tasks.map((t) => `- ${escapeMarkdown(t)}`), '');
+        for (const child of entry.children) {
+          out.push(heading(depth + 1, `${escapeMarkdown(child.label ?? child.title)} — ${sessionStatusText(child)}`), '');
+          renderTimeline(child, model, depth + 2, out);
+        }
+        break;
+      }
+      case 'note':
+        renderItems([entry], depth, out);
+        break;
+    }
+  }
+}
+
+function renderItems(items: readonly ItemNode[], depth: number, out: string[]): void {
+  for (const item of items) {
+    switch (item.kind) {
       case 'text':
-        say('assistant', 'Claude');
         out.push(item.text, '');
         break;
       case 'thinking':
-        say('assistant', 'Claude');
         out.push(...item.text.split('\n').map((line) => `> *${escapeMarkdown(line)}*`), '');
         break;
       case 'tool': {
-        say('assistant', 'Claude');
         const state = { running: 'running', awaitingPermission: 'waiting for permission', ok: 'done', error: 'failed', denied: 'denied', interrupted: 'interrupted' }[item.state];
         out.push(`**${escapeMarkdown(item.name)}** \`${describeToolInput(item.input, 120).replace(/`/g, "'")}\` — ${state}`, '');
         if (item.denial) out.push(`Denied: ${escapeMarkdown(item.denial)}`, '');
         if (item.result !== undefined && item.result !== '') out.push(fence(truncate(item.result, RESULT_LIMIT)), '');
         if (item.children.length > 0) {
+          // The CLI's subagent: quoted, so it reads as a conversation inside the call.
           const nested: string[] = [];
-          renderItems(item.children, model, depth + 1, nested);
+          renderItems(item.children, depth + 1, nested);
           out.push(...nested.map((line) => (line ? `> ${line}` : '>')), '');
         }
         break;
       }
-      case 'fork': {
-        speaker = undefined;
-        const count = Math.max(item.tasks.length, item.children.length);
-        out.push(`${'#'.repeat(Math.min(depth, 6))} ⑂ Fork · ${count} ${count === 1 ? 'task' : 'tasks'} — ${forkStateText(item)}`, '');
-        if (item.children.length === 0) {
-          out.push(...item.tasks.map((t) => `- ${escapeMarkdown(t)}`), '');
-        }
-        for (const child of item.children) {
-          out.push(`${'#'.repeat(Math.min(depth + 1, 6))} ${escapeMarkdown(child.label ?? child.title)} — ${sessionStatusText(child)}`, '');
-          renderItems(child.items, model, depth + 2, out);
-        }
-        break;
-      }
       case 'note':
-        speaker = undefined;
         out.push(`**${item.severity === 'error' ? 'Error' : 'Cancelled'}:** ${escapeMarkdown(item.text)}`, '');
         if (item.detail !== undefined && item.detail !== item.text) out.push(fence(item.detail), '');
         break;

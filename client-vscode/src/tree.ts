@@ -40,7 +40,7 @@ export class SessionTree implements vscode.TreeDataProvider<Node>, vscode.FileDe
   getTreeItem(node: Node): vscode.TreeItem {
     const cached = this.items.get(node);
     if (cached?.version === node.version) return cached.item;
-    const p = present(node, this.model);
+    const p = present(node);
     const item = new vscode.TreeItem(p.label, COLLAPSIBLE[p.collapsible]);
     item.id = node.key;
     item.description = p.description;

@@ -1,16 +1,17 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { CovenModel, type ForkNode, type Node, type SessionNode, type ToolNode } from '../src/model';
+import { CovenModel, type ForkNode, type Node, type SessionNode, type ToolNode, type TurnNode } from '../src/model';
 import { forkStateText, present, summarize } from '../src/present';
 import { renderTranscript } from '../src/transcript';
+import type { CovenEvent } from '../src/protocol';
 import { forkStory, info, Stream } from './events';
 
 /** The tree as text, one node per line, indented: what a user would see with everything expanded. */
 function outline(model: CovenModel, node?: Node, depth = 0): string[] {
   const lines: string[] = [];
   for (const child of model.children(node)) {
-    const p = present(child, model);
+    const p = present(child);
     lines.push(`${'  '.repeat(depth)}${p.label}${p.description ? ` [${p.description}]` : ''}`);
     lines.push(...outline(model, child, depth + 1));
   }
@@ -45,15 +46,16 @@ describe('turns', () => {
     ]);
     assert.deepEqual(outline(model), [
       'Count the files [running]',
-      '  Count the files in src/',
-      '  Let me count them.',
-      '  Bash [ls src | wc -l]',
-      '  There are 42 files.',
+      '  Count the files in src/ [running]',
+      '    Let me count them.',
+      '    Bash [ls src | wc -l]',
+      '    There are 42 files.',
     ]);
-    const tool = model.children(model.session('s-1'))[2] as ToolNode;
+    const turn = model.session('s-1')!.items[0] as TurnNode;
+    const tool = turn.children[2] as ToolNode;
     assert.equal(tool.state, 'ok');
     assert.equal(tool.result, '42');
-    assert.equal(present(tool, model).icon.id, 'pass');
+    assert.equal(present(tool).icon.id, 'pass');
   });
 
   test('status icons: spinner while running, question while asking, check when idle', () => {
@@ -61,49 +63,63 @@ describe('turns', () => {
     const model = new CovenModel();
     model.applySessions([info('s-1')]);
     const session = model.session('s-1')!;
-    model.ingest([s.status('s-1', 'running')]);
-    assert.equal(present(session, model).icon.id, 'loading~spin');
+    model.ingest([s.ev('s-1', 'prompt', { text: 'go', origin: 'user' }), s.status('s-1', 'running')]);
+    assert.equal(present(session).icon.id, 'loading~spin');
     model.ingest([
       s.ev('s-1', 'toolUse', { toolUseId: 't1', name: 'Bash', input: { command: 'rm x' } }),
       s.ev('s-1', 'permissionRequest', { toolUseId: 't1', toolName: 'Bash', input: { command: 'rm x' } }),
     ]);
-    assert.equal(present(session, model).icon.id, 'question');
-    assert.equal(present(session, model).description, 'needs permission');
+    assert.equal(present(session).icon.id, 'question');
+    assert.equal(present(session).description, 'needs permission');
     model.ingest([s.ev('s-1', 'permissionDecision', { toolUseId: 't1', toolName: 'Bash', allow: false, message: 'no' })]);
-    assert.equal(present(session, model).icon.id, 'loading~spin');
-    const tool = session.items[0] as ToolNode;
+    assert.equal(present(session).icon.id, 'loading~spin');
+    const tool = (session.items[0] as TurnNode).children[0] as ToolNode;
     assert.equal(tool.state, 'denied');
     model.ingest([
       s.ev('s-1', 'turnResult', { text: '', isError: false, subtype: 'success', costUsd: 0.0356, durationMs: 1, numTurns: 1 }),
       s.status('s-1', 'idle'),
     ]);
-    assert.equal(present(session, model).icon.id, 'check');
-    assert.equal(present(session, model).description, 'done · $0.0356');
+    assert.equal(present(session).icon.id, 'check');
+    assert.equal(present(session).description, 'done · $0.0356');
     model.ingest([s.status('s-1', 'failed')]);
-    assert.equal(present(session, model).icon.id, 'error');
+    assert.equal(present(session).icon.id, 'error');
   });
 
-  test('a cancelled turn leaves a note and stops its running tools', () => {
+  test('a cancelled turn says so and stops its running tools; a failed one says why', () => {
     const s = new Stream();
     const model = new CovenModel();
     model.applySessions([info('s-1')]);
     model.ingest([
+      s.ev('s-1', 'prompt', { text: 'wait', origin: 'user' }),
       s.ev('s-1', 'toolUse', { toolUseId: 't1', name: 'Bash', input: { command: 'sleep 100' } }),
       s.ev('s-1', 'turnResult', { text: '', isError: true, subtype: 'cancelled', costUsd: 0, durationMs: 1, numTurns: 1, cancelled: true }),
+      s.ev('s-1', 'prompt', { text: 'again', origin: 'user' }),
+      s.ev('s-1', 'turnResult', { text: 'API Error: 500 overloaded', isError: true, subtype: 'success', costUsd: 0, durationMs: 1, numTurns: 1 }),
     ]);
-    const [tool, noteNode] = model.session('s-1')!.items;
-    assert.equal((tool as ToolNode).state, 'interrupted');
-    assert.equal(noteNode?.kind, 'note');
+    const [cancelled, failed] = model.session('s-1')!.items as TurnNode[];
+    assert.equal((cancelled!.children[0] as ToolNode).state, 'interrupted');
+    assert.equal(present(cancelled!).description, 'cancelled');
+    assert.equal(present(cancelled!).icon.id, 'circle-slash');
+    assert.equal(present(failed!).icon.id, 'error');
+    assert.deepEqual(model.children(failed).map((n) => present(n).label), ['Turn failed: API Error: 500 overloaded']);
+  });
+
+  test('an error between turns is a note in the timeline', () => {
+    const s = new Stream();
+    const model = new CovenModel();
+    model.applySessions([info('s-1', { title: 'T' })]);
+    model.ingest([...s.turn('s-1', 'hi', 'hello'), s.ev('s-1', 'error', { message: 'The Claude Code process ended.\nIts last output: …' }), s.status('s-1', 'failed')]);
+    assert.deepEqual(outline(model), ['T [failed · $0.0100]', '  hi', '    hello', '  The Claude Code process ended.']);
   });
 
   test('unknown kinds and fields are skipped but their seq counts', () => {
     const s = new Stream();
     const model = new CovenModel();
     model.applySessions([info('s-1')]);
-    model.ingest([s.ev('s-1', 'somethingNew', { x: 1 }), s.ev('s-1', 'text', { text: 'hi', extra: true })]);
+    model.ingest([s.ev('s-1', 'prompt', { text: 'go' }), s.ev('s-1', 'somethingNew', { x: 1 }), s.ev('s-1', 'text', { text: 'hi', extra: true })]);
     assert.deepEqual(model.gaps(), []);
-    assert.equal(model.session('s-1')!.lastSeq, 2);
-    assert.equal(model.session('s-1')!.items.length, 1);
+    assert.equal(model.session('s-1')!.lastSeq, 3);
+    assert.equal((model.session('s-1')!.items[0] as TurnNode).children.length, 1);
   });
 
   test('malformed events do not throw', () => {
@@ -137,15 +153,15 @@ describe('nesting', () => {
     ]);
     assert.deepEqual(outline(model), [
       'Research [done]',
-      '  Research it',
-      '  ▶ Task [look]',
-      '    Subagent speaking',
-      '    Grep [TODO]',
-      '  Done: 3 TODOs',
+      '  Research it [running]',
+      '    ▶ Task [look]',
+      '      Subagent speaking',
+      '      Grep [TODO]',
+      '    Done: 3 TODOs',
     ]);
-    const task = model.session('s-1')!.items[1] as ToolNode;
-    assert.equal(present(task, model).collapsible, 'collapsed');
-    assert.match(present(task, model).contextValue, /;subagent$/);
+    const task = (model.session('s-1')!.items[0] as TurnNode).children[0] as ToolNode;
+    assert.equal(present(task).collapsible, 'collapsed');
+    assert.match(present(task).contextValue, /-subagent$/);
   });
 
   test('a fork nests its children under it, and the parent continues below the fork', () => {
@@ -156,16 +172,16 @@ describe('nesting', () => {
     assert.deepEqual(outline(model), [
       'Split the work [done · $0.0700]',
       '  Split the work',
-      '  I will fork.',
+      '    I will fork.',
       '  ⑂ Fork · 2 tasks [done]',
       '    Task A [done · $0.0300]',
       "      You were assigned 'Task A' [assignment]",
-      '      A is done',
+      '        A is done',
       '    Task B [done · $0.0400]',
       "      You were assigned 'Task B' [assignment]",
-      '      B is done',
+      '        B is done',
       '  Fork results [reintegration turn]',
-      '  Both tasks are done.',
+      '    Both tasks are done.',
     ]);
     // Children are not top-level sessions.
     assert.deepEqual(model.roots().map((r) => r.sessionId), ['s-parent']);
@@ -189,11 +205,11 @@ describe('nesting', () => {
     model.applySessions([info('s-1', { title: 'T' })]);
     model.ingest([s.ev('s-1', 'forkProposed', { forkId: 'f9', tasks: ['One', 'Two', 'Three'] }), s.status('s-1', 'awaitingApproval')]);
     const fork = model.fork('f9')!;
-    assert.equal(present(fork, model).contextValue, 'fork;state=proposed');
-    assert.equal(present(fork, model).label, '⑂ Fork · 3 tasks');
-    assert.deepEqual(model.children(fork).map((n) => present(n, model).label), ['One', 'Two', 'Three']);
+    assert.equal(present(fork).contextValue, 'fork-proposed');
+    assert.equal(present(fork).label, '⑂ Fork · 3 tasks');
+    assert.deepEqual(model.children(fork).map((n) => present(n).label), ['One', 'Two', 'Three']);
     assert.deepEqual(model.proposedForks(), [fork]);
-    assert.equal(present(model.session('s-1')!, model).icon.id, 'question');
+    assert.equal(present(model.session('s-1')!).icon.id, 'question');
     model.ingest([s.ev('s-1', 'forkRejected', { forkId: 'f9', reason: 'Not now' }), s.status('s-1', 'idle')]);
     assert.equal(forkStateText(fork), 'rejected: Not now');
     assert.deepEqual(model.proposedForks(), []);
@@ -222,16 +238,18 @@ describe('nesting', () => {
       s.ev('s-p', 'forkStarted', { forkId: 'f1', source: 'user', children: [{ sessionId: 's-c', label: 'Child' }] }),
       s.ev('s-c', 'prompt', { text: "You were assigned 'Child'", origin: 'fork' }),
       s.ev('s-c', 'forkStarted', { forkId: 'f2', source: 'model', children: [{ sessionId: 's-g', label: 'Grandchild' }] }),
+      s.ev('s-g', 'prompt', { text: "You were assigned 'Grandchild'", origin: 'fork' }),
       s.ev('s-g', 'text', { text: 'deep', messageId: 'g1' }),
     ]);
     assert.deepEqual(outline(model), [
       'Root [done]',
       '  ⑂ Fork · 1 task [running · 0 of 1 done]',
       '    Child [starting]',
-      "      You were assigned 'Child' [assignment]",
+      "      You were assigned 'Child' [assignment · running]",
       '      ⑂ Fork · 1 task [running · 0 of 1 done]',
       '        Grandchild [starting]',
-      '          deep',
+      "          You were assigned 'Grandchild' [assignment · running]",
+      '            deep',
     ]);
   });
 
@@ -245,6 +263,60 @@ describe('nesting', () => {
     const parent = model.session('s-parent')!;
     model.ingest([{ sessionId: 's-parent', seq: parent.lastSeq + 1, kind: 'status', time: 't', status: 'cancelled' }]);
     assert.equal(model.fork('f1')!.state, 'cancelled');
+  });
+});
+
+describe('persistence', () => {
+  test('a fork the server stopped is interrupted until resumed, then runs and finishes', () => {
+    const { events, sessions } = forkStory();
+    const model = new CovenModel();
+    model.applySessions(sessions);
+    const forking = events.findIndex((e) => e.kind === 'status' && e.status === 'forking');
+    model.ingest(events.slice(0, forking + 3)); // parent forking, children starting / queued
+    const seqOf = (sid: string): number => model.session(sid)!.lastSeq;
+    const next = (sid: string, status: string): CovenEvent => ({ sessionId: sid, seq: seqOf(sid) + 1, kind: 'status', time: 't', status });
+    // The restarted server says so in a status event per busy session.
+    model.ingest([next('s-parent', 'interrupted'), next('s-child-a', 'interrupted'), next('s-child-b', 'interrupted')]);
+    const fork = model.fork('f1')!;
+    assert.equal(forkStateText(fork), 'interrupted · 0 of 2 done');
+    assert.equal(present(fork).contextValue, 'fork-interrupted');
+    assert.deepEqual(model.interruptedForks(), [fork]);
+    assert.match(summarize(model).text, /1 waiting for you/);
+    // coven/resumeFork: the parent forks again, the unfinished children are queued again.
+    model.ingest([next('s-parent', 'forking'), next('s-child-a', 'queued'), next('s-child-b', 'queued')]);
+    assert.equal(fork.state, 'running');
+    assert.deepEqual(model.interruptedForks(), []);
+  });
+
+  test('a deleted session leaves the tree with its subtree, whatever its seq', () => {
+    const { events, sessions } = forkStory();
+    const model = new CovenModel();
+    model.applySessions([...sessions, info('s-other')]);
+    model.ingest(events);
+    model.takeChanges();
+    // Deleting a child: it leaves its fork.
+    model.ingest([{ sessionId: 's-child-b', seq: 999, kind: 'deleted', time: 't', sessionIds: ['s-child-b'] }]);
+    assert.deepEqual(model.fork('f1')!.children.map((c) => c.sessionId), ['s-child-a']);
+    assert.deepEqual(model.takeChanges().nodes.map((n) => n.key), ['fork:f1']);
+    // Deleting the parent takes its fork and the remaining child along.
+    model.ingest([{ sessionId: 's-parent', seq: 999, kind: 'deleted', time: 't', sessionIds: ['s-parent', 's-child-a'] }]);
+    assert.deepEqual(model.roots().map((r) => r.sessionId), ['s-other']);
+    assert.equal(model.session('s-child-a'), undefined);
+    assert.equal(model.fork('f1'), undefined);
+    assert.equal(model.takeChanges().root, true);
+    assert.deepEqual(model.gaps(), []);
+  });
+
+  test('an interrupted session says so and takes messages', () => {
+    const s = new Stream();
+    const model = new CovenModel();
+    model.applySessions([info('s-1', { title: 'T', status: 'interrupted' })]);
+    const p = present(model.session('s-1')!);
+    assert.equal(p.description, 'interrupted');
+    assert.equal(p.icon.id, 'debug-pause');
+    assert.equal(p.contextValue, 'session-interrupted-top');
+    model.ingest([s.status('s-1', 'running')]);
+    assert.equal(present(model.session('s-1')!).description, 'running');
   });
 });
 
@@ -297,7 +369,7 @@ describe('ordering and gaps', () => {
     assert.deepEqual(model.ingest(all), []);
     assert.equal(model.sessions().length, 0, 'not known until listSessions says what it is');
     model.applySessions([info('s-1')]);
-    assert.equal(model.session('s-1')!.items.length, 2);
+    assert.equal((model.session('s-1')!.items[0] as TurnNode).children.length, 1);
   });
 
   test('sessions are newest first', () => {
@@ -354,18 +426,38 @@ describe('change tracking', () => {
     const s = new Stream();
     const model = new CovenModel();
     model.applySessions([info('s-1'), info('s-2')]);
-    model.ingest([s.ev('s-1', 'toolUse', { toolUseId: 't1', name: 'Bash', input: {} }), s.ev('s-2', 'text', { text: 'x' })]);
+    model.ingest([
+      s.ev('s-1', 'prompt', { text: 'go', origin: 'user' }),
+      s.ev('s-1', 'toolUse', { toolUseId: 't1', name: 'Bash', input: {} }),
+      s.ev('s-2', 'prompt', { text: 'go', origin: 'user' }),
+      s.ev('s-2', 'text', { text: 'x' }),
+    ]);
     model.takeChanges();
 
     model.ingest([s.ev('s-1', 'toolResult', { toolUseId: 't1', content: 'ok', isError: false })]);
     const changes = model.takeChanges();
     assert.equal(changes.root, false);
-    assert.deepEqual(changes.nodes.map((n) => n.key), ['s-1#1']);
+    assert.deepEqual(changes.nodes.map((n) => n.key), ['s-1#2']);
     assert.deepEqual(changes.sessions.map((n) => n.sessionId), ['s-1']);
 
-    // A new item changes its container, which covers the item itself.
+    // A streaming turn refreshes itself (its new item with it), not its session.
     model.ingest([s.ev('s-1', 'text', { text: 'more' })]);
+    assert.deepEqual(model.takeChanges().nodes.map((n) => n.key), ['s-1/turn1']);
+    // A new turn changes the session.
+    model.ingest([s.ev('s-1', 'prompt', { text: 'next', origin: 'user' })]);
     assert.deepEqual(model.takeChanges().nodes.map((n) => n.key), ['s-1']);
+  });
+
+  test('tree ids are unique, also for output that no prompt started', () => {
+    const s = new Stream();
+    const model = new CovenModel();
+    model.applySessions([info('s-1')]);
+    model.ingest([s.ev('s-1', 'toolUse', { toolUseId: 't1', name: 'Bash', input: {} }), ...s.turn('s-1', 'hi', 'ho')]);
+    const keys: string[] = [];
+    const walk = (node?: Node): void => model.children(node).forEach((c) => (keys.push(c.key), walk(c)));
+    walk();
+    assert.equal(new Set(keys).size, keys.length, keys.join(' '));
+    assert.equal(present(model.session('s-1')!.items[0]!).label, 'Claude (no prompt)');
   });
 
   test('a new top-level session changes the root; a new child changes its fork', () => {
@@ -400,7 +492,8 @@ describe('many events', () => {
     for (let i = 0; i < 10_000; i++) {
       const sid = `s-${i % 10}`;
       const n = Math.floor(i / 10);
-      if (n % 3 === 0) events.push(s.ev(sid, 'toolUse', { toolUseId: `t${n}`, name: 'Bash', input: { command: `echo ${n}` } }));
+      if (n % 100 === 0) events.push(s.ev(sid, 'prompt', { text: `turn ${n}`, origin: 'user' }));
+      else if (n % 3 === 0) events.push(s.ev(sid, 'toolUse', { toolUseId: `t${n}`, name: 'Bash', input: { command: `echo ${n}` } }));
       else if (n % 3 === 1) events.push(s.ev(sid, 'toolResult', { toolUseId: `t${n - 1}`, content: String(n), isError: false }));
       else events.push(s.ev(sid, 'text', { text: `line ${n}`, messageId: `m${n}` }));
     }
@@ -431,7 +524,7 @@ describe('status bar and transcript', () => {
     model.ingest(events.slice(0, forkAt + 4));
     model.applySessions(forkStory().sessions);
     const summary = summarize(model);
-    assert.match(summary.text, /Coven: 1 running · ⑂ 0\/2$/);
+    assert.match(summary.text, /Coven: 1 running · \$\(repo-forked\) 0\/2$/);
   });
 
   test('the transcript has every turn, the fork and its children', () => {
