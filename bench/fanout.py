@@ -50,11 +50,9 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import queue
 import resource
-import signal
 import statistics
 import subprocess
 import sys
@@ -66,13 +64,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from common import (
+    EXIT_TIMEOUT,
+    LspClient,
+    daemon_thread,
+    print_target,
+    proc_value,
+    run_dirs,
+    spawn_server,
+    stderr_tail,
+)
+
 from coven_ls.agent import resolve_claude
 from coven_ls.scripted_model import ModelRequest, Reply, ScriptedModel, Text
 
 PROMPT = "fanout-bench: plan the work and split it."
 ASSIGNED = "You were assigned '"
 STEP_TIMEOUT = 120.0  # seconds for one step of a run (a turn, a fork)
-EXIT_TIMEOUT = 30.0  # seconds for the server and its processes to end once asked to
 SAMPLE_EVERY = 0.1  # seconds between /proc samples
 PSS_EVERY = 5  # read smaps_rollup every this many samples
 TICK = os.sysconf("SC_CLK_TCK")
@@ -146,13 +154,9 @@ def _classify(pid: int, server: int) -> str:
 
 
 def _pss(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    """Proportional set size in bytes; 0 for a process gone meanwhile."""
+    kib = proc_value(f"/proc/{pid}/smaps_rollup", "Pss")
+    return 0 if kib is None else kib * 1024
 
 
 class Sampler:
@@ -167,8 +171,7 @@ class Sampler:
         self.machine: list[tuple[float, int, int]] = []  # (time, busy ticks, total ticks)
         self.own_cpu = 0.0  # CPU seconds the sampling thread itself used
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
-        self._thread.start()
+        self._thread = daemon_thread(self._loop, "sampler")
 
     def _loop(self) -> None:
         started = time.thread_time()
@@ -239,107 +242,28 @@ class Sampler:
         return cores * (busy1 - busy0) / max(total1 - total0, 1)
 
 
-def leftover_processes(marker: str) -> list[int]:
-    """Live processes whose environment holds `marker` (the run's unique config dir)."""
-    needle = marker.encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            if needle in Path(f"/proc/{entry}/environ").read_bytes():
-                if "\nState:\tZ" not in Path(f"/proc/{entry}/status").read_text():
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
-
-
-def reap(marker: str) -> int:
-    """Wait for every process of a run to end; kill (by pid) what is left after a while.
-    Returns how many had to be killed."""
-    deadline = time.monotonic() + EXIT_TIMEOUT
-    while time.monotonic() < deadline:
-        if not leftover_processes(marker):
-            return 0
-        time.sleep(0.05)
-    stragglers = leftover_processes(marker)
-    for pid in stragglers:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return len(stragglers)
-
-
 # --------------------------------------------------------------------------- the LSP client
 
 
-class LspClient:
-    """Just enough of an LSP client: framed JSON-RPC over the server's stdin/stdout, a reader
-    thread that timestamps every notification as soon as its frame is in, and blocking
-    requests."""
+class EventClient(LspClient):
+    """The shared client, keeping every ``coven/event`` notification with the time its frame was
+    read, so that a run can wait for an event that may already have come."""
 
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdin is not None and proc.stdout is not None
-        self._proc = proc
-        self._stdin, self._stdout = proc.stdin, proc.stdout
-        self._ids = itertools.count(1)
-        self._pending: dict[int, queue.Queue[dict[str, Any]]] = {}
-        self._write_lock = threading.Lock()
+        # Before the reader thread starts (in LspClient.__init__): it appends to these.
         self.events: list[tuple[float, dict[str, Any]]] = []  # (read at, coven/event params)
         self._changed = threading.Condition()
-        self._reader = threading.Thread(target=self._read, name="lsp-client", daemon=True)
-        self._reader.start()
+        super().__init__(proc, timeout=STEP_TIMEOUT)
 
-    def _send(self, payload: dict[str, Any]) -> None:
-        body = json.dumps({"jsonrpc": "2.0", **payload}).encode()
-        with self._write_lock:
-            self._stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-            self._stdin.flush()
+    def _notification(self, method: str, params: Any, at: float) -> None:
+        if method == "coven/event":
+            with self._changed:
+                self.events.append((at, params))
+                self._changed.notify_all()
 
-    def _read(self) -> None:
-        while True:
-            length = None
-            while True:
-                header = self._stdout.readline()
-                if not header:
-                    with self._changed:
-                        self._changed.notify_all()
-                    return  # EOF
-                if header in (b"\r\n", b"\n"):
-                    break
-                name, _, value = header.decode("ascii").partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value)
-            if length is None:
-                continue
-            body = self._stdout.read(length)
-            at = time.monotonic()
-            message = json.loads(body)
-            if "method" in message and "id" in message:
-                # Nothing here should ask; should a tool need permission anyway, allow it.
-                allow = message["method"] == "coven/requestPermission"
-                self._send({"id": message["id"], "result": {"allow": True} if allow else None})
-            elif message.get("method") == "coven/event":
-                with self._changed:
-                    self.events.append((at, message["params"]))
-                    self._changed.notify_all()
-            elif message.get("id") in self._pending:
-                self._pending.pop(message["id"]).put(message)
-
-    def request(self, method: str, params: Any, timeout: float = STEP_TIMEOUT) -> Any:
-        msg_id = next(self._ids)
-        answer: queue.Queue[dict[str, Any]] = queue.Queue(maxsize=1)
-        self._pending[msg_id] = answer
-        self._send({"id": msg_id, "method": method, "params": params})
-        reply = answer.get(timeout=timeout)
-        if "error" in reply:
-            raise RuntimeError(f"{method} failed: {reply['error']}")
-        return reply.get("result")
-
-    def notify(self, method: str, params: Any) -> None:
-        self._send({"method": method, "params": params})
+    def _eof(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
 
     def wait_event(
         self, predicate: Callable[[dict[str, Any]], bool], what: str
@@ -359,30 +283,6 @@ class LspClient:
                 if left <= 0 or self._proc.poll() is not None:
                     raise RuntimeError(f"no {what} after {STEP_TIMEOUT:g} s")
                 self._changed.wait(min(left, 1.0))
-
-    def close(self) -> None:
-        """LSP shutdown and exit, then wait for the server to end."""
-        try:
-            if self._proc.poll() is None:
-                self.request("shutdown", None, timeout=EXIT_TIMEOUT + 30)
-                self.notify("exit", None)
-        except (OSError, RuntimeError, queue.Empty):
-            pass
-        finally:
-            try:
-                self._stdin.close()
-            except OSError:
-                pass
-            try:
-                self._proc.wait(EXIT_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self._proc.terminate()
-                try:
-                    self._proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    self._proc.kill()
-                    self._proc.wait()
-            self._reader.join(EXIT_TIMEOUT)
 
 
 # --------------------------------------------------------------------------- one run
@@ -428,38 +328,24 @@ def scripted_model(n: int, latency: float) -> ScriptedModel:
 def run_once(n: int, latency: float, claude: str, stderr: IO[bytes]) -> Result:
     began = time.monotonic()
     usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # Leaving run_dirs waits for (or kills) whatever the run left, after the sampler stopped.
     with (
         scripted_model(n, latency) as model,
-        tempfile.TemporaryDirectory(prefix=f"fanout-bench-{n}-") as tmp,
+        run_dirs(f"fanout-bench-{n}-", f"the N={n} run") as dirs,
     ):
-        workspace, config = Path(tmp, "workspace"), Path(tmp, "claude-config")
-        workspace.mkdir()
-        config.mkdir()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "coven_ls", "--log-level", "WARNING"],
-            cwd=workspace,
-            # XDG_STATE_HOME: a server that keeps a session store keeps it in the run's folder.
-            env={**model.cli_environ(config), "XDG_STATE_HOME": str(Path(tmp, "state"))},
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-        )
+        # own_state: a server that keeps a session store keeps it in the run's folder.
+        proc = spawn_server(dirs.workspace, dirs.environ(model, own_state=True), stderr)
         sampler = Sampler(proc.pid)
-        client = LspClient(proc)
+        client = EventClient(proc)
         close_started = close_ended = 0.0
         try:
-            client.request(
-                "initialize",
+            client.initialize(
+                dirs.workspace,
                 {
-                    "processId": os.getpid(),
-                    "rootUri": workspace.as_uri(),
-                    "capabilities": {"experimental": {"coven": {"permissions": True}}},
-                    "initializationOptions": {
-                        "claudePath": claude,
-                        "forkMode": "auto",
-                        "maxParallel": n,
-                        "maxChildren": max(n, 8),
-                    },
+                    "claudePath": claude,
+                    "forkMode": "auto",
+                    "maxParallel": n,
+                    "maxChildren": max(n, 8),
                 },
             )
             client.notify("initialized", {})
@@ -488,12 +374,9 @@ def run_once(n: int, latency: float, claude: str, stderr: IO[bytes]) -> Result:
                 raise RuntimeError(f"expected {n} child model calls, got {len(asked)}")
         finally:
             close_started = time.monotonic()
-            client.close()
+            client.close(EXIT_TIMEOUT + 30)
             close_ended = time.monotonic()
             sampler.stop()
-            killed = reap(str(config))
-            if killed:
-                print(f"  warning: killed {killed} leftover process(es) of the N={n} run")
     usage_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_run = (usage_after.ru_utime + usage_after.ru_stime) - (
         usage_before.ru_utime + usage_before.ru_stime
@@ -606,10 +489,10 @@ def report(by_n: dict[int, list[Result]], args: argparse.Namespace) -> None:
     print()
     if TARGET_N in medians and 1 in medians:
         ratio = medians[TARGET_N].wall / medians[1].wall
-        verdict = "met" if ratio <= TARGET_RATIO else "NOT met"
-        print(
-            f"target N={TARGET_N} within {TARGET_RATIO:g}x of N=1: {verdict} ({ratio:.2f}x: "
-            f"{medians[TARGET_N].wall:.2f} s vs {medians[1].wall:.2f} s)"
+        print_target(
+            f"N={TARGET_N} within {TARGET_RATIO:g}x of N=1",
+            ratio <= TARGET_RATIO,
+            f" ({ratio:.2f}x: {medians[TARGET_N].wall:.2f} s vs {medians[1].wall:.2f} s)",
         )
     analyse(medians, base, cores, args.latency)
 
@@ -655,10 +538,9 @@ def analyse(medians: dict[int, Result], base: Result, cores: int, latency: float
 
 
 def _mem_total() -> int:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemTotal:"):
-            return int(line.split()[1]) * 1024
-    return 1
+    """The machine's memory in bytes (1 if unknown: only a share of it is printed)."""
+    kib = proc_value("/proc/meminfo", "MemTotal")
+    return 1 if kib is None else kib * 1024
 
 
 # --------------------------------------------------------------------------- main
@@ -703,8 +585,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 result = run_once(n, args.latency, claude, stderr)
             except (RuntimeError, queue.Empty) as exc:
-                stderr.seek(0)
-                tail = stderr.read().decode(errors="replace")[-2000:]
+                tail = stderr_tail(stderr, 2000)
                 problem = str(exc).splitlines()[0][:500] if str(exc) else "timed out"
                 print(f"{label} N={n} failed: {problem}\nserver stderr:\n{tail}", file=sys.stderr)
                 return 1

@@ -34,23 +34,33 @@ Usage: python bench/relay.py [--turns N] [--tools K] [--rounds R] [--warmup W]
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
-import os
 import queue
 import re
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+
+from common import (
+    EXIT_TIMEOUT,
+    LspClient,
+    RunDirs,
+    daemon_thread,
+    percentile,
+    print_target,
+    run_dirs,
+    spawn,
+    spawn_server,
+    stderr_tail,
+    stop_process,
+)
 
 from coven_ls.agent import resolve_claude
 from coven_ls.scripted_model import ModelRequest, Reply, ScriptedModel, Text, ToolUse
@@ -67,7 +77,6 @@ DIRECT_FLAGS = (
 )
 DIRECT_ENV = {"CLAUDE_CODE_ENTRYPOINT": "sdk-py", "CLAUDE_CODE_SDK_READS_SESSION_STATE": "1"}
 TURN_TIMEOUT = 90.0  # seconds for one turn (process start included)
-EXIT_TIMEOUT = 30.0  # seconds for a process to end once asked to
 TARGET_OVERHEAD_MS = 5.0
 TARGET_OVERHEAD_RATIO = 0.10
 
@@ -149,74 +158,18 @@ def _note(arrivals: dict[str, float], key: str, at: float) -> None:
     arrivals.setdefault(key, at)
 
 
-def leftover_processes(marker: str) -> list[int]:
-    """Live processes whose environment holds `marker` (the run's unique config dir)."""
-    needle = marker.encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if needle in (entry / "environ").read_bytes():
-                if "\nState:\tZ" not in (entry / "status").read_text():
-                    found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
-def reap(marker: str) -> int:
-    """Wait for every process of a run to end; kill (by pid) what is left after a while.
-    Returns how many had to be killed."""
-    deadline = time.monotonic() + EXIT_TIMEOUT
-    while time.monotonic() < deadline:
-        if not leftover_processes(marker):
-            return 0
-        time.sleep(0.05)
-    stragglers = leftover_processes(marker)
-    for pid in stragglers:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return len(stragglers)
-
-
-def stop_process(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        proc.wait(EXIT_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @contextmanager
-def run_dirs(model: ScriptedModel, script: Script, run: int) -> Iterator[tuple[Path, Path]]:
-    """A fresh workspace (with the step files) and CLAUDE_CONFIG_DIR for one run."""
-    with tempfile.TemporaryDirectory(prefix=f"relay-bench-{run}-") as tmp:
-        workspace, config = Path(tmp, "workspace"), Path(tmp, "claude-config")
-        workspace.mkdir()
-        config.mkdir()
-        for step in range(script.tools):
-            (workspace / f"step-{step}.txt").write_text(f"step {step} of run {run}\n")
-        script.workspaces[run] = workspace
-        try:
-            yield workspace, config
-        finally:
-            killed = reap(str(config))
-            if killed:
-                print(f"  warning: killed {killed} leftover process(es) of run {run}")
-            del script.workspaces[run]
-
-
-def _start_reader(target: Callable[[], None], name: str) -> threading.Thread:
-    thread = threading.Thread(target=target, name=name, daemon=True)
-    thread.start()
-    return thread
+def script_dirs(script: Script, run: int) -> Iterator[RunDirs]:
+    """The run's folders (see `run_dirs`), with the step files the script reads in the
+    workspace; the script answers for the run until its processes are gone."""
+    try:
+        with run_dirs(f"relay-bench-{run}-", f"run {run}") as dirs:
+            for step in range(script.tools):
+                (dirs.workspace / f"step-{step}.txt").write_text(f"step {step} of run {run}\n")
+            script.workspaces[run] = dirs.workspace
+            yield dirs
+    finally:
+        script.workspaces.pop(run, None)
 
 
 # --------------------------------------------------------------------------- direct path
@@ -227,15 +180,9 @@ def run_direct(
 ) -> Run:
     record = Run("direct", run)
     results: queue.Queue[dict[str, Any] | None] = queue.Queue()
-    with run_dirs(model, script, run) as (workspace, config):
-        proc = subprocess.Popen(
-            [claude, *DIRECT_FLAGS],
-            cwd=workspace,
-            env={**model.cli_environ(config), **DIRECT_ENV},
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-        )
+    with script_dirs(script, run) as dirs:
+        env = {**dirs.environ(model), **DIRECT_ENV}
+        proc = spawn([claude, *DIRECT_FLAGS], dirs.workspace, env, stderr)
         assert proc.stdin is not None and proc.stdout is not None
         stdout, stdin = proc.stdout, proc.stdin
 
@@ -256,7 +203,7 @@ def run_direct(
                     results.put(message)
             results.put(None)
 
-        reader = _start_reader(read, f"direct-{run}")
+        reader = daemon_thread(read, f"direct-{run}")
         try:
             for turn in range(turns):
                 message = {"role": "user", "content": script.prompt(run, turn)}
@@ -273,89 +220,6 @@ def run_direct(
 
 
 # --------------------------------------------------------------------------- via coven-ls
-
-
-class LspClient:
-    """Just enough of an LSP client: framed JSON-RPC over a child's stdin/stdout, a reader
-    thread that timestamps each frame as soon as it is read, and blocking requests."""
-
-    def __init__(
-        self,
-        proc: subprocess.Popen[bytes],
-        on_notification: Callable[[str, Any, float], None],
-    ) -> None:
-        assert proc.stdin is not None and proc.stdout is not None
-        self._proc = proc
-        self._stdin, self._stdout = proc.stdin, proc.stdout
-        self._on_notification = on_notification
-        self._ids = itertools.count(1)
-        self._pending: dict[int, queue.Queue[dict[str, Any]]] = {}
-        self._write_lock = threading.Lock()
-        self._reader = _start_reader(self._read, "lsp-client")
-
-    def _send(self, payload: dict[str, Any]) -> None:
-        body = json.dumps({"jsonrpc": "2.0", **payload}).encode()
-        with self._write_lock:
-            self._stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-            self._stdin.flush()
-
-    def _read(self) -> None:
-        while True:
-            length = None
-            while True:
-                header = self._stdout.readline()
-                if not header:
-                    return  # EOF
-                if header in (b"\r\n", b"\n"):
-                    break
-                name, _, value = header.decode("ascii").partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value)
-            if length is None:
-                continue
-            body = self._stdout.read(length)
-            at = time.monotonic()
-            message = json.loads(body)
-            if "method" in message and "id" in message:
-                self._answer(message)
-            elif "method" in message:
-                self._on_notification(message["method"], message.get("params"), at)
-            elif message.get("id") in self._pending:
-                self._pending.pop(message["id"]).put(message)
-
-    def _answer(self, request: dict[str, Any]) -> None:
-        # Nothing in this bench should ask; should a tool need permission anyway, allow it.
-        result = {"allow": True} if request["method"] == "coven/requestPermission" else None
-        self._send({"id": request["id"], "result": result})
-
-    def request(self, method: str, params: Any, timeout: float = TURN_TIMEOUT) -> Any:
-        msg_id = next(self._ids)
-        answer: queue.Queue[dict[str, Any]] = queue.Queue(maxsize=1)
-        self._pending[msg_id] = answer
-        self._send({"id": msg_id, "method": method, "params": params})
-        reply = answer.get(timeout=timeout)
-        if "error" in reply:
-            raise RuntimeError(f"{method} failed: {reply['error']}")
-        return reply.get("result")
-
-    def notify(self, method: str, params: Any) -> None:
-        self._send({"method": method, "params": params})
-
-    def close(self) -> None:
-        """LSP shutdown and exit, then wait for the server to end."""
-        try:
-            if self._proc.poll() is None:
-                self.request("shutdown", None, timeout=EXIT_TIMEOUT)
-                self.notify("exit", None)
-        except (OSError, RuntimeError, queue.Empty):
-            pass
-        finally:
-            try:
-                self._stdin.close()
-            except OSError:
-                pass
-            stop_process(self._proc)
-            self._reader.join(EXIT_TIMEOUT)
 
 
 def run_coven(
@@ -375,34 +239,18 @@ def run_coven(
         elif kind in ("turnResult", "error"):
             results.put(params)
 
-    with run_dirs(model, script, run) as (workspace, config):
-        env = model.cli_environ(config)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "coven_ls", "--log-level", "WARNING"],
-            cwd=workspace,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-        )
-        client = LspClient(proc, on_notification)
+    with script_dirs(script, run) as dirs:
+        proc = spawn_server(dirs.workspace, dirs.environ(model, own_state=True), stderr)
+        client = LspClient(proc, timeout=TURN_TIMEOUT, on_notification=on_notification)
         try:
-            client.request(
-                "initialize",
-                {
-                    "processId": os.getpid(),
-                    "rootUri": workspace.as_uri(),
-                    "capabilities": {"experimental": {"coven": {"permissions": True}}},
-                    "initializationOptions": {"claudePath": claude},
-                },
-            )
+            client.initialize(dirs.workspace, {"claudePath": claude})
             client.notify("initialized", {})
             session = None
             for turn in range(turns):
                 prompt = script.prompt(run, turn)
                 if session is None:
                     started = client.request(
-                        "coven/startSession", {"prompt": prompt, "cwd": str(workspace)}
+                        "coven/startSession", {"prompt": prompt, "cwd": str(dirs.workspace)}
                     )
                     session = started["sessionId"]
                 else:
@@ -411,7 +259,7 @@ def run_coven(
                 if result.get("kind") != "turnResult" or result.get("isError"):
                     raise RuntimeError(f"coven run {run}, turn {turn} failed: {result}")
         finally:
-            client.close()
+            client.close(EXIT_TIMEOUT)
     return record
 
 
@@ -436,17 +284,6 @@ class Figures:
             self.samples.append(arrived - request.finished)
             if index > 0:
                 self.steady.append(arrived - request.finished)
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear interpolation between closest ranks, in milliseconds."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    position = (len(ordered) - 1) * q
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return 1000 * (ordered[low] + (ordered[high] - ordered[low]) * (position - low))
 
 
 def report(direct: Figures, coven: Figures, args: argparse.Namespace) -> None:
@@ -486,7 +323,7 @@ def report(direct: Figures, coven: Figures, args: argparse.Namespace) -> None:
     ]
     print()
     for what, met in verdicts:
-        print(f"target {what}: {'met' if met else 'NOT met'}")
+        print_target(what, met)
     print(f"  (overhead p50 {overhead:.2f} ms = {100 * ratio:.1f}% of direct p50)")
 
 
@@ -535,8 +372,7 @@ def main(argv: list[str] | None = None) -> int:
                 label = "warm-up" if warmup else f"round {round_number - args.warmup + 1}"
                 print(f"{label:<8} " + ", ".join(medians), flush=True)
         except (RuntimeError, queue.Empty) as exc:
-            stderr.seek(0)
-            tail = stderr.read().decode(errors="replace")[-3000:]
+            tail = stderr_tail(stderr, 3000)
             print(f"run {run} failed: {exc or 'timed out'}\n{tail}", file=sys.stderr)
             return 1
     report(figures["direct"], figures["via coven"], args)

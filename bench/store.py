@@ -63,7 +63,6 @@ import queue
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -76,6 +75,7 @@ from typing import IO, Any
 
 import anyio
 import anyio.lowlevel
+from common import LspClient, percentile, print_target, proc_value, spawn_server, stderr_tail
 
 from coven_ls import wire
 from coven_ls.agent import Agent, AgentSpec, PermissionAsker
@@ -87,7 +87,6 @@ TARGET_RELAY_COST = 0.10  # the store may cost the relay under 10%
 TARGET_LIST_MS = 50.0  # listSessions under 50 ms
 RELAY_BUDGET_MS = 5.0  # bench/relay.py: coven-ls' whole overhead, p50
 REQUEST_TIMEOUT = 120.0
-EXIT_TIMEOUT = 30.0
 
 Burst = list[tuple[str, dict[str, Any]]]
 
@@ -236,13 +235,8 @@ class Run:
 
 
 def _wchar() -> int:
-    try:
-        for line in Path("/proc/self/io").read_text().splitlines():
-            if line.startswith("wchar:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+    """Bytes this process has handed to write() so far (0 where /proc/self/io is unreadable)."""
+    return proc_value("/proc/self/io", "wchar") or 0
 
 
 @contextmanager
@@ -364,87 +358,7 @@ async def run_hub(
     return run
 
 
-# --------------------------------------------------------------------------- a raw LSP client
-
-
-class LspClient:
-    """Framed JSON-RPC over a child's stdin/stdout; a reader thread timestamps each frame once
-    it is fully read, before decoding it."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdin is not None and proc.stdout is not None
-        self._proc = proc
-        self._stdin, self._stdout = proc.stdin, proc.stdout
-        self._ids = itertools.count(1)
-        self._pending: dict[int, queue.Queue[tuple[dict[str, Any], float, int]]] = {}
-        self._write_lock = threading.Lock()
-        self._reader = threading.Thread(target=self._read, name="lsp-client", daemon=True)
-        self._reader.start()
-
-    def _send(self, payload: dict[str, Any]) -> None:
-        body = json.dumps({"jsonrpc": "2.0", **payload}).encode()
-        with self._write_lock:
-            self._stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-            self._stdin.flush()
-
-    def _read(self) -> None:
-        while True:
-            length = None
-            while True:
-                header = self._stdout.readline()
-                if not header:
-                    return  # EOF
-                if header in (b"\r\n", b"\n"):
-                    break
-                name, _, value = header.decode("ascii").partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value)
-            if length is None:
-                continue
-            body = self._stdout.read(length)
-            at = time.perf_counter()
-            message = json.loads(body)
-            if "method" in message and "id" in message:
-                self._send({"id": message["id"], "result": None})
-            elif message.get("id") in self._pending:
-                self._pending.pop(message["id"]).put((message, at, length))
-
-    def request(self, method: str, params: Any) -> tuple[Any, float, int]:
-        """The result, the round trip in seconds and the response's size in bytes."""
-        msg_id = next(self._ids)
-        answer: queue.Queue[tuple[dict[str, Any], float, int]] = queue.Queue(maxsize=1)
-        self._pending[msg_id] = answer
-        sent = time.perf_counter()
-        self._send({"id": msg_id, "method": method, "params": params})
-        reply, at, size = answer.get(timeout=REQUEST_TIMEOUT)
-        if "error" in reply:
-            raise RuntimeError(f"{method} failed: {reply['error']}")
-        return reply.get("result"), at - sent, size
-
-    def notify(self, method: str, params: Any) -> None:
-        self._send({"method": method, "params": params})
-
-    def close(self) -> float:
-        """LSP shutdown and exit; returns how long the server took to end."""
-        started = time.perf_counter()
-        try:
-            if self._proc.poll() is None:
-                self.request("shutdown", None)
-                self.notify("exit", None)
-        except (OSError, RuntimeError, queue.Empty):
-            pass
-        finally:
-            try:
-                self._stdin.close()
-            except OSError:
-                pass
-            try:
-                self._proc.wait(EXIT_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-            self._reader.join(EXIT_TIMEOUT)
-        return time.perf_counter() - started
+# --------------------------------------------------------------------------- a restarted server
 
 
 @dataclass
@@ -463,13 +377,9 @@ class Served:
 
 
 def _proc_mib(pid: int, key: str) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
+    """A kB figure of /proc/<pid>/status (VmRSS, VmHWM) in MiB; nan for a process gone."""
+    kib = proc_value(f"/proc/{pid}/status", key)
+    return float("nan") if kib is None else kib / 1024
 
 
 def serve(workspace: Path, state_dir: Path, repeat: int, stderr: IO[bytes]) -> Served:
@@ -477,44 +387,29 @@ def serve(workspace: Path, state_dir: Path, repeat: int, stderr: IO[bytes]) -> S
     env = {k: v for k, v in os.environ.items() if k not in ("CLAUDECODE", "CLAUDE_CODE_SESSION_ID")}
     served = Served()
     spawned = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "coven_ls", "--log-level", "WARNING"],
-        cwd=workspace,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-    )
-    client = LspClient(proc)
+    proc = spawn_server(workspace, env, stderr)
+    client = LspClient(proc, timeout=REQUEST_TIMEOUT, clock=time.perf_counter)
     try:
-        client.request(
-            "initialize",
-            {
-                "processId": os.getpid(),
-                "rootUri": workspace.as_uri(),
-                "capabilities": {"experimental": {"coven": {"permissions": True, "forks": True}}},
-                "initializationOptions": {"stateDir": str(state_dir)},
-            },
-        )
+        client.initialize(workspace, {"stateDir": str(state_dir)}, forks=True)
         served.startup = time.perf_counter() - spawned
         client.notify("initialized", {})
         ids: list[str] = []
         for _ in range(repeat):
-            listed, seconds, size = client.request("coven/listSessions", {})
+            listed, seconds, size = client.timed_request("coven/listSessions", {})
             served.list_ms.append(1000 * seconds)
             served.list_bytes = size
             ids = [s["sessionId"] for s in listed["sessions"]]
         served.sessions = len(ids)
         for n in range(repeat if ids else 0):
             session_id = ids[n * 7 % len(ids)]
-            got, seconds, size = client.request(
+            got, seconds, size = client.timed_request(
                 "coven/getEvents", {"sessionId": session_id, "afterSeq": 0}
             )
             served.full_ms.append(1000 * seconds)
             served.full_bytes = size
             served.full_events = len(got["events"])
             last = got["events"][-1]["seq"] if got["events"] else 0
-            _got, seconds, _size = client.request(
+            _got, seconds, _size = client.timed_request(
                 "coven/getEvents", {"sessionId": session_id, "afterSeq": max(last - 10, 0)}
             )
             served.tail_ms.append(1000 * seconds)
@@ -526,17 +421,6 @@ def serve(workspace: Path, state_dir: Path, repeat: int, stderr: IO[bytes]) -> S
 
 
 # --------------------------------------------------------------------------- figures
-
-
-def pct(values: list[float], q: float, scale: float = 1000.0) -> float:
-    """Linear interpolation between closest ranks; seconds in, milliseconds out by default."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    position = (len(ordered) - 1) * q
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return scale * (ordered[low] + (ordered[high] - ordered[low]) * (position - low))
 
 
 def db_files(path: Path) -> dict[str, int]:
@@ -559,24 +443,25 @@ def print_runs(title: str, plain: Run, stored: Run) -> None:
     )
     for run in (plain, stored):
         cpu = "-" if run.loaded else f"{1e6 * run.cpu / run.events:.1f}"
+        p50, p99, top = (percentile(run.latencies, q) for q in (0.5, 0.99, 1.0))
         print(
-            f"  {run.label:<10}{run.events:>8}{run.rate:>10.0f}{pct(run.latencies, 0.5):>10.3f}"
-            f"{pct(run.latencies, 0.99):>10.3f}{pct(run.latencies, 1.0):>10.1f}{cpu:>11}"
-            f"{_size(run.written / run.events):>10}{len(run.writes) or '-':>9}"
+            f"  {run.label:<10}{run.events:>8}{run.rate:>10.0f}{p50:>10.3f}{p99:>10.3f}{top:>10.1f}"
+            f"{cpu:>11}{_size(run.written / run.events):>10}{len(run.writes) or '-':>9}"
         )
     ratios = [stored.rate / plain.rate] + [
-        pct(stored.latencies, q) / pct(plain.latencies, q) for q in (0.5, 0.99, 1.0)
+        percentile(stored.latencies, q) / percentile(plain.latencies, q) for q in (0.5, 0.99, 1.0)
     ]
     cpu_ratio = "-" if stored.loaded else _times(stored.cpu / plain.cpu)
     print(
         f"  {'ratio':<10}{'':>8}" + "".join(f"{_times(r):>10}" for r in ratios) + f"{cpu_ratio:>11}"
     )
     if stored.writes:
-        w, f = stored.writes, stored.flushes
+        w50, w99, wmax = (percentile(stored.writes, q) for q in (0.5, 0.99, 1.0))
+        f50, f99 = (percentile(stored.flushes, q) for q in (0.5, 0.99))
         print(
-            f"  store: {_count(stored.events_written / len(w))} events a commit; Store.write p50 "
-            f"{pct(w, 0.5):.2f} ms, p99 {pct(w, 0.99):.1f}, max {pct(w, 1.0):.0f}; whole flush "
-            f"(rows, thread hop, write, send) p50 {pct(f, 0.5):.2f} ms, p99 {pct(f, 0.99):.1f}"
+            f"  store: {_count(stored.events_written / len(stored.writes))} events a commit; "
+            f"Store.write p50 {w50:.2f} ms, p99 {w99:.1f}, max {wmax:.0f}; whole flush "
+            f"(rows, thread hop, write, send) p50 {f50:.2f} ms, p99 {f99:.1f}"
         )
     for run in (plain, stored):
         if run.frames != run.events:
@@ -712,8 +597,7 @@ def main(argv: list[str] | None = None) -> int:
                 empty = serve(workspace, Path(tmp, "empty-state"), args.repeat, stderr)
                 full = serve(workspace, state, args.repeat, stderr)
             except (RuntimeError, OSError, KeyError, queue.Empty) as exc:
-                stderr.seek(0)
-                tail = stderr.read().decode(errors="replace")[-3000:]
+                tail = stderr_tail(stderr, 3000)
                 print(f"server failed: {exc or 'timed out'}\n{tail}", file=sys.stderr)
                 return 1
         closed = db_files(path)
@@ -729,19 +613,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:<24}{a:>10.1f} {unit:<2}{b:>10.1f} {unit:<2}{b / a:>7.1f}x")
 
     row("startup: spawn -> init", 1000 * empty.startup, 1000 * full.startup)
-    row("listSessions p50", pct(empty.list_ms, 0.5, 1), pct(full.list_ms, 0.5, 1))
-    row("listSessions p99", pct(empty.list_ms, 0.99, 1), pct(full.list_ms, 0.99, 1))
+    row("listSessions p50", percentile(empty.list_ms, 0.5, 1), percentile(full.list_ms, 0.5, 1))
+    row("listSessions p99", percentile(empty.list_ms, 0.99, 1), percentile(full.list_ms, 0.99, 1))
     row("server RSS", empty.rss_mib, full.rss_mib, "Mi")
     row("server peak RSS", empty.hwm_mib, full.hwm_mib, "Mi")
     row("shutdown", 1000 * empty.shutdown, 1000 * full.shutdown)
     print(f"  listSessions answer: {full.list_bytes / 1024:.0f} KiB")
     print(
         f"  getEvents afterSeq 0 ({full.full_bytes / 2**20:.2f} MiB answer): "
-        f"p50 {pct(full.full_ms, 0.5, 1):.1f} ms, p99 {pct(full.full_ms, 0.99, 1):.1f} ms"
+        f"p50 {percentile(full.full_ms, 0.5, 1):.1f} ms, "
+        f"p99 {percentile(full.full_ms, 0.99, 1):.1f} ms"
     )
     print(
-        f"  getEvents last 10: p50 {pct(full.tail_ms, 0.5, 1):.2f} ms, "
-        f"p99 {pct(full.tail_ms, 0.99, 1):.2f} ms"
+        f"  getEvents last 10: p50 {percentile(full.tail_ms, 0.5, 1):.2f} ms, "
+        f"p99 {percentile(full.tail_ms, 0.99, 1):.2f} ms"
     )
     live = runs["stored"].files
     json_mean = statistics.fmean(
@@ -758,9 +643,9 @@ def main(argv: list[str] | None = None) -> int:
 
     plain, stored = runs["plain"], runs["stored"]
     lost = 1 - stored.rate / plain.rate
-    base = pct(runs["paced-plain"].latencies, 0.5)
-    added = pct(runs["paced-stored"].latencies, 0.5) - base
-    listed = pct(full.list_ms, 0.5, 1)
+    base = percentile(runs["paced-plain"].latencies, 0.5)
+    added = percentile(runs["paced-stored"].latencies, 0.5) - base
+    listed = percentile(full.list_ms, 0.5, 1)
     print()
     verdicts = [
         (f"store costs the relay < 10%, saturated throughput: -{100 * lost:.1f}%", lost),
@@ -771,14 +656,13 @@ def main(argv: list[str] | None = None) -> int:
         ),
     ]
     for what, share in verdicts:
-        print(f"target {what}: {'met' if share < TARGET_RELAY_COST else 'NOT met'}")
+        print_target(what, share < TARGET_RELAY_COST)
     print(
         f"  (for scale: +{added:.3f} ms is {100 * added / RELAY_BUDGET_MS:.0f}% of the "
         f"{RELAY_BUDGET_MS:g} ms p50 budget bench/relay.py allows coven-ls' whole overhead)"
     )
-    print(
-        f"target listSessions p50 < {TARGET_LIST_MS:g} ms ({listed:.1f} ms): "
-        f"{'met' if listed < TARGET_LIST_MS else 'NOT met'}"
+    print_target(
+        f"listSessions p50 < {TARGET_LIST_MS:g} ms ({listed:.1f} ms)", listed < TARGET_LIST_MS
     )
     print(f"(took {time.perf_counter() - started:.0f} s)")
     return 0
