@@ -495,6 +495,12 @@ class ForkManager:
                 fork.state = ForkState.INTERRUPTED
                 parent.hold()
                 self._hub.fork_changed(fork)
+                if state is ForkState.RUNNING:  # said once, by the restart that found it cut off
+                    parent.emit(
+                        Kind.FORK_INTERRUPTED,
+                        forkId=fork.id,
+                        unfinished=[c.id for c in self._unfinished(fork)],
+                    )
             elif state is ForkState.FINISHED and not _results_reached(parent, fork.id):
                 parent.hold()  # _finish releases it
                 self._finish(fork)
@@ -507,13 +513,22 @@ class ForkManager:
             raise wire.CovenError(
                 wire.INVALID_STATE, f"Fork {fork_id}'s parent has no agent conversation to fork."
             )
-        again = [c for c in fork.children if c.status == "interrupted" or c.last_outcome is None]
+        again = self._unfinished(fork)
         fork.state = ForkState.RUNNING
         fork.parent.set_status("forking")
+        fork.parent.emit(
+            Kind.FORK_RESUMED,
+            forkId=fork.id,
+            children=[{"sessionId": c.id, "label": c.label} for c in again],
+        )
         for child in again:
             child.restart_as_fork(self._child_spec(fork))
         self._hub.fork_changed(fork)
         self._hub.spawn(self._run(fork, again), name=f"fork {fork.id}")
+
+    @staticmethod
+    def _unfinished(fork: Fork) -> list[Session]:
+        return [c for c in fork.children if c.status == "interrupted" or c.last_outcome is None]
 
     def abandon(self, fork_id: str) -> None:
         """Give the parent what finished; the rest is reported as interrupted."""

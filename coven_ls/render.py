@@ -79,6 +79,12 @@ def describe(event: dict[str, Any]) -> str | None:
     if kind == Kind.FORK_REJECTED:
         reason = event.get("reason")
         return "⑂ Fork rejected" + (f": {reason}" if reason else "")
+    if kind == Kind.FORK_INTERRUPTED:
+        count = len(event["unfinished"])
+        return f"⑂ Fork interrupted  {count} unfinished: resume or abandon it"
+    if kind == Kind.FORK_RESUMED:
+        count = len(event["children"])
+        return f"⑂ Fork resumed  {count} task{'s' * (count != 1)} again"
     if kind == Kind.FORK_ERROR:
         return f"⑂ Fork tag refused: {one_line(event['message'])}"
     return None

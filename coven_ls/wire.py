@@ -72,6 +72,8 @@ class Kind:
     FORK_STARTED = "forkStarted"
     FORK_FINISHED = "forkFinished"
     FORK_ERROR = "forkError"
+    FORK_INTERRUPTED = "forkInterrupted"
+    FORK_RESUMED = "forkResumed"
     DELETED = "deleted"
 
 

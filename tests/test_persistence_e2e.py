@@ -144,8 +144,13 @@ async def test_sigkill_mid_fork_then_resume(coven_factory, model) -> None:
     }
     assert {s["status"] for s in sessions.values()} == {"interrupted"}
     [fork_id] = {s["forkId"] for s in sessions.values() if s["forkId"]}
+    children = sorted(sid_ for sid_, s in sessions.items() if s["parentId"] == sid)
+    interrupted = await second.wait_kind(sid, "forkInterrupted")
+    assert interrupted["forkId"] == fork_id and sorted(interrupted["unfinished"]) == children
 
     await second.request("coven/resumeFork", {"forkId": fork_id})
+    resumed = await second.wait_kind(sid, "forkResumed")
+    assert sorted(c["sessionId"] for c in resumed["children"]) == children
     prompt = await second.wait_kind(sid, "prompt", origin="forkResults")
     result = await second.wait_for(
         lambda e: e["sessionId"] == sid and e["kind"] == "turnResult" and e["seq"] > prompt["seq"],

@@ -596,7 +596,8 @@ export class CovenModel {
     // A fork's progress is its children's statuses.
     const fork = node.forkId !== undefined ? this.forks.get(node.forkId) : undefined;
     if (fork !== undefined) this.touch(fork);
-    // No event says that a fork stopped or came back: its parent's status does. A parent that
+    // The parent's status says when a fork stopped or came back (forkInterrupted/forkResumed say
+    // it too, but the status alone is enough, also with servers that send neither). A parent that
     // the server stopped mid-fork comes back `interrupted` (the fork waits for resumeFork or
     // abandonFork); `forking` again means it was resumed. A parent that ends while its fork is
     // open took the fork down with it. (Not on `idle`: a parent may pass through idle around a fork.)
