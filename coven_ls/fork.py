@@ -22,7 +22,7 @@ import yaml
 
 from . import wire
 from .agent import AgentSpec
-from .session import Outcome, Session
+from .session import Outcome, Session, SessionConfig
 from .wire import Kind
 
 if TYPE_CHECKING:
@@ -47,6 +47,17 @@ class ForkSyntaxError(ValueError):
 def fork_instructions(max_children: int) -> str:
     text = resources.files("coven_ls").joinpath("prompts/fork.md").read_text(encoding="utf-8")
     return text.replace("{max_children}", str(max_children))
+
+
+def may_fork(config: SessionConfig, depth: int) -> bool:
+    """Whether a session at `depth` (0: top level) forks when its model asks, and so is taught
+    how to in its system prompt."""
+    return config.fork_mode != "off" and depth < config.max_depth
+
+
+def fork_prompt(config: SessionConfig, depth: int) -> str | None:
+    """What to append to Claude Code's system prompt for a session at `depth`."""
+    return fork_instructions(config.max_children) if may_fork(config, depth) else None
 
 
 def _outside_code(text: str) -> str:
@@ -248,7 +259,7 @@ class ForkManager:
 
     async def on_turn_end(self, session: Session, result: dict[str, Any]) -> None:
         config = session.config
-        if config.fork_mode == "off" or session.depth >= config.max_depth:
+        if not may_fork(config, session.depth):
             return  # the tag, if any, stays in the answer as plain text
         if result.get("isError") or result.get("cancelled"):
             return
@@ -398,7 +409,6 @@ class ForkManager:
     @staticmethod
     def _child_spec(fork: Fork) -> AgentSpec:
         parent, config = fork.parent, fork.parent.config
-        can_fork = config.fork_mode != "off" and parent.depth + 1 < config.max_depth
         return AgentSpec(
             cwd=config.cwd,
             model=config.model,
@@ -408,7 +418,7 @@ class ForkManager:
             # Chosen here, so the child's transcript is known before its CLI says a word.
             session_id=str(uuid.uuid4()),
             resume_at=fork.at_message_id,
-            append_system_prompt=fork_instructions(config.max_children) if can_fork else None,
+            append_system_prompt=fork_prompt(config, parent.depth + 1),
             env=config.env,
         )
 

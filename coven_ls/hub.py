@@ -21,7 +21,7 @@ from anyio.abc import TaskGroup
 
 from . import wire
 from .agent import AgentSpec, Backend, ClaudeBackend
-from .fork import Fork, ForkManager, ForkState, fork_instructions
+from .fork import Fork, ForkManager, ForkState, fork_prompt
 from .session import Session, SessionConfig
 from .store import Snapshot, Store, StoreError, database_path
 
@@ -303,21 +303,16 @@ class Hub:
             raise wire.invalid_params(wire.START_SESSION, "'prompt' must not be empty")
         backend = self.backend(settings.claude_path)
         await anyio.to_thread.run_sync(backend.check)
-        fork_mode = params.forkMode or settings.fork_mode
         config = SessionConfig(
             cwd=cwd,
             model=params.model or settings.model,
             permission_mode=params.permissionMode or settings.permission_mode,
-            fork_mode=fork_mode,
+            fork_mode=params.forkMode or settings.fork_mode,
             max_children=settings.max_children,
             max_parallel=settings.max_parallel,
             max_depth=settings.max_depth,
-            append_system_prompt=(
-                fork_instructions(settings.max_children)
-                if fork_mode != "off" and settings.max_depth > 0
-                else None
-            ),
         )
+        config.append_system_prompt = fork_prompt(config, depth=0)
         session = self._new_session(
             backend,
             config,
@@ -443,22 +438,17 @@ class Hub:
         for row in snapshot.sessions:
             if row["session_id"] in self.sessions:
                 continue
-            fork_mode = row["fork_mode"]
             depth = row["depth"] or 0
             config = SessionConfig(
                 cwd=row["cwd"],
                 model=row["model"],
                 permission_mode=row["permission_mode"],
-                fork_mode=fork_mode,
+                fork_mode=row["fork_mode"],
                 max_children=row["max_children"],
                 max_parallel=row["max_parallel"],
                 max_depth=row["max_depth"],
-                append_system_prompt=(
-                    fork_instructions(row["max_children"])
-                    if fork_mode != "off" and depth < row["max_depth"]
-                    else None
-                ),
             )
+            config.append_system_prompt = fork_prompt(config, depth)
             session = self._new_session(
                 backend,
                 config,

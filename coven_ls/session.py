@@ -128,8 +128,7 @@ class Session:
         self._hook_scope: anyio.CancelScope | None = None
         self._in_turn = False
         self._turn_no = 0
-        self._cancelled = False
-        self._cancel_requested = anyio.Event()
+        self._cancel_requested = anyio.Event()  # set: the running turn was cancelled
         self._done = anyio.Event()
 
     # --- what clients see ------------------------------------------------------------------------
@@ -285,7 +284,6 @@ class Session:
         self._inbox.clear()
         if not self._in_turn:
             return dropped
-        self._cancelled = True
         self._cancel_requested.set()
         agent, scope, turn_no = self._agent, self._turn_scope, self._turn_no
         if agent is not None and self.status == "running":
@@ -409,7 +407,6 @@ class Session:
     async def _run_turn(self, turn: Turn) -> None:
         self._in_turn = True
         self._turn_no += 1
-        self._cancelled = False
         self._cancel_requested = anyio.Event()
         self.emit(Kind.PROMPT, text=turn.text, origin=turn.origin)
         result: dict[str, Any] | None = None
@@ -442,7 +439,11 @@ class Session:
         finally:
             self._turn_scope = None
         if result is None and failure is None and not self._closing:
-            failure = "The turn was stopped." if self._cancelled else "The turn did not finish."
+            failure = (
+                "The turn was stopped."
+                if self._cancel_requested.is_set()
+                else "The turn did not finish."
+            )
         if result is None or failure is not None:
             # The process is in an unknown state: stop it; the next turn resumes the conversation.
             with anyio.CancelScope(shield=True):
@@ -451,7 +452,7 @@ class Session:
             if self._closing:
                 return
             if result is None:
-                if self._cancelled:
+                if self._cancel_requested.is_set():
                     self.last_outcome = Outcome(False, error="cancelled by the user")
                     self.emit(
                         Kind.TURN_RESULT,
@@ -519,7 +520,7 @@ class Session:
                         )
                     elif draft.kind == Kind.TURN_RESULT:
                         fields = self._account(fields)
-                        if self._cancelled:
+                        if self._cancel_requested.is_set():
                             fields["cancelled"] = True
                     event = self.emit(draft.kind, **fields)
                     if draft.kind == Kind.TURN_RESULT:
