@@ -89,6 +89,8 @@ async def test_model_fork_runs_children_in_parallel_and_reintegrates(
         (label, started["forkId"], "idle") for label in labels
     ]
     assert len({c["agentSessionId"] for c in children} | {sessions[0]["agentSessionId"]}) == 3
+    # The store sends events as it commits them: the idle after the result may come a burst later.
+    await coven.wait_status(sid, "idle", after_seq=after["seq"])
     statuses = [e["status"] for e in coven.of(sid, "status")]
     assert "forking" in statuses and statuses[-1] == "idle"
     child_id = started["children"][0]["sessionId"]
