@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from coven_ls.scripted_model import ScriptedModel
+    from coven_ls.testing.scripted_model import ScriptedModel
 
 EXIT_TIMEOUT = 30.0  # seconds for a process (and what it started) to end once asked to
 SERVER_COMMAND = (sys.executable, "-m", "coven_ls", "--log-level", "WARNING")

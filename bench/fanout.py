@@ -75,8 +75,8 @@ from common import (
     stderr_tail,
 )
 
-from coven_ls.agent import resolve_claude
-from coven_ls.scripted_model import ModelRequest, Reply, ScriptedModel, Text
+from coven_ls.core.agent import resolve_claude
+from coven_ls.testing.scripted_model import ModelRequest, Reply, ScriptedModel, Text
 
 PROMPT = "fanout-bench: plan the work and split it."
 ASSIGNED = "You were assigned '"

@@ -62,8 +62,8 @@ from common import (
     stop_process,
 )
 
-from coven_ls.agent import resolve_claude
-from coven_ls.scripted_model import ModelRequest, Reply, ScriptedModel, Text, ToolUse
+from coven_ls.core.agent import resolve_claude
+from coven_ls.testing.scripted_model import ModelRequest, Reply, ScriptedModel, Text, ToolUse
 
 # What claude-agent-sdk passes the CLI for a coven-ls session (no model or permission mode set).
 DIRECT_FLAGS = (

@@ -77,11 +77,11 @@ import anyio
 import anyio.lowlevel
 from common import LspClient, percentile, print_target, proc_value, spawn_server, stderr_tail
 
-from coven_ls import wire
-from coven_ls.agent import Agent, AgentSpec, PermissionAsker
-from coven_ls.hub import ClientSettings, Hub
-from coven_ls.session import Session, SessionConfig
-from coven_ls.store import Store, database_path
+from coven_ls.core.agent import Agent, AgentSpec, PermissionAsker
+from coven_ls.core.hub import ClientSettings, Hub
+from coven_ls.core.session import Session, SessionConfig
+from coven_ls.core.store import Store, database_path
+from coven_ls.protocol import wire
 
 TARGET_RELAY_COST = 0.10  # the store may cost the relay under 10%
 TARGET_LIST_MS = 50.0  # listSessions under 50 ms

@@ -85,7 +85,7 @@ def _setup_logging(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> int:
     import os
 
-    from .run import RunOptions, run_session
+    from .term.run import RunOptions, run_session
 
     cwd = os.path.abspath(os.path.expanduser(args.cwd))
     if not os.path.isdir(cwd):
@@ -107,13 +107,13 @@ def _run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "demo":
-        from .demo import run_demo
+        from .term.demo import run_demo
 
         return run_demo(json_output=args.json)
     if args.command == "run":
         return _run(args)
     _setup_logging(args)
-    from .server import serve_stdio, serve_tcp
+    from .lsp.server import serve_stdio, serve_tcp
 
     try:
         if args.tcp:

@@ -216,7 +216,7 @@ json.dump({
 PY
 
 log "starting the scripted model"
-start_group "$WORK/scripted-model.log" "$PYTHON" -m coven_ls.scripted_model \
+start_group "$WORK/scripted-model.log" "$PYTHON" -m coven_ls.testing.scripted_model \
     --script "$CLIENT/e2e/fork.yaml" --port-file "$WORK/model.port"
 wait_for "the scripted model" 30 test -s "$WORK/model.port"
 MODEL_PORT=$(cat "$WORK/model.port")

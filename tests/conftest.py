@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from coven_ls.scripted_model import ScriptedModel
+from coven_ls.testing.scripted_model import ScriptedModel
 
 from .harness import Coven, start_coven
 

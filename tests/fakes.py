@@ -37,7 +37,7 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
-from coven_ls.agent import AgentSpec, PermissionAsker
+from coven_ls.core.agent import AgentSpec, PermissionAsker
 
 DEFAULT_TIMEOUT = 3.0
 MODEL = "claude-test-1"

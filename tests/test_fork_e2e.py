@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pygls.exceptions import JsonRpcException
 
-from coven_ls.scripted_model import HttpError, ModelRequest, Reply, ScriptedModel
+from coven_ls.testing.scripted_model import HttpError, ModelRequest, Reply, ScriptedModel
 
 from .harness import Coven, wait_until
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coven_ls.fork import (
+from coven_ls.core.fork import (
     ForkSyntaxError,
     TaskResult,
     child_prompt,

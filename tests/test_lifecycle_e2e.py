@@ -10,7 +10,7 @@ import stat
 import pytest
 from pygls.exceptions import JsonRpcException
 
-from coven_ls.scripted_model import ScriptedModel, ToolUse
+from coven_ls.testing.scripted_model import ScriptedModel, ToolUse
 
 from .harness import Coven, wait_until
 

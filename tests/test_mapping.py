@@ -1,4 +1,4 @@
-"""Unit tests for coven_ls.mapping: claude-agent-sdk messages -> event drafts."""
+"""Unit tests for coven_ls.core.mapping: claude-agent-sdk messages -> event drafts."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from claude_agent_sdk import (
 )
 from claude_agent_sdk.types import RateLimitInfo
 
-from coven_ls import wire
-from coven_ls.mapping import Draft, map_message, tool_result_text
-from coven_ls.wire import Kind
+from coven_ls.core.mapping import Draft, map_message, tool_result_text
+from coven_ls.protocol import wire
+from coven_ls.protocol.wire import Kind
 
 from .fakes import assistant, init, result, thinking, tool_result, tool_use
 

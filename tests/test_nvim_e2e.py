@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from coven_ls.scripted_model import ScriptedModel, Text, reply
+from coven_ls.testing.scripted_model import ScriptedModel, Text, reply
 
 from .harness import processes_with_env
 

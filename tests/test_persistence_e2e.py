@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from pygls.exceptions import JsonRpcException
 
-from coven_ls.scripted_model import ScriptedModel
-from coven_ls.store import SCHEMA_V1, SCHEMA_VERSION, database_path
+from coven_ls.core.store import SCHEMA_V1, SCHEMA_VERSION, database_path
+from coven_ls.testing.scripted_model import ScriptedModel
 
 from .harness import Coven, wait_until
 

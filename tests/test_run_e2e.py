@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from coven_ls.run import NO_TERMINAL_DENIAL, NO_TERMINAL_FORK_REASON
-from coven_ls.scripted_model import ScriptedModel, ToolUse
+from coven_ls.term.run import NO_TERMINAL_DENIAL, NO_TERMINAL_FORK_REASON
+from coven_ls.testing.scripted_model import ScriptedModel, ToolUse
 
 from .harness import processes_with_env
 

@@ -1,4 +1,4 @@
-"""Tests for coven_ls.scripted_model: HTTP-level behaviour, scripts, the process, the real CLI."""
+"""Tests for the scripted model: HTTP-level behaviour, scripts, the process, the real CLI."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from coven_ls.scripted_model import (
+from coven_ls.testing.scripted_model import (
     DEFAULT_TEXT,
     HttpError,
     ModelRequest,
@@ -609,7 +609,7 @@ def test_module_runs_as_a_process(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "coven_ls.scripted_model",
+            "coven_ls.testing.scripted_model",
             "--script",
             str(script),
             "--port-file",

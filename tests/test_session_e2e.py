@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coven_ls.scripted_model import ScriptedModel, ToolUse
+from coven_ls.testing.scripted_model import ScriptedModel, ToolUse
 
 from .harness import Coven
 

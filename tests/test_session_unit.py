@@ -1,4 +1,4 @@
-"""Unit tests for coven_ls.session.Session against the in-process fakes (no CLI, no subprocess)."""
+"""Unit tests for core.session.Session against the in-process fakes (no CLI, no subprocess)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import Any
 import anyio
 import pytest
 
-from coven_ls import session as session_module
-from coven_ls import wire
-from coven_ls.agent import AgentSpec
-from coven_ls.session import Session, SessionConfig
-from coven_ls.wire import Kind
+from coven_ls.core import session as session_module
+from coven_ls.core.agent import AgentSpec
+from coven_ls.core.session import Session, SessionConfig
+from coven_ls.protocol import wire
+from coven_ls.protocol.wire import Kind
 
 from .fakes import (
     Ask,

@@ -1,4 +1,4 @@
-"""Unit tests for coven_ls.wire: parameter validation, `to_plain`, `make_event`."""
+"""Unit tests for coven_ls.protocol.wire: parameter validation, `to_plain`, `make_event`."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from lsprotocol import types as lsp
 from pygls.protocol import _dict_to_object
 
-from coven_ls import wire
-from coven_ls.wire import (
+from coven_ls.protocol import wire
+from coven_ls.protocol.wire import (
     CovenError,
     GetEventsParams,
     ListSessionsParams,

@@ -17,7 +17,7 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
-from .wire import Kind
+from ..protocol.wire import Kind
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ from xml.sax.saxutils import escape
 import anyio
 import yaml
 
-from . import wire
+from ..protocol import wire
+from ..protocol.wire import Kind
 from .agent import AgentSpec
 from .session import Outcome, Session, SessionConfig
-from .wire import Kind
 
 if TYPE_CHECKING:
     from .hub import Hub
@@ -45,7 +45,7 @@ class ForkSyntaxError(ValueError):
 
 
 def fork_instructions(max_children: int) -> str:
-    text = resources.files("coven_ls").joinpath("prompts/fork.md").read_text(encoding="utf-8")
+    text = resources.files("coven_ls.core").joinpath("prompts/fork.md").read_text(encoding="utf-8")
     return text.replace("{max_children}", str(max_children))
 
 

@@ -30,10 +30,11 @@ from typing import Any, TextIO
 
 from pygls.exceptions import JsonRpcException
 
-from . import wire
+from ..protocol import wire
+from ..protocol.describe import one_line, summarize_input
+from ..protocol.wire import Kind
 from .client import CovenClient
-from .render import TreePrinter, one_line, summarize_input
-from .wire import Kind
+from .render import TreePrinter
 
 EXIT_OK, EXIT_FAILED, EXIT_NOT_STARTED, EXIT_INTERRUPTED = 0, 1, 2, 130
 

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from . import wire
+from ..protocol import wire
 
 log = logging.getLogger(__name__)
 

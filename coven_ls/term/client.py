@@ -16,7 +16,8 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from . import __version__, wire
+from .. import __version__
+from ..protocol import wire
 
 EventHandler = Callable[[dict[str, Any]], None]
 PermissionHandler = Callable[[dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any]]"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import wire
+from ..protocol import wire
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..protocol.describe import one_line
+from ..testing.scripted_model import ScriptedModel, Text, Thinking, ToolUse, reply
 from .client import CovenClient
-from .render import TreePrinter, one_line
-from .scripted_model import ScriptedModel, Text, Thinking, ToolUse, reply
+from .render import TreePrinter
 
 PROMPT = "Give me a quick tour of this workspace."
 TASKS = ("Summarise README.txt", "Review notes.txt", "Check plan.md")

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from . import wire
+from ..protocol import wire
 from .agent import AgentSpec, Backend, ClaudeBackend
 from .fork import Fork, ForkManager, ForkState, fork_prompt
 from .session import Session, SessionConfig

@@ -21,10 +21,10 @@ from typing import Any, Protocol
 import anyio
 from claude_agent_sdk import ResultMessage
 
-from . import wire
+from ..protocol import wire
+from ..protocol.wire import Kind
 from .agent import Agent, AgentSpec, Backend
 from .mapping import map_message
-from .wire import Kind
 
 if sys.version_info < (3, 11):  # anyio brings the backport there
     from exceptiongroup import BaseExceptionGroup

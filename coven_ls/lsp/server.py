@@ -24,11 +24,13 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
 
-from . import __version__, wire
-from .hub import ClientSettings, Hub
-from .session import Session
+from .. import __version__
+from ..core.hub import ClientSettings, Hub
+from ..core.session import Session
+from ..core.store import Store
+from ..protocol import wire
+from ..protocol.describe import summarize_input
 from .standard import StandardLsp, install_standard_lsp
-from .store import Store
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +121,7 @@ class CovenServer(LanguageServer):
         title = await self._choose(
             types.MessageType.Warning,
             f"Claude wants to use {tool_name} in session '{session.title}': "
-            f"{describe_tool_input(tool_input)}",
+            f"{summarize_input(tool_input, 300)}",
             ["Allow", "Deny"],
         )
         if title == "Allow":
@@ -151,21 +153,6 @@ class CovenServer(LanguageServer):
             )
         )
         return getattr(choice, "title", None)
-
-
-def describe_tool_input(tool_input: dict[str, Any], limit: int = 300) -> str:
-    """A one-line summary of what a tool will do, for a yes/no question."""
-    for key in ("command", "file_path", "path", "url", "pattern", "prompt", "description"):
-        value = tool_input.get(key)
-        if isinstance(value, str) and value:
-            text = value
-            break
-    else:
-        import json
-
-        text = json.dumps(tool_input, ensure_ascii=False)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # --- handlers ------------------------------------------------------------------------------------

@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from . import wire
-from .render import describe, one_line
-from .wire import Kind
+from ..protocol import wire
+from ..protocol.describe import describe, one_line
+from ..protocol.wire import Kind
 
 if TYPE_CHECKING:
+    from ..core.session import Session
     from .server import CovenServer
-    from .session import Session
 
 log = logging.getLogger(__name__)
 
