@@ -57,7 +57,6 @@ from __future__ import annotations
 import argparse
 import gc
 import itertools
-import json
 import os
 import queue
 import random
@@ -77,18 +76,20 @@ import anyio
 import anyio.lowlevel
 from common import LspClient, percentile, print_target, proc_value, spawn_server, stderr_tail
 
+from coven_ls import protocol
 from coven_ls.core.agent import Agent, AgentSpec, PermissionAsker
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.session import Session, SessionConfig
 from coven_ls.core.store import Store, database_path
-from coven_ls.protocol import wire
+from coven_ls.protocol import events
 
 TARGET_RELAY_COST = 0.10  # the store may cost the relay under 10%
 TARGET_LIST_MS = 50.0  # listSessions under 50 ms
 RELAY_BUDGET_MS = 5.0  # bench/relay.py: coven-ls' whole overhead, p50
 REQUEST_TIMEOUT = 120.0
 
-Burst = list[tuple[str, dict[str, Any]]]
+Burst = list[events.Payload]
+NOW = "2026-11-22T01:36:13.290Z"
 
 # --------------------------------------------------------------------------- the workload
 
@@ -137,28 +138,16 @@ def make_template(events: int, variant: int) -> list[Burst]:
             ]
         )
         assistant: Burst = [
-            (
-                wire.Kind.TEXT,
-                {"text": _sentence(rng, rng.randint(150, 250)), "messageId": message_id},
-            ),
-            (
-                wire.Kind.TOOL_USE,
-                {
-                    "toolUseId": tool_use_id,
-                    "name": tool,
-                    "input": tool_input,
-                    "messageId": message_id,
-                },
+            events.Text(text=_sentence(rng, rng.randint(150, 250)), messageId=message_id),
+            events.ToolUse(
+                toolUseId=tool_use_id, name=tool, input=tool_input, messageId=message_id
             ),
         ]
         user: Burst = [
-            (
-                wire.Kind.TOOL_RESULT,
-                {
-                    "toolUseId": tool_use_id,
-                    "content": _file_text(rng, rng.randint(800, 1250)),
-                    "isError": False,
-                },
+            events.ToolResult(
+                toolUseId=tool_use_id,
+                content=_file_text(rng, rng.randint(800, 1250)),
+                isError=False,
             )
         ]
         for burst in (assistant, user):
@@ -329,9 +318,9 @@ async def run_hub(
                 if pace:
                     due += rng.expovariate(burst_rate)
                     await anyio.sleep_until(due)
-                for kind, fields in burst:
+                for payload in burst:
                     stamps[len(session.events) + 1] = time.perf_counter()
-                    session.emit(kind, **fields)
+                    session.emit(payload)
                 if not pace:
                     # One burst per turn of the loop, as the SDK relay yields between messages.
                     await anyio.lowlevel.checkpoint()
@@ -519,12 +508,12 @@ def main(argv: list[str] | None = None) -> int:
     sample = [e for burst in templates[0] for e in burst]
     sizes = {
         kind: statistics.fmean(
-            len(json.dumps(wire.make_event("s-0123456789ab", 1, k, **f), separators=(",", ":")))
-            for k, f in sample
-            if k == kind
+            len(protocol.event_body(protocol.event_dict("s-0123456789ab", 1, NOW, p)))
+            for p in sample
+            if p.kind == kind
         )
-        for kind in (wire.Kind.TEXT, wire.Kind.TOOL_USE, wire.Kind.TOOL_RESULT)
-        if any(k == kind for k, _f in sample)
+        for kind in (protocol.Kind.TEXT, protocol.Kind.TOOL_USE, protocol.Kind.TOOL_RESULT)
+        if any(p.kind == kind for p in sample)
     }
     print(
         f"{args.sessions} sessions x {args.events} events; mean event JSON bytes: "
@@ -535,7 +524,9 @@ def main(argv: list[str] | None = None) -> int:
         workspace = Path(tmp, "workspace")
         workspace.mkdir()
         state = Path(tmp, "state")
-        settings = ClientSettings(root=str(workspace), state_dir=str(state))
+        settings = ClientSettings(
+            str(workspace), protocol.InitializationOptions(stateDir=str(state))
+        )
         path = database_path(settings.root, settings.state_dir)
         copy = Path(tmp, "copy", path.name)
 
@@ -630,8 +621,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     live = runs["stored"].files
     json_mean = statistics.fmean(
-        len(json.dumps(wire.make_event("s-0123456789ab", 1, k, **f), separators=(",", ":")))
-        for k, f in sample
+        len(protocol.event_body(protocol.event_dict("s-0123456789ab", 1, NOW, p))) for p in sample
     )
     total = args.sessions * args.events
     print(

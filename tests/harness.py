@@ -16,7 +16,7 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig
 from pytest_lsp.client import LanguageClient, make_test_lsp_client
 
-from coven_ls.protocol.wire import to_plain
+from coven_ls.protocol import to_plain
 from coven_ls.testing.scripted_model import ScriptedModel
 
 Predicate = Callable[[dict[str, Any]], bool]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from coven_ls.core.fork import (
@@ -100,12 +101,12 @@ def test_all_failed_says_so_first() -> None:
 
 
 def test_result_wire_leaves_out_a_missing_error() -> None:
-    assert TaskResult("a", "s-1", True, "t").wire() == {
+    assert msgspec.to_builtins(TaskResult("a", "s-1", True, "t").wire()) == {
         "label": "a",
         "sessionId": "s-1",
         "ok": True,
     }
-    assert TaskResult("a", "s-1", False, error="e").wire()["error"] == "e"
+    assert msgspec.to_builtins(TaskResult("a", "s-1", False, error="e").wire())["error"] == "e"
 
 
 def test_prompts() -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
+from typing import Any
 
+import msgspec
 import pytest
 from claude_agent_sdk import (
     AssistantMessage,
@@ -18,24 +21,38 @@ from claude_agent_sdk import (
 )
 from claude_agent_sdk.types import RateLimitInfo
 
-from coven_ls.core.mapping import Draft, map_message, tool_result_text
-from coven_ls.protocol import wire
-from coven_ls.protocol.wire import Kind
+from coven_ls import protocol
+from coven_ls.core.mapping import map_message, tool_result_text
+from coven_ls.protocol import Kind, Payload
 
 from .fakes import assistant, init, result, thinking, tool_result, tool_use
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A payload as its kind and all its fields (None included), as the tests below expect."""
+
+    kind: str
+    fields: dict[str, Any]
+    payload: Payload | None = field(default=None, compare=False)
+
+
+def mapped(message: Any) -> list[Draft]:
+    return [Draft(p.kind, msgspec.structs.asdict(p), p) for p in map_message(message)]
+
 
 # --- assistant messages --------------------------------------------------------------------------
 
 
 def test_assistant_text_uses_the_message_uuid_as_message_id() -> None:
-    drafts = map_message(assistant("Hello there", uuid="u-1"))
+    drafts = mapped(assistant("Hello there", uuid="u-1"))
     assert drafts == [
         Draft(Kind.TEXT, {"text": "Hello there", "messageId": "u-1", "parentToolUseId": None})
     ]
 
 
 def test_thinking_block() -> None:
-    drafts = map_message(assistant(thinking("let me see"), uuid="u-2"))
+    drafts = mapped(assistant(thinking("let me see"), uuid="u-2"))
     assert len(drafts) == 1
     assert drafts[0].kind == Kind.THINKING
     assert drafts[0].fields["text"] == "let me see"
@@ -44,7 +61,7 @@ def test_thinking_block() -> None:
 
 def test_tool_use_block() -> None:
     block = tool_use("toolu_1", "Bash", {"command": "ls -la", "timeout": 5})
-    (draft,) = map_message(assistant(block, uuid="u-3"))
+    (draft,) = mapped(assistant(block, uuid="u-3"))
     assert draft.kind == Kind.TOOL_USE
     assert draft.fields["toolUseId"] == "toolu_1"
     assert draft.fields["name"] == "Bash"
@@ -61,7 +78,7 @@ def test_several_blocks_keep_their_order() -> None:
         tool_use("toolu_b", "Bash", {"command": "true"}),
         uuid="u-4",
     )
-    drafts = map_message(message)
+    drafts = mapped(message)
     assert [d.kind for d in drafts] == [
         Kind.THINKING,
         Kind.TEXT,
@@ -80,40 +97,40 @@ def test_several_blocks_keep_their_order() -> None:
 
 
 def test_empty_text_blocks_are_skipped() -> None:
-    drafts = map_message(assistant("", "kept", ""))
+    drafts = mapped(assistant("", "kept", ""))
     assert [d.fields["text"] for d in drafts] == ["kept"]
-    assert map_message(assistant("")) == []
+    assert mapped(assistant("")) == []
 
 
 def test_subagent_messages_carry_parent_tool_use_id() -> None:
-    drafts = map_message(
+    drafts = mapped(
         assistant("from the subagent", tool_use("toolu_s", "Grep", {}), parent="toolu_task")
     )
     assert [d.fields["parentToolUseId"] for d in drafts] == ["toolu_task", "toolu_task"]
-    (result_draft,) = map_message(tool_result("toolu_s", "found", parent="toolu_task"))
+    (result_draft,) = mapped(tool_result("toolu_s", "found", parent="toolu_task"))
     assert result_draft.fields["parentToolUseId"] == "toolu_task"
 
 
 def test_top_level_messages_have_no_parent_tool_use_id_on_the_wire() -> None:
     for message in (assistant("top level"), tool_result("toolu_1", "out")):
-        (draft,) = map_message(message)
+        (draft,) = mapped(message)
         assert draft.fields.get("parentToolUseId") is None
-        event = wire.make_event("s-1", 1, draft.kind, **draft.fields)
+        event = protocol.event_dict("s-1", 1, protocol.now_iso(), draft.payload)
         assert "parentToolUseId" not in event
 
 
 def test_assistant_message_without_uuid() -> None:
     message = AssistantMessage(content=[TextBlock("hi")], model="m")
-    (draft,) = map_message(message)
+    (draft,) = mapped(message)
     assert draft.fields["messageId"] is None
-    assert "messageId" not in wire.make_event("s", 1, draft.kind, **draft.fields)
+    assert "messageId" not in protocol.event_dict("s", 1, protocol.now_iso(), draft.payload)
 
 
 # --- user messages -------------------------------------------------------------------------------
 
 
 def test_tool_result_with_string_content() -> None:
-    (draft,) = map_message(tool_result("toolu_1", "total 0\nfile.txt"))
+    (draft,) = mapped(tool_result("toolu_1", "total 0\nfile.txt"))
     assert draft == Draft(
         Kind.TOOL_RESULT,
         {
@@ -131,7 +148,7 @@ def test_tool_result_with_a_list_of_blocks() -> None:
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAA"}},
         {"type": "text", "text": "line two"},
     ]
-    (draft,) = map_message(tool_result("toolu_2", content))
+    (draft,) = mapped(tool_result("toolu_2", content))
     assert draft.fields["content"] == "line one\n[image]\nline two"
 
 
@@ -143,26 +160,26 @@ def test_tool_result_unknown_blocks_are_shown_as_json() -> None:
 
 
 def test_tool_result_error_flag() -> None:
-    (draft,) = map_message(tool_result("toolu_3", "command not found", is_error=True))
+    (draft,) = mapped(tool_result("toolu_3", "command not found", is_error=True))
     assert draft.fields["isError"] is True
-    (draft,) = map_message(tool_result("toolu_4", "fine", is_error=None))
+    (draft,) = mapped(tool_result("toolu_4", "fine", is_error=None))
     assert draft.fields["isError"] is False
 
 
 def test_tool_result_with_no_content() -> None:
-    (draft,) = map_message(tool_result("toolu_5", None))
+    (draft,) = mapped(tool_result("toolu_5", None))
     assert draft.fields["content"] == ""
 
 
 def test_plain_string_user_message_gives_no_events() -> None:
-    assert map_message(UserMessage(content="the prompt itself", uuid="u")) == []
+    assert mapped(UserMessage(content="the prompt itself", uuid="u")) == []
 
 
 def test_user_message_blocks_other_than_tool_results_are_skipped() -> None:
     message = UserMessage(
         content=[TextBlock("injected"), ToolResultBlock(tool_use_id="toolu_9", content="x")]
     )
-    drafts = map_message(message)
+    drafts = mapped(message)
     assert [d.kind for d in drafts] == [Kind.TOOL_RESULT]
     assert drafts[0].fields["toolUseId"] == "toolu_9"
 
@@ -178,7 +195,7 @@ def test_result_message_becomes_turn_result() -> None:
         duration_ms=3456,
         num_turns=3,
     )
-    (draft,) = map_message(message)
+    (draft,) = mapped(message)
     assert draft == Draft(
         Kind.TURN_RESULT,
         {
@@ -189,6 +206,7 @@ def test_result_message_becomes_turn_result() -> None:
             "durationMs": 3456,
             "numTurns": 3,
             "agentSessionId": "agent-42",
+            "cancelled": None,  # only the session sets it, on a cancelled turn
         },
     )
 
@@ -200,19 +218,19 @@ def test_error_result_uses_errors_when_result_is_missing() -> None:
         is_error=True,
         errors=["Reached the maximum number of turns", "second line"],
     )
-    (draft,) = map_message(message)
+    (draft,) = mapped(message)
     assert draft.fields["text"] == "Reached the maximum number of turns\nsecond line"
     assert draft.fields["isError"] is True
     assert draft.fields["subtype"] == "error_max_turns"
 
 
 def test_result_text_prefers_result_over_errors() -> None:
-    (draft,) = map_message(result("the result", errors=["ignored"]))
+    (draft,) = mapped(result("the result", errors=["ignored"]))
     assert draft.fields["text"] == "the result"
 
 
 def test_result_without_text_or_errors_has_empty_text() -> None:
-    (draft,) = map_message(result(None, subtype="error_during_execution", is_error=True))
+    (draft,) = mapped(result(None, subtype="error_during_execution", is_error=True))
     assert draft.fields["text"] == ""
     assert draft.fields["costUsd"] is None
 
@@ -221,7 +239,7 @@ def test_result_without_text_or_errors_has_empty_text() -> None:
 
 
 def test_system_init_becomes_agent_event() -> None:
-    (draft,) = map_message(init("agent-7", permissionMode="plan"))
+    (draft,) = mapped(init("agent-7", permissionMode="plan"))
     assert draft == Draft(
         Kind.AGENT,
         {
@@ -235,8 +253,8 @@ def test_system_init_becomes_agent_event() -> None:
 
 
 def test_system_init_with_missing_fields() -> None:
-    (draft,) = map_message(SystemMessage(subtype="init", data={"session_id": "a"}))
-    event = wire.make_event("s", 1, draft.kind, **draft.fields)
+    (draft,) = mapped(SystemMessage(subtype="init", data={"session_id": "a"}))
+    event = protocol.event_dict("s", 1, protocol.now_iso(), draft.payload)
     assert event["agentSessionId"] == "a"
     assert "model" not in event and "claudeCodeVersion" not in event
 
@@ -274,7 +292,7 @@ def test_system_init_with_missing_fields() -> None:
     ],
 )
 def test_other_messages_give_no_events(message: object) -> None:
-    assert map_message(message) == []
+    assert mapped(message) == []
 
 
 def test_result_subclass_is_still_mapped() -> None:
@@ -290,5 +308,5 @@ def test_result_subclass_is_still_mapped() -> None:
         session_id="a",
         result="x",
     )
-    (draft,) = map_message(message)
+    (draft,) = mapped(message)
     assert draft.kind == Kind.TURN_RESULT

@@ -10,11 +10,11 @@ from typing import Any
 import anyio
 import pytest
 
+from coven_ls import protocol
 from coven_ls.core import session as session_module
 from coven_ls.core.agent import AgentSpec
 from coven_ls.core.session import Session, SessionConfig
-from coven_ls.protocol import wire
-from coven_ls.protocol.wire import Kind
+from coven_ls.protocol import Kind, events
 
 from .fakes import (
     Ask,
@@ -41,7 +41,7 @@ def new_session(backend: FakeBackend, sink: RecordingSink | None = None, **kw: A
     sink = sink if sink is not None else RecordingSink()
     config = kw.pop("config", None) or SessionConfig(cwd="/work/project", model="sonnet")
     session = Session(
-        "s-test", config, backend, sink, title="test", created_at=wire.now_iso(), **kw
+        "s-test", config, backend, sink, title="test", created_at=protocol.now_iso(), **kw
     )
     _sinks[session] = sink
     return session
@@ -55,7 +55,7 @@ async def running(
     closed (and checked to be closed) on the way out."""
     async with anyio.create_task_group() as tg:
         session = new_session(backend, sink, **kw)
-        session.emit(Kind.STATUS, status=session.status)
+        session.emit(events.StatusChanged(status=session.status))
         tg.start_soon(session.run, name="session runner")
         try:
             yield session
@@ -133,8 +133,8 @@ async def test_one_turn_events_have_gapless_seq_and_statuses() -> None:
         assert backend.specs[0].cwd == "/work/project"
         assert backend.specs[0].model == "sonnet"
         assert backend.specs[0].resume is None
-        assert session.info()["status"] == "idle"
-        assert session.info()["agentSessionId"] == "agent-1"
+        assert session.info().status == "idle"
+        assert session.info().agentSessionId == "agent-1"
     assert_gapless(session, sink)
     assert sink.statuses()[-1] == "closed"
 
@@ -211,7 +211,7 @@ async def test_queued_message_runs_after_the_current_turn() -> None:
         assert session.busy
         assert session.send("second") == 1
         assert session.send("third") == 2
-        assert session.info()["queued"] == 2
+        assert session.info().queued == 2
         assert backend.sent == ["first"]
         gate.open()
         first = await turn_done(session)
@@ -226,7 +226,7 @@ async def test_queued_message_runs_after_the_current_turn() -> None:
         # each prompt comes after the previous turn's result
         prompts = sink_of(session).of(Kind.PROMPT)
         assert prompts[1]["seq"] > first["seq"] and prompts[2]["seq"] > second["seq"]
-        assert session.info()["queued"] == 0
+        assert session.info().queued == 0
         assert_gapless(session)
 
 
@@ -238,7 +238,7 @@ async def test_hold_keeps_queued_turns_until_release() -> None:
         assert session.send("held") == 1
         await anyio.wait_all_tasks_blocked()  # the runner waits: nothing may start while held
         assert not sink_of(session).of(Kind.PROMPT, text="held")
-        assert session.info()["queued"] == 1
+        assert session.info().queued == 1
         session.release()
         prompt = await sink_of(session).wait_for(Kind.PROMPT, text="held", limit=LIMIT)
         await turn_done(session, after=prompt["seq"])
@@ -264,7 +264,7 @@ async def test_cancel_interrupts_the_turn_and_drops_the_queue() -> None:
         assert backend.agent.interrupts == 1
         assert backend.sent == ["long task"]
         assert [p["text"] for p in sink_of(session).of(Kind.PROMPT)] == ["long task"]
-        assert session.info()["queued"] == 0
+        assert session.info().queued == 0
         # the agent answered the interrupt, so it is kept and the next message goes to it
         mark = session.events[-1]["seq"]
         assert session.send("next") == 0
@@ -399,7 +399,9 @@ async def test_messages_raising_fails_the_turn() -> None:
 async def test_open_raising_coven_error() -> None:
     backend = FakeBackend()
     backend.open_plan.append(
-        wire.CovenError(wire.CLAUDE_UNAVAILABLE, "No Claude Code CLI found. Install it.")
+        protocol.CovenError(
+            protocol.ErrorCode.ClaudeUnavailable, "No Claude Code CLI found. Install it."
+        )
     )
     async with running(backend) as session:
         session.send("hi")
@@ -454,9 +456,9 @@ async def test_close_ends_the_runner_and_closes_the_agent_in_its_task() -> None:
         assert sink.statuses()[-1] == "closed"
         assert_closed_where_opened(backend)
         assert backend.agent.closed_in_task != anyio.get_current_task().id
-        with pytest.raises(wire.CovenError) as info:
+        with pytest.raises(protocol.CovenError) as info:
             session.send("more")
-        assert info.value.code == wire.INVALID_STATE == -32003
+        assert info.value.code == protocol.ErrorCode.InvalidState == -32003
         assert "closed" in info.value.message
         with anyio.fail_after(LIMIT):
             await session.close()  # again: returns at once
@@ -477,7 +479,7 @@ async def test_close_during_a_turn() -> None:
         assert not sink_of(session).of(Kind.ERROR)
         assert backend.sent == ["long"]
         assert sink_of(session).statuses() == ["starting", "running", "closed"]
-        with pytest.raises(wire.CovenError):
+        with pytest.raises(protocol.CovenError):
             session.send("x")
     assert_closed_where_opened(backend)
 
@@ -505,9 +507,9 @@ async def test_send_is_refused_as_soon_as_close_begins() -> None:
             tg.start_soon(session.close)
             await anyio.wait_all_tasks_blocked()
             assert session.closed
-            with pytest.raises(wire.CovenError) as info:
+            with pytest.raises(protocol.CovenError) as info:
                 session.send("late")
-            assert info.value.code == wire.INVALID_STATE
+            assert info.value.code == protocol.ErrorCode.InvalidState
 
 
 # --- cost ----------------------------------------------------------------------------------------
@@ -528,7 +530,7 @@ async def test_cost_is_per_turn_from_the_running_total() -> None:
         assert first["costUsd"] == pytest.approx(0.01)
         assert second["costUsd"] == pytest.approx(0.02)
         assert session.cost_usd == pytest.approx(0.03)
-        assert session.info()["costUsd"] == pytest.approx(0.03)
+        assert session.info().costUsd == pytest.approx(0.03)
 
         session.send("c")
         await sink_of(session).wait_for(Kind.STATUS, status="failed", limit=LIMIT)

@@ -12,7 +12,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import client_capabilities
 
-from coven_ls.protocol.wire import to_plain
+from coven_ls.protocol import to_plain
 from coven_ls.testing.scripted_model import ScriptedModel, ToolUse
 
 from .harness import Coven, wait_until

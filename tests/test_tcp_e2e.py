@@ -13,7 +13,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from coven_ls.protocol.wire import to_plain
+from coven_ls.protocol import to_plain
 from coven_ls.testing.scripted_model import ScriptedModel
 
 from .harness import processes_with_env, wait_until

@@ -1,27 +1,29 @@
-"""Unit tests for coven_ls.protocol.wire: parameter validation, `to_plain`, `make_event`."""
+"""Unit tests for coven_ls.protocol: parameter validation, `to_plain`, events and their envelope."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import re
 from collections import namedtuple
 from typing import Any
 
 import attrs
+import msgspec
 import pytest
 from lsprotocol import types as lsp
 from pygls.protocol import _dict_to_object
 
-from coven_ls.protocol import wire
-from coven_ls.protocol.wire import (
+from coven_ls import protocol
+from coven_ls.protocol import (
     CovenError,
     GetEventsParams,
-    ListSessionsParams,
+    NoParams,
     SendMessageParams,
     SessionIdParams,
     StartSessionParams,
-    make_event,
+    event_dict,
+    events,
+    now_iso,
     parse,
     to_plain,
 )
@@ -30,7 +32,7 @@ from coven_ls.protocol.wire import (
 def parse_error(method: str, cls: type, raw: Any) -> CovenError:
     with pytest.raises(CovenError) as info:
         parse(method, cls, raw)
-    assert info.value.code == wire.INVALID_PARAMS == -32602
+    assert info.value.code == protocol.ErrorCode.InvalidParams == -32602
     assert info.value.message.startswith(f"{method}: ")
     assert str(info.value) == info.value.message
     return info.value
@@ -40,12 +42,12 @@ def parse_error(method: str, cls: type, raw: Any) -> CovenError:
 
 
 def test_required_and_optional_fields() -> None:
-    params = parse(wire.START_SESSION, StartSessionParams, {"prompt": "hi"})
+    params = parse(protocol.START_SESSION, StartSessionParams, {"prompt": "hi"})
     assert params == StartSessionParams(prompt="hi")
     assert params.cwd is None and params.model is None and params.forkMode is None
 
     full = parse(
-        wire.START_SESSION,
+        protocol.START_SESSION,
         StartSessionParams,
         {
             "prompt": "hi",
@@ -60,34 +62,36 @@ def test_required_and_optional_fields() -> None:
 
 
 def test_missing_required_field_names_method_and_field() -> None:
-    error = parse_error(wire.SEND_MESSAGE, SendMessageParams, {"sessionId": "s-1"})
+    error = parse_error(protocol.SEND_MESSAGE, SendMessageParams, {"sessionId": "s-1"})
     assert error.message == "coven/sendMessage: missing required field 'text'"
 
 
 def test_null_for_an_optional_field_means_absent() -> None:
     params = parse(
-        wire.START_SESSION,
+        protocol.START_SESSION,
         StartSessionParams,
         {"prompt": "p", "cwd": None, "permissionMode": None, "forkMode": None},
     )
     assert params == StartSessionParams(prompt="p")
-    assert parse(wire.GET_EVENTS, GetEventsParams, {"sessionId": "s", "afterSeq": None}) == (
+    assert parse(protocol.GET_EVENTS, GetEventsParams, {"sessionId": "s", "afterSeq": None}) == (
         GetEventsParams(sessionId="s", afterSeq=0)
     )
 
 
 def test_null_for_a_required_field_is_a_type_error() -> None:
-    error = parse_error(wire.START_SESSION, StartSessionParams, {"prompt": None})
+    error = parse_error(protocol.START_SESSION, StartSessionParams, {"prompt": None})
     assert "'prompt'" in error.message
     assert "must be a string (got null)" in error.message
 
 
 def test_defaults_apply() -> None:
-    assert parse(wire.GET_EVENTS, GetEventsParams, {"sessionId": "s"}).afterSeq == 0
-    assert parse(wire.GET_EVENTS, GetEventsParams, {"sessionId": "s", "afterSeq": 7}).afterSeq == 7
+    assert parse(protocol.GET_EVENTS, GetEventsParams, {"sessionId": "s"}).afterSeq == 0
+    assert (
+        parse(protocol.GET_EVENTS, GetEventsParams, {"sessionId": "s", "afterSeq": 7}).afterSeq == 7
+    )
 
 
-START, GET = (StartSessionParams, wire.START_SESSION), (GetEventsParams, wire.GET_EVENTS)
+START, GET = (StartSessionParams, protocol.START_SESSION), (GetEventsParams, protocol.GET_EVENTS)
 
 
 @pytest.mark.parametrize(
@@ -98,7 +102,7 @@ START, GET = (StartSessionParams, wire.START_SESSION), (GetEventsParams, wire.GE
         (START, {"prompt": "p", "cwd": {"a": 1}}, "cwd", "a string (got an object)"),
         (START, {"prompt": "p", "title": 1.5}, "title", "a string (got a number)"),
         (
-            (SessionIdParams, wire.CANCEL),
+            (SessionIdParams, protocol.CANCEL),
             {"sessionId": True},
             "sessionId",
             "a string (got a boolean)",
@@ -116,19 +120,19 @@ def test_wrong_types(target: tuple[type, str], raw: Any, field: str, expected: s
 
 @pytest.mark.parametrize("value", [True, False])
 def test_booleans_are_not_integers(value: bool) -> None:
-    error = parse_error(wire.GET_EVENTS, GetEventsParams, {"sessionId": "s", "afterSeq": value})
+    error = parse_error(protocol.GET_EVENTS, GetEventsParams, {"sessionId": "s", "afterSeq": value})
     assert error.message == "coven/getEvents: 'afterSeq' must be an integer (got a boolean)"
 
 
 def test_literal_values_are_listed() -> None:
     error = parse_error(
-        wire.START_SESSION, StartSessionParams, {"prompt": "p", "permissionMode": "yolo"}
+        protocol.START_SESSION, StartSessionParams, {"prompt": "p", "permissionMode": "yolo"}
     )
     assert error.message == (
         "coven/startSession: 'permissionMode' must be one of 'default', 'acceptEdits', 'plan', "
         "'bypassPermissions', 'dontAsk', 'auto' (got 'yolo')"
     )
-    error = parse_error(wire.START_SESSION, StartSessionParams, {"prompt": "p", "forkMode": 1})
+    error = parse_error(protocol.START_SESSION, StartSessionParams, {"prompt": "p", "forkMode": 1})
     assert error.message == (
         "coven/startSession: 'forkMode' must be one of 'auto', 'approve', 'off' (got 1)"
     )
@@ -137,14 +141,14 @@ def test_literal_values_are_listed() -> None:
 def test_literal_values_are_accepted() -> None:
     for mode in ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"):
         params = parse(
-            wire.START_SESSION, StartSessionParams, {"prompt": "p", "permissionMode": mode}
+            protocol.START_SESSION, StartSessionParams, {"prompt": "p", "permissionMode": mode}
         )
         assert params.permissionMode == mode
 
 
 def test_unknown_fields_are_ignored() -> None:
     params = parse(
-        wire.SEND_MESSAGE,
+        protocol.SEND_MESSAGE,
         SendMessageParams,
         {"sessionId": "s-1", "text": "t", "attachments": [1, 2], "futureFlag": True},
     )
@@ -156,25 +160,24 @@ def test_unknown_fields_are_ignored() -> None:
     [([1, 2], "an array"), ("text", "a string"), (3, "a number"), (True, "a boolean")],
 )
 def test_params_must_be_an_object(raw: Any, shown: str) -> None:
-    error = parse_error(wire.CANCEL, SessionIdParams, raw)
+    error = parse_error(protocol.CANCEL, SessionIdParams, raw)
     assert error.message == f"coven/cancel: params must be an object (got {shown})"
 
 
 def test_missing_params_are_an_empty_object() -> None:
-    assert parse(wire.LIST_SESSIONS, ListSessionsParams, None) == ListSessionsParams()
-    error = parse_error(wire.CANCEL, SessionIdParams, None)
+    assert parse(protocol.LIST_SESSIONS, NoParams, None) == NoParams()
+    error = parse_error(protocol.CANCEL, SessionIdParams, None)
     assert error.message == "coven/cancel: missing required field 'sessionId'"
 
 
 def test_params_decoded_by_pygls_are_accepted() -> None:
     raw = _dict_to_object({"sessionId": "s-9", "afterSeq": 4, "extra": {"nested": [1]}})
     assert isinstance(raw, tuple)
-    assert parse(wire.GET_EVENTS, GetEventsParams, raw) == GetEventsParams("s-9", 4)
+    assert parse(protocol.GET_EVENTS, GetEventsParams, raw) == GetEventsParams("s-9", 4)
 
 
 def test_int_float_and_list_annotations() -> None:
-    @dataclasses.dataclass(frozen=True)
-    class Params:
+    class Params(msgspec.Struct, frozen=True):
         count: int
         ratio: float | None = None
         names: list[str] | None = None
@@ -194,12 +197,16 @@ def test_int_float_and_list_annotations() -> None:
 
 
 def test_error_codes() -> None:
-    assert (wire.SESSION_NOT_FOUND, wire.CLAUDE_UNAVAILABLE, wire.INVALID_STATE) == (
+    assert (
+        protocol.ErrorCode.SessionNotFound,
+        protocol.ErrorCode.ClaudeUnavailable,
+        protocol.ErrorCode.InvalidState,
+    ) == (
         -32001,
         -32002,
         -32003,
     )
-    error = CovenError(wire.INVALID_STATE, "closed", {"sessionId": "s"})
+    error = CovenError(protocol.ErrorCode.InvalidState, "closed", {"sessionId": "s"})
     assert (error.code, error.message, error.data) == (-32003, "closed", {"sessionId": "s"})
 
 
@@ -260,7 +267,7 @@ ISO_MS_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
 
 def test_make_event_has_the_envelope() -> None:
-    event = make_event("s-1", 7, wire.Kind.TEXT, text="hi")
+    event = event_dict("s-1", 7, now_iso(), events.Text(text="hi"))
     assert list(event)[:4] == ["sessionId", "seq", "kind", "time"]
     assert event["sessionId"] == "s-1"
     assert event["seq"] == 7
@@ -269,25 +276,32 @@ def test_make_event_has_the_envelope() -> None:
 
 
 def test_make_event_drops_none_but_keeps_falsy_values() -> None:
-    event = make_event(
-        "s", 1, wire.Kind.TOOL_RESULT, parentToolUseId=None, content="", isError=False, costUsd=0.0
+    event = event_dict(
+        "s",
+        1,
+        now_iso(),
+        events.ToolResult(toolUseId="t", parentToolUseId=None, content="", isError=False),
     )
     assert "parentToolUseId" not in event
-    assert event["content"] == "" and event["isError"] is False and event["costUsd"] == 0.0
+    assert event["content"] == "" and event["isError"] is False
+    cost = event_dict(
+        "s", 2, now_iso(), events.TurnResult(text="", isError=False, subtype="x", costUsd=0.0)
+    )
+    assert cost["costUsd"] == 0.0
 
 
 def test_event_time_is_iso8601_utc_with_milliseconds() -> None:
     before = dt.datetime.now(dt.timezone.utc)
-    event = make_event("s", 1, wire.Kind.STATUS, status="idle")
+    event = event_dict("s", 1, now_iso(), events.StatusChanged(status="idle"))
     after = dt.datetime.now(dt.timezone.utc)
     assert ISO_MS_Z.match(event["time"]), event["time"]
     stamp = dt.datetime.strptime(event["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
         tzinfo=dt.timezone.utc
     )
     assert before - dt.timedelta(milliseconds=1) <= stamp <= after
-    assert ISO_MS_Z.match(wire.now_iso())
+    assert ISO_MS_Z.match(protocol.now_iso())
 
 
 def test_statuses_and_kinds() -> None:
-    assert {"running", "idle", "failed", "closed"} <= set(wire.STATUSES)
-    assert wire.FINAL_STATUSES <= set(wire.STATUSES)
+    assert {"running", "idle", "failed", "closed"} <= set(protocol.STATUSES)
+    assert protocol.FINAL_STATUSES <= set(protocol.STATUSES)

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from ..protocol import wire
+from .. import protocol
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +98,8 @@ def resolve_claude(explicit: str | None) -> tuple[str, str]:
     found = shutil.which("claude")
     if found:
         return found, "PATH"
-    raise wire.CovenError(
-        wire.CLAUDE_UNAVAILABLE,
+    raise protocol.CovenError(
+        protocol.ErrorCode.ClaudeUnavailable,
         "No Claude Code CLI found (none bundled with claude-agent-sdk, none on PATH). "
         + INSTALL_HINT,
     )
@@ -110,14 +110,14 @@ def probe_claude(path: str, source: str) -> str:
     install. Blocking: call it from a worker thread."""
     resolved = shutil.which(path) if os.sep not in path else path
     if not resolved or not Path(resolved).exists():
-        raise wire.CovenError(
-            wire.CLAUDE_UNAVAILABLE,
+        raise protocol.CovenError(
+            protocol.ErrorCode.ClaudeUnavailable,
             f"Claude Code CLI not found at '{path}' (from {source}). {INSTALL_HINT}",
             {"claudePath": path, "source": source},
         )
     if not os.access(resolved, os.X_OK) or Path(resolved).is_dir():
-        raise wire.CovenError(
-            wire.CLAUDE_UNAVAILABLE,
+        raise protocol.CovenError(
+            protocol.ErrorCode.ClaudeUnavailable,
             f"'{resolved}' (from {source}) is not an executable file. {INSTALL_HINT}",
             {"claudePath": path, "source": source},
         )
@@ -126,15 +126,15 @@ def probe_claude(path: str, source: str) -> str:
             [resolved, "--version"], capture_output=True, text=True, timeout=30, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise wire.CovenError(
-            wire.CLAUDE_UNAVAILABLE,
+        raise protocol.CovenError(
+            protocol.ErrorCode.ClaudeUnavailable,
             f"'{resolved}' (from {source}) could not be run: {exc}. {INSTALL_HINT}",
             {"claudePath": path, "source": source},
         ) from exc
     if done.returncode != 0:
         detail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise wire.CovenError(
-            wire.CLAUDE_UNAVAILABLE,
+        raise protocol.CovenError(
+            protocol.ErrorCode.ClaudeUnavailable,
             f"'{resolved} --version' (from {source}) failed with exit code {done.returncode}: "
             f"{detail[0]}. {INSTALL_HINT}",
             {"claudePath": path, "source": source},

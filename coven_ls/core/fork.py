@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
 import anyio
+import msgspec
 import yaml
 
-from ..protocol import wire
-from ..protocol.wire import Kind
+from .. import protocol
+from ..protocol import Kind, events
 from .agent import AgentSpec
 from .session import Outcome, Session, SessionConfig
 
@@ -158,13 +159,10 @@ class TaskResult:
     text: str = ""
     error: str | None = None
 
-    def wire(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "sessionId": self.session_id,
-            "ok": self.ok,
-            **({"error": self.error} if self.error else {}),
-        }
+    def wire(self) -> events.TaskOutcome:
+        return events.TaskOutcome(
+            label=self.label, sessionId=self.session_id, ok=self.ok, error=self.error or None
+        )
 
 
 def _attr(value: str) -> str:
@@ -228,7 +226,9 @@ class Fork:
             "decision": self.decision,
             "at_message_id": self.at_message_id,
             "children": [c.id for c in self.children],
-            "results": None if self.results is None else [r.wire() for r in self.results],
+            "results": None
+            if self.results is None
+            else [msgspec.to_builtins(r.wire()) for r in self.results],
             "reintegrated": self.state is ForkState.FINISHED,
         }
 
@@ -241,8 +241,8 @@ class ForkManager:
     def get(self, fork_id: str) -> Fork:
         fork = self.forks.get(fork_id)
         if fork is None:
-            raise wire.CovenError(
-                wire.FORK_NOT_FOUND,
+            raise protocol.CovenError(
+                protocol.ErrorCode.ForkNotFound,
                 f"No fork with id '{fork_id}'. Fork ids come from forkProposed and forkStarted "
                 "events and from coven/fork.",
                 {"forkId": fork_id},
@@ -266,7 +266,7 @@ class ForkManager:
         try:
             tasks = parse_fork_tag(result.get("text") or "", config.max_children)
         except ForkSyntaxError as exc:
-            session.emit(Kind.FORK_ERROR, message=str(exc))
+            session.emit(events.ForkError(message=str(exc)))
             session.send(problem_message(str(exc)), origin="forkError", first=True)
             return
         if tasks is None:
@@ -276,7 +276,7 @@ class ForkManager:
             self._start(fork)
             return
         session.set_status("awaitingApproval")
-        session.emit(Kind.FORK_PROPOSED, forkId=fork.id, tasks=tasks)
+        session.emit(events.ForkProposed(forkId=fork.id, tasks=tasks))
         self._hub.ask_fork_approval(session, fork)
 
     def _new_fork(self, parent: Session, tasks: list[str], source: str, **kw: Any) -> Fork:
@@ -296,8 +296,8 @@ class ForkManager:
     ) -> None:
         fork = self.get(fork_id)
         if fork.state is not ForkState.PROPOSED:
-            raise wire.CovenError(
-                wire.INVALID_STATE,
+            raise protocol.CovenError(
+                protocol.ErrorCode.InvalidState,
                 f"Fork {fork_id} is {fork.state.value}; only a proposed fork can be decided.",
                 {"forkId": fork_id, "state": fork.state.value},
             )
@@ -306,7 +306,7 @@ class ForkManager:
                 try:
                     fork.tasks = check_tasks(tasks, fork.parent.config.max_children)
                 except ForkSyntaxError as exc:
-                    raise wire.invalid_params(wire.DECIDE_FORK, str(exc)) from exc
+                    raise protocol.invalid_params(protocol.DECIDE_FORK, str(exc)) from exc
             fork.decision = "approved"
             self._start(fork)
             return
@@ -317,7 +317,7 @@ class ForkManager:
         fork.state = ForkState.REJECTED
         self._hub.fork_changed(fork)
         parent = fork.parent
-        parent.emit(Kind.FORK_REJECTED, forkId=fork.id, reason=reason)
+        parent.emit(events.ForkRejected(forkId=fork.id, reason=reason))
         if tell_model and not parent.closed:
             because = f" Their reason: {reason}" if reason else ""
             parent.send(
@@ -332,19 +332,20 @@ class ForkManager:
 
     def fork_by_hand(self, session: Session, tasks: list[str], at_message_id: str | None) -> Fork:
         if session.closed:
-            raise wire.CovenError(
-                wire.INVALID_STATE, f"Session {session.id} is {session.status}; it cannot fork."
+            raise protocol.CovenError(
+                protocol.ErrorCode.InvalidState,
+                f"Session {session.id} is {session.status}; it cannot fork.",
             )
         if not session.settled or self.active_fork(session) is not None:
-            raise wire.CovenError(
-                wire.INVALID_STATE,
+            raise protocol.CovenError(
+                protocol.ErrorCode.InvalidState,
                 f"Session {session.id} is busy ({session.status}); fork it when its turn has "
                 "ended, or cancel the turn first.",
                 {"sessionId": session.id, "status": session.status},
             )
         if session.agent_session_id is None:
-            raise wire.CovenError(
-                wire.INVALID_STATE,
+            raise protocol.CovenError(
+                protocol.ErrorCode.InvalidState,
                 f"Session {session.id} has no agent conversation yet, so there is nothing to "
                 "fork; wait for its first turn to start.",
                 {"sessionId": session.id},
@@ -352,14 +353,14 @@ class ForkManager:
         try:
             tasks = check_tasks(tasks, session.config.max_children)
         except ForkSyntaxError as exc:
-            raise wire.invalid_params(wire.FORK, str(exc)) from exc
+            raise protocol.invalid_params(protocol.FORK, str(exc)) from exc
         if at_message_id is not None and not any(
             e.get("messageId") == at_message_id
             for e in session.events
             if e["kind"] in (Kind.TEXT, Kind.THINKING, Kind.TOOL_USE)
         ):
-            raise wire.invalid_params(
-                wire.FORK,
+            raise protocol.invalid_params(
+                protocol.FORK,
                 f"'atMessageId' {at_message_id!r} is not an assistant message of session "
                 f"{session.id}; use the messageId of one of its text events.",
             )
@@ -395,12 +396,13 @@ class ForkManager:
             )
         self._hub.fork_changed(fork)
         parent.emit(
-            Kind.FORK_STARTED,
-            forkId=fork.id,
-            source=fork.source,
-            atMessageId=fork.at_message_id,
-            tasks=fork.tasks,
-            children=[{"sessionId": c.id, "label": c.label} for c in fork.children],
+            events.ForkStarted(
+                forkId=fork.id,
+                source=fork.source,
+                atMessageId=fork.at_message_id,
+                tasks=fork.tasks,
+                children=_refs(fork.children),
+            )
         )
         for child in fork.children:
             self._hub.launch(child)
@@ -444,7 +446,7 @@ class ForkManager:
         fork.results = [self._result_of(child, interrupted) for child in fork.children]
         fork.state = ForkState.FINISHED
         self._hub.fork_changed(fork)
-        parent.emit(Kind.FORK_FINISHED, forkId=fork.id, results=[r.wire() for r in fork.results])
+        parent.emit(events.ForkFinished(forkId=fork.id, results=[r.wire() for r in fork.results]))
         if not parent.closed:
             # The parent stays `forking` until its runner takes this turn and starts it.
             parent.send(compose_results(fork.results), origin="forkResults", first=True)
@@ -507,9 +509,9 @@ class ForkManager:
                 self._hub.fork_changed(fork)
                 if state is ForkState.RUNNING:  # said once, by the restart that found it cut off
                     parent.emit(
-                        Kind.FORK_INTERRUPTED,
-                        forkId=fork.id,
-                        unfinished=[c.id for c in self._unfinished(fork)],
+                        events.ForkInterrupted(
+                            forkId=fork.id, unfinished=[c.id for c in self._unfinished(fork)]
+                        )
                     )
             elif state is ForkState.FINISHED and not _results_reached(parent, fork.id):
                 parent.hold()  # _finish releases it
@@ -518,19 +520,16 @@ class ForkManager:
     def resume(self, fork_id: str) -> None:
         """Run again the children of an interrupted fork that had not finished (fresh forks of
         the parent), then reintegrate as usual."""
-        fork = self._interrupted(fork_id, wire.RESUME_FORK)
+        fork = self._interrupted(fork_id, protocol.RESUME_FORK)
         if fork.parent.agent_session_id is None:
-            raise wire.CovenError(
-                wire.INVALID_STATE, f"Fork {fork_id}'s parent has no agent conversation to fork."
+            raise protocol.CovenError(
+                protocol.ErrorCode.InvalidState,
+                f"Fork {fork_id}'s parent has no agent conversation to fork.",
             )
         again = self._unfinished(fork)
         fork.state = ForkState.RUNNING
         fork.parent.set_status("forking")
-        fork.parent.emit(
-            Kind.FORK_RESUMED,
-            forkId=fork.id,
-            children=[{"sessionId": c.id, "label": c.label} for c in again],
-        )
+        fork.parent.emit(events.ForkResumed(forkId=fork.id, children=_refs(again)))
         for child in again:
             child.restart_as_fork(self._child_spec(fork))
         self._hub.fork_changed(fork)
@@ -542,14 +541,14 @@ class ForkManager:
 
     def abandon(self, fork_id: str) -> None:
         """Give the parent what finished; the rest is reported as interrupted."""
-        fork = self._interrupted(fork_id, wire.ABANDON_FORK)
+        fork = self._interrupted(fork_id, protocol.ABANDON_FORK)
         self._finish(fork, interrupted="interrupted: the server stopped before it finished")
 
     def _interrupted(self, fork_id: str, method: str) -> Fork:
         fork = self.get(fork_id)
         if fork.state is not ForkState.INTERRUPTED:
-            raise wire.CovenError(
-                wire.INVALID_STATE,
+            raise protocol.CovenError(
+                protocol.ErrorCode.InvalidState,
                 f"{method}: fork {fork_id} is {fork.state.value}; only a fork interrupted by a "
                 "server restart can be resumed or abandoned.",
                 {"forkId": fork_id, "state": fork.state.value},
@@ -560,6 +559,10 @@ class ForkManager:
         gone = set(session_ids)
         for fork_id in [f.id for f in self.forks.values() if f.parent.id in gone]:
             del self.forks[fork_id]
+
+
+def _refs(children: list[Session]) -> list[events.ChildRef]:
+    return [events.ChildRef(sessionId=c.id, label=c.label or "") for c in children]
 
 
 def _results_reached(parent: Session, fork_id: str) -> bool:

@@ -12,14 +12,15 @@ import logging
 import os
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
 
-from ..protocol import wire
+from .. import protocol
+from ..protocol import Status, events
 from .agent import AgentSpec, Backend, ClaudeBackend
 from .fork import Fork, ForkManager, ForkState, fork_prompt
 from .session import Session, SessionConfig
@@ -36,59 +37,16 @@ FLUSH_SLICE = 1000
 
 @dataclass(frozen=True)
 class ClientSettings:
-    """A client's `initializationOptions`, with the defaults applied."""
+    """A client's workspace root and its `initializationOptions` (defaults applied)."""
 
     root: str
-    claude_path: str | None = None
-    model: str | None = None
-    permission_mode: str | None = None
-    fork_mode: str = "approve"
-    permission_timeout: float = 300.0
-    max_children: int = 8
-    max_parallel: int = 4
-    max_depth: int = 1
-    state_dir: str | None = None
+    options: protocol.InitializationOptions = field(default_factory=protocol.InitializationOptions)
 
     @classmethod
     def parse(cls, options: Any, root: str) -> ClientSettings:
-        options = wire.to_plain(options) or {}
-        where = "initializationOptions"
-        if not isinstance(options, dict):
-            raise wire.invalid_params(where, "must be an object")
-        checked = wire.parse(where, _InitOptions, options)
-        for name, least in (("maxChildren", 1), ("maxParallel", 1), ("maxDepth", 0)):
-            value = getattr(checked, name)
-            if value is not None and value < least:
-                raise wire.invalid_params(where, f"'{name}' must be at least {least} (got {value})")
         return cls(
-            root=root,
-            claude_path=checked.claudePath,
-            model=checked.model,
-            permission_mode=checked.permissionMode,
-            fork_mode=checked.forkMode or "approve",
-            permission_timeout=(
-                300.0
-                if checked.permissionTimeoutSeconds is None
-                else max(checked.permissionTimeoutSeconds, 0.0)
-            ),
-            max_children=checked.maxChildren or 8,
-            max_parallel=checked.maxParallel or 4,
-            max_depth=1 if checked.maxDepth is None else checked.maxDepth,
-            state_dir=checked.stateDir,
+            root, protocol.parse("initializationOptions", protocol.InitializationOptions, options)
         )
-
-
-@dataclass(frozen=True)
-class _InitOptions:
-    claudePath: str | None = None
-    model: str | None = None
-    permissionMode: wire.PermissionMode | None = None
-    forkMode: wire.ForkMode | None = None
-    permissionTimeoutSeconds: float | None = None
-    maxChildren: int | None = None
-    maxParallel: int | None = None
-    maxDepth: int | None = None
-    stateDir: str | None = None
 
 
 class Client(Protocol):
@@ -176,7 +134,7 @@ class Hub:
         del self._outbox[:FLUSH_SLICE]
         fork_ids, self._dirty_forks = self._dirty_forks, set()
         # Each event is encoded once: the same bytes go to the store and into the frames.
-        bodies = [wire.event_body(e) for e in events]
+        bodies = [protocol.event_body(e) for e in events]
         batches: dict[Store, tuple[list[tuple[dict[str, Any], bytes]], dict[str, Session], list]]
         batches = {}
         for event, body in zip(events, bodies, strict=True):
@@ -213,7 +171,7 @@ class Hub:
             await self._flushed.wait()
 
     def _deliver(self, event: dict[str, Any], body: bytes | None = None) -> None:
-        frame = wire.event_frame(body if body is not None else wire.event_body(event))
+        frame = protocol.event_frame(body if body is not None else protocol.event_body(event))
         for client in list(self.clients):
             try:
                 client.send_frame(frame)
@@ -228,7 +186,7 @@ class Hub:
         if client is None:
             return False, "Denied: no editor is connected to coven-ls to approve this tool use."
         await self.flushed()  # the permissionRequest event reaches clients before the question
-        timeout = client.settings.permission_timeout
+        timeout = client.settings.options.permissionTimeoutSeconds
         with anyio.move_on_after(timeout):
             return await client.ask_permission(session, tool_name, tool_input, tool_use_id)
         return False, (
@@ -284,33 +242,33 @@ class Hub:
     def get(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
         if session is None:
-            raise wire.CovenError(
-                wire.SESSION_NOT_FOUND,
+            raise protocol.CovenError(
+                protocol.ErrorCode.SessionNotFound,
                 f"No session with id '{session_id}'. coven/listSessions lists the sessions "
                 "this server knows.",
                 {"sessionId": session_id},
             )
         return session
 
-    async def start_session(self, client: Client, params: wire.StartSessionParams) -> Session:
+    async def start_session(self, client: Client, params: protocol.StartSessionParams) -> Session:
         settings = client.settings
         cwd = os.path.abspath(os.path.expanduser(params.cwd or settings.root))
         if not Path(cwd).is_dir():
-            raise wire.invalid_params(
-                wire.START_SESSION, f"cwd '{cwd}' is not an existing directory"
+            raise protocol.invalid_params(
+                protocol.START_SESSION, f"cwd '{cwd}' is not an existing directory"
             )
         if not params.prompt.strip():
-            raise wire.invalid_params(wire.START_SESSION, "'prompt' must not be empty")
-        backend = self.backend(settings.claude_path)
+            raise protocol.invalid_params(protocol.START_SESSION, "'prompt' must not be empty")
+        backend = self.backend(settings.options.claudePath)
         await anyio.to_thread.run_sync(backend.check)
         config = SessionConfig(
             cwd=cwd,
-            model=params.model or settings.model,
-            permission_mode=params.permissionMode or settings.permission_mode,
-            fork_mode=params.forkMode or settings.fork_mode,
-            max_children=settings.max_children,
-            max_parallel=settings.max_parallel,
-            max_depth=settings.max_depth,
+            model=params.model or settings.options.model,
+            permission_mode=params.permissionMode or settings.options.permissionMode,
+            fork_mode=params.forkMode or settings.options.forkMode,
+            max_children=settings.options.maxChildren,
+            max_parallel=settings.options.maxParallel,
+            max_depth=settings.options.maxDepth,
         )
         config.append_system_prompt = fork_prompt(config, depth=0)
         session = self._new_session(
@@ -345,7 +303,7 @@ class Hub:
         self,
         backend: Backend,
         config: SessionConfig,
-        status: str = "starting",
+        status: Status = "starting",
         launch: bool = True,
         store: Store | None = None,
         session_id: str | None = None,
@@ -357,7 +315,8 @@ class Hub:
             config,
             backend,
             self,
-            created_at=wire.now_iso(),
+            status=status,
+            created_at=protocol.now_iso(),
             on_turn_end=self.forks.on_turn_end,
             **kw,
         )
@@ -365,7 +324,6 @@ class Hub:
         if store is not None:
             self._store_of[session_id] = store
             session.committed_seq = 0
-        session.status = status
         if launch:
             self.launch(session)
         return session
@@ -373,7 +331,7 @@ class Hub:
     def launch(self, session: Session, announce: bool = True) -> None:
         """Announce a session (its first event) and start its runner."""
         if announce:
-            session.emit(wire.Kind.STATUS, status=session.status)
+            session.emit(events.StatusChanged(status=session.status))
         self._tg.start_soon(session.run, name=f"session {session.id}")
 
     def children_of(self, session: Session) -> list[Session]:
@@ -400,7 +358,7 @@ class Hub:
                 tg.start_soon(self.close, child)
         await session.close()
 
-    def list_sessions(self) -> list[dict[str, Any]]:
+    def list_sessions(self) -> list[protocol.SessionInfo]:
         return [s.info() for s in self.sessions.values()]
 
     async def close_all(self) -> None:
@@ -420,20 +378,20 @@ class Hub:
     async def open_store(self, settings: ClientSettings) -> tuple[Store, str | None]:
         """The store of a client's workspace root, opened (and its sessions restored) once per
         server. Returns it and a warning for the user, if there is one."""
-        path = database_path(settings.root, settings.state_dir)
+        path = database_path(settings.root, settings.options.stateDir)
         if path in self.stores:
             return self.stores[path], None
         try:
             store, warning = await anyio.to_thread.run_sync(Store.open, path)
         except StoreError as exc:
-            raise wire.CovenError(wire.STORE_UNAVAILABLE, str(exc)) from exc
+            raise protocol.CovenError(protocol.ErrorCode.StoreUnavailable, str(exc)) from exc
         self.stores[path] = store
         snapshot = await anyio.to_thread.run_sync(store.load)
         self._restore(store, snapshot, settings)
         return store, warning
 
     def _restore(self, store: Store, snapshot: Snapshot, settings: ClientSettings) -> None:
-        backend = self.backend(settings.claude_path)
+        backend = self.backend(settings.options.claudePath)
         restored: list[Session] = []
         for row in snapshot.sessions:
             if row["session_id"] in self.sessions:
@@ -492,7 +450,12 @@ class Hub:
         # Not stored (there is nothing left to store it in): it tells watching clients to drop
         # the session and everything under it.
         self._deliver(
-            wire.make_event(session.id, len(session.events) + 1, wire.Kind.DELETED, sessionIds=ids)
+            protocol.event_dict(
+                session.id,
+                len(session.events) + 1,
+                protocol.now_iso(),
+                events.Deleted(sessionIds=ids),
+            )
         )
         return ids
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from claude_agent_sdk import (
@@ -17,15 +16,7 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
-from ..protocol.wire import Kind
-
-
-@dataclass(frozen=True)
-class Draft:
-    """An event before the session gives it a seq and a time."""
-
-    kind: str
-    fields: dict[str, Any]
+from ..protocol import events
 
 
 def tool_result_text(content: Any) -> str:
@@ -50,7 +41,7 @@ def tool_result_text(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False, default=str)
 
 
-def map_message(message: Any) -> list[Draft]:
+def map_message(message: Any) -> list[events.Payload]:
     """The events one SDK message produces, in order. Unknown messages produce none: the CLI
     adds message types between versions and a client must not see half-understood ones."""
     if isinstance(message, AssistantMessage):
@@ -62,84 +53,72 @@ def map_message(message: Any) -> list[Draft]:
     if isinstance(message, SystemMessage) and message.subtype == "init":
         data = message.data
         return [
-            Draft(
-                Kind.AGENT,
-                {
-                    "agentSessionId": data.get("session_id"),
-                    "model": data.get("model"),
-                    "cwd": data.get("cwd"),
-                    "permissionMode": data.get("permissionMode"),
-                    "claudeCodeVersion": data.get("claude_code_version"),
-                },
+            events.AgentStarted(
+                agentSessionId=data.get("session_id"),
+                model=data.get("model"),
+                cwd=data.get("cwd"),
+                permissionMode=data.get("permissionMode"),
+                claudeCodeVersion=data.get("claude_code_version"),
             )
         ]
     return []
 
 
-def _assistant(message: AssistantMessage) -> list[Draft]:
-    common = {"parentToolUseId": message.parent_tool_use_id}
-    drafts = []
+def _assistant(message: AssistantMessage) -> list[events.Payload]:
+    parent = message.parent_tool_use_id
+    drafts: list[events.Payload] = []
     for block in message.content:
         if isinstance(block, TextBlock):
             if block.text:
                 drafts.append(
-                    Draft(Kind.TEXT, {"text": block.text, "messageId": message.uuid, **common})
+                    events.Text(text=block.text, messageId=message.uuid, parentToolUseId=parent)
                 )
         elif isinstance(block, ThinkingBlock):
             if not block.thinking:
                 continue  # redacted or signature-only thinking: nothing to show
             drafts.append(
-                Draft(Kind.THINKING, {"text": block.thinking, "messageId": message.uuid, **common})
+                events.Thinking(text=block.thinking, messageId=message.uuid, parentToolUseId=parent)
             )
         elif isinstance(block, ToolUseBlock):
             drafts.append(
-                Draft(
-                    Kind.TOOL_USE,
-                    {
-                        "toolUseId": block.id,
-                        "name": block.name,
-                        "input": block.input,
-                        "messageId": message.uuid,
-                        **common,
-                    },
+                events.ToolUse(
+                    toolUseId=block.id,
+                    name=block.name,
+                    input=block.input,
+                    messageId=message.uuid,
+                    parentToolUseId=parent,
                 )
             )
     return drafts
 
 
-def _user(message: UserMessage) -> list[Draft]:
+def _user(message: UserMessage) -> list[events.Payload]:
     if isinstance(message.content, str):
         return []  # the prompt itself; the session published it when it sent it
-    drafts = []
+    drafts: list[events.Payload] = []
     for block in message.content:
         if isinstance(block, ToolResultBlock):
             drafts.append(
-                Draft(
-                    Kind.TOOL_RESULT,
-                    {
-                        "toolUseId": block.tool_use_id,
-                        "content": tool_result_text(block.content),
-                        "isError": bool(block.is_error),
-                        "parentToolUseId": message.parent_tool_use_id,
-                    },
+                events.ToolResult(
+                    toolUseId=block.tool_use_id,
+                    content=tool_result_text(block.content),
+                    isError=bool(block.is_error),
+                    parentToolUseId=message.parent_tool_use_id,
                 )
             )
     return drafts
 
 
-def _result(message: ResultMessage) -> Draft:
+def _result(message: ResultMessage) -> events.TurnResult:
     text = message.result
     if text is None and message.errors:
         text = "\n".join(message.errors)
-    return Draft(
-        Kind.TURN_RESULT,
-        {
-            "text": text or "",
-            "isError": bool(message.is_error),
-            "subtype": message.subtype,
-            "costUsd": message.total_cost_usd,
-            "durationMs": message.duration_ms,
-            "numTurns": message.num_turns,
-            "agentSessionId": message.session_id,
-        },
+    return events.TurnResult(
+        text=text or "",
+        isError=bool(message.is_error),
+        subtype=message.subtype,
+        costUsd=message.total_cost_usd,
+        durationMs=message.duration_ms,
+        numTurns=message.num_turns,
+        agentSessionId=message.session_id,
     )

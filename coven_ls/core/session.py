@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
+import msgspec
 from claude_agent_sdk import ResultMessage
 
-from ..protocol import wire
-from ..protocol.wire import Kind
+from .. import protocol
+from ..protocol import EventDict, SessionInfo, Status, events
 from .agent import Agent, AgentSpec, Backend
 from .mapping import map_message
+from .status import check_transition
 
 if sys.version_info < (3, 11):  # anyio brings the backport there
     from exceptiongroup import BaseExceptionGroup
@@ -92,6 +94,7 @@ class Session:
         fork_id: str | None = None,
         label: str | None = None,
         depth: int = 0,
+        status: Status = "starting",
         start: AgentSpec | None = None,
         on_turn_end: Callable[[Session, dict[str, Any]], Awaitable[None]] | None = None,
     ) -> None:
@@ -103,7 +106,7 @@ class Session:
         self.fork_id = fork_id
         self.label = label
         self.depth = depth  # 0 for a top-level session, 1 for its fork children, ...
-        self.status: str = "starting"
+        self.status: Status = status
         self.last_outcome: Outcome | None = None
         # The store has every event up to here (the hub advances it); None: no store.
         self.committed_seq: int | None = None
@@ -115,7 +118,7 @@ class Session:
         self._first_start = start  # how to start the very first agent process (forks differ)
         self._on_turn_end = on_turn_end
         self._agent: Agent | None = None
-        self._agent_info: dict[str, Any] | None = None
+        self._agent_info: events.AgentStarted | None = None
         self._process_cost = 0.0  # total_cost_usd the current process has reported so far
         self._inbox: deque[Turn] = deque()
         self._wakeup = anyio.Event()
@@ -133,23 +136,23 @@ class Session:
 
     # --- what clients see ------------------------------------------------------------------------
 
-    def info(self) -> dict[str, Any]:
-        return {
-            "sessionId": self.id,
-            "parentId": self.parent_id,
-            "forkId": self.fork_id,
-            "label": self.label,
-            "title": self.title,
-            "status": self.status,
-            "cwd": self.config.cwd,
-            "model": self.config.model,
-            "permissionMode": self.config.permission_mode,
-            "forkMode": self.config.fork_mode,
-            "agentSessionId": self.agent_session_id,
-            "createdAt": self.created_at,
-            "costUsd": round(self.cost_usd, 6),
-            "queued": len(self._inbox),
-        }
+    def info(self) -> SessionInfo:
+        return SessionInfo(
+            sessionId=self.id,
+            parentId=self.parent_id,
+            forkId=self.fork_id,
+            label=self.label,
+            title=self.title,
+            status=self.status,
+            cwd=self.config.cwd,
+            model=self.config.model,
+            permissionMode=self.config.permission_mode,
+            forkMode=self.config.fork_mode,
+            agentSessionId=self.agent_session_id,
+            createdAt=self.created_at,
+            costUsd=round(self.cost_usd, 6),
+            queued=len(self._inbox),
+        )
 
     def events_after(self, after_seq: int) -> list[dict[str, Any]]:
         """Events after `after_seq` that are safely stored (a client must never hold an event
@@ -204,20 +207,24 @@ class Session:
             self.last_outcome = Outcome(
                 outcome["ok"], outcome.get("text") or "", outcome.get("error")
             )
-        self.status = row["status"]
-        if self.status in ("queued", "starting", "running", "forking", "awaitingApproval"):
+        if self.status in protocol.BUSY_STATUSES:
             self.set_status("interrupted")
 
-    def emit(self, kind: str, **fields: Any) -> dict[str, Any]:
-        event = wire.make_event(self.id, len(self.events) + 1, kind, **fields)
+    def emit(self, payload: events.Payload) -> EventDict:
+        event = protocol.event_dict(self.id, len(self.events) + 1, protocol.now_iso(), payload)
         self.events.append(event)
         self._sink.publish(event)
         return event
 
-    def set_status(self, status: str) -> None:
-        if status != self.status:
-            self.status = status
-            self.emit(Kind.STATUS, status=status)
+    def set_status(self, status: Status) -> None:
+        """The one place a session's status changes (and says so in a `status` event)."""
+        if status == self.status:
+            return
+        problem = check_transition(self.status, status)
+        if problem is not None:  # a bug in coven-ls: say so, but keep the session going
+            log.error("session %s: %s", self.id, problem)
+        self.status = status
+        self.emit(events.StatusChanged(status=status))
 
     def _notify_changed(self) -> None:
         self._changed.set()
@@ -234,7 +241,7 @@ class Session:
 
     @property
     def closed(self) -> bool:
-        return self.status in wire.FINAL_STATUSES or self._closing
+        return self.status in protocol.FINAL_STATUSES or self._closing
 
     @property
     def busy(self) -> bool:
@@ -246,10 +253,10 @@ class Session:
         """Queue a turn; returns how many turns are ahead of it (0: it starts now). `first` puts
         it ahead of the queued ones (fork results go before messages sent during the fork)."""
         if self.closed:
-            raise wire.CovenError(
-                wire.INVALID_STATE,
+            raise protocol.CovenError(
+                protocol.ErrorCode.InvalidState,
                 f"Session {self.id} is "
-                f"{self.status if self.status in wire.FINAL_STATUSES else 'closing'}; "
+                f"{self.status if self.status in protocol.FINAL_STATUSES else 'closing'}; "
                 "it takes no more messages. Start a new session with coven/startSession.",
             )
         busy = 1 if self._in_turn or self._holds else 0
@@ -329,7 +336,7 @@ class Session:
                 await self._run_turn(turn)
         except Exception as exc:  # a bug; say so rather than let the session hang silently
             log.exception("session %s crashed", self.id)
-            self.emit(Kind.ERROR, message=f"internal error in coven-ls: {exc!r}")
+            self.emit(events.Error(message=f"internal error in coven-ls: {exc!r}"))
             self.set_status("failed")
         finally:
             with anyio.CancelScope(shield=True):
@@ -370,7 +377,7 @@ class Session:
         self, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
     ) -> tuple[bool, str]:
         self.emit(
-            Kind.PERMISSION_REQUEST, toolUseId=tool_use_id, toolName=tool_name, input=tool_input
+            events.PermissionRequest(toolUseId=tool_use_id, toolName=tool_name, input=tool_input)
         )
         # Every request gets a decision event, even when the turn is cut off while the user
         # thinks, so that no client is left showing a question nobody will answer.
@@ -384,11 +391,9 @@ class Session:
             allow, message = False, f"The editor could not be asked for permission: {exc}"
         finally:
             self.emit(
-                Kind.PERMISSION_DECISION,
-                toolUseId=tool_use_id,
-                toolName=tool_name,
-                allow=allow,
-                message=message or None,
+                events.PermissionDecision(
+                    toolUseId=tool_use_id, toolName=tool_name, allow=allow, message=message or None
+                )
             )
         return allow, message
 
@@ -408,7 +413,7 @@ class Session:
         self._in_turn = True
         self._turn_no += 1
         self._cancel_requested = anyio.Event()
-        self.emit(Kind.PROMPT, text=turn.text, origin=turn.origin)
+        self.emit(events.Prompt(text=turn.text, origin=turn.origin))
         result: dict[str, Any] | None = None
         failure: str | None = None
         try:
@@ -431,7 +436,7 @@ class Session:
                     )
         except Exception as group:
             exc = _first_error(group)
-            if isinstance(exc, wire.CovenError):
+            if isinstance(exc, protocol.CovenError):
                 failure = exc.message
             else:
                 log.warning("session %s: turn failed", self.id, exc_info=True)
@@ -455,17 +460,14 @@ class Session:
                 if self._cancel_requested.is_set():
                     self.last_outcome = Outcome(False, error="cancelled by the user")
                     self.emit(
-                        Kind.TURN_RESULT,
-                        text="",
-                        isError=True,
-                        subtype="cancelled",
-                        cancelled=True,
-                        costUsd=0.0,
+                        events.TurnResult(
+                            text="", isError=True, subtype="cancelled", cancelled=True, costUsd=0.0
+                        )
                     )
                     self.set_status("idle")
                 else:
                     self.last_outcome = Outcome(False, error=failure)
-                    self.emit(Kind.ERROR, message=failure)
+                    self.emit(events.Error(message=failure))
                     self.set_status("failed")
                 return
             if result.get("cancelled"):
@@ -493,7 +495,7 @@ class Session:
                 await self._on_turn_end(self, result)
         except Exception as exc:
             log.exception("session %s: turn-end hook failed", self.id)
-            self.emit(Kind.ERROR, message=f"internal error in coven-ls after the turn: {exc!r}")
+            self.emit(events.Error(message=f"internal error in coven-ls after the turn: {exc!r}"))
         finally:
             self._hook_scope = None
 
@@ -501,29 +503,26 @@ class Session:
         tail = self._agent.stderr_tail() if self._agent is not None else ""
         return f" Its last output:\n{tail}" if tail else ""
 
-    async def _relay(self, agent: Agent) -> dict[str, Any] | None:
+    async def _relay(self, agent: Agent) -> EventDict | None:
         """Publish the agent's messages until the turn's result event; None if the stream ends
         first."""
         stream = agent.messages()
         async with contextlib.aclosing(stream):  # type: ignore[type-var]
             async for message in stream:
-                result: dict[str, Any] | None = None
-                for draft in map_message(message):
-                    fields = draft.fields
-                    if draft.kind == Kind.AGENT:
+                result: EventDict | None = None
+                for payload in map_message(message):
+                    if isinstance(payload, events.AgentStarted):
                         # The CLI announces itself at every turn; clients need it once per change.
-                        if fields == self._agent_info:
+                        if payload == self._agent_info:
                             continue
-                        self._agent_info = fields
-                        self.agent_session_id = (
-                            fields.get("agentSessionId") or self.agent_session_id
-                        )
-                    elif draft.kind == Kind.TURN_RESULT:
-                        fields = self._account(fields)
+                        self._agent_info = payload
+                        self.agent_session_id = payload.agentSessionId or self.agent_session_id
+                    elif isinstance(payload, events.TurnResult):
+                        payload = self._account(payload)
                         if self._cancel_requested.is_set():
-                            fields["cancelled"] = True
-                    event = self.emit(draft.kind, **fields)
-                    if draft.kind == Kind.TURN_RESULT:
+                            payload = msgspec.structs.replace(payload, cancelled=True)
+                    event = self.emit(payload)
+                    if isinstance(payload, events.TurnResult):
                         result = event
                 if isinstance(message, ResultMessage):
                     if message.session_id:
@@ -531,15 +530,15 @@ class Session:
                     return result
         return None
 
-    def _account(self, fields: dict[str, Any]) -> dict[str, Any]:
+    def _account(self, result: events.TurnResult) -> events.TurnResult:
         """The CLI reports the process's running total; turn it into this turn's cost."""
-        total = fields.get("costUsd")
+        total = result.costUsd
         if total is None or not math.isfinite(total):
-            return fields
+            return result
         turn_cost = max(total - self._process_cost, 0.0)
         self._process_cost = total
         self.cost_usd += turn_cost
-        return {**fields, "costUsd": round(turn_cost, 6)}
+        return msgspec.structs.replace(result, costUsd=round(turn_cost, 6))
 
     async def _close_agent(self) -> None:
         agent, self._agent = self._agent, None

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..protocol import wire
+from .. import protocol
 
 log = logging.getLogger(__name__)
 
@@ -340,5 +340,5 @@ def _fork_dict(row: tuple[Any, ...]) -> dict[str, Any]:
     return d
 
 
-def to_error(exc: StoreError) -> wire.CovenError:
-    return wire.CovenError(wire.STORE_UNAVAILABLE, str(exc))
+def to_error(exc: StoreError) -> protocol.CovenError:
+    return protocol.CovenError(protocol.ErrorCode.StoreUnavailable, str(exc))

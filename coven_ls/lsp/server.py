@@ -14,9 +14,10 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
+import msgspec
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
@@ -24,17 +25,16 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
 
-from .. import __version__
+from .. import __version__, protocol
 from ..core.hub import ClientSettings, Hub
 from ..core.session import Session
 from ..core.store import Store
-from ..protocol import wire
+from ..protocol import types as T
 from ..protocol.describe import summarize_input
+from ..protocol.events import GetEventsResult
 from .standard import StandardLsp, install_standard_lsp
 
 log = logging.getLogger(__name__)
-
-Handler = Callable[["CovenServer", Any], Awaitable[Any]]
 
 
 class CovenProtocol(LanguageServerProtocol):
@@ -101,9 +101,9 @@ class CovenServer(LanguageServer):
         self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
     ) -> tuple[bool, str]:
         if self.custom_permissions:
-            answer = wire.to_plain(
+            answer = protocol.to_plain(
                 await self.protocol.send_request_async(
-                    wire.REQUEST_PERMISSION,
+                    protocol.REQUEST_PERMISSION,
                     {
                         "sessionId": session.id,
                         "toolName": tool_name,
@@ -156,98 +156,103 @@ class CovenServer(LanguageServer):
 
 
 # --- handlers ------------------------------------------------------------------------------------
+# One per request of the method table; each gets its params already checked against the table's
+# type and returns the table's result type.
 
+Params = TypeVar("Params", bound=msgspec.Struct)
+Handler = Callable[["CovenServer", Any], Awaitable[msgspec.Struct]]
 _HANDLERS: dict[str, Handler] = {}
 
 
-def handler(method: str) -> Callable[[Handler], Handler]:
-    def register(fn: Handler) -> Handler:
-        _HANDLERS[method] = fn
-        return fn
+def handler(
+    method: str,
+) -> Callable[[Callable[[CovenServer, Params], Awaitable[msgspec.Struct]]], None]:
+    spec = protocol.REQUESTS[method]
+
+    def register(fn: Callable[[CovenServer, Params], Awaitable[msgspec.Struct]]) -> None:
+        async def checked(server: CovenServer, raw: Any) -> msgspec.Struct:
+            return await fn(server, protocol.parse(method, spec.params, raw))  # type: ignore[arg-type]
+
+        _HANDLERS[method] = checked
 
     return register
 
 
-@handler(wire.START_SESSION)
-async def start_session(server: CovenServer, raw: Any) -> dict[str, Any]:
-    params = wire.parse(wire.START_SESSION, wire.StartSessionParams, raw)
+@handler(protocol.START_SESSION)
+async def start_session(
+    server: CovenServer, params: protocol.StartSessionParams
+) -> T.StartSessionResult:
     session = await server.hub.start_session(server, params)
-    return {"sessionId": session.id}
+    return T.StartSessionResult(sessionId=session.id)
 
 
-@handler(wire.SEND_MESSAGE)
-async def send_message(server: CovenServer, raw: Any) -> dict[str, Any]:
-    params = wire.parse(wire.SEND_MESSAGE, wire.SendMessageParams, raw)
+@handler(protocol.SEND_MESSAGE)
+async def send_message(
+    server: CovenServer, params: protocol.SendMessageParams
+) -> T.SendMessageResult:
     if not params.text.strip():
-        raise wire.invalid_params(wire.SEND_MESSAGE, "'text' must not be empty")
+        raise protocol.invalid_params(protocol.SEND_MESSAGE, "'text' must not be empty", "text")
     ahead = server.hub.get(params.sessionId).send(params.text)
-    return {"queued": ahead > 0, "position": ahead}
+    return T.SendMessageResult(queued=ahead > 0, position=ahead)
 
 
-@handler(wire.CANCEL)
-async def cancel(server: CovenServer, raw: Any) -> dict[str, Any]:
-    params = wire.parse(wire.CANCEL, wire.SessionIdParams, raw)
+@handler(protocol.CANCEL)
+async def cancel(server: CovenServer, params: protocol.SessionIdParams) -> T.CancelResult:
     dropped = await server.hub.cancel(server.hub.get(params.sessionId))
-    return {"droppedMessages": dropped}
+    return T.CancelResult(droppedMessages=dropped)
 
 
-@handler(wire.CLOSE_SESSION)
-async def close_session(server: CovenServer, raw: Any) -> dict[str, Any]:
-    params = wire.parse(wire.CLOSE_SESSION, wire.SessionIdParams, raw)
+@handler(protocol.CLOSE_SESSION)
+async def close_session(server: CovenServer, params: protocol.SessionIdParams) -> T.EmptyResult:
     await server.hub.close(server.hub.get(params.sessionId))
-    return {}
+    return T.EmptyResult()
 
 
-@handler(wire.FORK)
-async def fork(server: CovenServer, raw: Any) -> dict[str, Any]:
-    params = wire.parse(wire.FORK, wire.ForkParams, raw)
+@handler(protocol.FORK)
+async def fork(server: CovenServer, params: protocol.ForkParams) -> T.ForkResult:
     session = server.hub.get(params.sessionId)
     started = server.hub.forks.fork_by_hand(session, params.tasks, params.atMessageId)
-    return {"forkId": started.id}
+    return T.ForkResult(forkId=started.id)
 
 
-@handler(wire.DECIDE_FORK)
-async def decide_fork(server: CovenServer, raw: Any) -> dict[str, Any]:
-    params = wire.parse(wire.DECIDE_FORK, wire.DecideForkParams, raw)
+@handler(protocol.DECIDE_FORK)
+async def decide_fork(server: CovenServer, params: protocol.DecideForkParams) -> T.EmptyResult:
     if params.tasks is not None and not params.approve:
-        raise wire.invalid_params(wire.DECIDE_FORK, "'tasks' only goes with approve: true")
+        raise protocol.invalid_params(
+            protocol.DECIDE_FORK, "'tasks' only goes with approve: true", "tasks"
+        )
     server.hub.forks.decide(params.forkId, params.approve, params.tasks, params.reason)
-    return {}
+    return T.EmptyResult()
 
 
-@handler(wire.RESUME_FORK)
-async def resume_fork(server: CovenServer, raw: Any) -> dict[str, Any]:
-    params = wire.parse(wire.RESUME_FORK, wire.ForkIdParams, raw)
+@handler(protocol.RESUME_FORK)
+async def resume_fork(server: CovenServer, params: protocol.ForkIdParams) -> T.EmptyResult:
     server.hub.forks.resume(params.forkId)
-    return {}
+    return T.EmptyResult()
 
 
-@handler(wire.ABANDON_FORK)
-async def abandon_fork(server: CovenServer, raw: Any) -> dict[str, Any]:
-    params = wire.parse(wire.ABANDON_FORK, wire.ForkIdParams, raw)
+@handler(protocol.ABANDON_FORK)
+async def abandon_fork(server: CovenServer, params: protocol.ForkIdParams) -> T.EmptyResult:
     server.hub.forks.abandon(params.forkId)
-    return {}
+    return T.EmptyResult()
 
 
-@handler(wire.DELETE_SESSION)
-async def delete_session(server: CovenServer, raw: Any) -> dict[str, Any]:
-    params = wire.parse(wire.DELETE_SESSION, wire.DeleteSessionParams, raw)
+@handler(protocol.DELETE_SESSION)
+async def delete_session(
+    server: CovenServer, params: protocol.DeleteSessionParams
+) -> T.DeleteSessionResult:
     deleted = await server.hub.delete(server.hub.get(params.sessionId), params.purge)
-    return {"deletedSessionIds": deleted}
+    return T.DeleteSessionResult(deletedSessionIds=deleted)
 
 
-@handler(wire.LIST_SESSIONS)
-async def list_sessions(server: CovenServer, raw: Any) -> dict[str, Any]:
-    wire.parse(wire.LIST_SESSIONS, wire.ListSessionsParams, raw)
-    return {"sessions": server.hub.list_sessions()}
+@handler(protocol.LIST_SESSIONS)
+async def list_sessions(server: CovenServer, params: protocol.NoParams) -> T.ListSessionsResult:
+    return T.ListSessionsResult(sessions=server.hub.list_sessions())
 
 
-@handler(wire.GET_EVENTS)
-async def get_events(server: CovenServer, raw: Any) -> dict[str, Any]:
-    params = wire.parse(wire.GET_EVENTS, wire.GetEventsParams, raw)
-    if params.afterSeq < 0:
-        raise wire.invalid_params(wire.GET_EVENTS, "'afterSeq' must not be negative")
-    return {"events": server.hub.get(params.sessionId).events_after(params.afterSeq)}
+@handler(protocol.GET_EVENTS)
+async def get_events(server: CovenServer, params: protocol.GetEventsParams) -> GetEventsResult:
+    return GetEventsResult(events=server.hub.get(params.sessionId).events_after(params.afterSeq))
 
 
 def _root_of(params: types.InitializeParams) -> str:
@@ -270,9 +275,9 @@ def create_server(hub: Hub, on_exit: Callable[[int], None]) -> CovenServer:
         try:
             ls.settings = ClientSettings.parse(params.initialization_options, _root_of(params))
             ls.store, ls.store_warning = await hub.open_store(ls.settings)
-        except wire.CovenError as exc:
+        except protocol.CovenError as exc:
             raise JsonRpcException(exc.message, exc.code, exc.data) from exc
-        experimental = wire.to_plain(params.capabilities.experimental) or {}
+        experimental = protocol.to_plain(params.capabilities.experimental) or {}
         coven = experimental.get("coven") if isinstance(experimental, dict) else None
         ls.custom_permissions = isinstance(coven, dict) and coven.get("permissions") is True
         ls.custom_forks = isinstance(coven, dict) and coven.get("forks") is True
@@ -301,8 +306,8 @@ def create_server(hub: Hub, on_exit: Callable[[int], None]) -> CovenServer:
 def _adapt(fn: Handler) -> Callable[[CovenServer, Any], Awaitable[Any]]:
     async def run(ls: CovenServer, params: Any) -> Any:
         try:
-            return await fn(ls, params)
-        except wire.CovenError as exc:
+            return protocol.to_json(await fn(ls, params))
+        except protocol.CovenError as exc:
             raise JsonRpcException(exc.message, exc.code, exc.data) from exc
 
     run.__name__ = fn.__name__

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from ..protocol import wire
+from .. import protocol
+from ..protocol import Kind
 from ..protocol.describe import describe, one_line
-from ..protocol.wire import Kind
 
 if TYPE_CHECKING:
     from ..core.session import Session
@@ -107,7 +107,7 @@ class StandardLsp:
         `initialize` (no event reaches a connection before it)."""
         if self._caps is None:
             caps = self._server.client_capabilities
-            experimental = wire.to_plain(caps.experimental)
+            experimental = protocol.to_plain(caps.experimental)
             coven = experimental.get("coven") if isinstance(experimental, dict) else None
             custom = isinstance(coven, dict)
             # A client with its own progress display (a tree with spinners) can turn ours off.

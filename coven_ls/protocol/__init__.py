@@ -1,2 +1,98 @@
-"""The wire contract: every method, event, status and error a client sees. Imports nothing else of
-coven-ls, so every other part (and every client written in Python) can depend on it."""
+"""The wire contract: every method, event, status and error a client sees, defined once.
+
+`types` (options, params, results, `SessionInfo`), `events` (every event kind's payload),
+`methods` (the method table), `errors` (codes), `codec` (checking params, encoding events);
+`schema.json` is generated from them and the VS Code client's types from that. Imports nothing
+else of coven-ls, so every other part (and any Python client) can depend on it.
+"""
+
+from .codec import event_body, event_frame, now_iso, parse, to_json, to_plain
+from .errors import CovenError, ErrorCode, fork_not_found, invalid_params, session_not_found
+from .events import KINDS, EventDict, Kind, Payload, event_dict
+from .methods import (
+    ABANDON_FORK,
+    CANCEL,
+    CLOSE_SESSION,
+    DECIDE_FORK,
+    DELETE_SESSION,
+    EVENT,
+    FORK,
+    GET_EVENTS,
+    LIST_SESSIONS,
+    REQUEST_PERMISSION,
+    REQUESTS,
+    RESUME_FORK,
+    SEND_MESSAGE,
+    START_SESSION,
+)
+from .types import (
+    BUSY_STATUSES,
+    FINAL_STATUSES,
+    SETTLED_STATUSES,
+    STATUSES,
+    DecideForkParams,
+    DeleteSessionParams,
+    ForkIdParams,
+    ForkMode,
+    ForkParams,
+    GetEventsParams,
+    InitializationOptions,
+    NoParams,
+    PermissionMode,
+    SendMessageParams,
+    SessionIdParams,
+    SessionInfo,
+    StartSessionParams,
+    Status,
+)
+
+__all__ = [
+    "ABANDON_FORK",
+    "BUSY_STATUSES",
+    "CANCEL",
+    "CLOSE_SESSION",
+    "DECIDE_FORK",
+    "DELETE_SESSION",
+    "EVENT",
+    "FINAL_STATUSES",
+    "FORK",
+    "GET_EVENTS",
+    "KINDS",
+    "LIST_SESSIONS",
+    "REQUESTS",
+    "REQUEST_PERMISSION",
+    "RESUME_FORK",
+    "SEND_MESSAGE",
+    "SETTLED_STATUSES",
+    "START_SESSION",
+    "STATUSES",
+    "CovenError",
+    "DecideForkParams",
+    "DeleteSessionParams",
+    "ErrorCode",
+    "EventDict",
+    "ForkIdParams",
+    "ForkMode",
+    "ForkParams",
+    "GetEventsParams",
+    "InitializationOptions",
+    "Kind",
+    "NoParams",
+    "Payload",
+    "PermissionMode",
+    "SendMessageParams",
+    "SessionIdParams",
+    "SessionInfo",
+    "StartSessionParams",
+    "Status",
+    "event_body",
+    "event_dict",
+    "event_frame",
+    "fork_not_found",
+    "invalid_params",
+    "now_iso",
+    "parse",
+    "session_not_found",
+    "to_json",
+    "to_plain",
+]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .wire import Kind
+from .events import Kind
 
 STATUS_MARKS = {
     "starting": "…",

@@ -16,8 +16,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from .. import __version__
-from ..protocol import wire
+from .. import __version__, protocol
 
 EventHandler = Callable[[dict[str, Any]], None]
 PermissionHandler = Callable[[dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any]]"]
@@ -41,18 +40,18 @@ class CovenClient:
         # The server's last stderr lines, to explain a server that fails.
         self.server_stderr: deque[str] = deque(maxlen=40)
 
-        @self._lsp.feature(wire.EVENT)
+        @self._lsp.feature(protocol.EVENT)
         def _event(params: Any) -> None:
-            event = wire.to_plain(params)
+            event = protocol.to_plain(params)
             self.events.append(event)
             self._changed.set()
             self._on_event(event)
 
-        @self._lsp.feature(wire.REQUEST_PERMISSION)
+        @self._lsp.feature(protocol.REQUEST_PERMISSION)
         async def _permission(params: Any) -> dict[str, Any]:
             if self._on_permission is None:
                 return {"allow": False, "message": "This client does not grant tool use."}
-            answer = self._on_permission(wire.to_plain(params))
+            answer = self._on_permission(protocol.to_plain(params))
             return await answer if inspect.isawaitable(answer) else answer
 
         @self._lsp.feature(types.WINDOW_LOG_MESSAGE)
@@ -101,7 +100,7 @@ class CovenClient:
         self._lsp.initialized(types.InitializedParams())
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
-        return wire.to_plain(await self._lsp.protocol.send_request_async(method, params))
+        return protocol.to_plain(await self._lsp.protocol.send_request_async(method, params))
 
     async def wait_for(
         self, predicate: Callable[[dict[str, Any]], bool], timeout: float | None = None

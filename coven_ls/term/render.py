@@ -6,8 +6,8 @@ import json
 import sys
 from typing import Any, TextIO
 
+from ..protocol import Kind
 from ..protocol.describe import describe
-from ..protocol.wire import Kind
 
 
 class TreePrinter:

@@ -30,9 +30,9 @@ from typing import Any, TextIO
 
 from pygls.exceptions import JsonRpcException
 
-from ..protocol import wire
+from .. import protocol
+from ..protocol import Kind
 from ..protocol.describe import one_line, summarize_input
-from ..protocol.wire import Kind
 from .client import CovenClient
 from .render import TreePrinter
 
@@ -210,7 +210,7 @@ class Runner:
             if value is not None:
                 params[key] = value
         try:
-            started = await self._until_quit(self.client.request(wire.START_SESSION, params))
+            started = await self._until_quit(self.client.request(protocol.START_SESSION, params))
         except JsonRpcException as exc:
             self._terminal.say(f"coven-ls run: {exc.message}")
             return EXIT_NOT_STARTED
@@ -284,7 +284,7 @@ class Runner:
         # proposed fork, cancels a running fork (the parent then gets the finished results),
         # or interrupts a turn.
         try:
-            await self.client.request(wire.CANCEL, {"sessionId": self.root})
+            await self.client.request(protocol.CANCEL, {"sessionId": self.root})
         except JsonRpcException as exc:
             self._terminal.say(f"coven-ls run: could not cancel: {exc.message}")
 
@@ -319,7 +319,7 @@ class Runner:
     async def _check_settled(self) -> None:
         # `idle` is not the end when a turn is already queued behind it (the follow-up to a
         # rejected fork or a refused fork tag): ask the server, whose answer is consistent.
-        sessions = (await self.client.request(wire.LIST_SESSIONS, {}))["sessions"]
+        sessions = (await self.client.request(protocol.LIST_SESSIONS, {}))["sessions"]
         info = next((s for s in sessions if s["sessionId"] == self.root), None)
         if info is None or (info["status"] in SETTLED and not info.get("queued")):
             self._settled.set()
@@ -377,10 +377,10 @@ class Runner:
                         else NO_TERMINAL_FORK_REASON
                     )
                 try:
-                    await self.client.request(wire.DECIDE_FORK, params)
+                    await self.client.request(protocol.DECIDE_FORK, params)
                     return
                 except JsonRpcException as exc:
-                    if exc.code != wire.INVALID_PARAMS:
+                    if exc.code != protocol.ErrorCode.InvalidParams:
                         return  # withdrawn or decided meanwhile: nothing left to ask
                     self._terminal.say(exc.message)  # a bad task list: ask again
 

@@ -1,0 +1,332 @@
+"""`coven/event`: every event kind and its payload.
+
+Every event has the envelope `sessionId`, `seq`, `kind`, `time`; the rest depends on `kind`. A
+payload class here is what the core emits (`session.emit(events.Text(...))`): the session adds the
+envelope. Optional fields with no value are left out of the event, never sent as null, so every
+field here is either required or `None` by default.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import msgspec
+
+from .types import ForkSource, Origin, Status, Wire
+
+
+class Payload(Wire, tag_field="kind", omit_defaults=True, frozen=True):
+    """Base of every event payload; the subclass's tag is the event's `kind`."""
+
+    @property
+    def kind(self) -> str:
+        return type(self).__struct_config__.tag  # type: ignore[return-value]
+
+
+class Envelope(Wire):
+    """What every event has, whatever its kind."""
+
+    sessionId: str
+    """the session the event belongs to"""
+    seq: int
+    """1 for a session's first event, then up by exactly one per event"""
+    kind: str
+    """what happened; clients must ignore kinds they do not know"""
+    time: str
+    """UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`"""
+
+
+class ChildRef(Wire):
+    sessionId: str
+    label: str
+
+
+class TaskOutcome(Wire, omit_defaults=True):
+    label: str
+    sessionId: str
+    ok: bool
+    error: str | None = None
+    """why the task failed (absent when `ok`)"""
+
+
+class StatusChanged(Payload, tag="status"):
+    """The session's status changed."""
+
+    status: Status
+
+
+class Prompt(Payload, tag="prompt"):
+    """A turn starts with this user message."""
+
+    text: str
+    origin: Origin
+    """who wrote it: a client (`user`) or the server (`fork`, `forkResults`, `forkError`,
+    `forkRejected`)"""
+
+
+class AgentStarted(Payload, tag="agent"):
+    """The CLI process started, or its session id or model changed."""
+
+    agentSessionId: str | None = None
+    model: str | None = None
+    cwd: str | None = None
+    permissionMode: str | None = None
+    claudeCodeVersion: str | None = None
+
+
+class Text(Payload, tag="text"):
+    """Assistant text."""
+
+    text: str
+    messageId: str | None = None
+    """the CLI's uuid of the assistant message: what `coven/fork`'s `atMessageId` takes"""
+    parentToolUseId: str | None = None
+    """set inside the CLI's own subagents: the `toolUseId` of their Agent/Task call"""
+
+
+class Thinking(Payload, tag="thinking"):
+    """Assistant thinking."""
+
+    text: str
+    messageId: str | None = None
+    parentToolUseId: str | None = None
+
+
+class ToolUse(Payload, tag="toolUse"):
+    """The assistant calls a tool."""
+
+    toolUseId: str
+    name: str
+    input: dict[str, Any]
+    messageId: str | None = None
+    parentToolUseId: str | None = None
+
+
+class ToolResult(Payload, tag="toolResult"):
+    """A tool's result."""
+
+    toolUseId: str
+    content: str
+    """the result as text"""
+    isError: bool
+    parentToolUseId: str | None = None
+
+
+class PermissionRequest(Payload, tag="permissionRequest"):
+    """The CLI asks to use a tool; the user is being asked."""
+
+    toolName: str
+    input: dict[str, Any]
+    toolUseId: str | None = None
+
+
+class PermissionDecision(Payload, tag="permissionDecision"):
+    """The answer to a permission request (from the user, or a timeout)."""
+
+    toolName: str
+    allow: bool
+    toolUseId: str | None = None
+    message: str | None = None
+    """what the model is told when the tool is denied"""
+
+
+class TurnResult(Payload, tag="turnResult"):
+    """The turn ended."""
+
+    text: str
+    """the assistant's final answer"""
+    isError: bool
+    """true for API failures, cancelled turns and other failed turns"""
+    subtype: str
+    """the CLI's (`success`, `error_during_execution`, …), or `cancelled` when the turn was
+    stopped before the CLI could report"""
+    costUsd: float | None = None
+    """this turn's cost"""
+    durationMs: int | None = None
+    numTurns: int | None = None
+    """the model calls the CLI made in the turn"""
+    agentSessionId: str | None = None
+    cancelled: bool | None = None
+    """true only on turns ended by `coven/cancel`"""
+
+
+class Error(Payload, tag="error"):
+    """Something went wrong outside the conversation (the CLI crashed or could not start)."""
+
+    message: str
+
+
+class ForkProposed(Payload, tag="forkProposed"):
+    """The model asked to fork (fork mode `approve`); the session is `awaitingApproval`."""
+
+    forkId: str
+    tasks: list[str]
+
+
+class ForkRejected(Payload, tag="forkRejected"):
+    """The proposal was rejected or withdrawn."""
+
+    forkId: str
+    reason: str | None = None
+
+
+class ForkStarted(Payload, tag="forkStarted"):
+    """Children were created, one per task."""
+
+    forkId: str
+    source: ForkSource
+    tasks: list[str]
+    children: list[ChildRef]
+    """in task order"""
+    atMessageId: str | None = None
+
+
+class ForkFinished(Payload, tag="forkFinished"):
+    """Every child has ended; the parent is given their results next."""
+
+    forkId: str
+    results: list[TaskOutcome]
+    """in task order"""
+
+
+class ForkError(Payload, tag="forkError"):
+    """The model's `<fork>` tag could not be used; nothing was forked and the model is told why."""
+
+    message: str
+
+
+class ForkInterrupted(Payload, tag="forkInterrupted"):
+    """A restarted server found this fork cut off; the parent waits for `coven/resumeFork` or
+    `coven/abandonFork`."""
+
+    forkId: str
+    unfinished: list[str]
+    """the children (session ids) that had not finished"""
+
+
+class ForkResumed(Payload, tag="forkResumed"):
+    """`coven/resumeFork` re-runs these children; `forkFinished` follows as usual."""
+
+    forkId: str
+    children: list[ChildRef]
+
+
+class Deleted(Payload, tag="deleted"):
+    """The session and these were deleted; this event is not stored."""
+
+    sessionIds: list[str]
+    """the session itself first, then its subtree"""
+
+
+PAYLOADS: tuple[type[Payload], ...] = (
+    StatusChanged,
+    Prompt,
+    AgentStarted,
+    Text,
+    Thinking,
+    ToolUse,
+    ToolResult,
+    PermissionRequest,
+    PermissionDecision,
+    TurnResult,
+    Error,
+    ForkProposed,
+    ForkRejected,
+    ForkStarted,
+    ForkFinished,
+    ForkError,
+    ForkInterrupted,
+    ForkResumed,
+    Deleted,
+)
+AnyPayload = Union[  # noqa: UP007 - msgspec wants a runtime union of the classes
+    StatusChanged,
+    Prompt,
+    AgentStarted,
+    Text,
+    Thinking,
+    ToolUse,
+    ToolResult,
+    PermissionRequest,
+    PermissionDecision,
+    TurnResult,
+    Error,
+    ForkProposed,
+    ForkRejected,
+    ForkStarted,
+    ForkFinished,
+    ForkError,
+    ForkInterrupted,
+    ForkResumed,
+    Deleted,
+]
+
+
+def kind_of(cls: type[Payload]) -> str:
+    tag = cls.__struct_config__.tag
+    assert isinstance(tag, str)
+    return tag
+
+
+class Kind:
+    """Event kinds, as they appear in the `kind` field of `coven/event`."""
+
+    STATUS = kind_of(StatusChanged)
+    PROMPT = kind_of(Prompt)
+    AGENT = kind_of(AgentStarted)
+    TEXT = kind_of(Text)
+    THINKING = kind_of(Thinking)
+    TOOL_USE = kind_of(ToolUse)
+    TOOL_RESULT = kind_of(ToolResult)
+    PERMISSION_REQUEST = kind_of(PermissionRequest)
+    PERMISSION_DECISION = kind_of(PermissionDecision)
+    TURN_RESULT = kind_of(TurnResult)
+    ERROR = kind_of(Error)
+    FORK_PROPOSED = kind_of(ForkProposed)
+    FORK_REJECTED = kind_of(ForkRejected)
+    FORK_STARTED = kind_of(ForkStarted)
+    FORK_FINISHED = kind_of(ForkFinished)
+    FORK_ERROR = kind_of(ForkError)
+    FORK_INTERRUPTED = kind_of(ForkInterrupted)
+    FORK_RESUMED = kind_of(ForkResumed)
+    DELETED = kind_of(Deleted)
+
+
+KINDS: tuple[str, ...] = tuple(kind_of(p) for p in PAYLOADS)
+
+# An event as it travels and is stored: the envelope and the payload's fields in one JSON object.
+EventDict = dict[str, Any]
+
+
+class GetEventsResult(Wire):
+    events: list[EventDict]
+    """stored events, in `seq` order (see `coven/event`)"""
+
+
+_to_builtins = msgspec.to_builtins
+
+
+def event_dict(session_id: str, seq: int, time: str, payload: Payload) -> EventDict:
+    """The event a payload becomes: the envelope first, then the payload's fields (`None`s left
+    out)."""
+    event: EventDict = {"sessionId": session_id, "seq": seq, "kind": "", "time": time}
+    event.update(_to_builtins(payload))
+    return event
+
+
+def check_event(event: EventDict) -> Payload:
+    """Validate an event against the schema of its kind, strictly: raises ValueError when a field
+    is missing, has the wrong type, or is not in the schema (for tests and recorded fixtures)."""
+    msgspec.convert({k: event.get(k) for k in ENVELOPE_FIELDS}, Envelope)
+    fields = {k: v for k, v in event.items() if k not in ENVELOPE_FIELDS or k == "kind"}
+    try:
+        payload: Payload = msgspec.convert(fields, AnyPayload)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"{event.get('kind')!r} event: {exc}") from exc
+    unknown = set(fields) - {"kind"} - set(payload.__struct_fields__)
+    if unknown:
+        raise ValueError(f"{event['kind']!r} event has fields not in the schema: {sorted(unknown)}")
+    return payload
+
+
+ENVELOPE_FIELDS: tuple[str, ...] = Envelope.__struct_fields__

@@ -1,0 +1,250 @@
+"""The shapes on the wire: statuses, options, capabilities, every request's params and result, and
+`SessionInfo`. Events are in `events.py`, the method table in `methods.py`.
+
+Each class is a msgspec Struct whose field docstrings become the JSON Schema's descriptions (and
+the generated TypeScript's doc comments): read this file as the reference.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, get_args
+
+import msgspec
+
+# --- enumerations --------------------------------------------------------------------------------
+
+Status = Literal[
+    "queued",
+    "starting",
+    "running",
+    "idle",
+    "awaitingApproval",
+    "forking",
+    "failed",
+    "cancelled",
+    "closed",
+    "interrupted",
+]
+STATUSES: tuple[Status, ...] = get_args(Status)
+
+# A session in one of these takes no more messages. (`cancelled` is a fork child the user
+# stopped; a cancelled top-level turn leaves its session `idle`.)
+FinalStatus = Literal["cancelled", "closed"]
+FINAL_STATUSES: frozenset[str] = frozenset(get_args(FinalStatus))
+
+# A fork child in one of these has stopped working on its task (for now: `idle` and `failed`
+# children may be sent follow-ups, `interrupted` ones resumed).
+SettledStatus = Literal["idle", "failed", "cancelled", "closed", "interrupted"]
+SETTLED_STATUSES: frozenset[str] = frozenset(get_args(SettledStatus))
+
+# A session in one of these when the server stopped comes back `interrupted`.
+BusyStatus = Literal["queued", "starting", "running", "forking", "awaitingApproval"]
+BUSY_STATUSES: frozenset[str] = frozenset(get_args(BusyStatus))
+
+ForkMode = Literal["auto", "approve", "off"]
+PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"]
+ForkSource = Literal["model", "user"]
+ForkState = Literal["proposed", "running", "rejected", "finished", "interrupted"]
+# Who wrote a turn's message.
+Origin = Literal["user", "fork", "forkResults", "forkError", "forkRejected"]
+
+PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
+NonNegativeFloat = Annotated[float, msgspec.Meta(ge=0)]
+
+
+class Wire(msgspec.Struct, forbid_unknown_fields=False):
+    """Base of every wire shape: unknown fields are ignored, so newer clients can talk to older
+    servers."""
+
+
+# --- initialize ----------------------------------------------------------------------------------
+
+
+class InitializationOptions(Wire, omit_defaults=True):
+    """`initialize`'s `initializationOptions`; all optional."""
+
+    claudePath: str | None = None
+    """the `claude` binary to run (default: `$COVEN_CLAUDE_PATH`, else the one bundled in
+    claude-agent-sdk, else `claude` on PATH)"""
+    model: str | None = None
+    """model for sessions that do not name one (default: the CLI's own)"""
+    permissionMode: PermissionMode | None = None
+    """permission mode for sessions that do not name one (default: Claude Code's own)"""
+    forkMode: ForkMode = "approve"
+    """fork mode for sessions that do not name one"""
+    permissionTimeoutSeconds: float = 300.0
+    """how long a tool permission request waits for the user before it is denied (0 or less:
+    denied at once)"""
+    maxChildren: PositiveInt = 8
+    """the most tasks one fork may have"""
+    maxParallel: PositiveInt = 4
+    """how many children of one fork run at once; the rest wait, `queued`"""
+    maxDepth: NonNegativeInt = 1
+    """how deep model-driven forks nest (0: the model never forks)"""
+    stateDir: str | None = None
+    """where the session databases live (default: `$XDG_STATE_HOME/coven-ls`)"""
+
+
+class CovenClientCapabilities(Wire, omit_defaults=True):
+    """`capabilities.experimental.coven` in `initialize`: what the client does itself. A client
+    that sends this object (even empty) is coven-aware: it renders `coven/event` itself, so it
+    gets no `window/logMessage` lines and no `executeCommandProvider`."""
+
+    permissions: bool = False
+    """the client answers `coven/requestPermission` (else: `window/showMessageRequest`)"""
+    forks: bool = False
+    """the client shows `forkProposed` itself and answers with `coven/decideFork`"""
+    progress: bool = True
+    """false: no work-done progress for this connection"""
+
+
+# --- params --------------------------------------------------------------------------------------
+
+
+class NoParams(Wire):
+    """A request that takes no parameters (`params` may be omitted, `{}` or null)."""
+
+
+class StartSessionParams(Wire):
+    prompt: str
+    """the first user message (not blank)"""
+    cwd: str | None = None
+    """working directory (must exist); default: the workspace root"""
+    model: str | None = None
+    """model; default: `initializationOptions.model`"""
+    permissionMode: PermissionMode | None = None
+    """as in `initializationOptions`"""
+    forkMode: ForkMode | None = None
+    """as in `initializationOptions`"""
+    title: str | None = None
+    """shown in session lists; default: the prompt's first line (80 characters at most)"""
+
+
+class SendMessageParams(Wire):
+    sessionId: str
+    text: str
+    """the message (not blank)"""
+
+
+class SessionIdParams(Wire):
+    sessionId: str
+
+
+class ForkParams(Wire):
+    sessionId: str
+    """the session to fork"""
+    tasks: list[str]
+    """task labels: 1 to `maxChildren`, each non-blank and under 200 characters"""
+    atMessageId: str | None = None
+    """fork from this assistant message (a `messageId` of the session's events) instead of the
+    end"""
+
+
+class DecideForkParams(Wire):
+    forkId: str
+    """from the `forkProposed` event"""
+    approve: bool
+    tasks: list[str] | None = None
+    """with `approve: true` only: the task list to run instead"""
+    reason: str | None = None
+    """with `approve: false`: told to the model"""
+
+
+class ForkIdParams(Wire):
+    forkId: str
+
+
+class DeleteSessionParams(Wire):
+    sessionId: str
+    purge: bool = False
+    """also delete the CLI's own transcripts"""
+
+
+class GetEventsParams(Wire):
+    sessionId: str
+    afterSeq: NonNegativeInt = 0
+    """events with a greater `seq` (0: all of them)"""
+
+
+class RequestPermissionParams(Wire):
+    """`coven/requestPermission` (server → client)."""
+
+    sessionId: str
+    toolName: str
+    input: dict[str, Any]
+    """the tool's input as the model wrote it"""
+    toolUseId: str | None
+    """the `toolUseId` of the `toolUse` event it belongs to"""
+
+
+# --- results -------------------------------------------------------------------------------------
+
+
+class EmptyResult(Wire):
+    """An empty object: the request was done."""
+
+
+class StartSessionResult(Wire):
+    sessionId: str
+
+
+class SendMessageResult(Wire):
+    queued: bool
+    """whether the message waits behind other turns"""
+    position: NonNegativeInt
+    """how many turns are ahead of it (0: it starts now)"""
+
+
+class CancelResult(Wire):
+    droppedMessages: NonNegativeInt
+    """how many queued messages were dropped"""
+
+
+class ForkResult(Wire):
+    forkId: str
+
+
+class DeleteSessionResult(Wire):
+    deletedSessionIds: list[str]
+    """the session first, then its subtree"""
+
+
+class SessionInfo(Wire):
+    """One session as `coven/listSessions` lists it; every field is always present (null when
+    unset)."""
+
+    sessionId: str
+    parentId: str | None
+    """the parent's `sessionId` for a fork child, else null"""
+    forkId: str | None
+    """the fork a child belongs to, else null"""
+    label: str | None
+    """a fork child's task label, else null"""
+    title: str
+    status: Status
+    cwd: str
+    model: str | None
+    """null when the CLI's default is used"""
+    permissionMode: PermissionMode | None
+    forkMode: ForkMode
+    agentSessionId: str | None
+    """the CLI's session id; null until the CLI has started"""
+    createdAt: str
+    costUsd: float
+    """the session's total cost as the CLI reports it"""
+    queued: NonNegativeInt
+    """messages waiting to run"""
+
+
+class ListSessionsResult(Wire):
+    sessions: list[SessionInfo]
+    """every session this server knows, in the order they were created"""
+
+
+class RequestPermissionResult(Wire):
+    """The client's answer to `coven/requestPermission`."""
+
+    allow: bool
+    message: str | None = None
+    """what the model is told when the tool is denied"""
