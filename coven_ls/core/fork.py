@@ -241,12 +241,7 @@ class ForkManager:
     def get(self, fork_id: str) -> Fork:
         fork = self.forks.get(fork_id)
         if fork is None:
-            raise protocol.CovenError(
-                protocol.ErrorCode.ForkNotFound,
-                f"No fork with id '{fork_id}'. Fork ids come from forkProposed and forkStarted "
-                "events and from coven/fork.",
-                {"forkId": fork_id},
-            )
+            raise protocol.fork_not_found(fork_id)
         return fork
 
     def active_fork(self, session: Session) -> Fork | None:
@@ -335,6 +330,7 @@ class ForkManager:
             raise protocol.CovenError(
                 protocol.ErrorCode.InvalidState,
                 f"Session {session.id} is {session.status}; it cannot fork.",
+                {"sessionId": session.id, "status": session.status},
             )
         if not session.settled or self.active_fork(session) is not None:
             raise protocol.CovenError(
@@ -434,9 +430,9 @@ class ForkManager:
                     tg.start_soon(self._run_child, child, limiter)
             finished = True
         finally:
-            # When the server stops, the fork stays `running` in the store: it comes back
-            # interrupted, to be resumed or abandoned.
-            if finished:
+            # When the server stops (killed, or closing every session on its way out), the fork
+            # stays `running` in the store: it comes back interrupted, to be resumed or abandoned.
+            if finished and not any(child.stopped_with_server for child in children):
                 self._finish(fork)
 
     def _finish(self, fork: Fork, interrupted: str | None = None) -> None:
@@ -525,6 +521,7 @@ class ForkManager:
             raise protocol.CovenError(
                 protocol.ErrorCode.InvalidState,
                 f"Fork {fork_id}'s parent has no agent conversation to fork.",
+                {"forkId": fork_id, "state": fork.state.value},
             )
         again = self._unfinished(fork)
         fork.state = ForkState.RUNNING

@@ -242,12 +242,7 @@ class Hub:
     def get(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
         if session is None:
-            raise protocol.CovenError(
-                protocol.ErrorCode.SessionNotFound,
-                f"No session with id '{session_id}'. coven/listSessions lists the sessions "
-                "this server knows.",
-                {"sessionId": session_id},
-            )
+            raise protocol.session_not_found(session_id)
         return session
 
     async def start_session(self, client: Client, params: protocol.StartSessionParams) -> Session:
@@ -384,7 +379,9 @@ class Hub:
         try:
             store, warning = await anyio.to_thread.run_sync(Store.open, path)
         except StoreError as exc:
-            raise protocol.CovenError(protocol.ErrorCode.StoreUnavailable, str(exc)) from exc
+            raise protocol.CovenError(
+                protocol.ErrorCode.StoreUnavailable, str(exc), {"path": str(path)}
+            ) from exc
         self.stores[path] = store
         snapshot = await anyio.to_thread.run_sync(store.load)
         self._restore(store, snapshot, settings)

@@ -244,6 +244,11 @@ class Session:
         return self.status in protocol.FINAL_STATUSES or self._closing
 
     @property
+    def stopped_with_server(self) -> bool:
+        """Closed because the server is stopping (not by a user): a restart takes it up again."""
+        return self._closing and self._final_status is None
+
+    @property
     def busy(self) -> bool:
         return self._in_turn
 
@@ -258,6 +263,7 @@ class Session:
                 f"Session {self.id} is "
                 f"{self.status if self.status in protocol.FINAL_STATUSES else 'closing'}; "
                 "it takes no more messages. Start a new session with coven/startSession.",
+                {"sessionId": self.id, "status": self.status},
             )
         busy = 1 if self._in_turn or self._holds else 0
         if first:

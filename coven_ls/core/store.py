@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import protocol
-
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 3
@@ -338,7 +336,3 @@ def _fork_dict(row: tuple[Any, ...]) -> dict[str, Any]:
         d[name] = json.loads(d[name]) if d[name] else None
     d["reintegrated"] = bool(d["reintegrated"])
     return d
-
-
-def to_error(exc: StoreError) -> protocol.CovenError:
-    return protocol.CovenError(protocol.ErrorCode.StoreUnavailable, str(exc))

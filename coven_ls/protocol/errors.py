@@ -57,6 +57,7 @@ def session_not_found(session_id: str) -> CovenError:
 def fork_not_found(fork_id: str) -> CovenError:
     return CovenError(
         ErrorCode.ForkNotFound,
-        f"No fork with id '{fork_id}'. The forkId comes from a forkProposed or forkStarted event.",
+        f"No fork with id '{fork_id}'. Fork ids come from forkProposed and forkStarted events and "
+        "from coven/fork.",
         {"forkId": fork_id},
     )
