@@ -6,7 +6,7 @@ What is measured
        group, a fake LSP client whose ``send_frame`` counts frames, and ``--sessions`` sessions
        made by the hub itself (``Hub._new_session``, a backend that never starts an agent) whose
        events go out through ``Session.emit`` -> ``Hub.publish`` -> [with the store: outbox ->
-       ``Hub._flush_once`` -> ``Store.write`` in a worker thread, one transaction] ->
+       ``Journal._flush_once`` -> ``Store.write`` in a worker thread, one transaction] ->
        ``Hub._deliver`` -> ``send_frame``. Each session emits ``--events`` events shaped like a
        real turn: bursts of [text ~200 chars, toolUse with a small input] (one assistant
        message) and [toolResult ~1 KB] (one user message). "Saturated": every session is a task
@@ -81,14 +81,14 @@ from coven_ls.core.agent import Agent, AgentSpec, PermissionAsker
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.session import Session, SessionConfig
 from coven_ls.core.store import Store, database_path
-from coven_ls.protocol import events
+from coven_ls.protocol.events import Payload, Text, ToolResult, ToolUse
 
 TARGET_RELAY_COST = 0.10  # the store may cost the relay under 10%
 TARGET_LIST_MS = 50.0  # listSessions under 50 ms
 RELAY_BUDGET_MS = 5.0  # bench/relay.py: coven-ls' whole overhead, p50
 REQUEST_TIMEOUT = 120.0
 
-Burst = list[events.Payload]
+Burst = list[Payload]
 NOW = "2026-11-22T01:36:13.290Z"
 
 # --------------------------------------------------------------------------- the workload
@@ -138,13 +138,13 @@ def make_template(events: int, variant: int) -> list[Burst]:
             ]
         )
         assistant: Burst = [
-            events.Text(text=_sentence(rng, rng.randint(150, 250)), messageId=message_id),
-            events.ToolUse(
+            Text(text=_sentence(rng, rng.randint(150, 250)), messageId=message_id),
+            ToolUse(
                 toolUseId=tool_use_id, name=tool, input=tool_input, messageId=message_id
             ),
         ]
         user: Burst = [
-            events.ToolResult(
+            ToolResult(
                 toolUseId=tool_use_id,
                 content=_file_text(rng, rng.randint(800, 1250)),
                 isError=False,
@@ -214,7 +214,7 @@ class Run:
     cpu: float = 0.0  # process CPU seconds (every thread) from first emit to last frame
     written: int = 0  # bytes this process passed to write() meanwhile (/proc/self/io wchar)
     writes: list[float] = field(default_factory=list)  # Store.write durations, s
-    flushes: list[float] = field(default_factory=list)  # Hub._flush_once durations, s
+    flushes: list[float] = field(default_factory=list)  # Journal._flush_once durations, s
     events_written: int = 0
     files: dict[str, int] = field(default_factory=dict)  # database file sizes after the run
 
@@ -279,7 +279,7 @@ async def run_hub(
             client.store = store
             plain_write = store.write
 
-            plain_flush = hub._flush_once
+            plain_flush = hub.journal._flush_once
 
             def timed_write(events: list[dict[str, Any]], *rows: Any) -> None:
                 began = time.perf_counter()
@@ -293,7 +293,7 @@ async def run_hub(
                 run.flushes.append(time.perf_counter() - began)
 
             store.write = timed_write  # type: ignore[method-assign]
-            hub._flush_once = timed_flush  # type: ignore[method-assign]
+            hub.journal._flush_once = timed_flush  # type: ignore[method-assign]
         hub.attach(client)
         made = [
             hub._new_session(
@@ -527,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = ClientSettings(
             str(workspace), protocol.InitializationOptions(stateDir=str(state))
         )
-        path = database_path(settings.root, settings.state_dir)
+        path = database_path(settings.root, settings.options.stateDir)
         copy = Path(tmp, "copy", path.name)
 
         async def in_process() -> dict[str, Run]:

@@ -12,9 +12,10 @@ import enum
 import logging
 import re
 import uuid
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from xml.sax.saxutils import escape
 
 import anyio
@@ -25,9 +26,6 @@ from .. import protocol
 from ..protocol import Kind, events
 from .agent import AgentSpec
 from .session import Outcome, Session, SessionConfig
-
-if TYPE_CHECKING:
-    from .hub import Hub
 
 log = logging.getLogger(__name__)
 
@@ -233,9 +231,32 @@ class Fork:
         }
 
 
+class ForkHost(Protocol):
+    """What forking needs of the rest of the server (the hub): sessions to find, children to
+    create and launch, background work to run, fork rows to store, and the user to ask."""
+
+    @property
+    def sessions(self) -> Mapping[str, Session]: ...
+
+    def new_child(self, parent: Session, fork_id: str, label: str, start: AgentSpec) -> Session:
+        """A fork child session, created but not launched."""
+
+    def launch(self, session: Session) -> None:
+        """Announce a session and start its runner."""
+
+    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        """Run background work; a failure is logged, never swallowed."""
+
+    def fork_changed(self, fork: Fork) -> None:
+        """The fork's row must be stored (with the next burst of events)."""
+
+    def ask_fork_approval(self, session: Session, fork: Fork) -> None:
+        """Ask the user about a proposed fork; the answer comes back through `decide`."""
+
+
 class ForkManager:
-    def __init__(self, hub: Hub) -> None:
-        self._hub = hub
+    def __init__(self, host: ForkHost) -> None:
+        self._host = host
         self.forks: dict[str, Fork] = {}
 
     def get(self, fork_id: str) -> Fork:
@@ -272,12 +293,12 @@ class ForkManager:
             return
         session.set_status("awaitingApproval")
         session.emit(events.ForkProposed(forkId=fork.id, tasks=tasks))
-        self._hub.ask_fork_approval(session, fork)
+        self._host.ask_fork_approval(session, fork)
 
     def _new_fork(self, parent: Session, tasks: list[str], source: str, **kw: Any) -> Fork:
         fork = Fork(f"f-{uuid.uuid4().hex[:12]}", parent, tasks, source, proposed=list(tasks), **kw)
         self.forks[fork.id] = fork
-        self._hub.fork_changed(fork)
+        self._host.fork_changed(fork)
         # From here until the results are in, the parent's own messages wait, and its agent
         # process is stopped: a paused-but-alive parent could keep working where no one sees it.
         parent.hold()
@@ -310,7 +331,7 @@ class ForkManager:
 
     def _reject(self, fork: Fork, reason: str | None, *, tell_model: bool) -> None:
         fork.state = ForkState.REJECTED
-        self._hub.fork_changed(fork)
+        self._host.fork_changed(fork)
         parent = fork.parent
         parent.emit(events.ForkRejected(forkId=fork.id, reason=reason))
         if tell_model and not parent.closed:
@@ -388,9 +409,9 @@ class ForkManager:
         parent.set_status("forking")
         for label in fork.tasks:
             fork.children.append(
-                self._hub.new_child(parent, fork.id, label, self._child_spec(fork))
+                self._host.new_child(parent, fork.id, label, self._child_spec(fork))
             )
-        self._hub.fork_changed(fork)
+        self._host.fork_changed(fork)
         parent.emit(
             events.ForkStarted(
                 forkId=fork.id,
@@ -401,8 +422,8 @@ class ForkManager:
             )
         )
         for child in fork.children:
-            self._hub.launch(child)
-        self._hub.spawn(self._run(fork, fork.children), name=f"fork {fork.id}")
+            self._host.launch(child)
+        self._host.spawn(self._run(fork, fork.children), name=f"fork {fork.id}")
 
     @staticmethod
     def _child_spec(fork: Fork) -> AgentSpec:
@@ -441,7 +462,7 @@ class ForkManager:
         parent = fork.parent
         fork.results = [self._result_of(child, interrupted) for child in fork.children]
         fork.state = ForkState.FINISHED
-        self._hub.fork_changed(fork)
+        self._host.fork_changed(fork)
         parent.emit(events.ForkFinished(forkId=fork.id, results=[r.wire() for r in fork.results]))
         if not parent.closed:
             # The parent stays `forking` until its runner takes this turn and starts it.
@@ -477,7 +498,7 @@ class ForkManager:
         """Forks as a stopped server left them. A proposal is still open; a fork that was running
         is interrupted (its parent waits for coven/resumeFork or coven/abandonFork); a finished
         fork whose results never reached its parent gives them now."""
-        sessions = self._hub.sessions
+        sessions = self._host.sessions
         for row in rows:
             parent = sessions.get(row["parent_id"])
             if parent is None or row["fork_id"] in self.forks:
@@ -502,7 +523,7 @@ class ForkManager:
             elif state in (ForkState.RUNNING, ForkState.INTERRUPTED):
                 fork.state = ForkState.INTERRUPTED
                 parent.hold()
-                self._hub.fork_changed(fork)
+                self._host.fork_changed(fork)
                 if state is ForkState.RUNNING:  # said once, by the restart that found it cut off
                     parent.emit(
                         events.ForkInterrupted(
@@ -529,8 +550,8 @@ class ForkManager:
         fork.parent.emit(events.ForkResumed(forkId=fork.id, children=_refs(again)))
         for child in again:
             child.restart_as_fork(self._child_spec(fork))
-        self._hub.fork_changed(fork)
-        self._hub.spawn(self._run(fork, again), name=f"fork {fork.id}")
+        self._host.fork_changed(fork)
+        self._host.spawn(self._run(fork, again), name=f"fork {fork.id}")
 
     @staticmethod
     def _unfinished(fork: Fork) -> list[Session]:

@@ -20,9 +20,10 @@ import anyio
 from anyio.abc import TaskGroup
 
 from .. import protocol
-from ..protocol import Status, events
+from ..protocol import EventDict, Status, events
 from .agent import AgentSpec, Backend, ClaudeBackend
 from .fork import Fork, ForkManager, ForkState, fork_prompt
+from .journal import Journal
 from .session import Session, SessionConfig
 from .store import Snapshot, Store, StoreError, database_path
 
@@ -31,8 +32,6 @@ log = logging.getLogger(__name__)
 # Closing a session can take a while (the SDK gives the CLI 5 s to flush its transcript, then
 # escalates to SIGTERM and SIGKILL), but never forever.
 CLOSE_ALL_SECONDS = 30.0
-# The most events one store transaction takes: bigger bursts are committed (and sent) in slices.
-FLUSH_SLICE = 1000
 
 
 @dataclass(frozen=True)
@@ -83,14 +82,8 @@ class Hub:
         self.clients: list[Client] = []
         self.forks = ForkManager(self)
         self.stores: dict[Path, Store] = {}
-        self._store_of: dict[str, Store] = {}  # session id -> the store that keeps it
-        # Group commit: events wait here until the store has them, then go to the clients.
-        self._outbox: list[dict[str, Any]] = []
-        self._dirty_forks: set[str] = set()
-        self._flush_wanted = anyio.Event()
-        self._flushed = anyio.Event()
-        self._flushing = False
-        task_group.start_soon(self._flush_loop, name="store writer")
+        # Events of stored sessions are committed before they are sent, in bursts.
+        self.journal = Journal(task_group, self._deliver)
 
     # --- clients ---------------------------------------------------------------------------------
 
@@ -101,77 +94,19 @@ class Hub:
         if client in self.clients:
             self.clients.remove(client)
 
-    def publish(self, event: dict[str, Any]) -> None:
-        if event["sessionId"] in self._store_of:
-            self._outbox.append(event)
-            self._flush_wanted.set()
-        else:
-            self._deliver(event)
+    def publish(self, event: EventDict) -> None:
+        self.journal.publish(event)
 
     def fork_changed(self, fork: Fork) -> None:
-        """A fork's row must be written (with the next burst of events)."""
-        if fork.parent.id in self._store_of:
-            self._dirty_forks.add(fork.id)
-            self._flush_wanted.set()
-
-    async def _flush_loop(self) -> None:
-        while True:
-            await self._flush_wanted.wait()
-            self._flush_wanted = anyio.Event()
-            self._flushing = True
-            try:
-                while self._outbox or self._dirty_forks:
-                    await self._flush_once()
-            finally:
-                self._flushing = False
-                self._flushed.set()
-                self._flushed = anyio.Event()
-
-    async def _flush_once(self) -> None:
-        """Commit what the last burst produced in one transaction per store, then send it. A
-        huge burst goes in slices, so that no commit (and no client) waits on a giant one."""
-        events = self._outbox[:FLUSH_SLICE]
-        del self._outbox[:FLUSH_SLICE]
-        fork_ids, self._dirty_forks = self._dirty_forks, set()
-        # Each event is encoded once: the same bytes go to the store and into the frames.
-        bodies = [protocol.event_body(e) for e in events]
-        batches: dict[Store, tuple[list[tuple[dict[str, Any], bytes]], dict[str, Session], list]]
-        batches = {}
-        for event, body in zip(events, bodies, strict=True):
-            store = self._store_of.get(event["sessionId"])
-            session = self.sessions.get(event["sessionId"])
-            if store is None or session is None:
-                continue  # deleted meanwhile
-            evs, touched, _ = batches.setdefault(store, ([], {}, []))
-            evs.append((event, body))
-            touched[session.id] = session
-        for fork_id in fork_ids:
-            fork = self.forks.forks.get(fork_id)
-            store = self._store_of.get(fork.parent.id) if fork else None
-            if fork is not None and store is not None:
-                batches.setdefault(store, ([], {}, []))[2].append(fork.record())
-        for store, (evs, touched, forks) in batches.items():
-            rows = [s.record() for s in touched.values()]
-            try:
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(store.write, evs, rows, forks)
-            except Exception:
-                # The events still go out (a session must not stall), but say loudly that
-                # they are not kept.
-                log.exception("could not write %d events to %s", len(evs), store.path)
-        for event, body in zip(events, bodies, strict=True):
-            session = self.sessions.get(event["sessionId"])
-            if session is not None:
-                session.committed_seq = max(session.committed_seq or 0, event["seq"])
-            self._deliver(event, body)
+        self.journal.fork_changed(fork)
 
     async def flushed(self) -> None:
         """Wait until everything published so far is stored and sent."""
-        while self._outbox or self._dirty_forks or self._flushing:
-            await self._flushed.wait()
+        await self.journal.flushed()
 
-    def _deliver(self, event: dict[str, Any], body: bytes | None = None) -> None:
-        frame = protocol.event_frame(body if body is not None else protocol.event_body(event))
+    def _deliver(self, event: EventDict, body: bytes) -> None:
+        """Send an event (encoded once) to every connected client."""
+        frame = protocol.event_frame(body)
         for client in list(self.clients):
             try:
                 client.send_frame(frame)
@@ -283,7 +218,7 @@ class Hub:
         return self._new_session(
             parent.backend,
             config,
-            store=self._store_of.get(parent.id),
+            store=self.journal.store_of(parent.id),
             launch=False,
             status="queued",
             title=label,
@@ -317,8 +252,7 @@ class Hub:
         )
         self.sessions[session_id] = session
         if store is not None:
-            self._store_of[session_id] = store
-            session.committed_seq = 0
+            self.journal.keep(session, store)
         if launch:
             self.launch(session)
         return session
@@ -433,7 +367,7 @@ class Hub:
         await self.close(session)
         ids = [s.id for s in subtree]
         await self.flushed()
-        store = self._store_of.get(session.id)
+        store = self.journal.store_of(session.id)
         if store is not None:
             await anyio.to_thread.run_sync(store.delete_sessions, ids)
         if purge:
@@ -441,19 +375,15 @@ class Hub:
                 _purge_transcript(node)
         for sid in ids:
             self.sessions.pop(sid, None)
-            self._store_of.pop(sid, None)
             self._owners.pop(sid, None)
+        self.journal.forget(ids)
         self.forks.forget(ids)
         # Not stored (there is nothing left to store it in): it tells watching clients to drop
         # the session and everything under it.
-        self._deliver(
-            protocol.event_dict(
-                session.id,
-                len(session.events) + 1,
-                protocol.now_iso(),
-                events.Deleted(sessionIds=ids),
-            )
+        deleted = protocol.event_dict(
+            session.id, len(session.events) + 1, protocol.now_iso(), events.Deleted(sessionIds=ids)
         )
+        self._deliver(deleted, protocol.event_body(deleted))
         return ids
 
 

@@ -299,7 +299,9 @@ def create_server(hub: Hub, on_exit: Callable[[int], None]) -> CovenServer:
 
     for method, fn in _HANDLERS.items():
         server.feature(method)(_adapt(fn))
-    install_standard_lsp(server, {method: _adapt(fn) for method, fn in _HANDLERS.items()})
+    server.standard = install_standard_lsp(
+        server, hub, {method: _adapt(fn) for method, fn in _HANDLERS.items()}
+    )
     return server
 
 

@@ -21,28 +21,26 @@ import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsprotocol import types
+from pygls.lsp.server import LanguageServer
 
 from .. import protocol
+from ..core.hub import Hub
+from ..core.session import Session
 from ..protocol import Kind
 from ..protocol.describe import describe, one_line
 
-if TYPE_CHECKING:
-    from ..core.session import Session
-    from .server import CovenServer
-
 log = logging.getLogger(__name__)
 
-Handler = Callable[["CovenServer", Any], Awaitable[Any]]
+# A coven/* request handler: the connection's server and the raw params.
+Handler = Callable[[Any, Any], Awaitable[Any]]
 
-# Statuses after which a session runs no turn: its turn progress, if any, is over.
-_TURN_OVER = frozenset(
-    {"idle", "failed", "cancelled", "closed", "interrupted", "awaitingApproval", "forking"}
-)
 # Statuses in which a fork child has done its part of the fork (for "Fork 2/3 done").
-_CHILD_OVER = frozenset({"idle", "failed", "cancelled", "closed", "interrupted"})
+_CHILD_OVER = protocol.SETTLED_STATUSES
+# Statuses after which a session runs no turn: its turn progress, if any, is over.
+_TURN_OVER = protocol.SETTLED_STATUSES | {"awaitingApproval", "forking"}
 # Event kinds whose line becomes the message of the session's turn progress.
 _TURN_MESSAGES = frozenset(
     {
@@ -91,8 +89,9 @@ class _Progress:
 class StandardLsp:
     """Per-connection state of the standard-LSP mirror."""
 
-    def __init__(self, server: CovenServer) -> None:
+    def __init__(self, server: LanguageServer, hub: Hub) -> None:
         self._server = server
+        self._hub = hub
         self._turns: dict[str, _Progress] = {}  # session id -> its running turn
         self._forks: dict[str, _Progress] = {}  # fork id -> its progress
         self._fork_of_child: dict[str, str] = {}  # child session id -> fork id
@@ -129,7 +128,7 @@ class StandardLsp:
             self._track_fork(event)
 
     def _title(self, session_id: str) -> str:
-        session = self._server.hub.sessions.get(session_id)
+        session = self._hub.sessions.get(session_id)
         return session.title if session is not None else session_id
 
     def _log(self, event: dict[str, Any]) -> None:
@@ -212,20 +211,20 @@ class StandardLsp:
     # --- cancelling from the client (window/workDoneProgress/cancel) -----------------------------
 
     def _cancel_turn(self, session_id: str) -> None:
-        session = self._server.hub.sessions.get(session_id)
+        session = self._hub.sessions.get(session_id)
         # Only a turn that still runs: cancelling an idle session would drop its queued messages.
         if session is not None and session.status in ("starting", "running"):
             self._spawn_cancel(session)
 
     def _cancel_fork(self, fork_id: str) -> None:
-        fork = self._server.hub.forks.forks.get(fork_id)
-        if fork is not None and self._server.hub.forks.active_fork(fork.parent) is fork:
+        fork = self._hub.forks.forks.get(fork_id)
+        if fork is not None and self._hub.forks.active_fork(fork.parent) is fork:
             self._spawn_cancel(fork.parent)
 
     def _spawn_cancel(self, session: Session) -> None:
         # The same path as coven/cancel: a forking parent cancels its fork, a fork child ends
         # alone, anything else interrupts its turn.
-        self._server.hub.spawn(self._server.hub.cancel(session), name=f"cancel {session.id}")
+        self._hub.spawn(self._hub.cancel(session), name=f"cancel {session.id}")
 
     # --- the progress protocol -------------------------------------------------------------------
 
@@ -310,18 +309,20 @@ def _log_type(event: dict[str, Any]) -> types.MessageType:
     return _LOG_TYPES.get(event["kind"], types.MessageType.Log)
 
 
-def install_standard_lsp(server: CovenServer, handlers: dict[str, Handler]) -> None:
+def install_standard_lsp(
+    server: LanguageServer, hub: Hub, handlers: dict[str, Handler]
+) -> StandardLsp:
     """Register the standard-LSP features on a new connection's server: one executeCommand
-    command per coven/* request (pygls advertises them in `executeCommandProvider`)."""
-    server.standard = StandardLsp(server)
+    command per coven/* request (pygls advertises them in `executeCommandProvider`). Returns the
+    connection's mirror, which the server feeds every event it sends."""
     for method, handler in handlers.items():
         server.command(command_name(method))(_command(handler))
+    return StandardLsp(server, hub)
 
 
 def _command(handler: Handler) -> Callable[..., Awaitable[Any]]:
-    # `ls` by name (not annotation) is how pygls knows to pass the server: the annotation would
-    # be resolved at call time, where CovenServer is not importable from here (a cycle).
-    async def run(ls: Any, *arguments: Any) -> Any:
+    # pygls passes the server to a command whose first parameter is named `ls`.
+    async def run(ls: LanguageServer, *arguments: Any) -> Any:
         # The request's params object is the first argument; no argument is an empty object.
         return await handler(ls, arguments[0] if arguments else None)
 

@@ -1,0 +1,133 @@
+"""The journal: every event on its way from a session to the clients passes here, and an event of
+a stored session is committed to its store before any client is sent it (group commit: one
+transaction per store for each burst). Fork rows ride along with the next burst."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from .. import protocol
+from ..protocol import EventDict
+from .fork import Fork
+from .session import Session
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+# The most events one store transaction takes: bigger bursts are committed (and sent) in slices.
+FLUSH_SLICE = 1000
+
+Deliver = Callable[[EventDict, bytes], None]
+
+
+class Journal:
+    def __init__(self, task_group: TaskGroup, deliver: Deliver) -> None:
+        self._deliver = deliver
+        self._stored: dict[str, tuple[Session, Store]] = {}  # session id -> it and its store
+        self._outbox: list[EventDict] = []
+        self._dirty_forks: dict[str, Fork] = {}
+        self._flush_wanted = anyio.Event()
+        self._flushed = anyio.Event()
+        self._flushing = False
+        task_group.start_soon(self._flush_loop, name="store writer")
+
+    # --- which store keeps which session ---------------------------------------------------------
+
+    def keep(self, session: Session, store: Store) -> None:
+        """From now on, `session`'s events are committed to `store` before they are sent."""
+        self._stored[session.id] = (session, store)
+        if session.committed_seq is None:
+            session.committed_seq = 0
+
+    def forget(self, session_ids: list[str]) -> None:
+        """Deleted sessions: what of theirs still waits is dropped."""
+        for sid in session_ids:
+            self._stored.pop(sid, None)
+
+    def store_of(self, session_id: str) -> Store | None:
+        kept = self._stored.get(session_id)
+        return kept[1] if kept is not None else None
+
+    # --- the event path --------------------------------------------------------------------------
+
+    def publish(self, event: EventDict) -> None:
+        if event["sessionId"] in self._stored:
+            self._outbox.append(event)
+            self._flush_wanted.set()
+        else:
+            self._deliver(event, protocol.event_body(event))
+
+    def fork_changed(self, fork: Fork) -> None:
+        """A fork's row must be written (with the next burst of events)."""
+        if fork.parent.id in self._stored:
+            self._dirty_forks[fork.id] = fork
+            self._flush_wanted.set()
+
+    async def flushed(self) -> None:
+        """Wait until everything published so far is stored and sent."""
+        while self._outbox or self._dirty_forks or self._flushing:
+            await self._flushed.wait()
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await self._flush_wanted.wait()
+            self._flush_wanted = anyio.Event()
+            self._flushing = True
+            try:
+                while self._outbox or self._dirty_forks:
+                    await self._flush_once()
+            finally:
+                self._flushing = False
+                self._flushed.set()
+                self._flushed = anyio.Event()
+
+    async def _flush_once(self) -> None:
+        """Commit what the last burst produced in one transaction per store, then send it. A
+        huge burst goes in slices, so that no commit (and no client) waits on a giant one."""
+        events = self._outbox[:FLUSH_SLICE]
+        del self._outbox[:FLUSH_SLICE]
+        forks, self._dirty_forks = list(self._dirty_forks.values()), {}
+        # Each event is encoded once: the same bytes go to the store and into the frames.
+        bodies = [protocol.event_body(e) for e in events]
+        batches: dict[Store, _Batch] = {}
+        for event, body in zip(events, bodies, strict=True):
+            kept = self._stored.get(event["sessionId"])
+            if kept is None:
+                continue  # deleted meanwhile
+            session, store = kept
+            batch = batches.setdefault(store, _Batch())
+            batch.events.append((event, body))
+            batch.sessions[session.id] = session
+        for fork in forks:
+            store = self.store_of(fork.parent.id)
+            if store is not None:
+                batches.setdefault(store, _Batch()).forks.append(fork.record())
+        for store, batch in batches.items():
+            rows = [s.record() for s in batch.sessions.values()]
+            try:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(store.write, batch.events, rows, batch.forks)
+            except Exception:
+                # The events still go out (a session must not stall), but say loudly that
+                # they are not kept.
+                log.exception("could not write %d events to %s", len(batch.events), store.path)
+        for event, body in zip(events, bodies, strict=True):
+            kept = self._stored.get(event["sessionId"])
+            if kept is not None:
+                session = kept[0]
+                session.committed_seq = max(session.committed_seq or 0, event["seq"])
+            self._deliver(event, body)
+
+
+class _Batch:
+    """One store's share of a flush."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[EventDict, bytes]] = []
+        self.sessions: dict[str, Session] = {}
+        self.forks: list[dict[str, Any]] = []
