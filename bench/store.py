@@ -139,9 +139,7 @@ def make_template(events: int, variant: int) -> list[Burst]:
         )
         assistant: Burst = [
             Text(text=_sentence(rng, rng.randint(150, 250)), messageId=message_id),
-            ToolUse(
-                toolUseId=tool_use_id, name=tool, input=tool_input, messageId=message_id
-            ),
+            ToolUse(toolUseId=tool_use_id, name=tool, input=tool_input, messageId=message_id),
         ]
         user: Burst = [
             ToolResult(

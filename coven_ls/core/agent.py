@@ -15,14 +15,24 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import anyio
 
 from .. import protocol
+
+if TYPE_CHECKING:
+    from claude_agent_sdk import (
+        ClaudeSDKClient,
+        Message,
+        PermissionMode,
+        PermissionResult,
+        ToolPermissionContext,
+    )
+    from claude_agent_sdk.types import SystemPromptPreset
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +55,7 @@ class AgentSpec:
 
     cwd: str
     model: str | None = None
-    permission_mode: str | None = None
+    permission_mode: PermissionMode | None = None
     resume: str | None = None
     fork_session: bool = False
     session_id: str | None = None
@@ -57,7 +67,10 @@ class AgentSpec:
 class Agent(Protocol):
     async def send(self, text: str) -> None: ...
 
-    def messages(self) -> AsyncIterator[Any]: ...
+    def messages(self) -> AsyncGenerator[Message, None]:
+        """The agent's messages from now on; the caller closes the generator (`aclose`) when it
+        stops reading."""
+        ...
 
     async def interrupt(self) -> None: ...
 
@@ -179,15 +192,17 @@ def launcher_path() -> str | None:
 class ClaudeAgent:
     """One connected `ClaudeSDKClient`."""
 
-    def __init__(self, client: Any, stderr_lines: collections.deque[str]) -> None:
+    def __init__(self, client: ClaudeSDKClient, stderr_lines: collections.deque[str]) -> None:
         self._client = client
         self._stderr = stderr_lines
 
     async def send(self, text: str) -> None:
         await self._client.query(text)
 
-    def messages(self) -> AsyncIterator[Any]:
-        return self._client.receive_messages()
+    def messages(self) -> AsyncGenerator[Message, None]:
+        # `receive_messages` is an async generator function (its body yields), so what it returns
+        # has `aclose`; the SDK only annotates it as an AsyncIterator.
+        return cast("AsyncGenerator[Message, None]", self._client.receive_messages())
 
     async def interrupt(self) -> None:
         await self._client.interrupt()
@@ -226,7 +241,9 @@ class ClaudeBackend:
         await anyio.to_thread.run_sync(self.check)
         stderr_lines: collections.deque[str] = collections.deque(maxlen=40)
 
-        async def can_use_tool(name: str, tool_input: dict[str, Any], context: Any) -> Any:
+        async def can_use_tool(
+            name: str, tool_input: dict[str, Any], context: ToolPermissionContext
+        ) -> PermissionResult:
             allow, message = await ask_permission(name, tool_input, context.tool_use_id)
             if allow:
                 return PermissionResultAllow()
@@ -236,7 +253,7 @@ class ClaudeBackend:
             stderr_lines.append(line.rstrip())
             log.debug("claude stderr: %s", line.rstrip())
 
-        system_prompt: Any = None
+        system_prompt: SystemPromptPreset
         if spec.append_system_prompt:
             system_prompt = {
                 "type": "preset",
@@ -254,7 +271,7 @@ class ClaudeBackend:
         options = ClaudeAgentOptions(
             cwd=spec.cwd,
             model=spec.model,
-            permission_mode=spec.permission_mode,  # type: ignore[arg-type]
+            permission_mode=spec.permission_mode,
             resume=spec.resume,
             fork_session=spec.fork_session,
             session_id=spec.session_id,

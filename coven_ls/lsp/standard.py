@@ -111,7 +111,7 @@ class StandardLsp:
             custom = isinstance(coven, dict)
             # A client with its own progress display (a tree with spinners) can turn ours off.
             progress = bool(caps.window and caps.window.work_done_progress) and not (
-                custom and coven.get("progress") is False
+                isinstance(coven, dict) and coven.get("progress") is False
             )
             self._caps = (progress, custom)
         return self._caps
@@ -187,26 +187,26 @@ class StandardLsp:
             self._begin(fork)
         elif kind == Kind.STATUS and event["status"] in _CHILD_OVER:
             fork_id = self._fork_of_child.get(sid)
-            fork = self._forks.get(fork_id or "")
-            if fork is None or fork_id is None or sid in self._fork_done[fork_id]:
+            progress = self._forks.get(fork_id or "")
+            if progress is None or fork_id is None or sid in self._fork_done[fork_id]:
                 return
             done = self._fork_done[fork_id]
             done.append(sid)
             children = self._fork_children[fork_id]
             label = next(label for child_id, label in children if child_id == sid)
             self._report(
-                fork,
+                progress,
                 f"Fork {len(done)}/{len(children)} done: {one_line(label, 40)}",
                 percentage=len(done) * 100 // len(children),
             )
         elif kind == Kind.FORK_FINISHED:
             fork_id = event["forkId"]
-            fork = self._forks.pop(fork_id, None)
+            progress = self._forks.pop(fork_id, None)
             for child_id, _ in self._fork_children.pop(fork_id, []):
                 self._fork_of_child.pop(child_id, None)
             self._fork_done.pop(fork_id, None)
-            if fork is not None:
-                self._end(fork, describe(event))
+            if progress is not None:
+                self._end(progress, describe(event))
 
     # --- cancelling from the client (window/workDoneProgress/cancel) -----------------------------
 
@@ -249,7 +249,9 @@ class StandardLsp:
         )
         answer.add_done_callback(on_created)
 
-    def _report(self, progress: _Progress, message: str | None, percentage: int | None = None):
+    def _report(
+        self, progress: _Progress, message: str | None, percentage: int | None = None
+    ) -> None:
         if message is None or progress.ended:
             return
         progress.message = message

@@ -11,15 +11,26 @@ import sys
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 from .. import __version__, protocol
 
+
+class _PermissionDecision(TypedDict):
+    allow: bool
+
+
+class PermissionAnswer(_PermissionDecision, total=False):
+    """The answer to `coven/requestPermission`; `message` tells the model why it was denied."""
+
+    message: str
+
+
 EventHandler = Callable[[dict[str, Any]], None]
-PermissionHandler = Callable[[dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any]]"]
+PermissionHandler = Callable[[dict[str, Any]], "PermissionAnswer | Awaitable[PermissionAnswer]"]
 
 
 class CovenClient:
@@ -48,7 +59,7 @@ class CovenClient:
             self._on_event(event)
 
         @self._lsp.feature(protocol.REQUEST_PERMISSION)
-        async def _permission(params: Any) -> dict[str, Any]:
+        async def _permission(params: Any) -> PermissionAnswer:
             if self._on_permission is None:
                 return {"allow": False, "message": "This client does not grant tool use."}
             answer = self._on_permission(protocol.to_plain(params))

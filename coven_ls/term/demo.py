@@ -10,12 +10,13 @@ import asyncio
 import re
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..protocol.describe import one_line
-from ..testing.scripted_model import ScriptedModel, Text, Thinking, ToolUse, reply
-from .client import CovenClient
+from ..testing.scripted_model import ReplyOptions, ScriptedModel, Text, Thinking, ToolUse, reply
+from .client import CovenClient, PermissionAnswer
 from .render import TreePrinter
 
 PROMPT = "Give me a quick tour of this workspace."
@@ -44,7 +45,7 @@ def demo_model() -> ScriptedModel:
     and the parent carrying on with their results. Nothing here tells the model how to fork:
     coven-ls's system prompt does."""
     model = ScriptedModel()
-    pace = {"latency": 0.3, "chunk_chars": 12, "chunk_delay": 0.02}
+    pace: ReplyOptions = {"latency": 0.3, "chunk_chars": 12, "chunk_delay": 0.02}
     model.on(
         "quick tour of this workspace",
         reply(
@@ -88,7 +89,7 @@ def _workspace(root: Path) -> Path:
 async def _run(as_json: bool) -> int:
     printer = TreePrinter(as_json=as_json)
 
-    def allow(request: dict[str, Any]) -> dict[str, Any]:
+    def allow(request: dict[str, Any]) -> PermissionAnswer:
         if not as_json:
             command = request["input"].get("command", "")
             print(f"    (the demo allows {request['toolName']}: {one_line(command, 60)})")
@@ -122,7 +123,9 @@ async def _run(as_json: bool) -> int:
     return 1 if failed else 0
 
 
-def _kind(sid: str, kind: str, after_seq: int = 0, **fields: Any) -> Any:
+def _kind(
+    sid: str, kind: str, after_seq: int = 0, **fields: Any
+) -> Callable[[dict[str, Any]], bool]:
     return lambda e: (
         e["sessionId"] == sid
         and e["kind"] == kind

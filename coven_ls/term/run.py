@@ -26,15 +26,17 @@ from collections import deque
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from pygls.exceptions import JsonRpcException
 
 from .. import protocol
 from ..protocol import Kind
 from ..protocol.describe import one_line, summarize_input
-from .client import CovenClient
+from .client import CovenClient, PermissionAnswer
 from .render import TreePrinter
+
+T = TypeVar("T")
 
 EXIT_OK, EXIT_FAILED, EXIT_NOT_STARTED, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -57,9 +59,9 @@ NO_TERMINAL_FORK_REASON = (
 class RunOptions:
     prompt: str
     cwd: str
-    fork_mode: str | None = None
+    fork_mode: protocol.ForkMode | None = None
     model: str | None = None
-    permission_mode: str | None = None
+    permission_mode: protocol.PermissionMode | None = None
     as_json: bool = False
     yes: bool = False
 
@@ -180,7 +182,7 @@ class Runner:
         self._settled = asyncio.Event()
         self._quit = asyncio.Event()
         self._interrupts = 0
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # --- the run ---------------------------------------------------------------------------------
 
@@ -243,7 +245,7 @@ class Runner:
             return EXIT_FAILED
         return EXIT_OK
 
-    async def _until_quit(self, work: Awaitable[Any]) -> Any:
+    async def _until_quit(self, work: Awaitable[T]) -> T | None:
         """`work`'s result, or None if the user quits first."""
         task = asyncio.ensure_future(work)
         quit_ = asyncio.ensure_future(self._quit.wait())
@@ -254,12 +256,12 @@ class Runner:
         task.cancel()
         return None
 
-    def _spawn(self, work: Awaitable[Any]) -> None:
+    def _spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._done)
 
-    def _done(self, task: asyncio.Task[Any]) -> None:
+    def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         if task.cancelled() or task.exception() is None:
             return
@@ -326,7 +328,7 @@ class Runner:
 
     # --- questions -------------------------------------------------------------------------------
 
-    async def _on_permission(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def _on_permission(self, request: dict[str, Any]) -> PermissionAnswer:
         name = self._names.get(request["sessionId"], request["sessionId"])
         question = (
             f"Allow {request['toolName']} in '{one_line(name, 40)}': "

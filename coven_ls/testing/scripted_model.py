@@ -62,17 +62,19 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from typing import Self  # 3.11+, but only type checkers import it
+    # Self and Unpack are in `typing` from 3.11; only type checkers import them.
+    from typing_extensions import Self, Unpack
 
 __all__ = [
     "DEFAULT_TEXT",
     "HttpError",
     "ModelRequest",
     "Reply",
+    "ReplyOptions",
     "Rule",
     "ScriptedModel",
     "Text",
@@ -163,11 +165,21 @@ class Reply:
         return any(isinstance(b, ToolUse) for b in self.blocks)
 
 
+class ReplyOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`reply` (and :meth:`ScriptedModel.on`): a Reply's fields
+    other than its blocks."""
+
+    latency: float
+    chunk_chars: int
+    chunk_delay: float
+    error: HttpError | None
+
+
 def _as_block(item: Block | str) -> Block:
     return Text(item) if isinstance(item, str) else item
 
 
-def reply(*blocks_or_strings: Block | str, **kw: Any) -> Reply:
+def reply(*blocks_or_strings: Block | str, **kw: Unpack[ReplyOptions]) -> Reply:
     """``reply("text", ToolUse(...), latency=0.2)``: plain strings become :class:`Text`."""
     return Reply(blocks=tuple(_as_block(b) for b in blocks_or_strings), **kw)
 
@@ -426,7 +438,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _read_body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            parts = []
+            parts: list[bytes] = []
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
                 if size == 0:
@@ -664,22 +676,23 @@ class ScriptedModel:
         match: Matcher,
         *blocks_or_reply: Block | str | Reply | Callable[[ModelRequest], Reply],
         times: int | None = None,
-        **reply_kw: Any,
+        **reply_kw: Unpack[ReplyOptions],
     ) -> Rule:
         """``on("hello", "Hi", latency=0.5)``; also ``on(m, Reply(...))`` or ``on(m, fn)``."""
         answer: Reply | Callable[[ModelRequest], Reply]
-        if len(blocks_or_reply) == 1 and (
-            isinstance(blocks_or_reply[0], Reply)
-            or (
-                callable(blocks_or_reply[0])
-                and not isinstance(blocks_or_reply[0], (Text, Thinking, ToolUse))
-            )
-        ):
-            if reply_kw:
-                raise TypeError("reply options go into the Reply itself when one is given")
-            answer = blocks_or_reply[0]  # type: ignore[assignment]
-        else:
-            answer = reply(*blocks_or_reply, **reply_kw)  # type: ignore[arg-type]
+        blocks: list[Block | str] = []
+        for item in blocks_or_reply:
+            if isinstance(item, (str, Text, Thinking, ToolUse)):
+                blocks.append(item)
+            elif len(blocks_or_reply) == 1 and (isinstance(item, Reply) or callable(item)):
+                if reply_kw:
+                    raise TypeError("reply options go into the Reply itself when one is given")
+                answer = item
+                break
+            else:
+                raise TypeError(f"not a reply block: {item!r}")  # what Reply itself would say
+        else:  # no Reply or callable given: the blocks (maybe none) make one
+            answer = reply(*blocks, **reply_kw)
         rule = Rule(match, answer, times)
         self.add(rule)
         return rule
