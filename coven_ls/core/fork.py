@@ -24,6 +24,7 @@ import yaml
 
 from .. import protocol
 from ..protocol import Kind, events
+from ..protocol.types import ForkSource
 from .agent import AgentSpec
 from .session import Outcome, Session, SessionConfig
 
@@ -79,7 +80,8 @@ def find_fork_tag(text: str) -> str | None:
         if _OPEN_TAG.search(plain):
             raise ForkSyntaxError("Your answer opens a <fork> tag but never closes it (</fork>).")
         return None
-    return tags[0]
+    tag: str = tags[0]
+    return tag
 
 
 def check_tasks(tasks: Any, max_children: int) -> list[str]:
@@ -204,7 +206,7 @@ class Fork:
     id: str
     parent: Session
     tasks: list[str]
-    source: str  # "model" or "user"
+    source: ForkSource  # the model asked for it, or a user forked by hand
     at_message_id: str | None = None
     state: ForkState = ForkState.PROPOSED
     proposed: list[str] = field(default_factory=list)  # the tasks as first asked for
@@ -295,7 +297,7 @@ class ForkManager:
         session.emit(events.ForkProposed(forkId=fork.id, tasks=tasks))
         self._host.ask_fork_approval(session, fork)
 
-    def _new_fork(self, parent: Session, tasks: list[str], source: str, **kw: Any) -> Fork:
+    def _new_fork(self, parent: Session, tasks: list[str], source: ForkSource, **kw: Any) -> Fork:
         fork = Fork(f"f-{uuid.uuid4().hex[:12]}", parent, tasks, source, proposed=list(tasks), **kw)
         self.forks[fork.id] = fork
         self._host.fork_changed(fork)

@@ -104,9 +104,9 @@ class Journal:
             batch.events.append((event, body))
             batch.sessions[session.id] = session
         for fork in forks:
-            store = self.store_of(fork.parent.id)
-            if store is not None:
-                batches.setdefault(store, _Batch()).forks.append(fork.record())
+            fork_store = self.store_of(fork.parent.id)
+            if fork_store is not None:
+                batches.setdefault(fork_store, _Batch()).forks.append(fork.record())
         for store, batch in batches.items():
             rows = [s.record() for s in batch.sessions.values()]
             try:

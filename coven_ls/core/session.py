@@ -23,7 +23,16 @@ import msgspec
 from claude_agent_sdk import ResultMessage
 
 from .. import protocol
-from ..protocol import EventDict, SessionInfo, Status, events
+from ..protocol import (
+    EventDict,
+    ForkMode,
+    InitializationOptions,
+    PermissionMode,
+    SessionInfo,
+    Status,
+    events,
+)
+from ..protocol.types import Origin
 from .agent import Agent, AgentSpec, Backend
 from .mapping import map_message
 from .status import check_transition
@@ -50,17 +59,20 @@ class Sink(Protocol):
     ) -> tuple[bool, str]: ...
 
 
+_DEFAULTS = InitializationOptions()  # the options' defaults, for sessions built without options
+
+
 @dataclass
 class SessionConfig:
     """What a session runs with; fixed when it is created."""
 
     cwd: str
     model: str | None = None
-    permission_mode: str | None = None
-    fork_mode: str = "approve"
-    max_children: int = 8
-    max_parallel: int = 4
-    max_depth: int = 1
+    permission_mode: PermissionMode | None = None
+    fork_mode: ForkMode = _DEFAULTS.forkMode
+    max_children: int = _DEFAULTS.maxChildren
+    max_parallel: int = _DEFAULTS.maxParallel
+    max_depth: int = _DEFAULTS.maxDepth
     append_system_prompt: str | None = None
     env: dict[str, str] = field(default_factory=dict)
 
@@ -68,7 +80,7 @@ class SessionConfig:
 @dataclass
 class Turn:
     text: str
-    origin: str = "user"  # who wrote it: "user", or the server itself (e.g. "forkResults")
+    origin: Origin = "user"  # who wrote it: a client, or the server itself (e.g. "forkResults")
 
 
 @dataclass(frozen=True)
@@ -126,7 +138,7 @@ class Session:
         self._pause_requested = False
         self._changed = anyio.Event()  # set (and replaced) whenever the session may have settled
         self._closing = False
-        self._final_status: str | None = "closed"
+        self._final_status: Status | None = "closed"
         self._turn_scope: anyio.CancelScope | None = None
         self._hook_scope: anyio.CancelScope | None = None
         self._in_turn = False
@@ -254,7 +266,7 @@ class Session:
 
     # --- commands (called from request handlers) -------------------------------------------------
 
-    def send(self, text: str, origin: str = "user", *, first: bool = False) -> int:
+    def send(self, text: str, origin: Origin = "user", *, first: bool = False) -> int:
         """Queue a turn; returns how many turns are ahead of it (0: it starts now). `first` puts
         it ahead of the queued ones (fork results go before messages sent during the fork)."""
         if self.closed:
@@ -316,7 +328,7 @@ class Session:
             scope.cancel()  # still starting: nothing to interrupt yet
         return dropped
 
-    async def close(self, final_status: str | None = "closed") -> None:
+    async def close(self, final_status: Status | None = "closed") -> None:
         """End the session and its agent process; returns when the process is gone. A fork child
         stopped by the user ends as `cancelled` rather than `closed`; `None` (the server shutting
         down) leaves the status as it is, so a restart can take the session up again."""
@@ -472,6 +484,7 @@ class Session:
                     )
                     self.set_status("idle")
                 else:
+                    failure = failure or "The turn failed."
                     self.last_outcome = Outcome(False, error=failure)
                     self.emit(events.Error(message=failure))
                     self.set_status("failed")
@@ -513,7 +526,7 @@ class Session:
         """Publish the agent's messages until the turn's result event; None if the stream ends
         first."""
         stream = agent.messages()
-        async with contextlib.aclosing(stream):  # type: ignore[type-var]
+        async with contextlib.aclosing(stream):
             async for message in stream:
                 result: EventDict | None = None
                 for payload in map_message(message):

@@ -9,29 +9,35 @@ from ..protocol import Status
 
 # Every session may end (`cancelled`, `closed`) or be cut off by a server stop (`interrupted`, set
 # by the restart that finds it busy): those are allowed from anywhere but the final statuses.
-_ENDINGS: frozenset[Status] = frozenset({"cancelled", "closed", "interrupted"})
+
+
+def _to(*statuses: Status) -> frozenset[Status]:
+    return frozenset(statuses)
+
+
+_ENDINGS = _to("cancelled", "closed", "interrupted")
 
 TRANSITIONS: dict[Status, frozenset[Status]] = {
     # a fork child waiting for a slot; a restarted child goes back here too
-    "queued": frozenset({"starting", "running"}) | _ENDINGS,
+    "queued": _to("starting", "running") | _ENDINGS,
     # the CLI is starting; a cancel while it starts leaves the session idle
-    "starting": frozenset({"running", "idle", "failed"}) | _ENDINGS,
+    "starting": _to("running", "idle", "failed") | _ENDINGS,
     # a turn runs: it ends idle or failed, or its answer proposes or starts a fork
-    "running": frozenset({"idle", "failed", "awaitingApproval", "forking"}) | _ENDINGS,
+    "running": _to("idle", "failed", "awaitingApproval", "forking") | _ENDINGS,
     # between turns: a message runs a turn (starting the CLI again if it was stopped), a manual
     # fork starts, an interrupted fork child is run again
-    "idle": frozenset({"starting", "running", "forking", "queued"}) | _ENDINGS,
-    "awaitingApproval": frozenset({"idle", "forking"}) | _ENDINGS,
+    "idle": _to("starting", "running", "forking", "queued") | _ENDINGS,
+    "awaitingApproval": _to("idle", "forking") | _ENDINGS,
     # the children run; the results turn then starts the parent's CLI again
-    "forking": frozenset({"starting", "running", "idle"}) | _ENDINGS,
-    "failed": frozenset({"starting", "running", "forking", "queued"}) | _ENDINGS,
+    "forking": _to("starting", "running", "idle") | _ENDINGS,
+    "failed": _to("starting", "running", "forking", "queued") | _ENDINGS,
     # a restart found it busy: a message resumes it, a proposal is still open, a fork resumes
-    "interrupted": frozenset(
-        {"starting", "running", "idle", "failed", "queued", "forking", "awaitingApproval"}
+    "interrupted": _to(
+        "starting", "running", "idle", "failed", "queued", "forking", "awaitingApproval"
     )
     | _ENDINGS,
-    "cancelled": frozenset({"closed"}),
-    "closed": frozenset(),
+    "cancelled": _to("closed"),
+    "closed": _to(),
 }
 
 # Tests set this (their servers inherit it) so that a transition missing from the table fails

@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, get_type_hints
 
 import anyio
 import msgspec
@@ -38,19 +38,19 @@ log = logging.getLogger(__name__)
 
 
 class CovenProtocol(LanguageServerProtocol):
+    _server: CovenServer  # pygls' attribute; only a CovenServer creates this protocol
+
     @lsp_method(types.EXIT)
     def lsp_exit(self, *args: Any) -> Any:
         """End the connection in order (sessions closed, agent processes gone) instead of pygls'
         `sys.exit` from inside the event loop."""
-        server: CovenServer = self._server  # type: ignore[assignment]
-        server.request_exit(0 if self._shutdown else 1)
+        self._server.request_exit(0 if self._shutdown else 1)
         yield from ()
 
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams) -> Any:
         result = yield from super().lsp_initialize(params)
-        server: CovenServer = self._server  # type: ignore[assignment]
-        if server.coven_aware:
+        if self._server.coven_aware:
             # A client that speaks coven/* needs no command mirrors, and some (VS Code's language
             # client) would register them as editor commands, clashing with their own `coven.*`.
             result.capabilities.execute_command_provider = None
@@ -159,19 +159,22 @@ class CovenServer(LanguageServer):
 # One per request of the method table; each gets its params already checked against the table's
 # type and returns the table's result type.
 
-Params = TypeVar("Params", bound=msgspec.Struct)
 Handler = Callable[["CovenServer", Any], Awaitable[msgspec.Struct]]
 _HANDLERS: dict[str, Handler] = {}
 
 
-def handler(
-    method: str,
-) -> Callable[[Callable[[CovenServer, Params], Awaitable[msgspec.Struct]]], None]:
+def handler(method: str) -> Callable[[Handler], None]:
+    """Register the handler of `method`; its params are checked against the method table's type
+    (and the handler's annotations must name the table's params and result types)."""
     spec = protocol.REQUESTS[method]
 
-    def register(fn: Callable[[CovenServer, Params], Awaitable[msgspec.Struct]]) -> None:
+    def register(fn: Handler) -> None:
+        hints = get_type_hints(fn)
+        if (hints["params"], hints["return"]) != (spec.params, spec.result):
+            raise TypeError(f"{fn.__name__} does not take and return what {method} does")
+
         async def checked(server: CovenServer, raw: Any) -> msgspec.Struct:
-            return await fn(server, protocol.parse(method, spec.params, raw))  # type: ignore[arg-type]
+            return await fn(server, protocol.parse(method, spec.params, raw))
 
         _HANDLERS[method] = checked
 

@@ -15,12 +15,12 @@ import msgspec
 from .types import ForkSource, Origin, Status, Wire
 
 
-class Payload(Wire, tag_field="kind", omit_defaults=True, frozen=True):
+class Payload(Wire, tag_field="kind", omit_defaults=True):
     """Base of every event payload; the subclass's tag is the event's `kind`."""
 
     @property
     def kind(self) -> str:
-        return type(self).__struct_config__.tag  # type: ignore[return-value]
+        return kind_of(type(self))
 
 
 class Envelope(Wire):

@@ -54,8 +54,10 @@ def _member_docs(cls: type) -> dict[str, str]:
         tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
         body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
         for stmt, after in itertools.pairwise(body):
-            target = stmt.target if isinstance(stmt, ast.AnnAssign) else None
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target: ast.expr | None = None
+            if isinstance(stmt, ast.AnnAssign):
+                target = stmt.target
+            elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
                 target = stmt.targets[0]
             if (
                 isinstance(target, ast.Name)
@@ -163,6 +165,7 @@ def build_schema() -> dict[str, Any]:
     _, defs = msgspec.json.schema_components(structs, ref_template="#/$defs/{name}")
     _describe(defs, structs)
     _event_defs(defs)
+    defs["GetEventsResult"]["properties"]["events"]["items"] = _ref("Event")
     kinds = [p.__name__ + "Event" for p in events.PAYLOADS]
     defs["Event"] = {
         "title": "Event",
