@@ -6,18 +6,7 @@ import { ResponseError } from 'vscode-languageclient/node';
 
 import { BUSY_STATUSES, type CovenModel, firstLine, type ForkNode, MESSAGEABLE_STATUSES, type Node, type SessionNode } from './model';
 import { forkStateText, sessionStatusText } from './present';
-import {
-  type DecideForkParams,
-  type DeleteSessionParams,
-  type DeleteSessionResult,
-  ErrorCode,
-  type ForkParams,
-  type ForkResponse,
-  Method,
-  type SendMessageResult,
-  type StartSessionParams,
-  type StartSessionResult,
-} from './protocol';
+import { type DecideForkParams, ErrorCode, Method } from './protocol';
 import type { CovenServer } from './server';
 import type { SessionSync } from './sync';
 import type { Transcripts } from './transcriptView';
@@ -57,7 +46,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
         validateInput: (v) => (v.trim() ? undefined : 'Type what Claude should do.'),
       });
       if (prompt === undefined) return;
-      const { sessionId } = await server.request<StartSessionResult>(Method.startSession, { prompt, cwd: folder.uri.fsPath } satisfies StartSessionParams);
+      const { sessionId } = await server.request(Method.startSession, { prompt, cwd: folder.uri.fsPath });
       if (await sync.whenKnown(sessionId)) {
         const node = model.session(sessionId);
         if (node) await treeView.reveal(node, { select: true, focus: false, expand: true }).then(undefined, () => undefined);
@@ -74,7 +63,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
         validateInput: (v) => (v.trim() ? undefined : 'Type a message.'),
       });
       if (text === undefined) return;
-      const result = await server.request<SendMessageResult>(Method.sendMessage, { sessionId: session.sessionId, text });
+      const result = await server.request(Method.sendMessage, { sessionId: session.sessionId, text });
       if (result.queued) vscode.window.setStatusBarMessage(`Coven: message queued (${result.position} ahead of it)`, 4000);
     },
 
@@ -83,7 +72,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       if (!session) return;
       const tasks = await editTasks([], `Fork '${titleOf(session)}'`, 'Fork');
       if (!tasks) return;
-      await server.request<ForkResponse>(Method.fork, { sessionId: session.sessionId, tasks } satisfies ForkParams);
+      await server.request(Method.fork, { sessionId: session.sessionId, tasks });
     },
 
     'coven.forkFromHere': async (target) => {
@@ -95,7 +84,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       const session = model.owningSession(node);
       const tasks = await editTasks([], `Fork '${session ? titleOf(session) : node.sessionId}' at "${firstLine(node.text).slice(0, 40)}"`, 'Fork');
       if (!tasks) return;
-      await server.request<ForkResponse>(Method.fork, { sessionId: node.sessionId, tasks, atMessageId: node.messageId } satisfies ForkParams);
+      await server.request(Method.fork, { sessionId: node.sessionId, tasks, atMessageId: node.messageId });
     },
 
     'coven.approveFork': async (target) => {
@@ -169,10 +158,10 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
         'Delete with Claude Transcripts',
       );
       if (choice === undefined) return;
-      await server.request<DeleteSessionResult>(Method.deleteSession, {
+      await server.request(Method.deleteSession, {
         sessionId: session.sessionId,
         purge: choice === 'Delete with Claude Transcripts',
-      } satisfies DeleteSessionParams);
+      });
     },
 
     'coven.openTranscript': async (target) => {
@@ -352,7 +341,7 @@ async function askTasks(title: string, prompt: string): Promise<string[] | undef
 async function reportError(error: unknown, server: CovenServer): Promise<void> {
   const message = error instanceof Error ? error.message : String(error);
   server.log(`command failed: ${message}`);
-  if (error instanceof ResponseError && error.code === ErrorCode.claudeUnavailable) {
+  if (error instanceof ResponseError && error.code === ErrorCode.ClaudeUnavailable) {
     const choice = await vscode.window.showErrorMessage(message, 'Open Setting');
     if (choice) await vscode.commands.executeCommand('workbench.action.openSettings', 'coven.claudePath');
     return;

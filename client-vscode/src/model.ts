@@ -4,12 +4,10 @@
 // Pure on purpose: no `vscode` import, no timers, no I/O. The extension feeds it what the server
 // says and asks it what changed; the tests drive it the same way in plain node.
 
-import type {
-  CovenEvent,
-  ForkResult,
-  SessionInfo,
-  Status,
-} from './protocol';
+import type { CovenEvent, SessionInfo, SettledStatus, Status, TaskOutcome } from './protocol';
+
+/** A status of the protocol, or a newer server's that this client shows as it is. */
+export type SessionStatus = Status | (string & {});
 
 // --- nodes ---------------------------------------------------------------------------------------
 
@@ -27,7 +25,7 @@ export interface SessionNode extends NodeBase {
   title: string;
   /** The task of a fork child; undefined for top-level sessions. */
   label: string | undefined;
-  status: Status;
+  status: SessionStatus;
   parentId: string | undefined;
   forkId: string | undefined;
   createdAt: string;
@@ -105,7 +103,7 @@ export interface ForkNode extends NodeBase {
   source: string | undefined;
   atMessageId: string | undefined;
   reason: string | undefined;
-  results: ForkResult[] | undefined;
+  results: TaskOutcome[] | undefined;
   /** Child sessions, in the order the fork listed them. */
   readonly children: SessionNode[];
   /** The proposed tasks, shown until the fork starts (or forever, if it was rejected). */
@@ -134,12 +132,24 @@ export interface NoteNode extends NodeBase {
 export type ItemNode = TextNode | ToolNode | NoteNode;
 export type Node = SessionNode | TurnNode | ItemNode | ForkNode | TaskNode;
 
-/** Statuses in which the session is doing something (spinner, counts as running). */
-export const BUSY_STATUSES: ReadonlySet<string> = new Set(['starting', 'running', 'forking', 'queued']);
-/** A fork child in one of these has ended. */
-export const ENDED_STATUSES: ReadonlySet<string> = new Set(['idle', 'failed', 'cancelled', 'closed']);
+/**
+ * Statuses in which the session is doing something (spinner, counts as running). Not the schema's
+ * BusyStatus: `awaitingApproval` waits for the user, which the tree shows differently.
+ */
+export const BUSY_STATUSES: ReadonlySet<string> = new Set<Status>(['starting', 'running', 'forking', 'queued']);
+/**
+ * Whether a fork child settled in each status (the schema's SettledStatus: it has stopped working
+ * on its task) counts as done in its fork's progress ("2 of 3 done"). A child that a server restart
+ * interrupted has stopped, but not finished: coven/resumeFork runs it again. Keyed by the
+ * generated union, so a settled status the server adds does not compile until it is decided here.
+ */
+const SETTLED_DONE: Record<SettledStatus, boolean> = { idle: true, failed: true, cancelled: true, closed: true, interrupted: false };
+/** A fork child in one of these has ended: it counts as done in its fork's progress. */
+export const ENDED_STATUSES: ReadonlySet<string> = new Set(
+  (Object.keys(SETTLED_DONE) as SettledStatus[]).filter((status) => SETTLED_DONE[status]),
+);
 /** Statuses in which a session takes a message right away (others queue it or refuse it). */
-export const MESSAGEABLE_STATUSES: ReadonlySet<string> = new Set(['idle', 'failed', 'interrupted']);
+export const MESSAGEABLE_STATUSES: ReadonlySet<string> = new Set<Status>(['idle', 'failed', 'interrupted']);
 
 export interface Gap {
   sessionId: string;

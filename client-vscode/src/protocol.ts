@@ -1,6 +1,33 @@
-// The coven-ls wire contract as the client sees it (protocol.md is the source of truth).
+// The coven-ls wire contract as the client sees it. Every type comes from the server's JSON Schema
+// (coven_ls/protocol/schema.json → protocol.gen.ts, by `npm run gen:protocol`); this file adds only
+// what a schema does not say: short names for the methods, and the types of a method's params and
+// result looked up by its name.
 // Pure: no `vscode` import, so the state model and its tests can use it in plain node.
 
+import type { Event, Notifications, Requests, ServerRequests } from './protocol.gen';
+
+export * from './protocol.gen';
+
+/** Client → server requests. */
+export type RequestMethod = keyof Requests;
+/** Server → client requests. */
+export type ServerRequestMethod = keyof ServerRequests;
+/** Server → client notifications. */
+export type NotificationMethod = keyof Notifications;
+export type AnyMethod = RequestMethod | ServerRequestMethod | NotificationMethod;
+
+type RequestTable = Requests & ServerRequests;
+/** What a request (either way) takes: `ParamsOf<'coven/fork'>` is ForkParams. */
+export type ParamsOf<M extends RequestMethod | ServerRequestMethod> = RequestTable[M]['params'];
+/** What a request (either way) answers: `ResultOf<'coven/fork'>` is ForkResult. */
+export type ResultOf<M extends RequestMethod | ServerRequestMethod> = RequestTable[M]['result'];
+/** What a notification carries: `NotificationParamsOf<'coven/event'>` is Event. */
+export type NotificationParamsOf<M extends NotificationMethod> = Notifications[M];
+
+/**
+ * Every method of the protocol by a short name. test/protocol.test.ts checks it against the
+ * schema's method tables both ways, so a method the server adds or drops fails the tests.
+ */
 export const Method = {
   startSession: 'coven/startSession',
   sendMessage: 'coven/sendMessage',
@@ -8,183 +35,18 @@ export const Method = {
   closeSession: 'coven/closeSession',
   listSessions: 'coven/listSessions',
   getEvents: 'coven/getEvents',
-  decideFork: 'coven/decideFork',
   fork: 'coven/fork',
+  decideFork: 'coven/decideFork',
   resumeFork: 'coven/resumeFork',
   abandonFork: 'coven/abandonFork',
   deleteSession: 'coven/deleteSession',
-  event: 'coven/event',
   requestPermission: 'coven/requestPermission',
-} as const;
-
-export const ErrorCode = {
-  invalidParams: -32602,
-  sessionNotFound: -32001,
-  claudeUnavailable: -32002,
-  invalidState: -32003,
-  forkNotFound: -32004,
-  storeUnavailable: -32005,
-} as const;
-
-/** Statuses the server sends today; the model keeps unknown ones as plain strings. */
-export type KnownStatus =
-  | 'queued'
-  | 'starting'
-  | 'running'
-  | 'idle'
-  | 'awaitingApproval'
-  | 'forking'
-  | 'failed'
-  | 'cancelled'
-  | 'closed'
-  | 'interrupted';
-export type Status = KnownStatus | (string & {});
-
-export type ForkMode = 'auto' | 'approve' | 'off';
-export type PermissionMode = 'default' | 'acceptEdits' | 'plan' | 'bypassPermissions' | 'dontAsk' | 'auto';
-
-export interface InitializationOptions {
-  claudePath?: string;
-  model?: string;
-  permissionMode?: PermissionMode;
-  forkMode?: ForkMode;
-  maxChildren?: number;
-  maxParallel?: number;
-  maxDepth?: number;
-  stateDir?: string;
-}
-
-/** One entry of `coven/listSessions`; every field is always present (null when unset). */
-export interface SessionInfo {
-  sessionId: string;
-  parentId: string | null;
-  forkId: string | null;
-  label: string | null;
-  title: string;
-  status: Status;
-  cwd: string;
-  model: string | null;
-  permissionMode: string | null;
-  forkMode: string | null;
-  agentSessionId: string | null;
-  createdAt: string;
-  costUsd: number;
-  queued: number;
-}
+  event: 'coven/event',
+} as const satisfies Record<string, AnyMethod>;
 
 /**
- * Every `coven/event` has these; the rest depends on `kind`. Events are read defensively
- * (clients must ignore kinds and fields they do not know), so the per-kind shapes below describe
- * what the server promises, and the reducer still checks each field before it trusts it.
+ * A `coven/event` notification's params (the generated `Event`, under a name that does not
+ * shadow node's global `Event`). Clients must ignore kinds and fields they do not know, which the
+ * type does not model: the reducer still checks each field before it trusts it.
  */
-export interface EventBase {
-  sessionId: string;
-  seq: number;
-  kind: string;
-  time: string;
-  [field: string]: unknown;
-}
-
-export interface StatusEvent extends EventBase { kind: 'status'; status: Status }
-export interface PromptEvent extends EventBase {
-  kind: 'prompt';
-  text: string;
-  origin: 'user' | 'fork' | 'forkResults' | 'forkError' | 'forkRejected' | (string & {});
-}
-export interface AgentEvent extends EventBase {
-  kind: 'agent';
-  agentSessionId?: string;
-  model?: string;
-  cwd?: string;
-  permissionMode?: string;
-  claudeCodeVersion?: string;
-}
-export interface TextEvent extends EventBase { kind: 'text' | 'thinking'; text: string; messageId?: string; parentToolUseId?: string }
-export interface ToolUseEvent extends EventBase {
-  kind: 'toolUse';
-  toolUseId: string;
-  name: string;
-  input: Record<string, unknown>;
-  messageId?: string;
-  parentToolUseId?: string;
-}
-export interface ToolResultEvent extends EventBase {
-  kind: 'toolResult';
-  toolUseId: string;
-  content: string;
-  isError: boolean;
-  parentToolUseId?: string;
-}
-export interface PermissionRequestEvent extends EventBase {
-  kind: 'permissionRequest';
-  toolUseId?: string;
-  toolName: string;
-  input: Record<string, unknown>;
-}
-export interface PermissionDecisionEvent extends EventBase {
-  kind: 'permissionDecision';
-  toolUseId?: string;
-  toolName: string;
-  allow: boolean;
-  message?: string;
-}
-export interface TurnResultEvent extends EventBase {
-  kind: 'turnResult';
-  text: string;
-  isError: boolean;
-  subtype: string;
-  costUsd: number;
-  durationMs: number;
-  numTurns: number;
-  agentSessionId?: string;
-  cancelled?: boolean;
-}
-export interface ErrorEvent extends EventBase { kind: 'error'; message: string }
-export interface ForkProposedEvent extends EventBase { kind: 'forkProposed'; forkId: string; tasks: string[] }
-export interface ForkRejectedEvent extends EventBase { kind: 'forkRejected'; forkId: string; reason?: string }
-export interface ForkChild { sessionId: string; label: string }
-export interface ForkStartedEvent extends EventBase {
-  kind: 'forkStarted';
-  forkId: string;
-  source: 'model' | 'user' | (string & {});
-  atMessageId?: string;
-  tasks: string[];
-  /** In task order. */
-  children: ForkChild[];
-}
-export interface ForkResult { label: string; sessionId: string; ok: boolean; error?: string }
-export interface ForkFinishedEvent extends EventBase { kind: 'forkFinished'; forkId: string; results: ForkResult[] }
-export interface ForkErrorEvent extends EventBase { kind: 'forkError'; message: string }
-/** Not stored: the session and its subtree are gone; nothing follows it. */
-export interface DeletedEvent extends EventBase { kind: 'deleted'; sessionIds: string[] }
-
-export type CovenEvent = EventBase;
-
-// --- request and response shapes -------------------------------------------------------------
-
-export interface StartSessionParams {
-  prompt: string;
-  cwd?: string;
-  model?: string;
-  permissionMode?: PermissionMode;
-  forkMode?: ForkMode;
-  title?: string;
-}
-export interface StartSessionResult { sessionId: string }
-export interface SendMessageResult { queued: boolean; position: number }
-export interface CancelResult { droppedMessages: number }
-export interface ListSessionsResult { sessions: SessionInfo[] }
-export interface GetEventsResult { events: CovenEvent[] }
-export interface DecideForkParams { forkId: string; approve: boolean; tasks?: string[]; reason?: string }
-export interface ForkParams { sessionId: string; tasks: string[]; atMessageId?: string }
-export interface ForkResponse { forkId: string }
-export interface DeleteSessionParams { sessionId: string; purge?: boolean }
-export interface DeleteSessionResult { deletedSessionIds: string[] }
-
-export interface RequestPermissionParams {
-  sessionId: string;
-  toolName: string;
-  input: Record<string, unknown>;
-  toolUseId?: string | null;
-}
-export interface RequestPermissionResult { allow: boolean; message?: string }
+export type CovenEvent = Event;

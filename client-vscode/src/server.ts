@@ -14,7 +14,17 @@ import {
 } from 'vscode-languageclient/node';
 
 import { type LaunchProblem, preflight, resolveLaunchCommand } from './launch';
-import { type CovenEvent, type InitializationOptions, Method, type RequestPermissionParams, type RequestPermissionResult } from './protocol';
+import {
+  type CovenClientCapabilities,
+  type CovenEvent,
+  type InitializationOptions,
+  Method,
+  type ParamsOf,
+  type RequestMethod,
+  type RequestPermissionParams,
+  type RequestPermissionResult,
+  type ResultOf,
+} from './protocol';
 
 export type ServerState = 'stopped' | 'starting' | 'running' | 'failed' | 'untrusted';
 
@@ -52,7 +62,8 @@ class QuietLanguageClient extends LanguageClient {
 const covenClientFeature: StaticFeature = {
   fillClientCapabilities(capabilities) {
     const experimental = (capabilities.experimental ?? {}) as Record<string, unknown>;
-    capabilities.experimental = { ...experimental, coven: { ...(experimental.coven as object | undefined), permissions: true, forks: true } };
+    const coven: CovenClientCapabilities = { ...(experimental.coven as CovenClientCapabilities | undefined), permissions: true, forks: true };
+    capabilities.experimental = { ...experimental, coven };
     capabilities.window = { ...capabilities.window, workDoneProgress: false };
   },
   preInitialize(capabilities) {
@@ -192,7 +203,7 @@ export class CovenServer implements vscode.Disposable {
     });
   }
 
-  async request<R>(method: string, params: unknown): Promise<R> {
+  async request<M extends RequestMethod>(method: M, params: ParamsOf<M>): Promise<ResultOf<M>> {
     const client = this.client;
     if (client === undefined || this._state !== 'running') {
       throw new Error(
@@ -203,7 +214,7 @@ export class CovenServer implements vscode.Disposable {
             : `coven-ls is not running${this._problem ? `: ${this._problem}` : ''}. Use "Coven: Restart Server".`,
       );
     }
-    return client.sendRequest<R>(method, params);
+    return client.sendRequest<ResultOf<M>>(method, params);
   }
 
   showLog(): void {

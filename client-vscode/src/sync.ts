@@ -7,11 +7,11 @@
 
 import { type Disposable, Emitter } from './emitter';
 import { type Changes, CovenModel, type ForkNode } from './model';
-import { type CovenEvent, type GetEventsResult, type ListSessionsResult, Method } from './protocol';
+import { type CovenEvent, Method, type ParamsOf, type RequestMethod, type ResultOf } from './protocol';
 
 /** What the sync needs from the connection (CovenServer implements it). */
 export interface ServerConnection {
-  request<R>(method: string, params: unknown): Promise<R>;
+  request<M extends RequestMethod>(method: M, params: ParamsOf<M>): Promise<ResultOf<M>>;
   log(line: string): void;
 }
 
@@ -59,7 +59,7 @@ export class SessionSync implements Disposable {
     this.model.reset();
     this.schedule();
     try {
-      const { sessions } = await this.server.request<ListSessionsResult>(Method.listSessions, {});
+      const { sessions } = await this.server.request(Method.listSessions, {});
       if (generation !== this.generation) return;
       this.model.applySessions(sessions);
       await Promise.all(sessions.map((s) => this.fetchEvents(s.sessionId, 0, generation)));
@@ -112,9 +112,11 @@ export class SessionSync implements Disposable {
     this.fetching.add(sessionId);
     let applied: CovenEvent[] = [];
     try {
-      const { events } = await this.server.request<GetEventsResult>(Method.getEvents, { sessionId, afterSeq });
+      const { events } = await this.server.request(Method.getEvents, { sessionId, afterSeq });
       if (generation !== this.generation) return;
-      applied = this.model.ingest(events);
+      // The schema types stored events as plain objects, not as Event; they are what `coven/event`
+      // sends, and the model reads every event defensively whatever its type says.
+      applied = this.model.ingest(events as unknown as CovenEvent[]);
     } catch (error) {
       this.server.log(`coven/getEvents for ${sessionId} after seq ${afterSeq} failed: ${String(error)}`);
     } finally {
@@ -139,7 +141,7 @@ export class SessionSync implements Disposable {
     this.listing = true;
     const generation = this.generation;
     void this.server
-      .request<ListSessionsResult>(Method.listSessions, {})
+      .request(Method.listSessions, {})
       .then(
         ({ sessions }) => {
           if (generation === this.generation) this.model.applySessions(sessions);

@@ -6,11 +6,12 @@ export class Stream {
   private readonly seqs = new Map<string, number>();
   private clock = Date.parse('2026-11-22T01:36:13.000Z');
 
+  /** Any kind and fields, unknown ones too: the model must take whatever a server sends. */
   ev(sessionId: string, kind: string, fields: Record<string, unknown> = {}): CovenEvent {
     const seq = (this.seqs.get(sessionId) ?? 0) + 1;
     this.seqs.set(sessionId, seq);
     this.clock += 7;
-    return { sessionId, seq, kind, time: new Date(this.clock).toISOString(), ...fields };
+    return { sessionId, seq, kind, time: new Date(this.clock).toISOString(), ...fields } as CovenEvent;
   }
 
   status(sessionId: string, status: string): CovenEvent {

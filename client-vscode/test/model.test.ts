@@ -4,7 +4,7 @@ import { describe, test } from 'node:test';
 import { CovenModel, type ForkNode, type Node, type SessionNode, type ToolNode, type TurnNode } from '../src/model';
 import { forkStateText, present, summarize } from '../src/present';
 import { renderTranscript } from '../src/transcript';
-import type { CovenEvent } from '../src/protocol';
+import type { CovenEvent, Status } from '../src/protocol';
 import { forkStory, info, Stream } from './events';
 
 /** The tree as text, one node per line, indented: what a user would see with everything expanded. */
@@ -274,7 +274,7 @@ describe('persistence', () => {
     const forking = events.findIndex((e) => e.kind === 'status' && e.status === 'forking');
     model.ingest(events.slice(0, forking + 3)); // parent forking, children starting / queued
     const seqOf = (sid: string): number => model.session(sid)!.lastSeq;
-    const next = (sid: string, status: string): CovenEvent => ({ sessionId: sid, seq: seqOf(sid) + 1, kind: 'status', time: 't', status });
+    const next = (sid: string, status: Status): CovenEvent => ({ sessionId: sid, seq: seqOf(sid) + 1, kind: 'status', time: 't', status });
     // The restarted server says so in a status event per busy session.
     model.ingest([next('s-parent', 'interrupted'), next('s-child-a', 'interrupted'), next('s-child-b', 'interrupted')]);
     const fork = model.fork('f1')!;

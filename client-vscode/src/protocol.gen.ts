@@ -1,0 +1,900 @@
+// generated from coven_ls/protocol/schema.json by scripts/gen-protocol.mjs; do not edit.
+// Regenerate with `npm run gen:protocol` (after `python -m coven_ls.protocol.schema` when the
+// Python types changed); `npm test` fails while this file is stale.
+
+export type PermissionMode = 'default' | 'acceptEdits' | 'plan' | 'bypassPermissions' | 'dontAsk' | 'auto';
+export type ForkMode = 'auto' | 'approve' | 'off';
+/**
+ * A session's status (protocol.md, Statuses).
+ */
+export type Status =
+  | 'queued'
+  | 'starting'
+  | 'running'
+  | 'idle'
+  | 'awaitingApproval'
+  | 'forking'
+  | 'failed'
+  | 'cancelled'
+  | 'closed'
+  | 'interrupted';
+/**
+ * A `coven/event` notification's params: the envelope and one kind's fields.
+ */
+export type Event =
+  | StatusChangedEvent
+  | PromptEvent
+  | AgentStartedEvent
+  | TextEvent
+  | ThinkingEvent
+  | ToolUseEvent
+  | ToolResultEvent
+  | PermissionRequestEvent
+  | PermissionDecisionEvent
+  | TurnResultEvent
+  | ErrorEvent
+  | ForkProposedEvent
+  | ForkRejectedEvent
+  | ForkStartedEvent
+  | ForkFinishedEvent
+  | ForkErrorEvent
+  | ForkInterruptedEvent
+  | ForkResumedEvent
+  | DeletedEvent;
+/**
+ * Who wrote a turn's message.
+ */
+export type Origin = 'user' | 'fork' | 'forkResults' | 'forkError' | 'forkRejected';
+export type ForkSource = 'model' | 'user';
+/**
+ * Every event kind this version sends.
+ */
+export type EventKind =
+  | 'status'
+  | 'prompt'
+  | 'agent'
+  | 'text'
+  | 'thinking'
+  | 'toolUse'
+  | 'toolResult'
+  | 'permissionRequest'
+  | 'permissionDecision'
+  | 'turnResult'
+  | 'error'
+  | 'forkProposed'
+  | 'forkRejected'
+  | 'forkStarted'
+  | 'forkFinished'
+  | 'forkError'
+  | 'forkInterrupted'
+  | 'forkResumed'
+  | 'deleted';
+/**
+ * A session in one of these takes no more messages.
+ */
+export type FinalStatus = 'cancelled' | 'closed';
+/**
+ * A fork child in one of these has stopped working on its task.
+ */
+export type SettledStatus = 'idle' | 'failed' | 'cancelled' | 'closed' | 'interrupted';
+/**
+ * A session in one of these when the server stopped comes back `interrupted`.
+ */
+export type BusyStatus = 'queued' | 'starting' | 'running' | 'forking' | 'awaitingApproval';
+
+/**
+ * The coven-ls wire protocol (protocol.md). Generated from coven_ls/protocol by `python -m coven_ls.protocol.schema`; do not edit.
+ */
+export interface CovenProtocol {
+  Requests?: Requests;
+  ServerRequests?: ServerRequests;
+  Notifications?: Notifications;
+  Event?: Event;
+  EventKind?: EventKind;
+  ErrorCode?: ErrorCode;
+  Status?: Status;
+  FinalStatus?: FinalStatus;
+  SettledStatus?: SettledStatus;
+  BusyStatus?: BusyStatus;
+  ForkMode?: ForkMode;
+  PermissionMode?: PermissionMode;
+  Origin?: Origin;
+  ForkSource?: ForkSource;
+  InitializationOptions?: InitializationOptions;
+  CovenClientCapabilities?: CovenClientCapabilities;
+  SessionInfo?: SessionInfo;
+}
+/**
+ * Client → server requests: params and result of each.
+ */
+export interface Requests {
+  'coven/startSession': {
+    params: StartSessionParams;
+    result: StartSessionResult;
+  };
+  'coven/sendMessage': {
+    params: SendMessageParams;
+    result: SendMessageResult;
+  };
+  'coven/cancel': {
+    params: SessionIdParams;
+    result: CancelResult;
+  };
+  'coven/closeSession': {
+    params: SessionIdParams;
+    result: EmptyResult;
+  };
+  'coven/listSessions': {
+    params: NoParams;
+    result: ListSessionsResult;
+  };
+  'coven/getEvents': {
+    params: GetEventsParams;
+    result: GetEventsResult;
+  };
+  'coven/fork': {
+    params: ForkParams;
+    result: ForkResult;
+  };
+  'coven/decideFork': {
+    params: DecideForkParams;
+    result: EmptyResult;
+  };
+  'coven/resumeFork': {
+    params: ForkIdParams;
+    result: EmptyResult;
+  };
+  'coven/abandonFork': {
+    params: ForkIdParams;
+    result: EmptyResult;
+  };
+  'coven/deleteSession': {
+    params: DeleteSessionParams;
+    result: DeleteSessionResult;
+  };
+}
+export interface StartSessionParams {
+  /**
+   * the first user message (not blank)
+   */
+  prompt: string;
+  /**
+   * working directory (must exist); default: the workspace root
+   */
+  cwd?: string | null;
+  /**
+   * model; default: `initializationOptions.model`
+   */
+  model?: string | null;
+  /**
+   * as in `initializationOptions`
+   */
+  permissionMode?: PermissionMode | null;
+  /**
+   * as in `initializationOptions`
+   */
+  forkMode?: ForkMode | null;
+  /**
+   * shown in session lists; default: the prompt's first line (80 characters at most)
+   */
+  title?: string | null;
+}
+export interface StartSessionResult {
+  sessionId: string;
+}
+export interface SendMessageParams {
+  sessionId: string;
+  /**
+   * the message (not blank)
+   */
+  text: string;
+}
+export interface SendMessageResult {
+  /**
+   * whether the message waits behind other turns
+   */
+  queued: boolean;
+  /**
+   * how many turns are ahead of it (0: it starts now)
+   */
+  position: number;
+}
+export interface SessionIdParams {
+  sessionId: string;
+}
+export interface CancelResult {
+  /**
+   * how many queued messages were dropped
+   */
+  droppedMessages: number;
+}
+/**
+ * An empty object: the request was done.
+ */
+export interface EmptyResult {}
+/**
+ * A request that takes no parameters (`params` may be omitted, `{}` or null).
+ */
+export interface NoParams {}
+export interface ListSessionsResult {
+  /**
+   * every session this server knows, in the order they were created
+   */
+  sessions: SessionInfo[];
+}
+/**
+ * One session as `coven/listSessions` lists it; every field is always present (null when unset).
+ */
+export interface SessionInfo {
+  sessionId: string;
+  /**
+   * the parent's `sessionId` for a fork child, else null
+   */
+  parentId: string | null;
+  /**
+   * the fork a child belongs to, else null
+   */
+  forkId: string | null;
+  /**
+   * a fork child's task label, else null
+   */
+  label: string | null;
+  title: string;
+  status: Status;
+  cwd: string;
+  /**
+   * null when the CLI's default is used
+   */
+  model: string | null;
+  permissionMode: PermissionMode | null;
+  forkMode: ForkMode;
+  /**
+   * the CLI's session id; null until the CLI has started
+   */
+  agentSessionId: string | null;
+  createdAt: string;
+  /**
+   * the session's total cost as the CLI reports it
+   */
+  costUsd: number;
+  /**
+   * messages waiting to run
+   */
+  queued: number;
+}
+export interface GetEventsParams {
+  sessionId: string;
+  /**
+   * events with a greater `seq` (0: all of them)
+   */
+  afterSeq?: number;
+}
+export interface GetEventsResult {
+  /**
+   * stored events, in `seq` order (see `coven/event`)
+   */
+  events: {
+    [k: string]: unknown;
+  }[];
+}
+export interface ForkParams {
+  /**
+   * the session to fork
+   */
+  sessionId: string;
+  /**
+   * task labels: 1 to `maxChildren`, each non-blank and under 200 characters
+   */
+  tasks: string[];
+  /**
+   * fork from this assistant message (a `messageId` of the session's events) instead of the end
+   */
+  atMessageId?: string | null;
+}
+export interface ForkResult {
+  forkId: string;
+}
+export interface DecideForkParams {
+  /**
+   * from the `forkProposed` event
+   */
+  forkId: string;
+  approve: boolean;
+  /**
+   * with `approve: true` only: the task list to run instead
+   */
+  tasks?: string[] | null;
+  /**
+   * with `approve: false`: told to the model
+   */
+  reason?: string | null;
+}
+export interface ForkIdParams {
+  forkId: string;
+}
+export interface DeleteSessionParams {
+  sessionId: string;
+  /**
+   * also delete the CLI's own transcripts
+   */
+  purge?: boolean;
+}
+export interface DeleteSessionResult {
+  /**
+   * the session first, then its subtree
+   */
+  deletedSessionIds: string[];
+}
+/**
+ * Server → client requests: params and result of each.
+ */
+export interface ServerRequests {
+  'coven/requestPermission': {
+    params: RequestPermissionParams;
+    result: RequestPermissionResult;
+  };
+}
+/**
+ * `coven/requestPermission` (server → client).
+ */
+export interface RequestPermissionParams {
+  sessionId: string;
+  toolName: string;
+  /**
+   * the tool's input as the model wrote it
+   */
+  input: {
+    [k: string]: unknown;
+  };
+  /**
+   * the `toolUseId` of the `toolUse` event it belongs to
+   */
+  toolUseId: string | null;
+}
+/**
+ * The client's answer to `coven/requestPermission`.
+ */
+export interface RequestPermissionResult {
+  allow: boolean;
+  /**
+   * what the model is told when the tool is denied
+   */
+  message?: string | null;
+}
+/**
+ * Server → client notifications: params of each.
+ */
+export interface Notifications {
+  'coven/event': Event;
+}
+/**
+ * The session's status changed.
+ */
+export interface StatusChangedEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'status';
+  status: Status;
+}
+/**
+ * A turn starts with this user message.
+ */
+export interface PromptEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'prompt';
+  text: string;
+  /**
+   * who wrote it: a client (`user`) or the server (`fork`, `forkResults`, `forkError`, `forkRejected`)
+   */
+  origin: Origin;
+}
+/**
+ * The CLI process started, or its session id or model changed.
+ */
+export interface AgentStartedEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'agent';
+  agentSessionId?: string;
+  model?: string;
+  cwd?: string;
+  permissionMode?: string;
+  claudeCodeVersion?: string;
+}
+/**
+ * Assistant text.
+ */
+export interface TextEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'text';
+  text: string;
+  /**
+   * the CLI's uuid of the assistant message: what `coven/fork`'s `atMessageId` takes
+   */
+  messageId?: string;
+  /**
+   * set inside the CLI's own subagents: the `toolUseId` of their Agent/Task call
+   */
+  parentToolUseId?: string;
+}
+/**
+ * Assistant thinking.
+ */
+export interface ThinkingEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'thinking';
+  text: string;
+  messageId?: string;
+  parentToolUseId?: string;
+}
+/**
+ * The assistant calls a tool.
+ */
+export interface ToolUseEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'toolUse';
+  toolUseId: string;
+  name: string;
+  input: {
+    [k: string]: unknown;
+  };
+  messageId?: string;
+  parentToolUseId?: string;
+}
+/**
+ * A tool's result.
+ */
+export interface ToolResultEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'toolResult';
+  toolUseId: string;
+  /**
+   * the result as text
+   */
+  content: string;
+  isError: boolean;
+  parentToolUseId?: string;
+}
+/**
+ * The CLI asks to use a tool; the user is being asked.
+ */
+export interface PermissionRequestEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'permissionRequest';
+  toolName: string;
+  input: {
+    [k: string]: unknown;
+  };
+  toolUseId?: string;
+}
+/**
+ * The answer to a permission request (from the user, or a timeout).
+ */
+export interface PermissionDecisionEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'permissionDecision';
+  toolName: string;
+  allow: boolean;
+  toolUseId?: string;
+  /**
+   * what the model is told when the tool is denied
+   */
+  message?: string;
+}
+/**
+ * The turn ended.
+ */
+export interface TurnResultEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'turnResult';
+  /**
+   * the assistant's final answer
+   */
+  text: string;
+  /**
+   * true for API failures, cancelled turns and other failed turns
+   */
+  isError: boolean;
+  /**
+   * the CLI's (`success`, `error_during_execution`, …), or `cancelled` when the turn was stopped before the CLI could report
+   */
+  subtype: string;
+  /**
+   * this turn's cost
+   */
+  costUsd?: number;
+  durationMs?: number;
+  /**
+   * the model calls the CLI made in the turn
+   */
+  numTurns?: number;
+  agentSessionId?: string;
+  /**
+   * true only on turns ended by `coven/cancel`
+   */
+  cancelled?: boolean;
+}
+/**
+ * Something went wrong outside the conversation (the CLI crashed or could not start).
+ */
+export interface ErrorEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'error';
+  message: string;
+}
+/**
+ * The model asked to fork (fork mode `approve`); the session is `awaitingApproval`.
+ */
+export interface ForkProposedEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'forkProposed';
+  forkId: string;
+  tasks: string[];
+}
+/**
+ * The proposal was rejected or withdrawn.
+ */
+export interface ForkRejectedEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'forkRejected';
+  forkId: string;
+  reason?: string;
+}
+/**
+ * Children were created, one per task.
+ */
+export interface ForkStartedEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'forkStarted';
+  forkId: string;
+  source: ForkSource;
+  tasks: string[];
+  /**
+   * in task order
+   */
+  children: ChildRef[];
+  atMessageId?: string;
+}
+export interface ChildRef {
+  sessionId: string;
+  label: string;
+}
+/**
+ * Every child has ended; the parent is given their results next.
+ */
+export interface ForkFinishedEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'forkFinished';
+  forkId: string;
+  /**
+   * in task order
+   */
+  results: TaskOutcome[];
+}
+export interface TaskOutcome {
+  label: string;
+  sessionId: string;
+  ok: boolean;
+  /**
+   * why the task failed (absent when `ok`)
+   */
+  error?: string | null;
+}
+/**
+ * The model's `<fork>` tag could not be used; nothing was forked and the model is told why.
+ */
+export interface ForkErrorEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'forkError';
+  message: string;
+}
+/**
+ * A restarted server found this fork cut off; the parent waits for `coven/resumeFork` or `coven/abandonFork`.
+ */
+export interface ForkInterruptedEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'forkInterrupted';
+  forkId: string;
+  /**
+   * the children (session ids) that had not finished
+   */
+  unfinished: string[];
+}
+/**
+ * `coven/resumeFork` re-runs these children; `forkFinished` follows as usual.
+ */
+export interface ForkResumedEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'forkResumed';
+  forkId: string;
+  children: ChildRef[];
+}
+/**
+ * The session and these were deleted; this event is not stored.
+ */
+export interface DeletedEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'deleted';
+  /**
+   * the session itself first, then its subtree
+   */
+  sessionIds: string[];
+}
+/**
+ * `initialize`'s `initializationOptions`; all optional.
+ */
+export interface InitializationOptions {
+  /**
+   * the `claude` binary to run (default: `$COVEN_CLAUDE_PATH`, else the one bundled in claude-agent-sdk, else `claude` on PATH)
+   */
+  claudePath?: string | null;
+  /**
+   * model for sessions that do not name one (default: the CLI's own)
+   */
+  model?: string | null;
+  /**
+   * permission mode for sessions that do not name one (default: Claude Code's own)
+   */
+  permissionMode?: PermissionMode | null;
+  /**
+   * fork mode for sessions that do not name one
+   */
+  forkMode?: ForkMode;
+  /**
+   * how long a tool permission request waits for the user before it is denied (0 or less: denied at once)
+   */
+  permissionTimeoutSeconds?: number;
+  /**
+   * the most tasks one fork may have
+   */
+  maxChildren?: number;
+  /**
+   * how many children of one fork run at once; the rest wait, `queued`
+   */
+  maxParallel?: number;
+  /**
+   * how deep model-driven forks nest (0: the model never forks)
+   */
+  maxDepth?: number;
+  /**
+   * where the session databases live (default: `$XDG_STATE_HOME/coven-ls`)
+   */
+  stateDir?: string | null;
+}
+/**
+ * `capabilities.experimental.coven` in `initialize`: what the client does itself. A client that sends this object (even empty) is coven-aware: it renders `coven/event` itself, so it gets no `window/logMessage` lines and no `executeCommandProvider`.
+ */
+export interface CovenClientCapabilities {
+  /**
+   * the client answers `coven/requestPermission` (else: `window/showMessageRequest`)
+   */
+  permissions?: boolean;
+  /**
+   * the client shows `forkProposed` itself and answers with `coven/decideFork`
+   */
+  forks?: boolean;
+  /**
+   * false: no work-done progress for this connection
+   */
+  progress?: boolean;
+}
+
+/**
+ * JSON-RPC error codes: -32601 MethodNotFound: no such method (JSON-RPC); `data.method` names it; -32602 InvalidParams: a missing or wrongly typed field, a blank prompt or text, a bad `cwd`; the message names the method and the field, `data.field` the field; -32001 SessionNotFound: no session has that id; `data.sessionId`; -32002 ClaudeUnavailable: no usable `claude` binary; `data.claudePath` and `data.source` say which and from where; -32003 InvalidState: the session or fork cannot do that now (closed, busy, already decided); `data` has the `sessionId` or `forkId` and its current `status` or `state`; -32004 ForkNotFound: no fork has that id; `data.forkId`; -32005 StoreUnavailable: the session database cannot be used; `data.path` is the database file
+ */
+export enum ErrorCode {
+  MethodNotFound = -32601,
+  InvalidParams = -32602,
+  SessionNotFound = -32001,
+  ClaudeUnavailable = -32002,
+  InvalidState = -32003,
+  ForkNotFound = -32004,
+  StoreUnavailable = -32005,
+}
