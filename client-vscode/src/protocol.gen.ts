@@ -273,99 +273,7 @@ export interface GetEventsResult {
   /**
    * stored events, in `seq` order (see `coven/event`)
    */
-  events: {
-    [k: string]: unknown;
-  }[];
-}
-export interface ForkParams {
-  /**
-   * the session to fork
-   */
-  sessionId: string;
-  /**
-   * task labels: 1 to `maxChildren`, each non-blank and under 200 characters
-   */
-  tasks: string[];
-  /**
-   * fork from this assistant message (a `messageId` of the session's events) instead of the end
-   */
-  atMessageId?: string | null;
-}
-export interface ForkResult {
-  forkId: string;
-}
-export interface DecideForkParams {
-  /**
-   * from the `forkProposed` event
-   */
-  forkId: string;
-  approve: boolean;
-  /**
-   * with `approve: true` only: the task list to run instead
-   */
-  tasks?: string[] | null;
-  /**
-   * with `approve: false`: told to the model
-   */
-  reason?: string | null;
-}
-export interface ForkIdParams {
-  forkId: string;
-}
-export interface DeleteSessionParams {
-  sessionId: string;
-  /**
-   * also delete the CLI's own transcripts
-   */
-  purge?: boolean;
-}
-export interface DeleteSessionResult {
-  /**
-   * the session first, then its subtree
-   */
-  deletedSessionIds: string[];
-}
-/**
- * Server → client requests: params and result of each.
- */
-export interface ServerRequests {
-  'coven/requestPermission': {
-    params: RequestPermissionParams;
-    result: RequestPermissionResult;
-  };
-}
-/**
- * `coven/requestPermission` (server → client).
- */
-export interface RequestPermissionParams {
-  sessionId: string;
-  toolName: string;
-  /**
-   * the tool's input as the model wrote it
-   */
-  input: {
-    [k: string]: unknown;
-  };
-  /**
-   * the `toolUseId` of the `toolUse` event it belongs to
-   */
-  toolUseId: string | null;
-}
-/**
- * The client's answer to `coven/requestPermission`.
- */
-export interface RequestPermissionResult {
-  allow: boolean;
-  /**
-   * what the model is told when the tool is denied
-   */
-  message?: string | null;
-}
-/**
- * Server → client notifications: params of each.
- */
-export interface Notifications {
-  'coven/event': Event;
+  events: Event[];
 }
 /**
  * The session's status changed.
@@ -826,6 +734,96 @@ export interface DeletedEvent {
    * the session itself first, then its subtree
    */
   sessionIds: string[];
+}
+export interface ForkParams {
+  /**
+   * the session to fork
+   */
+  sessionId: string;
+  /**
+   * task labels: 1 to `maxChildren`, each non-blank and under 200 characters
+   */
+  tasks: string[];
+  /**
+   * fork from this assistant message (a `messageId` of the session's events) instead of the end
+   */
+  atMessageId?: string | null;
+}
+export interface ForkResult {
+  forkId: string;
+}
+export interface DecideForkParams {
+  /**
+   * from the `forkProposed` event
+   */
+  forkId: string;
+  approve: boolean;
+  /**
+   * with `approve: true` only: the task list to run instead
+   */
+  tasks?: string[] | null;
+  /**
+   * with `approve: false`: told to the model
+   */
+  reason?: string | null;
+}
+export interface ForkIdParams {
+  forkId: string;
+}
+export interface DeleteSessionParams {
+  sessionId: string;
+  /**
+   * also delete the CLI's own transcripts
+   */
+  purge?: boolean;
+}
+export interface DeleteSessionResult {
+  /**
+   * the session first, then its subtree
+   */
+  deletedSessionIds: string[];
+}
+/**
+ * Server → client requests: params and result of each.
+ */
+export interface ServerRequests {
+  'coven/requestPermission': {
+    params: RequestPermissionParams;
+    result: RequestPermissionResult;
+  };
+}
+/**
+ * `coven/requestPermission` (server → client).
+ */
+export interface RequestPermissionParams {
+  sessionId: string;
+  toolName: string;
+  /**
+   * the tool's input as the model wrote it
+   */
+  input: {
+    [k: string]: unknown;
+  };
+  /**
+   * the `toolUseId` of the `toolUse` event it belongs to
+   */
+  toolUseId: string | null;
+}
+/**
+ * The client's answer to `coven/requestPermission`.
+ */
+export interface RequestPermissionResult {
+  allow: boolean;
+  /**
+   * what the model is told when the tool is denied
+   */
+  message?: string | null;
+}
+/**
+ * Server → client notifications: params of each.
+ */
+export interface Notifications {
+  'coven/event': Event;
 }
 /**
  * `initialize`'s `initializationOptions`; all optional.

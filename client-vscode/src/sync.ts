@@ -114,9 +114,7 @@ export class SessionSync implements Disposable {
     try {
       const { events } = await this.server.request(Method.getEvents, { sessionId, afterSeq });
       if (generation !== this.generation) return;
-      // The schema types stored events as plain objects, not as Event; they are what `coven/event`
-      // sends, and the model reads every event defensively whatever its type says.
-      applied = this.model.ingest(events as unknown as CovenEvent[]);
+      applied = this.model.ingest(events);
     } catch (error) {
       this.server.log(`coven/getEvents for ${sessionId} after seq ${afterSeq} failed: ${String(error)}`);
     } finally {
