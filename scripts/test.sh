@@ -22,6 +22,8 @@ python -m pip install --quiet -e '.[test]'
 
 ruff check .
 ruff format --check coven_ls tests bench
+mypy
+python -m coven_ls.protocol.schema --check
 python -m pytest "$@"
 
 # The VS Code client: its pure state model in plain node, then the extension in a real VS Code
