@@ -7,16 +7,20 @@ import json
 import os
 import queue
 import re
+import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from coven_ls.core.fork import TaskResult, child_prompt, compose_results, parse_fork_tag
 from coven_ls.testing.scripted_model import (
     DEFAULT_TEXT,
     HttpError,
@@ -33,6 +37,7 @@ from coven_ls.testing.scripted_model import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "docs" / "examples" / "fork-script.yaml"
 
 
 # --------------------------------------------------------------------------- helpers
@@ -577,12 +582,72 @@ def test_load_script_from_dict() -> None:
         {"rules": [{"match": "a", "reply": "x", "typo": 1}]},
         {"rules": [{"match": "a", "reply": [{"image": "x"}]}]},
         {"rules": [{"match": "a", "error": {"code": 1}}]},
+        {"rules": [{"match": "a", "error": {"should_retry": "no"}}]},
+        {"rules": [{"match": "a", "reply": "x", "error": {"status": 500}}]},
+        {"default": {"text": "an empty answer, were it allowed"}},
+        {"default": {"reply": "x", "times": 1}},
         {"rulez": []},
     ],
 )
 def test_load_script_rejects_bad_scripts(script: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         load_script(script)
+
+
+def test_script_errors_can_forbid_retries() -> None:
+    # Without x-should-retry: false the CLI retries a 5xx ten times over about three minutes.
+    m = load_script(
+        {
+            "rules": [
+                {"match": "a", "error": {"status": 529, "should_retry": False}},
+                {"match": "b", "error": {"should_retry": True}},
+            ],
+            "default": {"error": {"message": "nothing scripted"}, "latency": 0.1},
+        }
+    )
+    assert [r.reply.error for r in m.rules] == [  # type: ignore[union-attr]
+        HttpError(529, should_retry=False),
+        HttpError(should_retry=True),
+    ]
+    assert m.default == Reply(latency=0.1, error=HttpError(message="nothing scripted"))
+    with m:
+        status, headers, _ = post(m, body(user("a")))
+        assert status == 529 and headers["x-should-retry"] == "false"
+
+
+def test_documented_example_answers_every_step_of_the_fork() -> None:
+    """docs/examples/fork-script.yaml, request by request, with coven-ls' own fork parser and
+    the messages coven-ls really sends to children and back to the parent."""
+    with load_script(EXAMPLE) as m:
+        frames = stream(m, "Run the tests")
+        starts = [d["content_block"] for e, d in frames if e == "content_block_start"]
+        assert [b["type"] for b in starts] == ["thinking", "text", "tool_use"]
+        assert starts[2]["name"] == "Bash"
+        call = json.loads("".join(d["partial_json"] for d in deltas(frames, 2)))
+        assert call == {"command": "echo '3 passed, 0 failed'"}
+        assert frames[-2][1]["delta"]["stop_reason"] == "tool_use"
+        assert text_of(stream(m, "3 passed, 0 failed")) == "All 3 tests pass."
+
+        plan = text_of(stream(m, "Plan the release"))
+        assert "<fork>\n- Write the docs\n- Fix the bugs\n</fork>" in plan
+        labels = parse_fork_tag(plan, max_children=5)
+        assert labels == ["Write the docs", "Fix the bugs"]
+        answers = [text_of(stream(m, child_prompt(label))) for label in labels]
+        assert answers == ["The docs are written.", "The bugs are fixed."]
+        results = compose_results(
+            [
+                TaskResult(label, f"s-{i}", ok=True, text=answer)
+                for i, (label, answer) in enumerate(zip(labels, answers, strict=True))
+            ]
+        )
+        assert text_of(stream(m, results)).startswith("Both tasks are done")
+        assert text_of(stream(m, "something else")) == "I have no scripted answer for that."
+        assert [r.rule_index for r in m.requests] == [0, 1, 2, 3, 4, 5, None]
+
+
+def test_docs_show_the_example_file_as_it_is() -> None:
+    docs = (REPO / "docs" / "testing.md").read_text(encoding="utf-8")
+    assert f"```yaml\n{EXAMPLE.read_text(encoding='utf-8')}```" in docs
 
 
 # --------------------------------------------------------------------------- as a process
@@ -639,6 +704,158 @@ def test_module_runs_as_a_process(tmp_path: Path) -> None:
             proc.wait(timeout=10)
         proc.stdout.close()
         proc.stderr.close()
+
+
+def _module_env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+
+
+def test_entry_point_help_explains_output_environment_and_script() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "coven_ls.testing", "--help"],
+        capture_output=True,
+        text=True,
+        env=_module_env(),
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert text.startswith("usage: python -m coven_ls.testing [-h] [--script FILE]")
+    for needed in (
+        "--port N",
+        "--host ADDR",
+        "--port-file PATH",
+        "--quiet",
+        "listening on http://127.0.0.1:PORT",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "CLAUDE_CONFIG_DIR",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+        "match:",
+        "regex:",
+        "tool_use:",
+        "should_retry",
+        "docs/testing.md",
+    ):
+        assert needed in text, needed
+
+
+def test_entry_point_reports_startup_problems_without_a_traceback(tmp_path: Path) -> None:
+    def start(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "coven_ls.testing", *args],
+            capture_output=True,
+            text=True,
+            env=_module_env(),
+            timeout=30,
+            check=False,
+        )
+        assert done.returncode == 2 and done.stdout == "", done
+        assert "Traceback" not in done.stderr
+        return done.stderr
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rules:\n  - match: hello\n    replies: oops\n")
+    problem = f"cannot use script {bad}: rule 0: unknown keys ['replies']"
+    assert problem in start("--script", str(bad))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        assert "cannot listen on 127.0.0.1:" in start("--port", str(taken.getsockname()[1]))
+    assert "loopback" in start("--host", "0.0.0.0")
+
+
+@contextmanager
+def served(script: Path, log: Path) -> Iterator[str]:
+    """`python -m coven_ls.testing --script SCRIPT`, as docs/testing.md says to start it; yields
+    the URL it prints. Its stderr goes to `log`, so nothing has to drain it."""
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "coven_ls.testing", "--script", str(script)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env=_module_env(),
+        )
+    assert proc.stdout is not None
+    try:
+        line = _read_line(proc.stdout, timeout=30)
+        found = re.fullmatch(r"listening on (http://127\.0\.0\.1:\d+)\n", line)
+        assert found, (line, log.read_text())
+        yield found.group(1)
+        proc.send_signal(signal.SIGINT)  # Ctrl+C
+        assert proc.wait(timeout=10) == 0
+        assert proc.stdout.read() == ""  # the one line was all
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        proc.stdout.close()
+
+
+def _run(cmd: Sequence[str], timeout: float, **kw: Any) -> subprocess.CompletedProcess[str]:
+    """subprocess.run, but a timeout kills the command's whole process group."""
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **kw,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=10)
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _pids_with_env(marker: str) -> list[int]:
+    """Live processes whose environment holds `marker` (a test's own config dir)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker.encode() in (entry / "environ").read_bytes():
+                if "\nState:\tZ" not in (entry / "status").read_text():
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def assert_nothing_left(marker: str) -> None:
+    if not Path("/proc/self/environ").exists():
+        return
+    deadline = time.monotonic() + 30
+    while left := _pids_with_env(marker):
+        assert time.monotonic() < deadline, f"left behind: {left}"
+        time.sleep(0.1)
+
+
+def documented_env(url: str, tmp_path: Path) -> dict[str, str]:
+    """Only what docs/testing.md lists (plus PATH, and a HOME of the test's own)."""
+    home = tmp_path / "home"
+    config = tmp_path / "claude-config"
+    home.mkdir()
+    config.mkdir()
+    return {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": url,
+        "ANTHROPIC_API_KEY": "anything",
+        "CLAUDE_CONFIG_DIR": str(config),
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
 
 
 # --------------------------------------------------------------------------- the real CLI
@@ -711,3 +928,99 @@ def test_real_claude_cli_runs_a_scripted_tool_turn(tmp_path: Path) -> None:
     assert "scripted-ok" in requests[1].last_user_text
     assert all(r.finished is not None and r.is_main_turn for r in requests)
     assert elapsed < 60
+
+
+def _stream_json_blocks(stdout: str) -> tuple[list[dict[str, Any]], list[tuple[str, Any]]]:
+    lines = [json.loads(line) for line in stdout.splitlines() if line.strip()]
+    blocks = [
+        (line["type"], block)
+        for line in lines
+        if line["type"] in ("assistant", "user")
+        for block in line["message"]["content"]
+        if isinstance(block, dict)
+    ]
+    return lines, blocks
+
+
+@pytest.mark.skipif(CLAUDE is None, reason="claude-agent-sdk with a bundled claude binary needed")
+def test_documented_example_through_the_real_cli(tmp_path: Path) -> None:
+    """docs/testing.md, first part: the entry point serves the example script and `claude -p`
+    runs the scripted Bash call and ends with the scripted answer."""
+    assert CLAUDE is not None
+    work = tmp_path / "work"
+    work.mkdir()
+    log = tmp_path / "model.log"
+    with served(EXAMPLE, log) as url:
+        env = documented_env(url, tmp_path)
+        done = _run(
+            [
+                str(CLAUDE),
+                *("-p", "Run the tests", "--output-format", "stream-json", "--verbose"),
+                *("--allowedTools", "Bash"),
+            ],
+            timeout=120,
+            cwd=work,
+            env=env,
+        )
+        assert_nothing_left(env["CLAUDE_CONFIG_DIR"])
+    assert done.returncode == 0, (done.stderr, log.read_text())
+    lines, blocks = _stream_json_blocks(done.stdout)
+    (tool_use,) = [b for t, b in blocks if b["type"] == "tool_use"]
+    assert tool_use["name"] == "Bash"
+    assert tool_use["input"] == {"command": "echo '3 passed, 0 failed'"}
+    (result,) = [b for t, b in blocks if b["type"] == "tool_result"]
+    assert result["tool_use_id"] == tool_use["id"] and not result.get("is_error")
+    assert "3 passed, 0 failed" in str(result["content"])  # the command really ran
+    texts = [b["text"] for t, b in blocks if t == "assistant" and b["type"] == "text"]
+    assert texts == ["Let me run them.", "All 3 tests pass."]
+    final = lines[-1]
+    assert final["type"] == "result" and final["is_error"] is False
+    assert final["result"] == "All 3 tests pass."
+    # What the entry point told the user: the URL to export, then one line per request.
+    printed = log.read_text()
+    assert f"export ANTHROPIC_BASE_URL={url} " in printed
+    assert "rule=0" in printed and "rule=1" in printed and "rule=None" not in printed
+
+
+@pytest.mark.skipif(CLAUDE is None, reason="claude-agent-sdk with a bundled claude binary needed")
+def test_documented_example_forks_through_coven_ls(tmp_path: Path) -> None:
+    """docs/testing.md, second part: coven-ls (`coven-ls run --yes`) on the served example
+    forks into the two scripted tasks, runs both children and reintegrates their answers."""
+    work = tmp_path / "work"
+    work.mkdir()
+    with served(EXAMPLE, tmp_path / "model.log") as url:
+        env = {**documented_env(url, tmp_path), "XDG_STATE_HOME": str(tmp_path / "state")}
+        done = _run(
+            [
+                *(sys.executable, "-m", "coven_ls", "run", "--json", "--yes"),
+                *("--cwd", str(work), "Plan the release"),
+            ],
+            timeout=240,
+            env={**env, "PYTHONPATH": _module_env()["PYTHONPATH"]},
+        )
+        assert_nothing_left(env["CLAUDE_CONFIG_DIR"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    parent = events[0]["sessionId"]
+
+    def of(sid: str, kind: str) -> list[dict[str, Any]]:
+        return [e for e in events if e["sessionId"] == sid and e["kind"] == kind]
+
+    (started,) = of(parent, "forkStarted")
+    assert started["tasks"] == ["Write the docs", "Fix the bugs"]
+    (finished,) = of(parent, "forkFinished")
+    assert [(r["label"], r["ok"]) for r in finished["results"]] == [
+        ("Write the docs", True),
+        ("Fix the bugs", True),
+    ]
+    for child, answer in zip(
+        finished["results"], ["The docs are written.", "The bugs are fixed."], strict=True
+    ):
+        (prompt,) = of(child["sessionId"], "prompt")
+        assert prompt["text"] == f"You were assigned '{child['label']}'"
+        assert [r["text"] for r in of(child["sessionId"], "turnResult")] == [answer]
+    prompts = [e.get("origin") for e in of(parent, "prompt")]
+    assert prompts[-1] == "forkResults"
+    assert of(parent, "turnResult")[-1]["text"] == (
+        "Both tasks are done: the docs are written and the bugs are fixed."
+    )

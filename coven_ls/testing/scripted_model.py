@@ -9,9 +9,9 @@ Point the real ``claude`` CLI at it and every model call is answered from a scri
         subprocess.run([claude, "-p", "hello"], env=env)
         model.wait_for_requests(1)
 
-As its own process: ``python -m coven_ls.scripted_model --script demo.yaml [--port N]
+As its own process: ``python -m coven_ls.testing --script demo.yaml [--port N]
 [--port-file PATH]`` prints ``listening on http://127.0.0.1:PORT`` and serves until
-SIGTERM/SIGINT; see :func:`load_script` for the YAML format.
+SIGTERM/SIGINT; see :func:`main`, :func:`load_script` for the YAML format, and docs/testing.md.
 
 Rules are tried in order and the first live one whose ``match`` fits answers; a plain string
 matches a substring of the text of the last user message (tool results included,
@@ -865,6 +865,7 @@ class ScriptedModel:
 # --------------------------------------------------------------------------- script files
 
 _REPLY_KEYS = {"latency", "chunk_chars", "chunk_delay"}
+_ERROR_KEYS = {"status", "message", "type", "should_retry"}
 
 
 def _parse_block(item: Any, where: str) -> Block:
@@ -895,12 +896,18 @@ def _parse_reply(spec: Mapping[str, Any], where: str) -> Reply:
         raise TypeError(f"{where}: reply must be a list of blocks")
     error = spec.get("error")
     if error is not None:
-        if not isinstance(error, dict) or set(error) - {"status", "message", "type"}:
-            raise ValueError(f"{where}: error takes status, message and type")
+        if "reply" in spec:
+            raise ValueError(f"{where}: give 'reply' or 'error', not both")
+        if not isinstance(error, dict) or set(error) - _ERROR_KEYS:
+            raise ValueError(f"{where}: error takes status, message, type and should_retry")
+        should_retry = error.get("should_retry")
+        if should_retry is not None and not isinstance(should_retry, bool):
+            raise ValueError(f"{where}: should_retry is true or false")
         kw["error"] = HttpError(
             status=int(error.get("status", 500)),
             message=str(error.get("message", "scripted failure")),
             error_type=str(error.get("type", "api_error")),
+            should_retry=should_retry,
         )
     return Reply(
         blocks=tuple(_parse_block(b, f"{where} block {i}") for i, b in enumerate(blocks)), **kw
@@ -908,7 +915,7 @@ def _parse_reply(spec: Mapping[str, Any], where: str) -> Reply:
 
 
 def load_script(script: str | os.PathLike[str] | Mapping[str, Any]) -> ScriptedModel:
-    """Build a (not started) model from a YAML file or an already-parsed mapping::
+    """Build a (not started) model from a YAML (or JSON) file or an already-parsed mapping::
 
     default: "fallback text"            # or a list of blocks, or {reply: [...], latency: 1}
     rules:
@@ -918,8 +925,10 @@ def load_script(script: str | os.PathLike[str] | Mapping[str, Any]) -> ScriptedM
           - thinking: "Let me think"
           - "Some text"
           - tool_use: {name: Bash, input: {command: "echo hi"}}
-      - match: "boom"
-        error: {status: 500, message: "scripted failure", type: api_error}
+      - match: "boom"                   # an HTTP error instead of a reply
+        error: {status: 529, message: "busy", type: overloaded_error, should_retry: false}
+
+    docs/testing.md is the full reference. Raises ValueError or TypeError saying what is wrong.
     """
     if isinstance(script, Mapping):
         data: Any = script
@@ -950,6 +959,13 @@ def load_script(script: str | os.PathLike[str] | Mapping[str, Any]) -> ScriptedM
     default_spec = data.get("default")
     default: Reply | None = None
     if isinstance(default_spec, Mapping):
+        # {text: ...} would otherwise read as a reply without blocks: an empty answer.
+        unknown = set(default_spec) - {"reply", "error"} - _REPLY_KEYS
+        if unknown:
+            raise ValueError(
+                f"default: unknown keys {sorted(unknown)}; a mapping default takes reply or "
+                "error (and latency, chunk_chars, chunk_delay)"
+            )
         default = _parse_reply(default_spec, "default")
     elif default_spec is not None:
         default = _parse_reply({"reply": default_spec}, "default")
@@ -959,27 +975,104 @@ def load_script(script: str | os.PathLike[str] | Mapping[str, Any]) -> ScriptedM
 # --------------------------------------------------------------------------- command line
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m coven_ls.scripted_model",
-        description="Serve a scripted Anthropic Messages API on loopback.",
+PROG = "python -m coven_ls.testing"
+
+_DESCRIPTION = """\
+Serve a scripted stand-in for the Anthropic Messages API on loopback, so that the real
+`claude` CLI, and coven-ls which runs it, can be tested offline. Every POST /v1/messages
+is answered by the first rule of the script whose match fits the last user message
+(rules are tried in order; a rule with `times` stops after that many answers), else by
+the script's default."""
+
+_EPILOG = """\
+output:
+  stdout  exactly one line, once the server accepts connections, then nothing:
+              listening on http://127.0.0.1:PORT
+          (--port-file, if given, is written before it)
+  stderr  unless --quiet: the environment to export, then one line per request
+          (for people, not a stable format); a reader that pipes stderr must drain it
+  exit    runs until SIGTERM or SIGINT (Ctrl+C), then exits 0; a bad option, a bad
+          script or a port that cannot be bound exits 2 with the reason on stderr
+
+environment for `claude` or `coven-ls`:
+  ANTHROPIC_BASE_URL=http://127.0.0.1:PORT   (the URL printed on stdout)
+  ANTHROPIC_API_KEY=anything                 (must be set; it is not checked)
+  CLAUDE_CONFIG_DIR=<a fresh empty directory>
+  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1
+
+script (YAML or JSON):
+  default: "text"                 # answer when no rule matches (or a list of blocks)
+  rules:
+    - match: "substring"          # or  regex: "python regex"; searched in the last user
+                                  # message: prompt text or tool results, reminders removed
+      times: 1                    # optional: answer at most this often (all clients count)
+      latency: 0.5                # optional: seconds before the answer starts
+      chunk_chars: 40             # optional: characters per streamed delta
+      chunk_delay: 0.02           # optional: seconds between deltas
+      reply:                      # blocks, streamed in order; a plain string is text
+        - thinking: "..."
+        - "Some text"             # or  text: "..."
+        - tool_use: {name: Bash, input: {command: "ls"}}
+    - match: "fail now"           # an HTTP error instead of a reply
+      error: {status: 529, type: overloaded_error, message: "busy", should_retry: false}
+
+The full reference and a worked example are docs/testing.md and
+docs/examples/fork-script.yaml in the coven-ls repository."""
+
+
+def _env_hint(url: str) -> str:
+    return (
+        "point claude or coven-ls at it with:\n"
+        f"  export ANTHROPIC_BASE_URL={url} ANTHROPIC_API_KEY=scripted-model-key\n"
+        '  export CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 CLAUDE_CONFIG_DIR="$(mktemp -d)"'
     )
-    parser.add_argument("--script", help="YAML script (default: answer everything by default)")
-    parser.add_argument("--port", type=int, default=0, help="port (default: chosen by the OS)")
-    parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind")
-    parser.add_argument("--port-file", help="write the port number to this file once listening")
-    parser.add_argument("--quiet", action="store_true", help="do not log requests to stderr")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m coven_ls.testing``: serve a script until SIGTERM/SIGINT (see ``--help``)."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--script",
+        metavar="FILE",
+        help=f"YAML or JSON script of rules (without one, every request gets {DEFAULT_TEXT!r})",
+    )
+    parser.add_argument(
+        "--port",
+        metavar="N",
+        type=int,
+        default=0,
+        help="TCP port to listen on (default: 0, a free port chosen by the OS)",
+    )
+    parser.add_argument(
+        "--host",
+        metavar="ADDR",
+        default="127.0.0.1",
+        help="IPv4 loopback address to bind (default: 127.0.0.1; others are refused)",
+    )
+    parser.add_argument(
+        "--port-file",
+        metavar="PATH",
+        help="once listening, write the port number and a newline to PATH (atomically)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="write nothing to stderr but errors")
     args = parser.parse_args(argv)
 
-    model = load_script(args.script) if args.script else ScriptedModel()
-    # Rebuild with the chosen address and logging; rules and default come from the script.
-    model = ScriptedModel(
-        model.rules,
-        model.default,
-        host=args.host,
-        port=args.port,
-        log=None if args.quiet else lambda line: print(line, file=sys.stderr, flush=True),
-    )
+    try:
+        script = load_script(args.script) if args.script else ScriptedModel()
+    except Exception as exc:  # a bad file is the user's to fix: say why, no traceback
+        print(f"{PROG}: cannot use script {args.script}: {exc}", file=sys.stderr)
+        return 2
+    say = None if args.quiet else lambda line: print(line, file=sys.stderr, flush=True)
+    try:
+        # Rebuilt with the chosen address and logging; rules and default come from the script.
+        model = ScriptedModel(script.rules, script.default, host=args.host, port=args.port, log=say)
+    except ValueError as exc:
+        parser.error(str(exc))
     done = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
@@ -987,7 +1080,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    url = model.start()
+    try:
+        url = model.start()
+    except (OSError, OverflowError) as exc:
+        print(f"{PROG}: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 2
     try:
         if args.port_file:
             # Written whole then renamed, so a poller never reads a half-written number.
@@ -995,6 +1092,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             tmp.write_text(f"{model.port}\n", encoding="utf-8")
             tmp.replace(args.port_file)
         print(f"listening on {url}", flush=True)
+        if say is not None:
+            source = f"from {args.script}" if args.script else "(no script)"
+            say(f"scripted model: {len(model.rules)} rules {source}; {_env_hint(url)}")
         while not done.wait(1.0):
             pass
     finally:
