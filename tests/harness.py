@@ -166,7 +166,9 @@ async def start_coven(
     custom_forks: bool = True,
     extra_env: dict[str, str] | None = None,
     capabilities: types.ClientCapabilities | None = None,
+    on_client: Callable[[LanguageClient], None] | None = None,
 ) -> Coven:
+    """`on_client` sees the client before anything is sent or received (a recorder taps it)."""
     workspace = tmp_path / "workspace"
     workspace.mkdir(parents=True, exist_ok=True)
     config_dir = tmp_path / "claude-config"
@@ -180,6 +182,8 @@ async def start_coven(
         server_env=env,
     )
     client = await config.start()
+    if on_client is not None:
+        on_client(client)
     coven = Coven(client, model, workspace, str(config_dir))
 
     @client.feature("coven/event")

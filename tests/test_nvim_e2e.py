@@ -4,12 +4,17 @@ client, :CovenStart runs a session on the scripted model, the model proposes a f
 
 The scenario runs inside Neovim (a Lua script reacting to the plugin's events), which writes the
 tree buffer to a file and quits when the parent's turn after the fork is over, or after a
-deadline; the test then reads the file."""
+deadline; the test then reads the file.
+
+The tree renderer (coven/tree.lua) is also fed the golden fixtures (tests/fixtures/events/,
+recorded from a real server by tests/fixtures/record.py): every event the plugin would have
+received, in order, and the rendered lines are checked whole."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,6 +25,7 @@ import pytest
 
 from coven_ls.testing.scripted_model import ScriptedModel, Text, reply
 
+from .fixtures.record import EVENTS_DIR, read
 from .harness import processes_with_env
 
 PLUGIN = Path(__file__).resolve().parent.parent / "editors" / "nvim"
@@ -223,3 +229,190 @@ vim.cmd('CovenStart Plan the release')
     assert rejected < alone < fork < child < merged < sent < cancelled, tree
     assert indent(lines[child]) > indent(lines[fork]), tree
     assert lines[0].endswith("✓ idle"), tree
+
+
+# --- the golden fixtures, replayed into the tree renderer ----------------------------------------
+
+# Feeds a fixture's events to tree.apply in arrival order: the `coven/event`s the plugin gets live
+# (it never calls coven/getEvents, so the fetched events of a restart are not its). After the
+# first event of kind SNAPSHOT_AFTER (if any) the tree is written to OUT.mid, at the end to OUT.end.
+REPLAY = r"""
+vim.opt.runtimepath:prepend(PLUGIN)
+local tree = require('coven.tree')
+local t = tree.new()
+local snapped = false
+for _, line in ipairs(vim.fn.readfile(FIXTURE)) do
+  local ev = vim.json.decode(line)
+  if ev.kind ~= nil then
+    tree.apply(t, ev)
+    if not snapped and ev.kind == SNAPSHOT_AFTER then
+      snapped = true
+      vim.fn.writefile(tree.render(t), OUT .. '.mid')
+    end
+  end
+end
+vim.fn.writefile(tree.render(t), OUT .. '.end')
+vim.cmd('qall!')
+"""
+
+TURN_NUMBERS = re.compile(r"\((\d+\.\d) s, \$(\d+\.\d{4})\)")
+
+
+def render_fixture(
+    tmp_path: Path, name: str, snapshot_after: str = ""
+) -> tuple[list[str], list[str]]:
+    """The tree lines after the first `snapshot_after` event (empty without one) and at the end,
+    with each turn's "(1.2 s, $0.0377)" written "(…)" once checked against the fixture."""
+    out = tmp_path / name
+    init = tmp_path / f"{name}.lua"
+    init.write_text(
+        REPLAY.replace("PLUGIN", lua_string(str(PLUGIN)))
+        .replace("FIXTURE", lua_string(str(EVENTS_DIR / f"{name}.jsonl")))
+        .replace("SNAPSHOT_AFTER", lua_string(snapshot_after))
+        .replace("OUT", lua_string(str(out)))
+    )
+    env = {**os.environ}
+    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
+        env[var] = str(tmp_path / var.lower())
+    done = subprocess.run(
+        [NVIM, "--headless", "--noplugin", "-n", "-i", "NONE", "-u", str(init)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    end = out.with_suffix(".end")
+    assert done.returncode == 0 and end.exists(), done.stderr[-2000:]
+    mid = out.with_suffix(".mid")
+    mid_lines = mid.read_text().splitlines() if mid.exists() else []
+    end_lines = end.read_text().splitlines()
+    # Every turn's duration and cost is the fixture's (a cancelled turn shows neither).
+    results = [
+        e
+        for e in read(EVENTS_DIR / f"{name}.jsonl")
+        if e.get("kind") == "turnResult" and not e.get("cancelled")
+    ]
+    shown = TURN_NUMBERS.findall("\n".join(end_lines))
+    recorded = [(f"{r['durationMs'] / 1000:.1f}", f"{r['costUsd']:.4f}") for r in results]
+    assert sorted(shown) == sorted(recorded), (shown, recorded)
+    return (
+        [TURN_NUMBERS.sub("(…)", line) for line in mid_lines],
+        [TURN_NUMBERS.sub("(…)", line) for line in end_lines],
+    )
+
+
+SPLIT_ANSWER = [
+    "  ⏺ Splitting.",
+    "    <fork>",
+    "    - Write the docs",
+    "    - Fix the bugs",
+    "    </fork>",
+    "  ✓ turn done (…)",
+]
+RESULTS_PROMPT = (
+    '  › forkResults: <fork-results> <task label="Write the docs"> Docs written. </task> '
+    '<task label="Fix the bugs"> Bugs…'
+)
+
+
+def test_the_tree_draws_a_recorded_fork(tmp_path: Path) -> None:
+    _, lines = render_fixture(tmp_path, "fork")
+    assert lines == [
+        "● Plan the release  ✓ idle",
+        "  › you: Plan the release",
+        *SPLIT_ANSWER,
+        "  ⑂ Fork proposed  2 tasks: Write the docs; Fix the bugs  (:CovenApprove / :CovenReject)",
+        "  ⑂ Fork  2 tasks",
+        "    ⑂ Write the docs  ✓ idle",
+        "      › fork: You were assigned 'Write the docs'",
+        "      ⏺ Docs written.",
+        "      ✓ turn done (…)",
+        "    ⑂ Fix the bugs  ✓ idle",
+        "      › fork: You were assigned 'Fix the bugs'",
+        "      ⏺ Bugs fixed.",
+        "      ✓ turn done (…)",
+        "  ⑂ Fork done  2 of 2 tasks succeeded",
+        RESULTS_PROMPT,
+        "  ⏺ Both done.",
+        "  ✓ turn done (…)",
+    ]
+
+
+def test_the_tree_draws_a_recorded_restart_mid_fork(tmp_path: Path) -> None:
+    """The server is killed while the children run; a restarted one says the fork was cut off
+    (forkInterrupted), the client resumes it, and it runs to the parent's answer."""
+    waiting, lines = render_fixture(tmp_path, "restart", snapshot_after="forkInterrupted")
+    assert waiting == [
+        "● Plan the release  ! interrupted",
+        "  › you: Plan the release",
+        *SPLIT_ANSWER,
+        "  ⑂ Fork  2 tasks",
+        "    ⑂ Write the docs  ! interrupted",
+        "      › fork: You were assigned 'Write the docs'",
+        "    ⑂ Fix the bugs  ! interrupted",
+        "      › fork: You were assigned 'Fix the bugs'",
+        "  ⑂ Fork interrupted  2 unfinished: resume or abandon it",
+    ]
+    assert lines == [
+        "● Plan the release  ✓ idle",
+        "  › you: Plan the release",
+        *SPLIT_ANSWER,
+        "  ⑂ Fork  2 tasks",
+        "    ⑂ Write the docs  ✓ idle",
+        "      › fork: You were assigned 'Write the docs'",
+        "      › fork: You were assigned 'Write the docs'",  # run again after the restart
+        "      ⏺ Docs written.",
+        "      ✓ turn done (…)",
+        "    ⑂ Fix the bugs  ✓ idle",
+        "      › fork: You were assigned 'Fix the bugs'",
+        "      › fork: You were assigned 'Fix the bugs'",
+        "      ⏺ Bugs fixed.",
+        "      ✓ turn done (…)",
+        "  ⑂ Fork interrupted  2 unfinished: resume or abandon it",
+        "  ⑂ Fork resumed  2 tasks again",
+        "  ⑂ Fork done  2 of 2 tasks succeeded",
+        RESULTS_PROMPT,
+        "  ⏺ Both done after the restart.",
+        "  ✓ turn done (…)",
+    ]
+
+
+def test_the_tree_draws_recorded_tool_cancel_and_crash_turns(tmp_path: Path) -> None:
+    _, tool = render_fixture(tmp_path, "tool")
+    assert tool == [
+        "● Make a file  ✓ idle",
+        "  › you: Make a file",
+        "  ✻ A touch will do.",
+        "  ⏺ I'll make it.",
+        "  ⚙ Bash  touch made.txt && echo made-it",
+        "  ? Bash asks for permission",
+        "    allowed Bash",
+        "    ↳ made-it",
+        "  ⏺ Made the file.",
+        "  ✓ turn done (…)",
+    ]
+    _, cancel = render_fixture(tmp_path, "cancel")
+    assert cancel == [
+        "● Start the endless task  ✓ idle",
+        "  › you: Start the endless task",
+        "  ⏺ Working on it.",
+        "  ■ turn cancelled",
+        "  › you: Are you there?",
+        "  ⏺ Still here.",
+        "  ✓ turn done (…)",
+    ]
+    _, crash = render_fixture(tmp_path, "crash")
+    [error] = [e for e in read(EVENTS_DIR / "crash.jsonl") if e.get("kind") == "error"]
+    assert crash == [
+        "● Say hello  ✓ idle",
+        "  › you: Say hello",
+        "  ⏺ Hello.",
+        "  ✓ turn done (…)",
+        "  › you: Start the long task",
+        "  ✗ error: " + " ".join(error["message"].split()),
+        "  › you: Are you back?",
+        "  ⏺ Back again.",
+        "  ✓ turn done (…)",
+    ]

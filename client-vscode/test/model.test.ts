@@ -1,11 +1,25 @@
+// The state model, fed what a real coven-ls sent: the golden fixtures recorded by
+// tests/fixtures/record.py (see ./fixtures.ts). Hand-built events (./events.ts) remain only where
+// no recording can show the case; each such test says why.
+
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { CovenModel, type ForkNode, type Node, type SessionNode, type ToolNode, type TurnNode } from '../src/model';
-import { forkStateText, present, summarize } from '../src/present';
+import { CovenModel, firstLine, type ForkNode, type Node, type ToolNode, type TurnNode } from '../src/model';
+import { forkStateText, formatCost, present, summarize } from '../src/present';
+import type { CovenEvent, SessionInfo } from '../src/protocol';
 import { renderTranscript } from '../src/transcript';
-import type { CovenEvent, Status } from '../src/protocol';
-import { forkStory, info, Stream } from './events';
+import { info, Stream } from './events';
+import { afterEvent, atEvent, type EventOf, eventsOf, type Fixture, infoOf, loadFixture, replay, rootOf, SCENARIOS } from './fixtures';
+
+const tool = loadFixture('tool');
+const fork = loadFixture('fork');
+const reject = loadFixture('reject');
+const cancel = loadFixture('cancel');
+const failed = loadFixture('failed');
+const crash = loadFixture('crash');
+const subagent = loadFixture('subagent');
+const restart = loadFixture('restart');
 
 /** The tree as text, one node per line, indented: what a user would see with everything expanded. */
 function outline(model: CovenModel, node?: Node, depth = 0): string[] {
@@ -29,82 +43,186 @@ function shuffled<T>(items: T[], seed: number): T[] {
   return out;
 }
 
+/** A session's total as the server listed it at the end, as the tree shows a cost. */
+const listedCost = (f: Fixture, sessionId: string): string => formatCost(infoOf(f, sessionId).costUsd);
+
+/** The one event of `kind` (matching `match`) in a fixture. */
+function the<K extends CovenEvent['kind']>(f: Fixture, kind: K, match: (e: EventOf<K>) => boolean = () => true): EventOf<K> {
+  const found = f.events.filter((e): e is EventOf<K> => e.kind === kind).filter(match);
+  assert.equal(found.length, 1, `${f.name}: ${found.length} ${kind} events`);
+  return found[0]!;
+}
+
+/** The fork's children, in task order, from its forkStarted event. */
+function childrenOf(f: Fixture): Array<{ sessionId: string; label: string }> {
+  return the(f, 'forkStarted').children as Array<{ sessionId: string; label: string }>;
+}
+
+/** Every session's whole log as the server keeps it: what was fetched and what came live. */
+function fullLogs(f: Fixture): Map<string, CovenEvent[]> {
+  const bySeq = new Map<string, Map<number, CovenEvent>>();
+  const add = (e: CovenEvent): void => {
+    const log = bySeq.get(e.sessionId) ?? new Map<number, CovenEvent>();
+    log.set(e.seq, e);
+    bySeq.set(e.sessionId, log);
+  };
+  for (const line of f.lines) {
+    if (line.event) add(line.event);
+    else if (line.marker.method === 'coven/getEvents') (line.marker.result as { events: CovenEvent[] }).events.forEach(add);
+  }
+  return new Map([...bySeq].map(([sid, log]) => [sid, [...log.values()].sort((a, b) => a.seq - b.seq)]));
+}
+
+describe('every recorded scenario', () => {
+  for (const name of SCENARIOS) {
+    test(`${name}: replays into the tree the server lists, with nothing missing`, () => {
+      const f = loadFixture(name);
+      const model = replay(f);
+      assert.deepEqual(model.gaps(), []);
+      assert.deepEqual(model.unknownSessions(), []);
+      assert.deepEqual(model.roots().map((r) => r.sessionId), [rootOf(f).sessionId]);
+      for (const listed of f.sessions) {
+        const session = model.session(listed.sessionId)!;
+        assert.equal(session.status, listed.status, listed.sessionId);
+        assert.ok(Math.abs(session.costUsd - listed.costUsd) < 1e-9, `${listed.sessionId}: ${session.costUsd} vs ${listed.costUsd}`);
+        assert.equal(session.agentSessionId, listed.agentSessionId ?? undefined);
+        assert.equal(session.parentId, listed.parentId ?? undefined);
+        assert.equal(session.label, listed.label ?? undefined);
+        assert.equal(session.lastSeq, Math.max(...(fullLogs(f).get(listed.sessionId) ?? []).map((e) => e.seq)));
+      }
+      // Tree ids are unique (VS Code rejects a tree with duplicates).
+      const keys: string[] = [];
+      const walk = (node?: Node): void => model.children(node).forEach((c) => (keys.push(c.key), walk(c)));
+      walk();
+      assert.equal(new Set(keys).size, keys.length, keys.join(' '));
+    });
+  }
+});
+
 describe('turns', () => {
-  test('a session shows its turns in order, with tool results as their state', () => {
-    const s = new Stream();
-    const model = new CovenModel();
-    model.applySessions([info('s-1', { title: 'Count the files' })]);
-    model.ingest([
-      s.status('s-1', 'starting'),
-      s.ev('s-1', 'prompt', { text: 'Count the files in src/', origin: 'user' }),
-      s.status('s-1', 'running'),
-      s.ev('s-1', 'thinking', { text: 'A pipeline will do.', messageId: 'm0' }),
-      s.ev('s-1', 'text', { text: 'Let me count them.', messageId: 'm1' }),
-      s.ev('s-1', 'toolUse', { toolUseId: 't1', name: 'Bash', input: { command: 'ls src | wc -l' }, messageId: 'm1' }),
-      s.ev('s-1', 'toolResult', { toolUseId: 't1', content: '42', isError: false }),
-      s.ev('s-1', 'text', { text: 'There are 42 files.\nSecond line.', messageId: 'm2' }),
-    ]);
+  test('a tool turn: the tool call with its result as its state, the answers around it (tool.jsonl)', () => {
+    const sid = rootOf(tool).sessionId;
+    const model = replay(tool);
     assert.deepEqual(outline(model), [
-      'Count the files [running]',
-      '  Count the files in src/ [running]',
-      '    Let me count them.',
-      '    Bash [ls src | wc -l]',
-      '    There are 42 files.',
+      `Make a file [done · ${listedCost(tool, sid)}]`,
+      '  Make a file',
+      "    I'll make it.",
+      '    Bash [touch made.txt && echo made-it]',
+      '    Made the file.',
     ]);
-    const turn = model.session('s-1')!.items[0] as TurnNode;
-    const tool = turn.children[2] as ToolNode;
-    assert.equal(tool.state, 'ok');
-    assert.equal(tool.result, '42');
-    assert.equal(present(tool).icon.id, 'pass');
+    const session = model.session(sid)!;
+    const turn = session.items[0] as TurnNode;
+    // Thinking is kept (the transcript shows it) but not drawn in the tree.
+    assert.deepEqual(turn.children.map((c) => c.kind), ['thinking', 'text', 'tool', 'text']);
+    const bash = turn.children[2] as ToolNode;
+    assert.equal(bash.state, 'ok');
+    assert.equal(bash.result, 'made-it');
+    assert.equal(present(bash).icon.id, 'pass');
+    const result = the(tool, 'turnResult');
+    assert.equal(turn.costUsd, result.costUsd);
+    assert.equal(turn.durationMs, result.durationMs);
+    const agent = the(tool, 'agent');
+    assert.equal(session.model, agent.model);
+    assert.equal(session.cwd, agent.cwd);
+    assert.equal(session.claudeCodeVersion, agent.claudeCodeVersion);
   });
 
-  test('status icons: spinner while running, question while asking, check when idle', () => {
-    const s = new Stream();
-    const model = new CovenModel();
-    model.applySessions([info('s-1')]);
-    const session = model.session('s-1')!;
-    model.ingest([s.ev('s-1', 'prompt', { text: 'go', origin: 'user' }), s.status('s-1', 'running')]);
-    assert.equal(present(session).icon.id, 'loading~spin');
-    model.ingest([
-      s.ev('s-1', 'toolUse', { toolUseId: 't1', name: 'Bash', input: { command: 'rm x' } }),
-      s.ev('s-1', 'permissionRequest', { toolUseId: 't1', toolName: 'Bash', input: { command: 'rm x' } }),
-    ]);
+  test('status icons follow the stream: spinner, question while asking, spinner, check (tool.jsonl)', () => {
+    const sid = rootOf(tool).sessionId;
+    const at = <K extends CovenEvent['kind']>(kind: K, match?: (e: EventOf<K>) => boolean): CovenModel =>
+      replay(tool, new CovenModel(), afterEvent(tool, kind, match));
+    const starting = at('status', (e) => e.status === 'starting');
+    assert.equal(present(starting.session(sid)!).icon.id, 'loading~spin');
+    assert.equal(present(starting.session(sid)!).description, 'starting');
+
+    const asking = at('permissionRequest');
+    const session = asking.session(sid)!;
     assert.equal(present(session).icon.id, 'question');
     assert.equal(present(session).description, 'needs permission');
-    model.ingest([s.ev('s-1', 'permissionDecision', { toolUseId: 't1', toolName: 'Bash', allow: false, message: 'no' })]);
-    assert.equal(present(session).icon.id, 'loading~spin');
-    const tool = (session.items[0] as TurnNode).children[0] as ToolNode;
-    assert.equal(tool.state, 'denied');
-    model.ingest([
-      s.ev('s-1', 'turnResult', { text: '', isError: false, subtype: 'success', costUsd: 0.0356, durationMs: 1, numTurns: 1 }),
-      s.status('s-1', 'idle'),
-    ]);
-    assert.equal(present(session).icon.id, 'check');
-    assert.equal(present(session).description, 'done · $0.0356');
-    model.ingest([s.status('s-1', 'failed')]);
-    assert.equal(present(session).icon.id, 'error');
+    const bash = (session.items[0] as TurnNode).children.find((c) => c.kind === 'tool') as ToolNode;
+    assert.equal(bash.state, 'awaitingPermission');
+    assert.match(summarize(asking).text, /1 waiting for you/);
+
+    const allowed = at('permissionDecision');
+    assert.equal(present(allowed.session(sid)!).icon.id, 'loading~spin');
+    assert.equal(((allowed.session(sid)!.items[0] as TurnNode).children.find((c) => c.kind === 'tool') as ToolNode).state, 'running');
+
+    const done = replay(tool);
+    assert.equal(present(done.session(sid)!).icon.id, 'check');
+    assert.equal(present(done.session(sid)!).description, `done · ${listedCost(tool, sid)}`);
   });
 
-  test('a cancelled turn says so and stops its running tools; a failed one says why', () => {
+  test('a turn cancelled mid-way says so, and the session goes on (cancel.jsonl)', () => {
+    const sid = rootOf(cancel).sessionId;
+    const model = replay(cancel);
+    assert.deepEqual(outline(model), [
+      `Start the endless task [done · ${listedCost(cancel, sid)}]`,
+      '  Start the endless task [cancelled]',
+      '    Working on it.',
+      '  Are you there?',
+      '    Still here.',
+    ]);
+    const [cancelled, after] = model.session(sid)!.items as TurnNode[];
+    assert.equal(present(cancelled!).icon.id, 'circle-slash');
+    assert.equal(present(cancelled!).contextValue, 'turn-cancelled');
+    assert.equal(after!.state, 'done');
+  });
+
+  test('a cancelled turn stops the tools still running in it', () => {
+    // Hand-built: no recorded scenario cancels while a tool runs (cancel.jsonl cuts off text).
     const s = new Stream();
     const model = new CovenModel();
     model.applySessions([info('s-1')]);
     model.ingest([
       s.ev('s-1', 'prompt', { text: 'wait', origin: 'user' }),
       s.ev('s-1', 'toolUse', { toolUseId: 't1', name: 'Bash', input: { command: 'sleep 100' } }),
-      s.ev('s-1', 'turnResult', { text: '', isError: true, subtype: 'cancelled', costUsd: 0, durationMs: 1, numTurns: 1, cancelled: true }),
-      s.ev('s-1', 'prompt', { text: 'again', origin: 'user' }),
-      s.ev('s-1', 'turnResult', { text: 'API Error: 500 overloaded', isError: true, subtype: 'success', costUsd: 0, durationMs: 1, numTurns: 1 }),
+      s.ev('s-1', 'turnResult', { text: '', isError: true, subtype: 'error_during_execution', costUsd: 0, durationMs: 1, numTurns: 1, cancelled: true }),
     ]);
-    const [cancelled, failed] = model.session('s-1')!.items as TurnNode[];
-    assert.equal((cancelled!.children[0] as ToolNode).state, 'interrupted');
-    assert.equal(present(cancelled!).description, 'cancelled');
-    assert.equal(present(cancelled!).icon.id, 'circle-slash');
-    assert.equal(present(failed!).icon.id, 'error');
-    assert.deepEqual(model.children(failed).map((n) => present(n).label), ['Turn failed: API Error: 500 overloaded']);
+    const [turn] = model.session('s-1')!.items as TurnNode[];
+    assert.equal((turn!.children[0] as ToolNode).state, 'interrupted');
+    assert.equal(present(turn!).description, 'cancelled');
   });
 
-  test('an error between turns is a note in the timeline', () => {
+  test('a turn whose model call failed says why; the session still takes messages (failed.jsonl)', () => {
+    const sid = rootOf(failed).sessionId;
+    const model = replay(failed);
+    const session = model.session(sid)!;
+    const [turn] = session.items as TurnNode[];
+    assert.equal(turn!.state, 'failed');
+    assert.equal(present(turn!).icon.id, 'error');
+    const result = the(failed, 'turnResult');
+    const labels = model.children(turn).map((n) => present(n).label);
+    assert.equal(labels.at(-1), `Turn failed: ${firstLine(String(result.text))}`);
+    assert.match(labels.at(-1)!, /^Turn failed: API Error: 500 model overloaded/);
+    // An API error leaves the CLI alive: the session is idle, not failed.
+    assert.equal(session.status, 'idle');
+    assert.equal(present(session).contextValue, 'session-idle-top');
+  });
+
+  test('the CLI dying mid-turn fails the turn with its error; the next message resumes (crash.jsonl)', () => {
+    const sid = rootOf(crash).sessionId;
+    const error = the(crash, 'error');
+    const model = replay(crash);
+    assert.deepEqual(outline(model), [
+      `Say hello [done · ${listedCost(crash, sid)}]`,
+      '  Say hello',
+      '    Hello.',
+      '  Start the long task [failed]',
+      `    ${firstLine(String(error.message))}`,
+      '  Are you back?',
+      '    Back again.',
+    ]);
+    const down = replay(crash, new CovenModel(), afterEvent(crash, 'status', (e) => e.status === 'failed'));
+    const session = down.session(sid)!;
+    assert.equal(present(session).icon.id, 'error');
+    assert.equal(session.lastError, error.message);
+    assert.ok(present(session).tooltip.includes(String(error.message)));
+    assert.equal(present(session).contextValue, 'session-failed-top');
+  });
+
+  test('an error while no turn is open is a note in the timeline', () => {
+    // Hand-built: the recorded crash (crash.jsonl) happens mid-turn; an error between turns is
+    // what protocol.md's example shows when the CLI dies while idle.
     const s = new Stream();
     const model = new CovenModel();
     model.applySessions([info('s-1', { title: 'T' })]);
@@ -113,6 +231,7 @@ describe('turns', () => {
   });
 
   test('unknown kinds and fields are skipped but their seq counts', () => {
+    // Hand-built: a kind from a newer server than the one that recorded the fixtures.
     const s = new Stream();
     const model = new CovenModel();
     model.applySessions([info('s-1')]);
@@ -123,6 +242,7 @@ describe('turns', () => {
   });
 
   test('malformed events do not throw', () => {
+    // Hand-built: the server never sends these; the model must survive them anyway.
     const model = new CovenModel();
     const junk: unknown[] = [
       { sessionId: 's-1', seq: 1, kind: 'toolUse', time: 't' },
@@ -138,13 +258,32 @@ describe('turns', () => {
 });
 
 describe('nesting', () => {
-  test("the CLI's subagents nest under their tool call, with a ▶ marker", () => {
+  test("a call of the CLI's own Agent tool is marked ▶ (subagent.jsonl)", () => {
+    const sid = rootOf(subagent).sessionId;
+    const model = replay(subagent);
+    assert.deepEqual(outline(model), [
+      `Research the code [done · ${listedCost(subagent, sid)}]`,
+      '  Research the code',
+      '    ▶ Agent [Look for TODOs]',
+      '    There are 3 TODOs.',
+    ]);
+    const agent = (model.session(sid)!.items[0] as TurnNode).children[0] as ToolNode;
+    assert.equal(agent.state, 'ok');
+    assert.match(present(agent).contextValue, /-subagent$/);
+    // Claude Code sent nothing from inside the subagent, so there is nothing to expand.
+    assert.equal(present(agent).collapsible, 'none');
+  });
+
+  test("the events of a subagent nest under its tool call", () => {
+    // Hand-built: Claude Code 2.1.330 sends no events of a foreground subagent (subagent.jsonl
+    // has none with parentToolUseId); a background one's come after its call's result, in a
+    // later turn. This is the nesting protocol.md describes, for CLIs that send them.
     const s = new Stream();
     const model = new CovenModel();
     model.applySessions([info('s-1', { title: 'Research' })]);
     model.ingest([
       s.ev('s-1', 'prompt', { text: 'Research it', origin: 'user' }),
-      s.ev('s-1', 'toolUse', { toolUseId: 'task1', name: 'Task', input: { description: 'Look around', prompt: 'look' } }),
+      s.ev('s-1', 'toolUse', { toolUseId: 'task1', name: 'Agent', input: { description: 'Look around', prompt: 'look' } }),
       s.ev('s-1', 'text', { text: 'Subagent speaking', messageId: 'sm1', parentToolUseId: 'task1' }),
       s.ev('s-1', 'toolUse', { toolUseId: 'g1', name: 'Grep', input: { pattern: 'TODO' }, parentToolUseId: 'task1' }),
       s.ev('s-1', 'toolResult', { toolUseId: 'g1', content: '3 hits', isError: false, parentToolUseId: 'task1' }),
@@ -154,83 +293,102 @@ describe('nesting', () => {
     assert.deepEqual(outline(model), [
       'Research [done]',
       '  Research it [running]',
-      '    ▶ Task [look]',
+      '    ▶ Agent [look]',
       '      Subagent speaking',
       '      Grep [TODO]',
       '    Done: 3 TODOs',
     ]);
     const task = (model.session('s-1')!.items[0] as TurnNode).children[0] as ToolNode;
     assert.equal(present(task).collapsible, 'collapsed');
-    assert.match(present(task).contextValue, /-subagent$/);
   });
 
-  test('a fork nests its children under it, and the parent continues below the fork', () => {
-    const { events, sessions } = forkStory();
-    const model = new CovenModel();
-    model.ingest(events);
-    model.applySessions(sessions);
+  test('a fork nests its children under it, and the parent continues below the fork (fork.jsonl)', () => {
+    const sid = rootOf(fork).sessionId;
+    const [docs, bugs] = childrenOf(fork);
+    const model = replay(fork);
     assert.deepEqual(outline(model), [
-      'Split the work [done · $0.0700]',
-      '  Split the work',
-      '    I will fork.',
+      `Plan the release [done · ${listedCost(fork, sid)}]`,
+      '  Plan the release',
+      '    Splitting.',
       '  ⑂ Fork · 2 tasks [done]',
-      '    Task A [done · $0.0300]',
-      "      You were assigned 'Task A' [assignment]",
-      '        A is done',
-      '    Task B [done · $0.0400]',
-      "      You were assigned 'Task B' [assignment]",
-      '        B is done',
+      `    Write the docs [done · ${listedCost(fork, docs!.sessionId)}]`,
+      "      You were assigned 'Write the docs' [assignment]",
+      '        Docs written.',
+      `    Fix the bugs [done · ${listedCost(fork, bugs!.sessionId)}]`,
+      "      You were assigned 'Fix the bugs' [assignment]",
+      '        Bugs fixed.',
       '  Fork results [reintegration turn]',
-      '    Both tasks are done.',
+      '    Both done.',
     ]);
-    // Children are not top-level sessions.
-    assert.deepEqual(model.roots().map((r) => r.sessionId), ['s-parent']);
+    // Children are not top-level sessions; the fork holds them in task order with the results.
+    assert.deepEqual(model.roots().map((r) => r.sessionId), [sid]);
+    const node = model.fork(String(the(fork, 'forkStarted').forkId))!;
+    assert.deepEqual(node.children.map((c) => [c.label, c.status]), [['Write the docs', 'idle'], ['Fix the bugs', 'idle']]);
+    assert.deepEqual(node.results?.map((r) => [r.label, r.ok]), [['Write the docs', true], ['Fix the bugs', true]]);
+    assert.equal(node.source, 'model');
   });
 
-  test('the fork node walks through proposed → running n of m → done', () => {
-    const { events } = forkStory();
+  test('the fork node walks through proposed → running n of m → done (fork.jsonl)', () => {
+    const forkId = String(the(fork, 'forkProposed').forkId);
     const model = new CovenModel();
     const states: string[] = [];
-    for (const e of events) {
-      model.ingest([e]);
-      const fork = model.fork('f1');
-      if (fork && states[states.length - 1] !== forkStateText(fork)) states.push(forkStateText(fork));
-    }
+    replay(fork, model, () => {
+      const node = model.fork(forkId);
+      if (node?.placed && states[states.length - 1] !== forkStateText(node)) states.push(forkStateText(node));
+      return false;
+    });
+    const node = model.fork(forkId)!;
+    if (states[states.length - 1] !== forkStateText(node)) states.push(forkStateText(node));
     assert.deepEqual(states, ['proposed', 'running · 0 of 2 done', 'running · 1 of 2 done', 'running · 2 of 2 done', 'done']);
   });
 
-  test('a proposed fork shows its tasks; a rejected one says so', () => {
-    const s = new Stream();
-    const model = new CovenModel();
-    model.applySessions([info('s-1', { title: 'T' })]);
-    model.ingest([s.ev('s-1', 'forkProposed', { forkId: 'f9', tasks: ['One', 'Two', 'Three'] }), s.status('s-1', 'awaitingApproval')]);
-    const fork = model.fork('f9')!;
-    assert.equal(present(fork).contextValue, 'fork-proposed');
-    assert.equal(present(fork).label, '⑂ Fork · 3 tasks');
-    assert.deepEqual(model.children(fork).map((n) => present(n).label), ['One', 'Two', 'Three']);
-    assert.deepEqual(model.proposedForks(), [fork]);
-    assert.equal(present(model.session('s-1')!).icon.id, 'question');
-    model.ingest([s.ev('s-1', 'forkRejected', { forkId: 'f9', reason: 'Not now' }), s.status('s-1', 'idle')]);
-    assert.equal(forkStateText(fork), 'rejected: Not now');
+  test('a proposed fork shows its tasks and waits for the user (fork.jsonl, until coven/decideFork)', () => {
+    const sid = rootOf(fork).sessionId;
+    const proposed = the(fork, 'forkProposed');
+    const model = replay(fork, new CovenModel(), (line) => line.marker?.method === 'coven/decideFork');
+    const node = model.fork(String(proposed.forkId))!;
+    assert.equal(present(node).contextValue, 'fork-proposed');
+    assert.equal(present(node).label, '⑂ Fork · 2 tasks');
+    assert.deepEqual(model.children(node).map((n) => present(n).label), proposed.tasks);
+    assert.deepEqual(model.proposedForks(), [node]);
+    assert.equal(present(model.session(sid)!).icon.id, 'question');
+    assert.match(summarize(model).text, /1 waiting for you/);
+  });
+
+  test('a rejected fork says so, and the parent carries on (reject.jsonl)', () => {
+    const sid = rootOf(reject).sessionId;
+    const model = replay(reject);
+    assert.deepEqual(outline(model), [
+      `Plan the release [done · ${listedCost(reject, sid)}]`,
+      '  Plan the release',
+      '    Splitting.',
+      '  ⑂ Fork · 2 tasks [rejected: Not now.]',
+      '    Write the docs [not run]',
+      '    Fix the bugs [not run]',
+      '  Told Claude the fork was declined [fork declined]',
+      '    Fine, alone then.',
+    ]);
     assert.deepEqual(model.proposedForks(), []);
   });
 
-  test('children found before the parent announces them wait, then appear in task order', () => {
-    const { events, sessions } = forkStory();
+  test('children whose events come before their parent announces them wait, then appear in task order', () => {
+    // The server sends forkStarted before the children's first events (fork.jsonl); children
+    // first is what a rebuild can see, its getEvents answers arriving in any order.
+    const sid = rootOf(fork).sessionId;
     const model = new CovenModel();
-    // Every child event first, then the parent's: the worst interleaving a client can see.
-    const childFirst = [...events.filter((e) => e.sessionId !== 's-parent'), ...events.filter((e) => e.sessionId === 's-parent')];
-    model.applySessions([...sessions].reverse());
-    const before = model.ingest(childFirst.filter((e) => e.sessionId !== 's-parent'));
+    model.applySessions([...fork.sessions].reverse());
+    const before = model.ingest(fork.events.filter((e) => e.sessionId !== sid));
     assert.ok(before.length > 0);
-    assert.deepEqual(model.roots().map((r) => r.sessionId), ['s-parent']);
-    model.ingest(childFirst.filter((e) => e.sessionId === 's-parent'));
-    const fork = model.fork('f1') as ForkNode;
-    assert.deepEqual(fork.children.map((c) => c.label), ['Task A', 'Task B']);
-    assert.equal(fork.state, 'done');
+    assert.deepEqual(model.roots().map((r) => r.sessionId), [sid]);
+    model.ingest(fork.events.filter((e) => e.sessionId === sid));
+    const node = model.fork(String(the(fork, 'forkStarted').forkId)) as ForkNode;
+    assert.deepEqual(node.children.map((c) => c.label), ['Write the docs', 'Fix the bugs']);
+    assert.equal(node.state, 'done');
+    assert.deepEqual(outline(model), outline(replay(fork)));
   });
 
   test('forks nest to any depth (children that fork again)', () => {
+    // Hand-built: the recorded scenarios run with maxDepth 1, where children do not fork.
     const s = new Stream();
     const model = new CovenModel();
     model.applySessions([info('s-p', { title: 'Root' })]);
@@ -253,126 +411,164 @@ describe('nesting', () => {
     ]);
   });
 
-  test('cancelling a forking parent cancels the fork', () => {
-    const { events, sessions } = forkStory();
-    const model = new CovenModel();
-    model.applySessions(sessions);
-    const forking = events.findIndex((e) => e.kind === 'status' && e.status === 'forking');
-    model.ingest(events.slice(0, forking + 1));
-    assert.equal(model.fork('f1')!.state, 'running');
-    const parent = model.session('s-parent')!;
-    model.ingest([{ sessionId: 's-parent', seq: parent.lastSeq + 1, kind: 'status', time: 't', status: 'cancelled' }]);
-    assert.equal(model.fork('f1')!.state, 'cancelled');
+  test('a parent closed while it forks takes its fork down', () => {
+    // The real fork (fork.jsonl) up to `forking`, then a hand-built `closed`: coven/closeSession
+    // on a forking parent is not recorded. (Cancelling a forking parent does not end the parent:
+    // its children end `cancelled` and it gets their results, so no status says the fork ended.)
+    const sid = rootOf(fork).sessionId;
+    const model = replay(fork, new CovenModel(), afterEvent(fork, 'forkStarted'));
+    const forkId = String(the(fork, 'forkStarted').forkId);
+    assert.equal(model.fork(forkId)!.state, 'running');
+    const parent = model.session(sid)!;
+    model.ingest([{ sessionId: sid, seq: parent.lastSeq + 1, kind: 'status', time: 't', status: 'closed' }]);
+    assert.equal(model.fork(forkId)!.state, 'cancelled');
   });
 });
 
 describe('persistence', () => {
-  test('a fork the server stopped is interrupted until resumed, then runs and finishes', () => {
-    const { events, sessions } = forkStory();
+  test('a fork the server was killed in is interrupted until resumed, then runs and finishes (restart.jsonl)', () => {
+    const sid = rootOf(restart).sessionId;
+    const children = childrenOf(restart);
+    const forkId = String(the(restart, 'forkStarted').forkId);
+
+    // The first server, up to its SIGKILL: the fork runs, both children too.
+    const killed = replay(restart, new CovenModel(), (line) => line.marker?.fixture === 'serverKilled');
+    assert.equal(forkStateText(killed.fork(forkId)!), 'running · 0 of 2 done');
+    assert.deepEqual(children.map((c) => killed.session(c.sessionId)!.status), ['running', 'running']);
+
+    // The restarted server: the extension rebuilds (reset, listSessions, getEvents), and the
+    // fork waits for the user.
+    const waiting = replay(restart, new CovenModel(), (line) => line.marker?.method === 'coven/resumeFork');
+    const node = waiting.fork(forkId)!;
+    assert.equal(forkStateText(node), 'interrupted · 0 of 2 done');
+    assert.equal(present(node).contextValue, 'fork-interrupted');
+    assert.deepEqual(waiting.interruptedForks(), [node]);
+    assert.match(summarize(waiting).text, /1 waiting for you/);
+    assert.equal(waiting.session(sid)!.status, 'interrupted');
+    for (const child of children) {
+      const session = waiting.session(child.sessionId)!;
+      assert.equal(session.status, 'interrupted');
+      assert.deepEqual((session.items as TurnNode[]).map((t) => t.state), ['interrupted']);
+    }
+    assert.deepEqual(waiting.gaps(), []);
+
+    // coven/resumeFork: the parent forks again, the children run again, the fork finishes.
+    const resumed = replay(restart, new CovenModel(), afterEvent(restart, 'forkResumed'));
+    assert.equal(resumed.fork(forkId)!.state, 'running');
+    assert.deepEqual(resumed.interruptedForks(), []);
+
+    const done = replay(restart);
+    assert.deepEqual(outline(done), [
+      `Plan the release [done · ${listedCost(restart, sid)}]`,
+      '  Plan the release',
+      '    Splitting.',
+      '  ⑂ Fork · 2 tasks [done]',
+      `    Write the docs [done · ${listedCost(restart, children[0]!.sessionId)}]`,
+      "      You were assigned 'Write the docs' [assignment · interrupted]",
+      "      You were assigned 'Write the docs' [assignment]",
+      '        Docs written.',
+      `    Fix the bugs [done · ${listedCost(restart, children[1]!.sessionId)}]`,
+      "      You were assigned 'Fix the bugs' [assignment · interrupted]",
+      "      You were assigned 'Fix the bugs' [assignment]",
+      '        Bugs fixed.',
+      '  Fork results [reintegration turn]',
+      '    Both done after the restart.',
+    ]);
+  });
+
+  test('a client that stays connected across the restart (no rebuild) ends with the same tree (restart.jsonl)', () => {
+    // Live events only, no reset: each session's log goes on at the seq it had reached.
     const model = new CovenModel();
-    model.applySessions(sessions);
-    const forking = events.findIndex((e) => e.kind === 'status' && e.status === 'forking');
-    model.ingest(events.slice(0, forking + 3)); // parent forking, children starting / queued
-    const seqOf = (sid: string): number => model.session(sid)!.lastSeq;
-    const next = (sid: string, status: Status): CovenEvent => ({ sessionId: sid, seq: seqOf(sid) + 1, kind: 'status', time: 't', status });
-    // The restarted server says so in a status event per busy session.
-    model.ingest([next('s-parent', 'interrupted'), next('s-child-a', 'interrupted'), next('s-child-b', 'interrupted')]);
-    const fork = model.fork('f1')!;
-    assert.equal(forkStateText(fork), 'interrupted · 0 of 2 done');
-    assert.equal(present(fork).contextValue, 'fork-interrupted');
-    assert.deepEqual(model.interruptedForks(), [fork]);
-    assert.match(summarize(model).text, /1 waiting for you/);
-    // coven/resumeFork: the parent forks again, the unfinished children are queued again.
-    model.ingest([next('s-parent', 'forking'), next('s-child-a', 'queued'), next('s-child-b', 'queued')]);
-    assert.equal(fork.state, 'running');
-    assert.deepEqual(model.interruptedForks(), []);
+    model.applySessions(restart.sessions);
+    model.ingest(restart.events);
+    assert.deepEqual(model.gaps(), []);
+    assert.deepEqual(outline(model), outline(replay(restart)));
   });
 
   test('a deleted session leaves the tree with its subtree, whatever its seq', () => {
-    const { events, sessions } = forkStory();
-    const model = new CovenModel();
-    model.applySessions([...sessions, info('s-other')]);
-    model.ingest(events);
+    // The real fork (fork.jsonl), then hand-built `deleted` events: deletion is not recorded.
+    const sid = rootOf(fork).sessionId;
+    const [docs, bugs] = childrenOf(fork).map((c) => c.sessionId);
+    const forkId = String(the(fork, 'forkStarted').forkId);
+    const other: SessionInfo = { ...infoOf(tool, rootOf(tool).sessionId) };
+    const model = replay(fork);
+    model.applySessions([other]);
     model.takeChanges();
-    // Deleting a child: it leaves its fork.
-    model.ingest([{ sessionId: 's-child-b', seq: 999, kind: 'deleted', time: 't', sessionIds: ['s-child-b'] }]);
-    assert.deepEqual(model.fork('f1')!.children.map((c) => c.sessionId), ['s-child-a']);
-    assert.deepEqual(model.takeChanges().nodes.map((n) => n.key), ['fork:f1']);
-    // Deleting the parent takes its fork and the remaining child along.
-    model.ingest([{ sessionId: 's-parent', seq: 999, kind: 'deleted', time: 't', sessionIds: ['s-parent', 's-child-a'] }]);
-    assert.deepEqual(model.roots().map((r) => r.sessionId), ['s-other']);
-    assert.equal(model.session('s-child-a'), undefined);
-    assert.equal(model.fork('f1'), undefined);
+    model.ingest([{ sessionId: bugs!, seq: 999, kind: 'deleted', time: 't', sessionIds: [bugs!] }]);
+    assert.deepEqual(model.fork(forkId)!.children.map((c) => c.sessionId), [docs]);
+    assert.deepEqual(model.takeChanges().nodes.map((n) => n.key), [`fork:${forkId}`]);
+    model.ingest([{ sessionId: sid, seq: 999, kind: 'deleted', time: 't', sessionIds: [sid, docs!] }]);
+    assert.deepEqual(model.roots().map((r) => r.sessionId), [other.sessionId]);
+    assert.equal(model.session(docs!), undefined);
+    assert.equal(model.fork(forkId), undefined);
     assert.equal(model.takeChanges().root, true);
     assert.deepEqual(model.gaps(), []);
   });
 
-  test('an interrupted session says so and takes messages', () => {
-    const s = new Stream();
+  test('an interrupted session says so and takes messages (restart.jsonl, listSessions after the restart)', () => {
+    const sid = rootOf(restart).sessionId;
+    const listing = restart.lines.find((l) => l.marker?.method === 'coven/listSessions')!.marker!;
+    const listed = (listing.result as { sessions: SessionInfo[] }).sessions;
     const model = new CovenModel();
-    model.applySessions([info('s-1', { title: 'T', status: 'interrupted' })]);
-    const p = present(model.session('s-1')!);
-    assert.equal(p.description, 'interrupted');
+    model.applySessions(listed);
+    const p = present(model.session(sid)!);
+    assert.equal(p.description, `interrupted · ${formatCost(listed.find((s) => s.sessionId === sid)!.costUsd)}`);
     assert.equal(p.icon.id, 'debug-pause');
     assert.equal(p.contextValue, 'session-interrupted-top');
-    model.ingest([s.status('s-1', 'running')]);
-    assert.equal(present(model.session('s-1')!).description, 'running');
+    model.ingest(fullLogs(restart).get(sid)!.filter((e) => e.seq <= Number(the(restart, 'forkResumed').seq)));
+    assert.match(present(model.session(sid)!).description, /^forking · /);
   });
 });
 
 describe('ordering and gaps', () => {
-  test('events applied in seq order whatever order they arrive in', () => {
-    const { events, sessions } = forkStory();
-    const expected = new CovenModel();
-    expected.applySessions(sessions);
-    expected.ingest(events);
+  test('events applied in seq order whatever order they arrive in (fork.jsonl shuffled)', () => {
+    const expected = replay(fork);
     for (const seed of [1, 2, 3, 42, 1234]) {
       const model = new CovenModel();
-      model.applySessions(sessions);
-      const applied = model.ingest(shuffled(events, seed));
-      assert.equal(applied.length, events.length);
+      model.applySessions(fork.sessions);
+      const applied = model.ingest(shuffled(fork.events, seed));
+      assert.equal(applied.length, fork.events.length);
       assert.deepEqual(outline(model), outline(expected), `seed ${seed}`);
       assert.deepEqual(model.gaps(), []);
     }
   });
 
-  test('a jump in seq is a gap: later events wait until getEvents fills it', () => {
-    const s = new Stream();
+  test('a jump in seq is a gap: later events wait until getEvents fills it (tool.jsonl)', () => {
+    const sid = rootOf(tool).sessionId;
+    const all = eventsOf(tool, sid);
     const model = new CovenModel();
-    model.applySessions([info('s-1', { title: 'T' })]);
-    const all = [s.status('s-1', 'running'), ...s.turn('s-1', 'hello', 'hi')];
-    model.ingest(all.slice(0, 2));
-    model.ingest(all.slice(4)); // seq 3 and 4 lost
-    assert.deepEqual(model.gaps(), [{ sessionId: 's-1', afterSeq: 2 }]);
-    assert.equal(model.session('s-1')!.lastSeq, 2);
-    // What coven/getEvents(afterSeq: 2) returns: everything after 2, overlapping what we hold.
-    const applied = model.ingest(all.slice(2));
-    assert.deepEqual(applied.map((e) => e.seq), [3, 4, 5, 6]);
+    model.applySessions(tool.sessions);
+    model.ingest(all.slice(0, 3));
+    model.ingest(all.slice(5)); // seq 4 and 5 lost
+    assert.deepEqual(model.gaps(), [{ sessionId: sid, afterSeq: 3 }]);
+    assert.equal(model.session(sid)!.lastSeq, 3);
+    // What coven/getEvents(afterSeq: 3) returns: everything after 3, overlapping what we hold.
+    const applied = model.ingest(all.slice(3));
+    assert.deepEqual(applied.map((e) => e.seq), all.slice(3).map((e) => e.seq));
     assert.deepEqual(model.gaps(), []);
-    assert.equal(model.session('s-1')!.status, 'idle');
+    assert.equal(model.session(sid)!.status, 'idle');
   });
 
-  test('a session first seen mid-stream is a gap from seq 0', () => {
-    const s = new Stream();
+  test('a session first seen mid-stream is a gap from seq 0 (tool.jsonl)', () => {
+    const sid = rootOf(tool).sessionId;
     const model = new CovenModel();
-    const all = s.turn('s-late', 'hello', 'hi');
-    model.ingest(all.slice(3));
-    assert.deepEqual(model.gaps(), [{ sessionId: 's-late', afterSeq: 0 }]);
-    assert.deepEqual(model.unknownSessions(), ['s-late']);
+    model.ingest(eventsOf(tool, sid).slice(3));
+    assert.deepEqual(model.gaps(), [{ sessionId: sid, afterSeq: 0 }]);
+    assert.deepEqual(model.unknownSessions(), [sid]);
   });
 
-  test('duplicates are dropped', () => {
-    const s = new Stream();
+  test('duplicates are dropped (tool.jsonl twice)', () => {
+    const sid = rootOf(tool).sessionId;
     const model = new CovenModel();
-    const all = s.turn('s-1', 'hello', 'hi');
-    model.ingest(all);
-    assert.deepEqual(model.ingest(all), []);
+    model.ingest(tool.events);
+    assert.deepEqual(model.ingest(tool.events), []);
     assert.equal(model.sessions().length, 0, 'not known until listSessions says what it is');
-    model.applySessions([info('s-1')]);
-    assert.equal((model.session('s-1')!.items[0] as TurnNode).children.length, 1);
+    model.applySessions(tool.sessions);
+    assert.equal((model.session(sid)!.items[0] as TurnNode).children.length, 4);
   });
 
   test('sessions are newest first', () => {
+    // Hand-built SessionInfo (no events): each recording has one top-level session.
     const model = new CovenModel();
     model.applySessions([
       info('s-old', { createdAt: '2026-11-22T01:00:00.000Z' }),
@@ -384,71 +580,74 @@ describe('ordering and gaps', () => {
 });
 
 describe('reconnect', () => {
-  test('reset + listSessions + getEvents rebuilds the same tree', () => {
-    const { events, sessions } = forkStory();
-    const live = new CovenModel();
-    live.applySessions(sessions);
-    live.ingest(events);
+  test('reset + listSessions + getEvents rebuilds the same tree (fork.jsonl)', () => {
+    const live = replay(fork);
     const before = outline(live);
-
     live.reset();
     assert.equal(live.takeChanges().root, true);
     assert.deepEqual(outline(live), []);
     // As the extension does it: the list first, then each session's events from seq 0.
-    live.applySessions(sessions);
-    for (const { sessionId } of sessions) live.ingest(events.filter((e) => e.sessionId === sessionId));
+    live.applySessions(fork.sessions);
+    for (const { sessionId } of fork.sessions) live.ingest(eventsOf(fork, sessionId));
     assert.deepEqual(outline(live), before);
-    assert.equal(live.session('s-parent')!.costUsd.toFixed(2), '0.07');
+    assert.equal(live.session(rootOf(fork).sessionId)!.costUsd.toFixed(6), rootOf(fork).costUsd.toFixed(6));
   });
 
-  test('live events that race the rebuild are neither lost nor doubled', () => {
-    const { events, sessions } = forkStory();
+  test('the whole log of a restarted server rebuilds the tree the live client has (restart.jsonl)', () => {
     const model = new CovenModel();
-    model.applySessions(sessions);
-    const parent = events.filter((e) => e.sessionId === 's-parent');
+    model.applySessions(restart.sessions);
+    for (const log of fullLogs(restart).values()) model.ingest(log);
+    assert.deepEqual(outline(model), outline(replay(restart)));
+  });
+
+  test('live events that race the rebuild are neither lost nor doubled (fork.jsonl)', () => {
+    const sid = rootOf(fork).sessionId;
+    const model = new CovenModel();
+    model.applySessions(fork.sessions);
+    const parent = eventsOf(fork, sid);
     // A live event arrives after listSessions, before getEvents answers.
     model.ingest([parent[parent.length - 1]!]);
-    assert.deepEqual(model.gaps().map((g) => g.sessionId), ['s-parent']);
-    model.ingest(events);
+    assert.deepEqual(model.gaps().map((g) => g.sessionId), [sid]);
+    model.ingest(fork.events);
     assert.deepEqual(model.gaps(), []);
-    assert.equal(model.session('s-parent')!.lastSeq, parent.length);
+    assert.equal(model.session(sid)!.lastSeq, parent.length);
   });
 
-  test('a listSessions total stands in for cost until the events are in', () => {
+  test('a listSessions total stands in for cost until the events are in (fork.sessions.json)', () => {
     const model = new CovenModel();
-    model.applySessions([info('s-1', { costUsd: 0.5 })]);
-    assert.equal(model.session('s-1')!.costUsd, 0.5);
+    model.applySessions(fork.sessions);
+    for (const listed of fork.sessions) assert.equal(model.session(listed.sessionId)!.costUsd, listed.costUsd);
   });
 });
 
 describe('change tracking', () => {
-  test('only the changed node is reported, topmost only', () => {
-    const s = new Stream();
-    const model = new CovenModel();
-    model.applySessions([info('s-1'), info('s-2')]);
-    model.ingest([
-      s.ev('s-1', 'prompt', { text: 'go', origin: 'user' }),
-      s.ev('s-1', 'toolUse', { toolUseId: 't1', name: 'Bash', input: {} }),
-      s.ev('s-2', 'prompt', { text: 'go', origin: 'user' }),
-      s.ev('s-2', 'text', { text: 'x' }),
-    ]);
+  test('only the changed node is reported, topmost only (tool.jsonl, cancel.jsonl)', () => {
+    const sid = rootOf(tool).sessionId;
+    const toolUse = the(tool, 'toolUse');
+    const prompt = the(tool, 'prompt');
+    const model = replay(tool, new CovenModel(), atEvent('toolResult'));
     model.takeChanges();
-
-    model.ingest([s.ev('s-1', 'toolResult', { toolUseId: 't1', content: 'ok', isError: false })]);
+    model.ingest([the(tool, 'toolResult')]);
     const changes = model.takeChanges();
     assert.equal(changes.root, false);
-    assert.deepEqual(changes.nodes.map((n) => n.key), ['s-1#2']);
-    assert.deepEqual(changes.sessions.map((n) => n.sessionId), ['s-1']);
-
+    assert.deepEqual(changes.nodes.map((n) => n.key), [`${sid}#${toolUse.seq}`]);
+    assert.deepEqual(changes.sessions.map((n) => n.sessionId), [sid]);
     // A streaming turn refreshes itself (its new item with it), not its session.
-    model.ingest([s.ev('s-1', 'text', { text: 'more' })]);
-    assert.deepEqual(model.takeChanges().nodes.map((n) => n.key), ['s-1/turn1']);
+    model.ingest([eventsOf(tool, sid).find((e) => e.seq === Number(the(tool, 'toolResult').seq) + 1)!]);
+    assert.deepEqual(model.takeChanges().nodes.map((n) => n.key), [`${sid}/turn${prompt.seq}`]);
+
     // A new turn changes the session.
-    model.ingest([s.ev('s-1', 'prompt', { text: 'next', origin: 'user' })]);
-    assert.deepEqual(model.takeChanges().nodes.map((n) => n.key), ['s-1']);
+    const cid = rootOf(cancel).sessionId;
+    const second = eventsOf(cancel, cid).filter((e) => e.kind === 'prompt')[1]!;
+    const later = replay(cancel, new CovenModel(), atEvent('prompt', (e) => e.seq === second.seq));
+    later.takeChanges();
+    later.ingest([second]);
+    assert.deepEqual(later.takeChanges().nodes.map((n) => n.key), [cid]);
   });
 
   test('tree ids are unique, also for output that no prompt started', () => {
+    // Hand-built: the server always sends a prompt before a turn's output; the model still gives
+    // stray output a turn of its own (and unique ids) rather than lose it.
     const s = new Stream();
     const model = new CovenModel();
     model.applySessions([info('s-1')]);
@@ -460,30 +659,29 @@ describe('change tracking', () => {
     assert.equal(present(model.session('s-1')!.items[0]!).label, 'Claude (no prompt)');
   });
 
-  test('a new top-level session changes the root; a new child changes its fork', () => {
-    const { events } = forkStory();
+  test('a new top-level session changes the root; a new child changes its fork (fork.jsonl)', () => {
+    const forkId = String(the(fork, 'forkStarted').forkId);
     const model = new CovenModel();
-    model.applySessions([info('s-parent')]);
+    model.applySessions([rootOf(fork)]);
     assert.equal(model.takeChanges().root, true);
-    const forkAt = events.findIndex((e) => e.kind === 'forkStarted');
-    model.ingest(events.slice(0, forkAt));
-    model.takeChanges();
-    model.ingest([events[forkAt]!]);
-    const changes = model.takeChanges();
+    const started = replay(fork, model, atEvent('forkStarted'));
+    started.takeChanges();
+    started.ingest([the(fork, 'forkStarted')]);
+    const changes = started.takeChanges();
     assert.equal(changes.root, false);
-    assert.deepEqual(changes.nodes.map((n) => n.key), ['fork:f1']);
+    assert.deepEqual(changes.nodes.map((n) => n.key), [`fork:${forkId}`]);
   });
 
-  test('changes in sessions nobody can see yet are not reported to the tree', () => {
-    const s = new Stream();
+  test('changes in sessions nobody can see yet are not reported (a child of fork.jsonl alone)', () => {
     const model = new CovenModel();
-    model.ingest([s.ev('s-x', 'text', { text: 'x' })]);
+    model.ingest(eventsOf(fork, childrenOf(fork)[0]!.sessionId));
     assert.deepEqual(model.takeChanges().nodes, []);
   });
 });
 
 describe('many events', () => {
   test('10k events reduce in well under a second, with bounded change reports', () => {
+    // Hand-built on purpose: a volume test, not a protocol one.
     const s = new Stream();
     const model = new CovenModel();
     const sessions = Array.from({ length: 10 }, (_, i) => info(`s-${i}`));
@@ -517,25 +715,24 @@ describe('many events', () => {
 });
 
 describe('status bar and transcript', () => {
-  test('the status bar counts running sessions and fork progress', () => {
-    const { events } = forkStory();
-    const model = new CovenModel();
-    const forkAt = events.findIndex((e) => e.kind === 'forkStarted');
-    model.ingest(events.slice(0, forkAt + 4));
-    model.applySessions(forkStory().sessions);
-    const summary = summarize(model);
-    assert.match(summary.text, /Coven: 1 running · \$\(repo-forked\) 0\/2$/);
+  test('the status bar counts fork progress (fork.jsonl)', () => {
+    const [docs, bugs] = childrenOf(fork).map((c) => c.sessionId);
+    // Both children created (queued), none started: the parent forks, nothing runs yet.
+    const queued = replay(fork, new CovenModel(), afterEvent(fork, 'status', (e) => e.sessionId === bugs && e.status === 'queued'));
+    assert.equal(summarize(queued).text, '$(repo-forked) Coven: $(repo-forked) 0/2');
+    // The first child to finish counts.
+    const first = fork.events.find((e) => (e.sessionId === docs || e.sessionId === bugs) && e.kind === 'status' && e.status === 'idle')!;
+    const one = replay(fork, new CovenModel(), afterEvent(fork, 'status', (e) => e === first));
+    assert.match(summarize(one).text, /\$\(repo-forked\) 1\/2$/);
+    assert.match(summarize(replay(fork)).text, /^\$\(repo-forked\) Coven$/);
   });
 
-  test('the transcript has every turn, the fork and its children', () => {
-    const { events, sessions } = forkStory();
-    const model = new CovenModel();
-    model.applySessions(sessions);
-    model.ingest(events);
-    const md = renderTranscript(model.session('s-parent') as SessionNode, model);
-    for (const piece of ['# Split the work', '## You', '> Split the work', '## ⑂ Fork · 2 tasks — done', '### Task A — done', 'A is done', '## Fork results', 'Both tasks are done.']) {
+  test('the transcript has every turn, the fork and its children (fork.jsonl)', () => {
+    const model = replay(fork);
+    const md = renderTranscript(model.session(rootOf(fork).sessionId)!, model);
+    for (const piece of ['# Plan the release', '## You', '> Plan the release', '## ⑂ Fork · 2 tasks — done', '### Write the docs — done', 'Docs written.', '## Fork results', 'Both done.']) {
       assert.ok(md.includes(piece), `missing ${JSON.stringify(piece)} in\n${md}`);
     }
-    assert.ok(md.indexOf('B is done') < md.indexOf('Both tasks are done.'));
+    assert.ok(md.indexOf('Bugs fixed.') < md.indexOf('Both done.'));
   });
 });

@@ -4,7 +4,14 @@ import { describe, test } from 'node:test';
 import type { Changes } from '../src/model';
 import type { CovenEvent, SessionInfo } from '../src/protocol';
 import { type ServerConnection, SessionSync } from '../src/sync';
-import { forkStory, info, Stream } from './events';
+import { info, Stream } from './events';
+import { eventsOf, loadFixture, replay, rootOf } from './fixtures';
+
+// Recorded streams (tests/fixtures/record.py); hand-built events only where a test says why.
+const tool = loadFixture('tool');
+const fork = loadFixture('fork');
+const cancel = loadFixture('cancel');
+const forkId = String(fork.events.find((e) => e.kind === 'forkStarted')!.forkId);
 
 /** A coven-ls stand-in that answers listSessions and getEvents from what it "has". */
 class FakeServer implements ServerConnection {
@@ -45,69 +52,74 @@ function gate(): { promise: Promise<void>; open: () => void } {
 }
 
 describe('SessionSync', () => {
-  test('a lost event is fetched with getEvents from the last seq applied', async () => {
+  test('a lost event is fetched with getEvents from the last seq applied (cancel.jsonl)', async () => {
     const server = new FakeServer();
-    const s = new Stream();
-    server.sessions = [info('s-1', { title: 'T' })];
-    server.events = [s.status('s-1', 'running'), ...s.turn('s-1', 'hello', 'hi')];
+    const sid = rootOf(cancel).sessionId;
+    const all = eventsOf(cancel, sid);
+    const firstIdle = all.findIndex((e) => e.kind === 'status' && e.status === 'idle');
+    server.sessions = cancel.sessions;
+    server.events = all.slice(0, firstIdle + 1);
     const sync = new SessionSync(server, FAST);
     await sync.rebuild();
-    const live = [s.ev('s-1', 'prompt', { text: 'again', origin: 'user' }), s.status('s-1', 'running'), s.status('s-1', 'idle')];
-    server.events.push(...live);
+    const live = all.slice(firstIdle + 1);
+    server.events = all;
     sync.onEvent(live[0]!);
     sync.onEvent(live[2]!); // live[1] never arrives
     await settle();
-    assert.deepEqual(server.calls.at(-1), { method: 'coven/getEvents', params: { sessionId: 's-1', afterSeq: 7 } });
-    assert.equal(sync.model.session('s-1')!.lastSeq, 9);
+    assert.deepEqual(server.calls.at(-1), { method: 'coven/getEvents', params: { sessionId: sid, afterSeq: live[0]!.seq } });
+    assert.equal(sync.model.session(sid)!.lastSeq, all.length);
     assert.deepEqual(sync.model.gaps(), []);
     sync.dispose();
   });
 
-  test('a gap the server cannot fill is asked about once, not in a loop', async () => {
+  test('a gap the server cannot fill is asked about once, not in a loop (tool.jsonl without seq 2)', async () => {
     const server = new FakeServer();
-    const s = new Stream();
-    server.sessions = [info('s-1')];
-    const all = s.turn('s-1', 'hello', 'hi');
+    const sid = rootOf(tool).sessionId;
+    const all = eventsOf(tool, sid);
+    server.sessions = tool.sessions;
     server.events = all.filter((e) => e.seq !== 2);
     const sync = new SessionSync(server, FAST);
     await sync.rebuild();
-    sync.onEvent(s.ev('s-1', 'text', { text: 'more' }));
-    sync.onEvent(s.ev('s-1', 'text', { text: 'more' }));
+    await settle();
+    // More of the session's events come live: they wait behind the gap, nobody asks again.
+    sync.onEvent(all[all.length - 2]!);
+    sync.onEvent(all[all.length - 1]!);
     await settle();
     assert.equal(server.count('coven/getEvents'), 1 + 1);
-    assert.match(server.logs.join('\n'), /did not fill the gap in s-1 after seq 1/);
+    assert.match(server.logs.join('\n'), new RegExp(`did not fill the gap in ${sid} after seq 1`));
     sync.dispose();
   });
 
-  test('children announced before their parent says so are resolved with one listSessions', async () => {
+  test('children announced before their parent says so are resolved with one listSessions (fork.jsonl)', async () => {
     const server = new FakeServer();
-    const { events, sessions } = forkStory();
-    server.sessions = sessions;
-    server.events = events;
+    const sid = rootOf(fork).sessionId;
+    server.sessions = fork.sessions;
+    server.events = fork.events;
     const sync = new SessionSync(server, FAST);
     await sync.rebuild();
     const listsAfterRebuild = server.count('coven/listSessions');
     // The same story again, live, on a fresh sync that only knows the parent, with the children's
-    // events first (coven-ls creates a child, so its `queued` status, before the parent's forkStarted).
+    // events first. (coven-ls sends the parent's forkStarted before its children's first events,
+    // as fork.jsonl shows; a client can still meet the children first, e.g. when it fetches.)
     const live = new SessionSync(server, FAST);
-    live.model.applySessions([sessions[0]!]);
-    const childFirst = [...events.filter((e) => e.sessionId !== 's-parent'), ...events.filter((e) => e.sessionId === 's-parent')];
+    live.model.applySessions([rootOf(fork)]);
+    const childFirst = [...fork.events.filter((e) => e.sessionId !== sid), ...fork.events.filter((e) => e.sessionId === sid)];
     for (const e of childFirst) live.onEvent(e);
     await settle();
     assert.equal(server.count('coven/listSessions'), listsAfterRebuild + 1);
     assert.deepEqual(
-      live.model.fork('f1')!.children.map((c) => c.label),
-      ['Task A', 'Task B'],
+      live.model.fork(forkId)!.children.map((c) => c.label),
+      ['Write the docs', 'Fix the bugs'],
     );
     sync.dispose();
     live.dispose();
   });
 
-  test('rebuild: live events that race the getEvents answers are neither lost nor doubled', async () => {
+  test('rebuild: live events that race the getEvents answers are neither lost nor doubled (fork.jsonl)', async () => {
     const server = new FakeServer();
-    const { events, sessions } = forkStory();
+    const events = fork.events;
     const cut = events.length - 4;
-    server.sessions = sessions;
+    server.sessions = fork.sessions;
     server.events = events.slice(0, cut);
     const slow = gate();
     server.gate = slow.promise;
@@ -121,37 +133,35 @@ describe('SessionSync', () => {
     slow.open();
     await rebuilt;
     await settle();
-    const reference = new SessionSync(new FakeServer(), FAST);
-    reference.model.applySessions(sessions);
-    reference.model.ingest(events);
-    for (const { sessionId } of sessions) {
-      assert.equal(sync.model.session(sessionId)!.lastSeq, reference.model.session(sessionId)!.lastSeq, sessionId);
-      assert.equal(sync.model.session(sessionId)!.items.length, reference.model.session(sessionId)!.items.length, sessionId);
+    const reference = replay(fork);
+    for (const { sessionId } of fork.sessions) {
+      assert.equal(sync.model.session(sessionId)!.lastSeq, reference.session(sessionId)!.lastSeq, sessionId);
+      assert.equal(sync.model.session(sessionId)!.items.length, reference.session(sessionId)!.items.length, sessionId);
     }
-    assert.equal(sync.model.fork('f1')!.state, 'done');
+    assert.equal(sync.model.fork(forkId)!.state, 'done');
     sync.dispose();
-    reference.dispose();
   });
 
   test('a rebuild forgets the old server: answers from before it are dropped', async () => {
     const server = new FakeServer();
-    server.sessions = [info('s-old')];
+    server.sessions = tool.sessions;
     const slow = gate();
     server.gate = slow.promise;
     const sync = new SessionSync(server, FAST);
     const first = sync.rebuild();
     await settle();
-    server.sessions = [info('s-new')];
+    server.sessions = [rootOf(fork)];
     server.gate = undefined;
     const second = sync.rebuild();
     slow.open();
     await Promise.all([first, second]);
     await settle();
-    assert.deepEqual(sync.model.roots().map((r) => r.sessionId), ['s-new']);
+    assert.deepEqual(sync.model.roots().map((r) => r.sessionId), [rootOf(fork).sessionId]);
     sync.dispose();
   });
 
   test('a burst of events is one change report', async () => {
+    // Hand-built on purpose: a volume test (500 events over 5 sessions), not a protocol one.
     const server = new FakeServer();
     const s = new Stream();
     server.sessions = Array.from({ length: 5 }, (_, i) => info(`s-${i}`));
@@ -169,34 +179,45 @@ describe('SessionSync', () => {
     sync.dispose();
   });
 
-  test('a proposed fork is announced once, after the tree has it; not if decided in the same burst', async () => {
+  test('a proposed fork is announced once, after the tree has it; not if decided in the same burst (fork.jsonl)', async () => {
     const server = new FakeServer();
-    const s = new Stream();
-    server.sessions = [info('s-1'), info('s-2')];
+    const sid = rootOf(fork).sessionId;
+    const parent = eventsOf(fork, sid);
+    const proposedAt = parent.findIndex((e) => e.kind === 'forkProposed');
+    const startedAt = parent.findIndex((e) => e.kind === 'forkStarted');
+    server.sessions = fork.sessions;
     const sync = new SessionSync(server, FAST);
     await sync.rebuild();
     const announced: string[] = [];
     sync.onForkProposed((f) => announced.push(f.forkId));
-    sync.onEvent(s.ev('s-1', 'forkProposed', { forkId: 'f-a', tasks: ['x'] }));
-    sync.onEvent(s.ev('s-2', 'forkProposed', { forkId: 'f-b', tasks: ['y'] }));
-    sync.onEvent(s.ev('s-2', 'forkRejected', { forkId: 'f-b' }));
+    for (const e of parent.slice(0, proposedAt + 1)) sync.onEvent(e);
     await settle();
-    assert.deepEqual(announced, ['f-a']);
+    assert.deepEqual(announced, [forkId]);
     // A reconnect re-announces nothing it announced already.
-    server.events = [];
+    server.events = parent.slice(0, proposedAt + 1);
     await sync.rebuild();
     await settle();
-    assert.deepEqual(announced, ['f-a']);
+    assert.deepEqual(announced, [forkId]);
     sync.dispose();
+
+    // Proposed and approved within one burst (a client that catches up): nothing to ask.
+    const late = new SessionSync(server, FAST);
+    late.model.applySessions([rootOf(fork)]);
+    const quiet: string[] = [];
+    late.onForkProposed((f) => quiet.push(f.forkId));
+    for (const e of parent.slice(0, startedAt + 1)) late.onEvent(e);
+    await settle();
+    assert.deepEqual(quiet, []);
+    late.dispose();
   });
 
-  test('whenKnown resolves once the session is in the tree', async () => {
+  test('whenKnown resolves once the session is in the tree (tool.jsonl)', async () => {
     const server = new FakeServer();
-    const s = new Stream();
-    server.sessions = [info('s-9')];
+    const sid = rootOf(tool).sessionId;
+    server.sessions = tool.sessions;
     const sync = new SessionSync(server, FAST);
-    const known = sync.whenKnown('s-9');
-    sync.onEvent(s.status('s-9', 'starting')); // unknown → listSessions → known
+    const known = sync.whenKnown(sid);
+    sync.onEvent(eventsOf(tool, sid)[0]!); // unknown → listSessions → known
     assert.equal(await known, true);
     assert.equal(await sync.whenKnown('s-nope', 30), false);
     sync.dispose();

@@ -98,6 +98,11 @@ function M.describe(ev)
     return string.format('⑂ Fork done  %d of %d tasks succeeded', ok, #ev.results)
   elseif kind == 'forkRejected' then
     return '⑂ Fork rejected' .. (type(ev.reason) == 'string' and (': ' .. ev.reason) or '')
+  elseif kind == 'forkInterrupted' then
+    local unfinished = type(ev.unfinished) == 'table' and #ev.unfinished or 0
+    return '⑂ Fork interrupted  ' .. unfinished .. ' unfinished: resume or abandon it'
+  elseif kind == 'forkResumed' then
+    return '⑂ Fork resumed  ' .. plural(type(ev.children) == 'table' and #ev.children or 0, 'task') .. ' again'
   elseif kind == 'forkError' then
     return '⑂ Fork tag refused: ' .. one_line(ev.message, 100)
   end
