@@ -59,7 +59,8 @@ class Coven:
         self.permission_requests: list[dict[str, Any]] = []
         self.message_requests: list[dict[str, Any]] = []
         self.permission_answer: Callable[[dict[str, Any]], Any] = lambda _: {"allow": True}
-        self.message_answer: Callable[[dict[str, Any]], str | None] = lambda _: None
+        # Either may return an awaitable (one that never finishes: a user who never answers).
+        self.message_answer: Callable[[dict[str, Any]], Any] = lambda _: None
         self.init_result: types.InitializeResult | None = None
         self._changed = asyncio.Event()
 
@@ -198,10 +199,11 @@ async def start_coven(
         return await answer if inspect.isawaitable(answer) else answer
 
     @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
-    def on_message_request(params: types.ShowMessageRequestParams) -> Any:
+    async def on_message_request(params: types.ShowMessageRequestParams) -> Any:
         request = {"message": params.message, "actions": [a.title for a in params.actions or []]}
         coven.message_requests.append(request)
         title = coven.message_answer(request)
+        title = await title if inspect.isawaitable(title) else title
         return None if title is None else types.MessageActionItem(title=title)
 
     caps = capabilities or types.ClientCapabilities(

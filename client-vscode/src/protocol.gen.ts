@@ -885,9 +885,11 @@ export interface CovenClientCapabilities {
 }
 
 /**
- * JSON-RPC error codes: -32601 MethodNotFound: no such method (JSON-RPC); `data.method` names it; -32602 InvalidParams: a missing or wrongly typed field, a blank prompt or text, a bad `cwd`; the message names the method and the field, `data.field` the field; -32001 SessionNotFound: no session has that id; `data.sessionId`; -32002 ClaudeUnavailable: no usable `claude` binary; `data.claudePath` and `data.source` say which and from where; -32003 InvalidState: the session or fork cannot do that now (closed, busy, already decided); `data` has the `sessionId` or `forkId` and its current `status` or `state`; -32004 ForkNotFound: no fork has that id; `data.forkId`; -32005 StoreUnavailable: the session database cannot be used; `data.path` is the database file
+ * JSON-RPC error codes: -32700 ParseError: the body is not JSON (JSON-RPC); the response's `id` is null; -32600 InvalidRequest: not a JSON-RPC 2.0 request, or a request after `shutdown` (JSON-RPC); -32601 MethodNotFound: no such method (JSON-RPC); `data.method` names it; -32602 InvalidParams: a missing or wrongly typed field, a blank prompt or text, a bad `cwd`; the message names the method and the field, `data.field` the field; -32001 SessionNotFound: no session has that id; `data.sessionId`; -32002 ClaudeUnavailable: no usable `claude` binary; `data.claudePath` and `data.source` say which and from where; -32003 InvalidState: the session or fork cannot do that now (closed, busy, already decided); `data` has the `sessionId` or `forkId` and its current `status` or `state`; -32004 ForkNotFound: no fork has that id; `data.forkId`; -32005 StoreUnavailable: the session database cannot be used; `data.path` is the database file
  */
 export enum ErrorCode {
+  ParseError = -32700,
+  InvalidRequest = -32600,
   MethodNotFound = -32601,
   InvalidParams = -32602,
   SessionNotFound = -32001,

@@ -8,20 +8,31 @@ can have several editors watching the same sessions.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
 import sys
 import threading
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, get_type_hints
 
 import anyio
 import msgspec
+from cattrs import transform_error
+from cattrs.errors import ClassValidationError
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcMethodNotFound,
+    JsonRpcParseError,
+)
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.json_rpc import MsgId, RPCRequest
 from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
 
@@ -36,9 +47,117 @@ from .standard import StandardLsp, install_standard_lsp
 
 log = logging.getLogger(__name__)
 
+# What `structure_message` hands on for a request it could not decode and has answered already.
+_ANSWERED = object()
+
+
+def _valid_id(msg_id: Any) -> MsgId | None:
+    """A request's id if it is one JSON-RPC allows (a string or an integer), else None."""
+    return msg_id if isinstance(msg_id, (str, int)) and not isinstance(msg_id, bool) else None
+
 
 class CovenProtocol(LanguageServerProtocol):
+    """pygls' protocol, held to one rule: every request gets a response.
+
+    pygls drops, unanswered, a request it cannot decode: `structure_message` (the `object_hook`
+    of `json.loads` in `pygls.io_.run_async`) raises, and `run_async` only logs. That happened to
+    any request without a `params` member (which JSON-RPC 2.0 allows), since pygls' generic
+    `JsonRPCRequestMessage` requires one, and to a standard LSP request whose params do not fit
+    its lsprotocol type. Here such a request is answered with an error instead, and absent params
+    are read as `null` (which the coven/* handlers take for an empty object)."""
+
     _server: CovenServer  # pygls' attribute; only a CovenServer creates this protocol
+
+    # --- incoming --------------------------------------------------------------------------------
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        if "jsonrpc" in data and "method" in data and "params" not in data:
+            data = {**data, "params": None}
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if "id" not in data or "method" not in data:
+                raise  # a notification or a response: no one waits for an answer
+            method, cause = str(data["method"]), exc.__cause__
+            if isinstance(cause, ClassValidationError):
+                problems = "; ".join(transform_error(cause))
+                error: JsonRpcException = JsonRpcInvalidParams(f"{method}: {problems}")
+            else:
+                error = JsonRpcInvalidRequest(f"{method}: the request could not be decoded")
+            self._answer_error(_valid_id(data.get("id")), error)
+            return _ANSWERED
+
+    def handle_message(self, message: Any) -> None:
+        if message is _ANSWERED:
+            return
+        if isinstance(message, dict):  # no "jsonrpc" member: pygls hands on the plain object
+            if "id" in message and "method" in message:
+                self._answer_error(
+                    _valid_id(message.get("id")),
+                    JsonRpcInvalidRequest(f"{message['method']}: 'jsonrpc' must be \"2.0\""),
+                )
+            else:
+                log.warning("ignoring a message that is not JSON-RPC 2.0: %.200s", message)
+            return
+        if isinstance(message, RPCRequest) and message.method != types.EXIT:
+            # pygls ignores these silently; LSP wants InvalidRequest after shutdown.
+            problem = None
+            if _valid_id(message.id) is None:
+                problem = "'id' must be a string or an integer"
+            elif message.jsonrpc != self.VERSION:
+                problem = "'jsonrpc' must be \"2.0\""
+            elif self._shutdown:
+                problem = "the server is shutting down and takes no more requests"
+            if problem is not None:
+                error = JsonRpcInvalidRequest(f"{message.method}: {problem}")
+                self._answer_error(_valid_id(message.id), error)
+                return
+        super().handle_message(message)
+
+    def on_unreadable(self, error: Exception, _source: Any) -> None:
+        """`run_async`'s error handler: a body that is not JSON gets a Parse error (id null)."""
+        if isinstance(error, (json.JSONDecodeError, UnicodeDecodeError)):
+            self._answer_error(None, JsonRpcParseError(f"Parse error: {error}"))
+
+    def _get_handler(self, feature_name: str) -> Any:
+        try:
+            return super()._get_handler(feature_name)
+        except JsonRpcMethodNotFound as exc:
+            raise JsonRpcMethodNotFound(exc.message, data={"method": feature_name}) from None
+
+    def _answer_error(self, msg_id: MsgId | None, error: JsonRpcException) -> None:
+        log.warning("answering %r with error %s: %s", msg_id, error.code, error.message)
+        if msg_id is not None:
+            self._send_response(msg_id, error=error.to_response_error())
+        else:  # lsprotocol's ResponseErrorMessage would leave the null id out
+            body = {"code": error.code, "message": error.message}
+            self._send_data({"jsonrpc": self.VERSION, "id": None, "error": body})
+
+    # --- outgoing --------------------------------------------------------------------------------
+
+    async def ask(self, method: str, params: Any) -> Any:
+        """Send a request to the client and wait for its answer. Whoever stops waiting first (a
+        cancelled turn, a closed session, a timeout) makes the question moot, and it is then
+        withdrawn with `$/cancelRequest`: pygls, when the wait is cancelled, only cancels its own
+        future, and the editor would go on showing a question no one will read the answer to."""
+        msg_id = str(uuid.uuid4())
+        try:
+            return await self.send_request_async(method, params, msg_id=msg_id)
+        finally:
+            self.withdraw(msg_id)
+
+    def withdraw(self, msg_id: MsgId) -> None:
+        """Take back a request to the client that is still unanswered (a no-op once answered:
+        the answer removed it from `_request_futures`)."""
+        pending = self._request_futures.pop(msg_id, None)
+        if pending is None:
+            return
+        pending.cancel()  # a late answer is then only logged as one to an unknown request
+        self._result_types.pop(msg_id, None)
+        try:
+            self.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+        except Exception:  # the connection is gone: there is no one to tell
+            log.debug("could not withdraw request %s", msg_id, exc_info=True)
 
     @lsp_method(types.EXIT)
     def lsp_exit(self, *args: Any) -> Any:
@@ -60,6 +179,8 @@ class CovenProtocol(LanguageServerProtocol):
 class CovenServer(LanguageServer):
     """One LSP connection."""
 
+    protocol: CovenProtocol
+
     def __init__(self, hub: Hub, on_exit: Callable[[int], None]) -> None:
         super().__init__(
             "coven-ls",
@@ -77,6 +198,8 @@ class CovenServer(LanguageServer):
         # Standard-LSP mirrors of the coven/* features, for editors that know nothing of them.
         self.standard: StandardLsp | None = None
         self._on_exit = on_exit
+        # session id -> the scopes of its fork-approval questions still waiting for the user
+        self._approvals: dict[str, set[anyio.CancelScope]] = {}
 
     def request_exit(self, code: int) -> None:
         self._on_exit(code)
@@ -94,6 +217,10 @@ class CovenServer(LanguageServer):
             self.protocol.writer.write(frame)
 
     def observe(self, event: dict[str, Any]) -> None:
+        scopes = self._approvals.get(event["sessionId"])
+        if scopes and _settles_proposal(event):
+            for scope in list(scopes):
+                scope.cancel()
         if self.standard is not None:
             self.standard.observe(event)
 
@@ -102,7 +229,7 @@ class CovenServer(LanguageServer):
     ) -> tuple[bool, str]:
         if self.custom_permissions:
             answer = protocol.to_plain(
-                await self.protocol.send_request_async(
+                await self.protocol.ask(
                     protocol.REQUEST_PERMISSION,
                     {
                         "sessionId": session.id,
@@ -133,26 +260,50 @@ class CovenServer(LanguageServer):
     async def ask_fork_approval(self, session: Session, tasks: list[str]) -> bool | None:
         if self.custom_forks:
             return None  # its own UI shows forkProposed and answers with coven/decideFork
-        title = await self._choose(
-            types.MessageType.Info,
-            f"Claude proposes to fork session '{session.title}' into {len(tasks)} "
-            f"parallel task{'s' if len(tasks) != 1 else ''}: {'; '.join(tasks)}",
-            ["Approve fork", "Reject"],
-        )
+        # The question is moot once the proposal is settled some other way (coven/decideFork,
+        # coven/cancel, the session closed): `observe` then cancels this scope, which withdraws it.
+        with anyio.CancelScope() as scope:
+            self._approvals.setdefault(session.id, set()).add(scope)
+            try:
+                title = await self._choose(
+                    types.MessageType.Info,
+                    f"Claude proposes to fork session '{session.title}' into {len(tasks)} "
+                    f"parallel task{'s' if len(tasks) != 1 else ''}: {'; '.join(tasks)}",
+                    ["Approve fork", "Reject"],
+                )
+            finally:
+                self._approvals[session.id].discard(scope)
+                if not self._approvals[session.id]:
+                    del self._approvals[session.id]
+        if scope.cancelled_caught:
+            return None
         return True if title == "Approve fork" else False if title == "Reject" else None
 
     async def _choose(
         self, kind: types.MessageType, message: str, actions: list[str]
     ) -> str | None:
         """Ask with the standard window/showMessageRequest; the title picked, or None."""
-        choice = await self.window_show_message_request_async(
+        choice = await self.protocol.ask(
+            types.WINDOW_SHOW_MESSAGE_REQUEST,
             types.ShowMessageRequestParams(
                 type=kind,
                 message=message,
                 actions=[types.MessageActionItem(title=a) for a in actions],
-            )
+            ),
         )
         return getattr(choice, "title", None)
+
+
+def _settles_proposal(event: dict[str, Any]) -> bool:
+    """Whether a session's event means its fork proposal waits for approval no more: it was
+    decided (by whoever) or withdrawn, or the session has ended."""
+    kind = event["kind"]
+    if kind in (protocol.Kind.FORK_STARTED, protocol.Kind.FORK_REJECTED):
+        return True
+    return kind == protocol.Kind.STATUS and event.get("status") in _ENDED
+
+
+_ENDED = protocol.FINAL_STATUSES | {"failed"}
 
 
 # --- handlers ------------------------------------------------------------------------------------
@@ -350,7 +501,13 @@ async def _run_connection(hub: Hub, reader: Any, writer: Any) -> int:
     stop = threading.Event()  # pygls' loop wants one; `scope` is what really ends it
     try:
         with scope:
-            await run_async(stop_event=stop, reader=reader, protocol=server.protocol, logger=log)
+            await run_async(
+                stop_event=stop,
+                reader=reader,
+                protocol=server.protocol,
+                logger=log,
+                error_handler=server.protocol.on_unreadable,
+            )
     finally:
         hub.detach(server)
     return exit_code

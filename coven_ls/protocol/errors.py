@@ -10,6 +10,10 @@ class ErrorCode(enum.IntEnum):
     """Every error code a coven-ls request can answer with. The message of an error is a sentence
     meant for a person, saying what to do; `data` carries the ids it is about."""
 
+    ParseError = -32700
+    """the body is not JSON (JSON-RPC); the response's `id` is null"""
+    InvalidRequest = -32600
+    """not a JSON-RPC 2.0 request, or a request after `shutdown` (JSON-RPC)"""
     MethodNotFound = -32601
     """no such method (JSON-RPC); `data.method` names it"""
     InvalidParams = -32602
