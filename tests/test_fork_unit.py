@@ -110,7 +110,21 @@ def test_result_wire_leaves_out_a_missing_error() -> None:
 
 
 def test_prompts() -> None:
-    assert child_prompt("Write docs") == "You were assigned 'Write docs'"
+    assert child_prompt("Write docs", ["Write docs"]) == "You were assigned 'Write docs'"
+    assert "nothing was forked" in problem_message("bad YAML")
+
+
+def test_a_child_is_told_its_siblings_tasks_and_to_keep_to_its_own() -> None:
+    brief = child_prompt("Write docs", ["Fix bugs", "Write docs", "Add tests"])
+    first, *rest = brief.split("\n")
+    assert first == "You were assigned 'Write docs'"  # the seeds' contract, word for word
+    body = "\n".join(rest)
+    assert "- Fix bugs\n- Add tests" in body and "- Write docs" not in body
+    assert "one of 3 forks" in body
+    assert "Do only your own task" in body and "re-plan" in body
+
+
+def test_fork_instructions() -> None:
     assert "nothing was forked" in problem_message("bad YAML")
     instructions = fork_instructions(5)
     assert "At most 5 labels" in instructions and "<fork-results>" in instructions

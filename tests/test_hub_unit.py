@@ -52,7 +52,8 @@ def model(tasks: list[str], gates: dict[str, Gate]) -> Callable[[str], list[Step
     def respond(text: str) -> list[Step]:
         if text == PLAN:
             return reply(fork_tag(tasks), agent_session_id=PARENT_AGENT)
-        assigned = re.fullmatch(r"You were assigned '(.*)'", text)
+        # The assignment is the first line; the rest lists the siblings' tasks.
+        assigned = re.fullmatch(r"You were assigned '(.*)'", text.split("\n", 1)[0])
         if assigned is None:
             return reply(f"echo: {text[:20]}", agent_session_id=PARENT_AGENT)
         label = assigned.group(1)
@@ -252,7 +253,7 @@ async def test_approved_fork_runs_children_and_reintegrates(tmp_path: Path) -> N
     # Each child is a fresh fork of the parent's conversation, told only its own task.
     for label, agent in child_agents(rig.backend).items():
         assert agent.spec.resume == PARENT_AGENT
-        assert agent.sent == [child_prompt(label)]
+        assert agent.sent == [child_prompt(label, list(children))]
         assert trail(client, children[label]) == [
             *("status:queued", "prompt:fork", "status:starting", "status:running"),
             *("turnResult", "status:idle"),
@@ -403,6 +404,51 @@ async def test_max_parallel_queues_the_other_children(tmp_path: Path) -> None:
                     busy.add(e["sessionId"])
                 most = max(most, len(busy))
         assert most == 1
+
+
+async def test_max_parallel_is_one_limit_for_every_fork_of_the_server(tmp_path: Path) -> None:
+    """Two parents fork at once: their children share the server's maxParallel slots, and the
+    ones that wait are told their place in the line as it moves."""
+    tasks = ["alpha", "beta"]
+    gates = {label: Gate() for label in tasks}
+    cfg = settings(tmp_path, forkMode="auto", maxParallel=2)
+    async with running_hub(cfg, tasks=tasks, gates=gates) as rig:
+        first, first_children = await start_fork(rig)
+        second, second_children = await start_fork(rig)
+        children = [*first_children.values(), *second_children.values()]
+        ids = {c.id for c in children}
+        # Both slots are taken by the first fork's children (gated while running); the second
+        # fork's children wait, first in line and second in line.
+        for child in first_children.values():
+            await rig.client.wait_for(Kind.STATUS, child, status="running")
+        waiting = list(second_children.values())
+        await rig.client.wait_for(Kind.QUEUE_POSITION, waiting[0], position=1)
+        await rig.client.wait_for(Kind.QUEUE_POSITION, waiting[1], position=2)
+        assert [c.status for c in waiting] == ["queued", "queued"]
+        assert [c.info().queuePosition for c in waiting] == [1, 2]
+        positions = [
+            e["position"] for e in rig.client.of(waiting[1]) if e["kind"] == "queuePosition"
+        ]
+        assert positions == [2]
+        # One slot frees: the next in line starts, the last moves up to first place.
+        gates["alpha"].open()
+        await rig.client.wait_for(Kind.STATUS, waiting[0], status="running")
+        await rig.client.wait_for(Kind.QUEUE_POSITION, waiting[1], position=1)
+        assert waiting[1].status == "queued" and waiting[1].info().queuePosition == 1
+        gates["beta"].open()
+        await results_turn(rig, first)
+        await results_turn(rig, second)
+
+        busy: set[str] = set()
+        most = 0
+        for e in rig.client.events:
+            if e["sessionId"] in ids and e["kind"] == Kind.STATUS:
+                busy.discard(e["sessionId"])
+                if e["status"] in ("starting", "running"):
+                    busy.add(e["sessionId"])
+                most = max(most, len(busy))
+        assert most == 2
+        assert all(c.info().queuePosition is None for c in children)
 
 
 # --- restart -------------------------------------------------------------------------------------

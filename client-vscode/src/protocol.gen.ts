@@ -25,6 +25,7 @@ export type Event =
   | StatusChangedEvent
   | PromptEvent
   | AgentStartedEvent
+  | QueuePositionEvent
   | TextEvent
   | ThinkingEvent
   | ToolUseEvent
@@ -53,6 +54,7 @@ export type EventKind =
   | 'status'
   | 'prompt'
   | 'agent'
+  | 'queuePosition'
   | 'text'
   | 'thinking'
   | 'toolUse'
@@ -261,6 +263,10 @@ export interface SessionInfo {
    * messages waiting to run
    */
   queued: number;
+  /**
+   * a fork child waiting for a slot (`maxParallel`): its place in the line, 1 for the next to start; else null
+   */
+  queuePosition: number | null;
 }
 export interface GetEventsParams {
   sessionId: string;
@@ -339,6 +345,28 @@ export interface AgentStartedEvent {
   cwd?: string;
   permissionMode?: string;
   claudeCodeVersion?: string;
+}
+/**
+ * A fork child waits for one of the server's `maxParallel` slots (status `queued`); sent each time its place in the line changes.
+ */
+export interface QueuePositionEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'queuePosition';
+  /**
+   * 1 for the next to start
+   */
+  position: number;
 }
 /**
  * Assistant text.
@@ -854,7 +882,7 @@ export interface InitializationOptions {
    */
   maxChildren?: number;
   /**
-   * how many children of one fork run at once; the rest wait, `queued`
+   * how many fork children run a turn at once, across the whole server (every fork, nested ones included); the rest wait, `queued`, in order. The last client to connect sets it.
    */
   maxParallel?: number;
   /**

@@ -50,6 +50,7 @@ export function info(sessionId: string, fields: Partial<SessionInfo> = {}): Sess
     createdAt: '2026-11-22T01:36:13.000Z',
     costUsd: 0,
     queued: 0,
+    queuePosition: null,
     ...fields,
   };
 }

@@ -147,8 +147,24 @@ def problem_message(problem: str) -> str:
     )
 
 
-def child_prompt(label: str) -> str:
-    return f"You were assigned '{label}'"
+def child_prompt(label: str, tasks: list[str]) -> str:
+    """A fork child's first message. Its first line is the seeds' contract, word for word; the
+    rest keeps the child on its own task: parallel forks that redo each other's work or re-plan
+    the whole job are what users complain of most in fork features."""
+    lines = [f"You were assigned '{label}'"]
+    others = [t for t in tasks if t != label]
+    if others:
+        lines += [
+            "",
+            f"You are one of {len(tasks)} forks of this conversation, running at the same time; "
+            "each has one task. The others are:",
+            *(f"- {t}" for t in others),
+            "",
+            "Do only your own task. Do not do the others' tasks, and do not re-plan or "
+            "re-organise the whole job: that is what the conversation you were forked from "
+            "does with every fork's answer. End with your result; it is handed back to it.",
+        ]
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -444,13 +460,11 @@ class ForkManager:
         )
 
     async def _run(self, fork: Fork, children: list[Session]) -> None:
-        parent = fork.parent
-        limiter = anyio.CapacityLimiter(parent.config.max_parallel)
         finished = False
         try:
             async with anyio.create_task_group() as tg:
                 for child in children:
-                    tg.start_soon(self._run_child, child, limiter)
+                    tg.start_soon(self._run_child, fork, child)
             finished = True
         finally:
             # When the server stops (killed, or closing every session on its way out), the fork
@@ -471,15 +485,15 @@ class ForkManager:
             parent.send(compose_results(fork.results), origin="forkResults", first=True)
         parent.release()
 
-    async def _run_child(self, child: Session, limiter: anyio.CapacityLimiter) -> None:
-        async with limiter:
-            if child.closed:
-                return  # cancelled while it waited for a slot
-            child.send(child_prompt(child.label or ""), origin="fork")
-            await child.wait_settled()
-            # Its slot goes to the next child: so must its ~200 MiB CLI process, or maxParallel
-            # would bound turns but not memory. A follow-up resumes it from disk.
-            child.pause_agent()
+    @staticmethod
+    async def _run_child(fork: Fork, child: Session) -> None:
+        """One child's part of the fork: its assignment, and every turn that follows from it (a
+        fork of its own, and the turn that reads its results). Each of its turns waits for one
+        of the server's slots (`maxParallel`, the hub's `Slots`)."""
+        if child.closed:
+            return  # cancelled before it started
+        child.send(child_prompt(child.label or "", fork.tasks), origin="fork")
+        await child.wait_settled()
 
     @staticmethod
     def _result_of(child: Session, interrupted: str | None = None) -> TaskResult:

@@ -25,6 +25,7 @@ from .agent import AgentSpec, Backend, ClaudeBackend
 from .fork import Fork, ForkManager, ForkState, fork_prompt
 from .journal import Journal
 from .session import Session, SessionConfig
+from .slots import Slots
 from .store import Snapshot, Store, StoreError, database_path
 
 log = logging.getLogger(__name__)
@@ -84,11 +85,14 @@ class Hub:
         self.stores: dict[Path, Store] = {}
         # Events of stored sessions are committed before they are sent, in bursts.
         self.journal = Journal(task_group, self._deliver)
+        # Fork children's turns, server-wide: at most maxParallel run at once.
+        self.slots = Slots(protocol.InitializationOptions().maxParallel)
 
     # --- clients ---------------------------------------------------------------------------------
 
     def attach(self, client: Client) -> None:
         self.clients.append(client)
+        self.slots.limit = client.settings.options.maxParallel
 
     def detach(self, client: Client) -> None:
         if client in self.clients:
@@ -246,6 +250,7 @@ class Hub:
             backend,
             self,
             status=status,
+            turn_gate=self.slots.hold if kw.get("fork_id") else None,
             created_at=protocol.now_iso(),
             on_turn_end=self.forks.on_turn_end,
             **kw,

@@ -14,7 +14,8 @@ import logging
 import math
 import sys
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -47,6 +48,10 @@ INTERRUPT_GRACE_SECONDS = 10.0
 # How long `close` waits for the runner to stop the agent process (the SDK's own escalation from
 # stdin EOF to SIGKILL is bounded at about 15 s).
 CLOSE_SECONDS = 30.0
+
+
+# Holds one of the server's slots for a fork child's turn; tells the session its place in line.
+TurnGate = Callable[[str, Callable[[int | None], None]], AbstractAsyncContextManager[None]]
 
 
 class Sink(Protocol):
@@ -107,6 +112,7 @@ class Session:
         label: str | None = None,
         depth: int = 0,
         status: Status = "starting",
+        turn_gate: TurnGate | None = None,
         start: AgentSpec | None = None,
         on_turn_end: Callable[[Session, dict[str, Any]], Awaitable[None]] | None = None,
     ) -> None:
@@ -128,6 +134,8 @@ class Session:
         self.backend = backend
         self._sink = sink
         self._first_start = start  # how to start the very first agent process (forks differ)
+        self._turn_gate = turn_gate
+        self.queue_position: int | None = None
         self._on_turn_end = on_turn_end
         self._agent: Agent | None = None
         self._agent_info: events.AgentStarted | None = None
@@ -164,6 +172,7 @@ class Session:
             createdAt=self.created_at,
             costUsd=round(self.cost_usd, 6),
             queued=len(self._inbox),
+            queuePosition=self.queue_position,
         )
 
     def events_after(self, after_seq: int) -> list[dict[str, Any]]:
@@ -437,17 +446,18 @@ class Session:
         try:
             with anyio.CancelScope() as scope:
                 self._turn_scope = scope
-                if self._agent is None:
-                    self.set_status("starting")
-                    spec = self._next_spec()
-                    self._agent = await self.backend.open(spec, self._ask_permission)
-                    self._process_cost = 0.0
-                self.set_status("running")
-                await self._agent.send(turn.text)
-                async with anyio.create_task_group() as watchers:
-                    watchers.start_soon(self._repeat_interrupt, self._agent)
-                    result = await self._relay(self._agent)
-                    watchers.cancel_scope.cancel()
+                async with self._slot():
+                    if self._agent is None:
+                        self.set_status("starting")
+                        spec = self._next_spec()
+                        self._agent = await self.backend.open(spec, self._ask_permission)
+                        self._process_cost = 0.0
+                    self.set_status("running")
+                    await self._agent.send(turn.text)
+                    async with anyio.create_task_group() as watchers:
+                        watchers.start_soon(self._repeat_interrupt, self._agent)
+                        result = await self._relay(self._agent)
+                        watchers.cancel_scope.cancel()
                 if result is None:
                     failure = (
                         "The Claude Code process ended in the middle of a turn." + self._tail()
@@ -503,6 +513,30 @@ class Session:
         finally:
             self._in_turn = False
             self._notify_changed()
+
+    @contextlib.asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
+        """A fork child runs a turn only in one of the server's slots (maxParallel), and its CLI
+        goes with the slot: the limit bounds processes (~200 MiB each), not only turns. The next
+        turn resumes the conversation from disk."""
+        if self._turn_gate is None:
+            yield
+            return
+        async with self._turn_gate(self.id, self._in_line):
+            try:
+                yield
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._close_agent()
+
+    def _in_line(self, position: int | None) -> None:
+        """Where this session waits for a slot (None: it has one)."""
+        if position is not None:
+            self.set_status("queued")
+            if position != self.queue_position:
+                self.queue_position = position
+                self.emit(events.QueuePosition(position=position))
+        self.queue_position = position
 
     async def _run_hook(self, result: dict[str, Any]) -> None:
         """The turn-end hook (fork detection) is part of the turn: messages sent meanwhile queue

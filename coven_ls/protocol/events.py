@@ -74,6 +74,14 @@ class AgentStarted(Payload, tag="agent"):
     claudeCodeVersion: str | None = None
 
 
+class QueuePosition(Payload, tag="queuePosition"):
+    """A fork child waits for one of the server's `maxParallel` slots (status `queued`); sent
+    each time its place in the line changes."""
+
+    position: int
+    """1 for the next to start"""
+
+
 class Text(Payload, tag="text"):
     """Assistant text."""
 
@@ -222,6 +230,7 @@ PAYLOADS: tuple[type[Payload], ...] = (
     StatusChanged,
     Prompt,
     AgentStarted,
+    QueuePosition,
     Text,
     Thinking,
     ToolUse,
@@ -243,6 +252,7 @@ AnyPayload = Union[  # noqa: UP007 - msgspec wants a runtime union of the classe
     StatusChanged,
     Prompt,
     AgentStarted,
+    QueuePosition,
     Text,
     Thinking,
     ToolUse,
@@ -274,6 +284,7 @@ class Kind:
     STATUS = kind_of(StatusChanged)
     PROMPT = kind_of(Prompt)
     AGENT = kind_of(AgentStarted)
+    QUEUE_POSITION = kind_of(QueuePosition)
     TEXT = kind_of(Text)
     THINKING = kind_of(Thinking)
     TOOL_USE = kind_of(ToolUse)

@@ -79,7 +79,8 @@ class InitializationOptions(Wire, omit_defaults=True):
     maxChildren: PositiveInt = 8
     """the most tasks one fork may have"""
     maxParallel: PositiveInt = 4
-    """how many children of one fork run at once; the rest wait, `queued`"""
+    """how many fork children run a turn at once, across the whole server (every fork, nested
+    ones included); the rest wait, `queued`, in order. The last client to connect sets it."""
     maxDepth: NonNegativeInt = 1
     """how deep model-driven forks nest (0: the model never forks)"""
     stateDir: str | None = None
@@ -235,6 +236,9 @@ class SessionInfo(Wire):
     """the session's total cost as the CLI reports it"""
     queued: NonNegativeInt
     """messages waiting to run"""
+    queuePosition: int | None
+    """a fork child waiting for a slot (`maxParallel`): its place in the line, 1 for the next to
+    start; else null"""
 
 
 class ListSessionsResult(Wire):
