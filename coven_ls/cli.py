@@ -18,12 +18,23 @@ def _host_port(text: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
+def version_line() -> str:
+    """coven-ls's version and what it runs: the SDK, and the Claude Code CLI its wheel bundles
+    (the one used unless another is configured)."""
+    try:
+        from claude_agent_sdk import __version__ as sdk
+        from claude_agent_sdk._cli_version import __cli_version__ as cli
+    except ImportError:  # an SDK without the bundled CLI's version
+        return f"coven-ls {__version__}"
+    return f"coven-ls {__version__} (claude-agent-sdk {sdk}, bundled Claude Code {cli})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="coven-ls",
         description="A language server that hosts Claude Code sessions and forks them.",
     )
-    parser.add_argument("--version", action="version", version=f"coven-ls {__version__}")
+    parser.add_argument("--version", action="version", version=version_line())
     parser.add_argument(
         "--tcp", type=_host_port, metavar="HOST:PORT", help="serve on a socket instead of stdio"
     )

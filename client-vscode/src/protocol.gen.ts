@@ -536,7 +536,7 @@ export interface TurnResultEvent {
    */
   text: string;
   /**
-   * true for API failures, cancelled turns and other failed turns
+   * true for API failures and other failed turns (not for a cancelled one)
    */
   isError: boolean;
   /**
@@ -554,7 +554,7 @@ export interface TurnResultEvent {
   numTurns?: number;
   agentSessionId?: string;
   /**
-   * true only on turns ended by `coven/cancel`
+   * true only on turns ended by `coven/cancel` (then `text` is empty and `isError` false)
    */
   cancelled?: boolean;
 }

@@ -12,6 +12,7 @@ import hashlib
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -285,3 +286,35 @@ class ClaudeBackend:
         client = ClaudeSDKClient(options)
         await client.connect()
         return ClaudeAgent(client, stderr_lines)
+
+
+# What the SDK puts in ProcessError.stderr when it did not capture the stream (we do, through
+# the `stderr` callback): a pointer, not a reason.
+_NO_STDERR = "Check stderr output for details"
+
+
+def meaningful_lines(stderr: str, keep: int = 3) -> str:
+    """The last few non-blank lines of the CLI's stderr, joined: its reason, as it said it."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip() and _NO_STDERR not in ln]
+    return " ".join(lines[-keep:])
+
+
+def describe_failure(exc: BaseException, stderr: str) -> str:
+    """A sentence for a failed CLI: how it ended (its exit code, or the signal that killed it)
+    and why, in its own words from stderr, rather than the SDK's "Command failed with exit code 1
+    ... Check stderr output for details"."""
+    from claude_agent_sdk import ProcessError
+
+    reason = meaningful_lines(stderr)
+    if isinstance(exc, ProcessError) and exc.exit_code is not None:
+        code = exc.exit_code
+        signum = -code if code < 0 else code - 128 if code > 128 else None
+        try:
+            how = f"was killed by {signal.Signals(signum).name}" if signum else None
+        except ValueError:
+            how = None
+        how = how or f"exited with code {code}"
+        return f"Claude Code {how}" + (f": {reason}" if reason else ".")
+    return f"The Claude Code process failed: {exc}" + (
+        f" Its last output: {reason}" if reason else ""
+    )

@@ -34,7 +34,7 @@ from ..protocol import (
     events,
 )
 from ..protocol.types import Origin
-from .agent import Agent, AgentSpec, Backend
+from .agent import Agent, AgentSpec, Backend, describe_failure, meaningful_lines
 from .mapping import map_message
 from .status import check_transition
 
@@ -468,7 +468,7 @@ class Session:
                 failure = exc.message
             else:
                 log.warning("session %s: turn failed", self.id, exc_info=True)
-                failure = f"The Claude Code process failed: {exc}" + self._tail()
+                failure = describe_failure(exc, self._stderr())
         finally:
             self._turn_scope = None
         if result is None and failure is None and not self._closing:
@@ -489,7 +489,7 @@ class Session:
                     self.last_outcome = Outcome(False, error="cancelled by the user")
                     self.emit(
                         events.TurnResult(
-                            text="", isError=True, subtype="cancelled", cancelled=True, costUsd=0.0
+                            text="", isError=False, subtype="cancelled", cancelled=True, costUsd=0.0
                         )
                     )
                     self.set_status("idle")
@@ -552,9 +552,12 @@ class Session:
         finally:
             self._hook_scope = None
 
+    def _stderr(self) -> str:
+        return self._agent.stderr_tail() if self._agent is not None else ""
+
     def _tail(self) -> str:
-        tail = self._agent.stderr_tail() if self._agent is not None else ""
-        return f" Its last output:\n{tail}" if tail else ""
+        reason = meaningful_lines(self._stderr())
+        return f" Its last output: {reason}" if reason else ""
 
     async def _relay(self, agent: Agent) -> EventDict | None:
         """Publish the agent's messages until the turn's result event; None if the stream ends
@@ -573,7 +576,11 @@ class Session:
                     elif isinstance(payload, events.TurnResult):
                         payload = self._account(payload)
                         if self._cancel_requested.is_set():
-                            payload = msgspec.structs.replace(payload, cancelled=True)
+                            # The user stopped it: that is no error, and the CLI's text for it
+                            # ("[ede_diagnostic] result_type=user ...") is no answer.
+                            payload = msgspec.structs.replace(
+                                payload, cancelled=True, isError=False, text=""
+                            )
                     event = self.emit(payload)
                     if isinstance(payload, events.TurnResult):
                         result = event

@@ -144,7 +144,7 @@ class TurnResult(Payload, tag="turnResult"):
     text: str
     """the assistant's final answer"""
     isError: bool
-    """true for API failures, cancelled turns and other failed turns"""
+    """true for API failures and other failed turns (not for a cancelled one)"""
     subtype: str
     """the CLI's (`success`, `error_during_execution`, …), or `cancelled` when the turn was
     stopped before the CLI could report"""
@@ -155,7 +155,7 @@ class TurnResult(Payload, tag="turnResult"):
     """the model calls the CLI made in the turn"""
     agentSessionId: str | None = None
     cancelled: bool | None = None
-    """true only on turns ended by `coven/cancel`"""
+    """true only on turns ended by `coven/cancel` (then `text` is empty and `isError` false)"""
 
 
 class Error(Payload, tag="error"):
