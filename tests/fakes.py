@@ -198,6 +198,7 @@ class FakeAgent:
         self.closed = False
         self.sent: list[str] = []
         self.interrupts = 0
+        self.stopped_tasks: list[str] = []
         self._script: list[Step] | None = None
         self._interrupted = anyio.Event()
         self.dead = False
@@ -213,6 +214,9 @@ class FakeAgent:
 
     def messages(self) -> AsyncIterator[Any]:
         return self._messages()
+
+    async def stop_task(self, task_id: str) -> None:
+        self.stopped_tasks.append(task_id)
 
     async def interrupt(self) -> None:
         self.interrupts += 1

@@ -14,7 +14,10 @@ from claude_agent_sdk import (
     ResultMessage,
     StreamEvent,
     SystemMessage,
+    TaskNotificationMessage,
+    TaskProgressMessage,
     TaskStartedMessage,
+    TaskUpdatedMessage,
     TextBlock,
     ToolResultBlock,
     UserMessage,
@@ -23,7 +26,8 @@ from claude_agent_sdk.types import RateLimitInfo
 
 from coven_ls import protocol
 from coven_ls.core.mapping import map_message, tool_result_text
-from coven_ls.protocol import Kind, Payload
+from coven_ls.protocol import Kind, Payload, events
+from coven_ls.protocol.types import Usage
 
 from .fakes import assistant, init, result, thinking, tool_result, tool_use
 
@@ -47,7 +51,10 @@ def mapped(message: Any) -> list[Draft]:
 def test_assistant_text_uses_the_message_uuid_as_message_id() -> None:
     drafts = mapped(assistant("Hello there", uuid="u-1"))
     assert drafts == [
-        Draft(Kind.TEXT, {"text": "Hello there", "messageId": "u-1", "parentToolUseId": None})
+        Draft(
+            Kind.TEXT,
+            {"text": "Hello there", "messageId": "u-1", "parentToolUseId": None, "blockId": None},
+        )
     ]
 
 
@@ -206,6 +213,7 @@ def test_result_message_becomes_turn_result() -> None:
             "durationMs": 3456,
             "numTurns": 3,
             "agentSessionId": "agent-42",
+            "usage": None,  # this result reports none
             "cancelled": None,  # only the session sets it, on a cancelled turn
         },
     )
@@ -266,13 +274,8 @@ def test_system_init_with_missing_fields() -> None:
         SystemMessage(subtype="status", data={"status": "compacting"}),
         StreamEvent(uuid="e", session_id="a", event={"type": "message_start"}),
         RateLimitEvent(RateLimitInfo(status="allowed"), uuid="r", session_id="a"),
-        TaskStartedMessage(
-            subtype="task_started",
-            data={},
-            task_id="t",
-            description="a subagent",
-            uuid="u",
-            session_id="a",
+        TaskUpdatedMessage(
+            subtype="task_updated", data={}, task_id="t", patch={}, status="running"
         ),
         {"type": "assistant", "message": {}},
         "a string",
@@ -284,7 +287,7 @@ def test_system_init_with_missing_fields() -> None:
         "system-status",
         "stream-event",
         "rate-limit",
-        "task-started",
+        "task-updated-not-terminal",
         "dict",
         "str",
         "none",
@@ -293,6 +296,82 @@ def test_system_init_with_missing_fields() -> None:
 )
 def test_other_messages_give_no_events(message: object) -> None:
     assert mapped(message) == []
+
+
+def test_background_task_lifecycle() -> None:
+    started = TaskStartedMessage(
+        subtype="task_started",
+        data={},
+        task_id="t1",
+        description="Count the files",
+        uuid="u",
+        session_id="a",
+        tool_use_id="toolu_agent",
+    )
+    progress = TaskProgressMessage(
+        subtype="task_progress",
+        data={},
+        task_id="t1",
+        description="Count the files",
+        usage={"total_tokens": 120, "tool_uses": 2, "duration_ms": 900},
+        uuid="u2",
+        session_id="a",
+        tool_use_id="toolu_agent",
+        last_tool_name="Bash",
+    )
+    done = TaskNotificationMessage(
+        subtype="task_notification",
+        data={},
+        task_id="t1",
+        status="completed",
+        output_file="/tmp/out",
+        summary="Counted 42 files",
+        uuid="u3",
+        session_id="a",
+        tool_use_id="toolu_agent",
+    )
+    killed = TaskUpdatedMessage(
+        subtype="task_updated", data={}, task_id="t2", patch={"status": "killed"}, status="killed"
+    )
+    tasks = [mapped(m)[0].payload for m in (started, progress, done, killed)]
+    assert tasks == [
+        events.Task(
+            taskId="t1", status="started", toolUseId="toolu_agent", description="Count the files"
+        ),
+        events.Task(
+            taskId="t1",
+            status="running",
+            toolUseId="toolu_agent",
+            description="Count the files",
+            lastToolName="Bash",
+            totalTokens=120,
+            toolUses=2,
+            durationMs=900,
+        ),
+        events.Task(
+            taskId="t1", status="completed", toolUseId="toolu_agent", summary="Counted 42 files"
+        ),
+        # task_updated says `killed` where task_notification says `stopped`: one vocabulary out.
+        events.Task(taskId="t2", status="stopped"),
+    ]
+
+
+def test_api_retry() -> None:
+    message = SystemMessage(
+        subtype="api_retry",
+        data={
+            "attempt": 3,
+            "max_retries": 10,
+            "retry_delay_ms": 4000,
+            "error_status": 529,
+            "error": "overloaded",
+        },
+    )
+    assert [d.payload for d in mapped(message)] == [
+        events.ApiRetry(
+            attempt=3, maxRetries=10, retryDelayMs=4000, errorStatus=529, error="overloaded"
+        )
+    ]
 
 
 def test_result_subclass_is_still_mapped() -> None:
@@ -310,3 +389,26 @@ def test_result_subclass_is_still_mapped() -> None:
     )
     (draft,) = mapped(message)
     assert draft.kind == Kind.TURN_RESULT
+
+
+def test_result_usage_in_the_protocols_names() -> None:
+    message = ResultMessage(
+        subtype="success",
+        duration_ms=10,
+        duration_api_ms=9,
+        is_error=False,
+        num_turns=2,
+        session_id="a",
+        result="ok",
+        usage={
+            "input_tokens": 12,
+            "output_tokens": 34,
+            "cache_read_input_tokens": 5600,
+            "cache_creation_input_tokens": 78,
+            "server_tool_use": {"web_search_requests": 0},
+        },
+    )
+    (draft,) = mapped(message)
+    assert draft.payload.usage == Usage(
+        inputTokens=12, outputTokens=34, cacheReadTokens=5600, cacheCreationTokens=78
+    )

@@ -33,6 +33,8 @@ export type Event =
   | PermissionRequestEvent
   | PermissionDecisionEvent
   | TurnResultEvent
+  | ApiRetryEvent
+  | TaskEvent
   | ErrorEvent
   | ForkProposedEvent
   | ForkRejectedEvent
@@ -45,7 +47,7 @@ export type Event =
 /**
  * Who wrote a turn's message.
  */
-export type Origin = 'user' | 'fork' | 'forkResults' | 'forkError' | 'forkRejected';
+export type Origin = 'user' | 'fork' | 'forkResults' | 'forkError' | 'forkRejected' | 'task';
 export type ForkSource = 'model' | 'user';
 /**
  * Every event kind this version sends.
@@ -62,6 +64,8 @@ export type EventKind =
   | 'permissionRequest'
   | 'permissionDecision'
   | 'turnResult'
+  | 'apiRetry'
+  | 'task'
   | 'error'
   | 'forkProposed'
   | 'forkRejected'
@@ -153,6 +157,10 @@ export interface Requests {
   'coven/deleteSession': {
     params: DeleteSessionParams;
     result: DeleteSessionResult;
+  };
+  'coven/stopTask': {
+    params: StopTaskParams;
+    result: EmptyResult;
   };
 }
 export interface StartSessionParams {
@@ -267,6 +275,36 @@ export interface SessionInfo {
    * a fork child waiting for a slot (`maxParallel`): its place in the line, 1 for the next to start; else null
    */
   queuePosition: number | null;
+  /**
+   * the session's own tokens, every turn added up
+   */
+  usage: Usage;
+  /**
+   * the session's tokens and those of its fork children, theirs, and so on
+   */
+  treeUsage: Usage;
+  /**
+   * ids of the CLI's background tasks that still run (see the `task` event)
+   */
+  backgroundTasks: string[];
+}
+/**
+ * Tokens, as the CLI counts them (its result's `usage`).
+ */
+export interface Usage {
+  /**
+   * input tokens not read from or written to the cache
+   */
+  inputTokens?: number;
+  outputTokens?: number;
+  /**
+   * input tokens read from the prompt cache
+   */
+  cacheReadTokens?: number;
+  /**
+   * input tokens written to the prompt cache
+   */
+  cacheCreationTokens?: number;
 }
 export interface GetEventsParams {
   sessionId: string;
@@ -280,6 +318,10 @@ export interface GetEventsResult {
    * stored events, in `seq` order (see `coven/event`)
    */
   events: Event[];
+  /**
+   * blocks of the session that are streaming now, so that a client that comes in mid-message can show the text so far (then apply `coven/delta`s with a greater `afterSeq`)
+   */
+  partial?: PartialBlock[];
 }
 /**
  * The session's status changed.
@@ -369,7 +411,7 @@ export interface QueuePositionEvent {
   position: number;
 }
 /**
- * Assistant text.
+ * Assistant text (a whole block: its pieces were streamed as `coven/delta` before).
  */
 export interface TextEvent {
   /**
@@ -394,9 +436,13 @@ export interface TextEvent {
    * set inside the CLI's own subagents: the `toolUseId` of their Agent/Task call
    */
   parentToolUseId?: string;
+  /**
+   * the `blockId` of the `coven/delta` pieces this block was streamed in, when it was: the whole text replaces them
+   */
+  blockId?: string;
 }
 /**
- * Assistant thinking.
+ * Assistant thinking (a whole block, streamed as `coven/delta` before).
  */
 export interface ThinkingEvent {
   /**
@@ -415,6 +461,7 @@ export interface ThinkingEvent {
   text: string;
   messageId?: string;
   parentToolUseId?: string;
+  blockId?: string;
 }
 /**
  * The assistant calls a tool.
@@ -554,9 +601,87 @@ export interface TurnResultEvent {
   numTurns?: number;
   agentSessionId?: string;
   /**
+   * this turn's tokens, over every model call in it
+   */
+  usage?: Usage;
+  /**
    * true only on turns ended by `coven/cancel` (then `text` is empty and `isError` false)
    */
   cancelled?: boolean;
+}
+/**
+ * A call to the model failed (overloaded, rate-limited, a server error, a dropped connection) and the CLI will try again after a delay.
+ */
+export interface ApiRetryEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'apiRetry';
+  /**
+   * this retry's number, from 1
+   */
+  attempt: number;
+  maxRetries: number;
+  /**
+   * how long the CLI waits before it tries again
+   */
+  retryDelayMs: number;
+  /**
+   * the HTTP status of the failed call (429, 500, 529, …), when there was one
+   */
+  errorStatus?: number;
+  /**
+   * the error's kind or message, as the CLI gives it
+   */
+  error?: string;
+}
+/**
+ * A background task of the CLI (the subagent of an Agent tool call, a background shell) started, made progress or ended. A subagent's own messages arrive as events with `parentToolUseId` = this task's `toolUseId`.
+ */
+export interface TaskEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'task';
+  /**
+   * what `coven/stopTask` takes
+   */
+  taskId: string;
+  status: 'completed' | 'failed' | 'running' | 'started' | 'stopped';
+  /**
+   * the tool call that started it (the Agent call of a subagent)
+   */
+  toolUseId?: string;
+  description?: string;
+  /**
+   * how it ended, in the CLI's words (`completed`, `failed`, `stopped`)
+   */
+  summary?: string;
+  /**
+   * the tool it used last (`running`)
+   */
+  lastToolName?: string;
+  totalTokens?: number;
+  toolUses?: number;
+  durationMs?: number;
 }
 /**
  * Something went wrong outside the conversation (the CLI crashed or could not start).
@@ -669,6 +794,10 @@ export interface ForkFinishedEvent {
    * in task order
    */
   results: TaskOutcome[];
+  /**
+   * the children's tokens (and their own forks'), added up
+   */
+  usage?: Usage;
 }
 export interface TaskOutcome {
   label: string;
@@ -763,6 +892,15 @@ export interface DeletedEvent {
    */
   sessionIds: string[];
 }
+/**
+ * A block still streaming: its text so far.
+ */
+export interface PartialBlock {
+  blockId: string;
+  kind: 'text' | 'thinking';
+  text: string;
+  parentToolUseId?: string | null;
+}
 export interface ForkParams {
   /**
    * the session to fork
@@ -811,6 +949,13 @@ export interface DeleteSessionResult {
    */
   deletedSessionIds: string[];
 }
+export interface StopTaskParams {
+  sessionId: string;
+  /**
+   * from a `task` event
+   */
+  taskId: string;
+}
 /**
  * Server → client requests: params and result of each.
  */
@@ -852,6 +997,27 @@ export interface RequestPermissionResult {
  */
 export interface Notifications {
   'coven/event': Event;
+  'coven/delta': Delta;
+}
+/**
+ * `coven/delta` (server → client): a piece of assistant text or thinking as the model streams it. Not an event: it has no `seq` and is not stored; the block's whole text follows as a `text` or `thinking` event with the same `blockId`, which replaces the pieces.
+ */
+export interface Delta {
+  sessionId: string;
+  /**
+   * the session's last event when the piece arrived: the block belongs after it
+   */
+  afterSeq: number;
+  /**
+   * one streamed block (the model message's id and the block's index)
+   */
+  blockId: string;
+  kind: 'text' | 'thinking';
+  /**
+   * the new piece, to append to the block's text so far
+   */
+  text: string;
+  parentToolUseId?: string | null;
 }
 /**
  * `initialize`'s `initializationOptions`; all optional.

@@ -40,8 +40,10 @@ export const Method = {
   resumeFork: 'coven/resumeFork',
   abandonFork: 'coven/abandonFork',
   deleteSession: 'coven/deleteSession',
+  stopTask: 'coven/stopTask',
   requestPermission: 'coven/requestPermission',
   event: 'coven/event',
+  delta: 'coven/delta',
 } as const satisfies Record<string, AnyMethod>;
 
 /**

@@ -51,6 +51,9 @@ export function info(sessionId: string, fields: Partial<SessionInfo> = {}): Sess
     costUsd: 0,
     queued: 0,
     queuePosition: null,
+    usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 },
+    treeUsage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 },
+    backgroundTasks: [],
     ...fields,
   };
 }

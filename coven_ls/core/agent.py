@@ -75,6 +75,9 @@ class Agent(Protocol):
 
     async def interrupt(self) -> None: ...
 
+    async def stop_task(self, task_id: str) -> None:
+        """Stop one of the CLI's background tasks; its end arrives as a task message."""
+
     async def close(self) -> None: ...
 
     def stderr_tail(self) -> str: ...
@@ -207,6 +210,9 @@ class ClaudeAgent:
 
     async def interrupt(self) -> None:
         await self._client.interrupt()
+
+    async def stop_task(self, task_id: str) -> None:
+        await self._client.stop_task(task_id)
 
     async def close(self) -> None:
         await self._client.disconnect()

@@ -24,7 +24,7 @@ import yaml
 
 from .. import protocol
 from ..protocol import Kind, events
-from ..protocol.types import ForkSource
+from ..protocol.types import ForkSource, Usage
 from .agent import AgentSpec
 from .session import Outcome, Session, SessionConfig
 
@@ -271,6 +271,9 @@ class ForkHost(Protocol):
     def ask_fork_approval(self, session: Session, fork: Fork) -> None:
         """Ask the user about a proposed fork; the answer comes back through `decide`."""
 
+    def tree_usage(self, session: Session) -> Usage:
+        """A session's tokens and its descendants'."""
+
 
 class ForkManager:
     def __init__(self, host: ForkHost) -> None:
@@ -479,7 +482,12 @@ class ForkManager:
         fork.results = [self._result_of(child, interrupted) for child in fork.children]
         fork.state = ForkState.FINISHED
         self._host.fork_changed(fork)
-        parent.emit(events.ForkFinished(forkId=fork.id, results=[r.wire() for r in fork.results]))
+        usage = sum((self._host.tree_usage(c) for c in fork.children), Usage())
+        parent.emit(
+            events.ForkFinished(
+                forkId=fork.id, results=[r.wire() for r in fork.results], usage=usage
+            )
+        )
         if not parent.closed:
             # The parent stays `forking` until its runner takes this turn and starts it.
             parent.send(compose_results(fork.results), origin="forkResults", first=True)

@@ -21,6 +21,7 @@ from anyio.abc import TaskGroup
 
 from .. import protocol
 from ..protocol import EventDict, Status, events
+from ..protocol.types import Usage
 from .agent import AgentSpec, Backend, ClaudeBackend
 from .fork import Fork, ForkManager, ForkState, fork_prompt
 from .journal import Journal
@@ -293,7 +294,14 @@ class Hub:
         await session.close()
 
     def list_sessions(self) -> list[protocol.SessionInfo]:
-        return [s.info() for s in self.sessions.values()]
+        return [s.info(self.tree_usage(s)) for s in self.sessions.values()]
+
+    def tree_usage(self, session: Session) -> Usage:
+        """A session's tokens and those of its fork children, theirs, and so on."""
+        total = session.usage
+        for child in self.children_of(session):
+            total = total + self.tree_usage(child)
+        return total
 
     async def close_all(self) -> None:
         """The server is stopping: end every agent process, keep every session's state as it

@@ -9,6 +9,11 @@ from claude_agent_sdk import (
     AssistantMessage,
     ResultMessage,
     SystemMessage,
+    TaskNotificationMessage,
+    TaskProgressMessage,
+    TaskStartedMessage,
+    TaskUpdatedMessage,
+    TaskUsage,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
@@ -17,6 +22,7 @@ from claude_agent_sdk import (
 )
 
 from ..protocol import events
+from ..protocol.types import TaskStatus, Usage
 
 
 def tool_result_text(content: Any) -> str:
@@ -50,6 +56,24 @@ def map_message(message: Any) -> list[events.Payload]:
         return _user(message)
     if isinstance(message, ResultMessage):
         return [_result(message)]
+    if isinstance(message, (TaskStartedMessage, TaskProgressMessage)):
+        return [_task_running(message)]
+    if isinstance(message, (TaskNotificationMessage, TaskUpdatedMessage)):
+        ended = _task_ended(message)
+        return [ended] if ended is not None else []
+    if isinstance(message, SystemMessage) and message.subtype == "api_retry":
+        data = message.data
+        return [
+            events.ApiRetry(
+                attempt=_int(data.get("attempt")),
+                maxRetries=_int(data.get("max_retries")),
+                retryDelayMs=_int(data.get("retry_delay_ms")),
+                errorStatus=data.get("error_status")
+                if isinstance(data.get("error_status"), int)
+                else None,
+                error=str(data["error"]) if data.get("error") is not None else None,
+            )
+        ]
     if isinstance(message, SystemMessage) and message.subtype == "init":
         data = message.data
         return [
@@ -109,6 +133,76 @@ def _user(message: UserMessage) -> list[events.Payload]:
     return drafts
 
 
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def usage_of(raw: Any) -> Usage | None:
+    """The CLI's `usage` object (Anthropic's field names) as the protocol's `Usage`."""
+    if not isinstance(raw, dict):
+        return None
+    return Usage(
+        inputTokens=_int(raw.get("input_tokens")),
+        outputTokens=_int(raw.get("output_tokens")),
+        cacheReadTokens=_int(raw.get("cache_read_input_tokens")),
+        cacheCreationTokens=_int(raw.get("cache_creation_input_tokens")),
+    )
+
+
+def _task_running(message: TaskStartedMessage | TaskProgressMessage) -> events.Task:
+    if isinstance(message, TaskStartedMessage):
+        return events.Task(
+            taskId=message.task_id,
+            status="started",
+            toolUseId=message.tool_use_id,
+            description=message.description or None,
+        )
+    return events.Task(
+        taskId=message.task_id,
+        status="running",
+        toolUseId=message.tool_use_id,
+        description=message.description or None,
+        lastToolName=message.last_tool_name,
+        totalTokens=_task_usage(message.usage, "total_tokens"),
+        toolUses=_task_usage(message.usage, "tool_uses"),
+        durationMs=_task_usage(message.usage, "duration_ms"),
+    )
+
+
+def _task_usage(usage: TaskUsage | None, key: str) -> int | None:
+    value = usage.get(key) if usage is not None else None
+    return value if isinstance(value, int) else None
+
+
+# The CLI's two vocabularies for a task's end: `task_notification` says `stopped`,
+# `task_updated` says `killed` for the same thing.
+_ENDED: dict[str, TaskStatus] = {
+    "completed": "completed",
+    "failed": "failed",
+    "stopped": "stopped",
+    "killed": "stopped",
+}
+
+
+def _task_ended(message: TaskNotificationMessage | TaskUpdatedMessage) -> events.Task | None:
+    """A task's end, from either message that can say so (the CLI sends one or both); None for
+    an update that does not end it."""
+    status = _ENDED.get(str(message.status))
+    if status is None:
+        return None
+    if isinstance(message, TaskUpdatedMessage):
+        return events.Task(taskId=message.task_id, status=status)
+    return events.Task(
+        taskId=message.task_id,
+        status=status,
+        toolUseId=message.tool_use_id,
+        summary=message.summary or None,
+        totalTokens=_task_usage(message.usage, "total_tokens"),
+        toolUses=_task_usage(message.usage, "tool_uses"),
+        durationMs=_task_usage(message.usage, "duration_ms"),
+    )
+
+
 def _result(message: ResultMessage) -> events.TurnResult:
     text = message.result
     if text is None and message.errors:
@@ -121,4 +215,5 @@ def _result(message: ResultMessage) -> events.TurnResult:
         durationMs=message.duration_ms,
         numTurns=message.num_turns,
         agentSessionId=message.session_id,
+        usage=usage_of(message.usage),
     )

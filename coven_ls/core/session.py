@@ -33,7 +33,7 @@ from ..protocol import (
     Status,
     events,
 )
-from ..protocol.types import Origin
+from ..protocol.types import Origin, Usage
 from .agent import Agent, AgentSpec, Backend, describe_failure, meaningful_lines
 from .mapping import map_message
 from .status import check_transition
@@ -130,6 +130,9 @@ class Session:
         self.committed_seq: int | None = None
         self.agent_session_id: str | None = None
         self.cost_usd: float = 0.0
+        self.usage = Usage()
+        # The CLI's background tasks that still run (task id -> the last word on each).
+        self.tasks: dict[str, events.Task] = {}
         self.events: list[dict[str, Any]] = []
         self.backend = backend
         self._sink = sink
@@ -156,7 +159,7 @@ class Session:
 
     # --- what clients see ------------------------------------------------------------------------
 
-    def info(self) -> SessionInfo:
+    def info(self, tree_usage: Usage | None = None) -> SessionInfo:
         return SessionInfo(
             sessionId=self.id,
             parentId=self.parent_id,
@@ -173,6 +176,9 @@ class Session:
             costUsd=round(self.cost_usd, 6),
             queued=len(self._inbox),
             queuePosition=self.queue_position,
+            usage=self.usage,
+            treeUsage=self.usage if tree_usage is None else tree_usage,
+            backgroundTasks=list(self.tasks),
         )
 
     def events_after(self, after_seq: int) -> list[dict[str, Any]]:
@@ -199,6 +205,7 @@ class Session:
             "fork_mode": self.config.fork_mode,
             "created_at": self.created_at,
             "cost_usd": self.cost_usd,
+            "usage": msgspec.to_builtins(self.usage),
             "depth": self.depth,
             "max_children": self.config.max_children,
             "max_parallel": self.config.max_parallel,
@@ -223,6 +230,8 @@ class Session:
         self.committed_seq = len(self.events)
         self.agent_session_id = row["agent_session_id"]
         self.cost_usd = row["cost_usd"] or 0.0
+        if row.get("usage"):
+            self.usage = msgspec.convert(row["usage"], Usage)
         outcome = row.get("outcome")
         if outcome is not None:
             self.last_outcome = Outcome(
@@ -310,6 +319,17 @@ class Session:
         invisibly); the next turn resumes the conversation from disk."""
         self._pause_requested = True
         self._wakeup.set()
+
+    async def stop_task(self, task_id: str) -> None:
+        """Stop one background task of the CLI (a subagent): the CLI reports its end as usual."""
+        if task_id not in self.tasks or self._agent is None:
+            raise protocol.CovenError(
+                protocol.ErrorCode.InvalidState,
+                f"Session {self.id} has no running background task '{task_id}'; the `task` "
+                "events say which run (SessionInfo.backgroundTasks lists them).",
+                {"sessionId": self.id, "taskId": task_id},
+            )
+        await self._agent.stop_task(task_id)
 
     async def cancel(self) -> int:
         """Interrupt the running turn and drop queued ones; returns how many were dropped. The
@@ -575,12 +595,16 @@ class Session:
                         self.agent_session_id = payload.agentSessionId or self.agent_session_id
                     elif isinstance(payload, events.TurnResult):
                         payload = self._account(payload)
+                        if payload.usage is not None:
+                            self.usage = self.usage + payload.usage
                         if self._cancel_requested.is_set():
                             # The user stopped it: that is no error, and the CLI's text for it
                             # ("[ede_diagnostic] result_type=user ...") is no answer.
                             payload = msgspec.structs.replace(
                                 payload, cancelled=True, isError=False, text=""
                             )
+                    elif isinstance(payload, events.Task) and not self._track_task(payload):
+                        continue
                     event = self.emit(payload)
                     if isinstance(payload, events.TurnResult):
                         result = event
@@ -589,6 +613,14 @@ class Session:
                         self.agent_session_id = message.session_id
                     return result
         return None
+
+    def _track_task(self, task: events.Task) -> bool:
+        """Keep the set of running background tasks; False for news that says nothing new (the
+        CLI may report one task's end twice, in both its vocabularies)."""
+        if task.status in ("started", "running"):
+            self.tasks[task.taskId] = task
+            return True
+        return self.tasks.pop(task.taskId, None) is not None
 
     def _account(self, result: events.TurnResult) -> events.TurnResult:
         """The CLI reports the process's running total; turn it into this turn's cost."""

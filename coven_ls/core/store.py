@@ -20,7 +20,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Version 1 (the first release's layout): sessions and events, no forks. Kept so that the
 # migration has something real to start from, and tested.
@@ -89,6 +89,10 @@ DROP TABLE events;
 ALTER TABLE events_v3 RENAME TO events;
 CREATE UNIQUE INDEX events_by_session ON events (session_id, seq);
 """,
+    # 3 -> 4: a session's token totals (JSON, the protocol's Usage).
+    4: """
+ALTER TABLE sessions ADD COLUMN usage TEXT;
+""",
 }
 
 SESSION_COLUMNS = (
@@ -110,6 +114,7 @@ SESSION_COLUMNS = (
     "max_parallel",
     "max_depth",
     "outcome",
+    "usage",
 )
 FORK_COLUMNS = (
     "fork_id",
@@ -306,17 +311,20 @@ def _schema_version(db: sqlite3.Connection) -> int:
     return int(row[0])
 
 
+_SESSION_JSON = ("outcome", "usage")
+
+
 def _session_row(s: dict[str, Any]) -> tuple[Any, ...]:
-    outcome = s.get("outcome")
     return tuple(
-        json.dumps(outcome) if name == "outcome" and outcome is not None else s.get(name)
+        json.dumps(s[name]) if name in _SESSION_JSON and s.get(name) is not None else s.get(name)
         for name in SESSION_COLUMNS
     )
 
 
 def _session_dict(row: tuple[Any, ...]) -> dict[str, Any]:
     d = dict(zip(SESSION_COLUMNS, row, strict=True))
-    d["outcome"] = json.loads(d["outcome"]) if d["outcome"] else None
+    for name in _SESSION_JSON:
+        d[name] = json.loads(d[name]) if d[name] else None
     return d
 
 

@@ -399,6 +399,12 @@ async def delete_session(
     return T.DeleteSessionResult(deletedSessionIds=deleted)
 
 
+@handler(protocol.STOP_TASK)
+async def stop_task(server: CovenServer, params: T.StopTaskParams) -> T.EmptyResult:
+    await server.hub.get(params.sessionId).stop_task(params.taskId)
+    return T.EmptyResult()
+
+
 @handler(protocol.LIST_SESSIONS)
 async def list_sessions(server: CovenServer, params: protocol.NoParams) -> T.ListSessionsResult:
     return T.ListSessionsResult(sessions=server.hub.list_sessions())

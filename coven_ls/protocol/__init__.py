@@ -15,6 +15,7 @@ from .methods import (
     CLOSE_SESSION,
     DECIDE_FORK,
     DELETE_SESSION,
+    DELTA,
     EVENT,
     FORK,
     GET_EVENTS,
@@ -24,6 +25,7 @@ from .methods import (
     RESUME_FORK,
     SEND_MESSAGE,
     START_SESSION,
+    STOP_TASK,
 )
 from .types import (
     BUSY_STATUSES,
@@ -53,6 +55,7 @@ __all__ = [
     "CLOSE_SESSION",
     "DECIDE_FORK",
     "DELETE_SESSION",
+    "DELTA",
     "EVENT",
     "FINAL_STATUSES",
     "FORK",
@@ -66,6 +69,7 @@ __all__ = [
     "SETTLED_STATUSES",
     "START_SESSION",
     "STATUSES",
+    "STOP_TASK",
     "CovenError",
     "DecideForkParams",
     "DeleteSessionParams",

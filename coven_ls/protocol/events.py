@@ -12,7 +12,7 @@ from typing import Any, Union
 
 import msgspec
 
-from .types import ForkSource, Origin, Status, Wire
+from .types import ForkSource, Origin, Status, StreamKind, TaskStatus, Usage, Wire
 
 
 class Payload(Wire, tag_field="kind", omit_defaults=True):
@@ -83,21 +83,25 @@ class QueuePosition(Payload, tag="queuePosition"):
 
 
 class Text(Payload, tag="text"):
-    """Assistant text."""
+    """Assistant text (a whole block: its pieces were streamed as `coven/delta` before)."""
 
     text: str
     messageId: str | None = None
     """the CLI's uuid of the assistant message: what `coven/fork`'s `atMessageId` takes"""
     parentToolUseId: str | None = None
     """set inside the CLI's own subagents: the `toolUseId` of their Agent/Task call"""
+    blockId: str | None = None
+    """the `blockId` of the `coven/delta` pieces this block was streamed in, when it was: the
+    whole text replaces them"""
 
 
 class Thinking(Payload, tag="thinking"):
-    """Assistant thinking."""
+    """Assistant thinking (a whole block, streamed as `coven/delta` before)."""
 
     text: str
     messageId: str | None = None
     parentToolUseId: str | None = None
+    blockId: str | None = None
 
 
 class ToolUse(Payload, tag="toolUse"):
@@ -154,8 +158,45 @@ class TurnResult(Payload, tag="turnResult"):
     numTurns: int | None = None
     """the model calls the CLI made in the turn"""
     agentSessionId: str | None = None
+    usage: Usage | None = None
+    """this turn's tokens, over every model call in it"""
     cancelled: bool | None = None
     """true only on turns ended by `coven/cancel` (then `text` is empty and `isError` false)"""
+
+
+class ApiRetry(Payload, tag="apiRetry"):
+    """A call to the model failed (overloaded, rate-limited, a server error, a dropped
+    connection) and the CLI will try again after a delay."""
+
+    attempt: int
+    """this retry's number, from 1"""
+    maxRetries: int
+    retryDelayMs: int
+    """how long the CLI waits before it tries again"""
+    errorStatus: int | None = None
+    """the HTTP status of the failed call (429, 500, 529, …), when there was one"""
+    error: str | None = None
+    """the error's kind or message, as the CLI gives it"""
+
+
+class Task(Payload, tag="task"):
+    """A background task of the CLI (the subagent of an Agent tool call, a background shell)
+    started, made progress or ended. A subagent's own messages arrive as events with
+    `parentToolUseId` = this task's `toolUseId`."""
+
+    taskId: str
+    """what `coven/stopTask` takes"""
+    status: TaskStatus
+    toolUseId: str | None = None
+    """the tool call that started it (the Agent call of a subagent)"""
+    description: str | None = None
+    summary: str | None = None
+    """how it ended, in the CLI's words (`completed`, `failed`, `stopped`)"""
+    lastToolName: str | None = None
+    """the tool it used last (`running`)"""
+    totalTokens: int | None = None
+    toolUses: int | None = None
+    durationMs: int | None = None
 
 
 class Error(Payload, tag="error"):
@@ -195,6 +236,8 @@ class ForkFinished(Payload, tag="forkFinished"):
     forkId: str
     results: list[TaskOutcome]
     """in task order"""
+    usage: Usage | None = None
+    """the children's tokens (and their own forks'), added up"""
 
 
 class ForkError(Payload, tag="forkError"):
@@ -238,6 +281,8 @@ PAYLOADS: tuple[type[Payload], ...] = (
     PermissionRequest,
     PermissionDecision,
     TurnResult,
+    ApiRetry,
+    Task,
     Error,
     ForkProposed,
     ForkRejected,
@@ -260,6 +305,8 @@ AnyPayload = Union[  # noqa: UP007 - msgspec wants a runtime union of the classe
     PermissionRequest,
     PermissionDecision,
     TurnResult,
+    ApiRetry,
+    Task,
     Error,
     ForkProposed,
     ForkRejected,
@@ -292,6 +339,8 @@ class Kind:
     PERMISSION_REQUEST = kind_of(PermissionRequest)
     PERMISSION_DECISION = kind_of(PermissionDecision)
     TURN_RESULT = kind_of(TurnResult)
+    API_RETRY = kind_of(ApiRetry)
+    TASK = kind_of(Task)
     ERROR = kind_of(Error)
     FORK_PROPOSED = kind_of(ForkProposed)
     FORK_REJECTED = kind_of(ForkRejected)
@@ -309,9 +358,37 @@ KINDS: tuple[str, ...] = tuple(kind_of(p) for p in PAYLOADS)
 EventDict = dict[str, Any]
 
 
+class Delta(Wire, omit_defaults=True):
+    """`coven/delta` (server → client): a piece of assistant text or thinking as the model
+    streams it. Not an event: it has no `seq` and is not stored; the block's whole text follows
+    as a `text` or `thinking` event with the same `blockId`, which replaces the pieces."""
+
+    sessionId: str
+    afterSeq: int
+    """the session's last event when the piece arrived: the block belongs after it"""
+    blockId: str
+    """one streamed block (the model message's id and the block's index)"""
+    kind: StreamKind
+    text: str
+    """the new piece, to append to the block's text so far"""
+    parentToolUseId: str | None = None
+
+
+class PartialBlock(Wire, omit_defaults=True):
+    """A block still streaming: its text so far."""
+
+    blockId: str
+    kind: StreamKind
+    text: str
+    parentToolUseId: str | None = None
+
+
 class GetEventsResult(Wire):
     events: list[EventDict]
     """stored events, in `seq` order (see `coven/event`)"""
+    partial: list[PartialBlock] = msgspec.field(default_factory=list)
+    """blocks of the session that are streaming now, so that a client that comes in mid-message
+    can show the text so far (then apply `coven/delta`s with a greater `afterSeq`)"""
 
 
 _to_builtins = msgspec.to_builtins

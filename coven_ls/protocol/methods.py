@@ -28,6 +28,7 @@ from .types import (
     SessionIdParams,
     StartSessionParams,
     StartSessionResult,
+    StopTaskParams,
     Wire,
 )
 
@@ -42,8 +43,10 @@ DECIDE_FORK = "coven/decideFork"
 RESUME_FORK = "coven/resumeFork"
 ABANDON_FORK = "coven/abandonFork"
 DELETE_SESSION = "coven/deleteSession"
+STOP_TASK = "coven/stopTask"
 
 EVENT = "coven/event"  # notification, server -> client
+DELTA = "coven/delta"  # notification, server -> client
 REQUEST_PERMISSION = "coven/requestPermission"  # request, server -> client
 
 
@@ -69,6 +72,7 @@ REQUESTS: dict[str, Method] = {
         Method(RESUME_FORK, ForkIdParams, EmptyResult),
         Method(ABANDON_FORK, ForkIdParams, EmptyResult),
         Method(DELETE_SESSION, DeleteSessionParams, DeleteSessionResult),
+        Method(STOP_TASK, StopTaskParams, EmptyResult),
     )
 }
 

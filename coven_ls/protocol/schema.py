@@ -21,7 +21,7 @@ import msgspec
 
 from . import events, types
 from .errors import ErrorCode
-from .methods import EVENT, REQUESTS, SERVER_REQUESTS
+from .methods import DELTA, EVENT, REQUESTS, SERVER_REQUESTS
 
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
@@ -156,6 +156,9 @@ def build_schema() -> dict[str, Any]:
         events.Envelope,
         events.ChildRef,
         events.TaskOutcome,
+        events.Delta,
+        events.PartialBlock,
+        types.Usage,
         *events.PAYLOADS,
     ]
     for table in (REQUESTS, SERVER_REQUESTS):
@@ -207,8 +210,8 @@ def build_schema() -> dict[str, Any]:
         "title": "Notifications",
         "description": "Server → client notifications: params of each.",
         "type": "object",
-        "properties": {EVENT: _ref("Event")},
-        "required": [EVENT],
+        "properties": {EVENT: _ref("Event"), DELTA: _ref("Delta")},
+        "required": [EVENT, DELTA],
         "additionalProperties": False,
     }
     roots = ["Requests", "ServerRequests", "Notifications", "Event", "EventKind", "ErrorCode"]

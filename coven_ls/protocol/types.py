@@ -45,8 +45,12 @@ ForkMode = Literal["auto", "approve", "off"]
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"]
 ForkSource = Literal["model", "user"]
 ForkState = Literal["proposed", "running", "rejected", "finished", "interrupted"]
-# Who wrote a turn's message.
-Origin = Literal["user", "fork", "forkResults", "forkError", "forkRejected"]
+# Who wrote a turn's message; `task`: the CLI started the turn itself, to report on a background
+# task (a subagent of its Agent tool) that finished.
+Origin = Literal["user", "fork", "forkResults", "forkError", "forkRejected", "task"]
+# A background task's state, as the CLI reports it.
+TaskStatus = Literal["started", "running", "completed", "failed", "stopped"]
+StreamKind = Literal["text", "thinking"]
 
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
@@ -211,6 +215,32 @@ class DeleteSessionResult(Wire):
     """the session first, then its subtree"""
 
 
+class Usage(Wire):
+    """Tokens, as the CLI counts them (its result's `usage`)."""
+
+    inputTokens: NonNegativeInt = 0
+    """input tokens not read from or written to the cache"""
+    outputTokens: NonNegativeInt = 0
+    cacheReadTokens: NonNegativeInt = 0
+    """input tokens read from the prompt cache"""
+    cacheCreationTokens: NonNegativeInt = 0
+    """input tokens written to the prompt cache"""
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.inputTokens + other.inputTokens,
+            self.outputTokens + other.outputTokens,
+            self.cacheReadTokens + other.cacheReadTokens,
+            self.cacheCreationTokens + other.cacheCreationTokens,
+        )
+
+
+class StopTaskParams(Wire):
+    sessionId: str
+    taskId: str
+    """from a `task` event"""
+
+
 class SessionInfo(Wire):
     """One session as `coven/listSessions` lists it; every field is always present (null when
     unset)."""
@@ -239,6 +269,12 @@ class SessionInfo(Wire):
     queuePosition: int | None
     """a fork child waiting for a slot (`maxParallel`): its place in the line, 1 for the next to
     start; else null"""
+    usage: Usage
+    """the session's own tokens, every turn added up"""
+    treeUsage: Usage
+    """the session's tokens and those of its fork children, theirs, and so on"""
+    backgroundTasks: list[str]
+    """ids of the CLI's background tasks that still run (see the `task` event)"""
 
 
 class ListSessionsResult(Wire):
