@@ -200,6 +200,7 @@ class FakeAgent:
         self.interrupts = 0
         self.stopped_tasks: list[str] = []
         self._script: list[Step] | None = None
+        self._sent = anyio.Event()
         self._interrupted = anyio.Event()
         self.dead = False
 
@@ -211,6 +212,13 @@ class FakeAgent:
         self.backend.sent.append(text)
         self._interrupted = anyio.Event()
         self._script = list(self.backend.next_reply(text))
+        self._sent.set()
+
+    def speak(self, steps: Iterable[Step]) -> None:
+        """The CLI says something by itself, between turns (a background task's news, a turn it
+        starts to report one)."""
+        self._script = list(steps)
+        self._sent.set()
 
     def messages(self) -> AsyncIterator[Any]:
         return self._messages()
@@ -229,6 +237,7 @@ class FakeAgent:
 
     async def close(self) -> None:
         self.closed = True
+        self._sent.set()
         self.closed_in_task = _task_id()
         self.backend.closes.append(self)
 
@@ -238,8 +247,23 @@ class FakeAgent:
     # --- the script ---
 
     async def _messages(self) -> AsyncIterator[Any]:
-        script = self._script or []
-        self._script = None
+        """Like the SDK's stream: one for the process's whole life, each turn's reply in turn.
+        A reply with no result in it ends the stream, as a process that dies does."""
+        while True:
+            while self._script is None:
+                if self.closed:
+                    return
+                await self._sent.wait()
+                self._sent = anyio.Event()
+            script, self._script = self._script, None
+            ended = False
+            async for message in self._reply(script):
+                yield message
+                ended = ended or isinstance(message, ResultMessage)
+            if self.dead or not ended:
+                return
+
+    async def _reply(self, script: list[Step]) -> AsyncIterator[Any]:
         for step in script:
             if self._interrupted.is_set():
                 break

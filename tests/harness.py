@@ -56,6 +56,8 @@ class Coven:
         self.workspace = workspace
         self.marker = marker
         self.events: list[dict[str, Any]] = []
+        # coven/delta notifications, each with the number of events received before it.
+        self.deltas: list[dict[str, Any]] = []
         self.permission_requests: list[dict[str, Any]] = []
         self.message_requests: list[dict[str, Any]] = []
         self.permission_answer: Callable[[dict[str, Any]], Any] = lambda _: {"allow": True}
@@ -190,6 +192,11 @@ async def start_coven(
     @client.feature("coven/event")
     def on_event(params: Any) -> None:
         coven._record(to_plain(params))
+
+    @client.feature("coven/delta")
+    def on_delta(params: Any) -> None:
+        coven.deltas.append({**to_plain(params), "eventsBefore": len(coven.events)})
+        coven._changed.set()
 
     @client.feature("coven/requestPermission")
     async def on_permission(params: Any) -> dict[str, Any]:

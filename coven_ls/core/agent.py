@@ -288,6 +288,9 @@ class ClaudeBackend:
             env=env,
             can_use_tool=can_use_tool,
             stderr=on_stderr,
+            # Token by token, as the CLI itself shows it; and a subagent's own words too.
+            include_partial_messages=True,
+            forward_subagent_text=True,
         )
         client = ClaudeSDKClient(options)
         await client.connect()

@@ -85,7 +85,7 @@ class Hub:
         self.forks = ForkManager(self)
         self.stores: dict[Path, Store] = {}
         # Events of stored sessions are committed before they are sent, in bursts.
-        self.journal = Journal(task_group, self._deliver)
+        self.journal = Journal(task_group, self._deliver, self._send_frame)
         # Fork children's turns, server-wide: at most maxParallel run at once.
         self.slots = Slots(protocol.InitializationOptions().maxParallel)
 
@@ -102,12 +102,23 @@ class Hub:
     def publish(self, event: EventDict) -> None:
         self.journal.publish(event)
 
+    def publish_delta(self, delta: events.Delta) -> None:
+        self.journal.publish_delta(delta)
+
     def fork_changed(self, fork: Fork) -> None:
         self.journal.fork_changed(fork)
 
     async def flushed(self) -> None:
         """Wait until everything published so far is stored and sent."""
         await self.journal.flushed()
+
+    def _send_frame(self, frame: bytes) -> None:
+        """Send an encoded notification that is not an event (a streamed piece) to every client."""
+        for client in list(self.clients):
+            try:
+                client.send_frame(frame)
+            except Exception:  # one broken connection must not starve the others
+                log.warning("could not send to a client", exc_info=True)
 
     def _deliver(self, event: EventDict, body: bytes) -> None:
         """Send an event (encoded once) to every connected client."""

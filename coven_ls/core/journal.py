@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -13,6 +14,7 @@ from anyio.abc import TaskGroup
 
 from .. import protocol
 from ..protocol import EventDict
+from ..protocol.events import Delta
 from .fork import Fork
 from .session import Session
 from .store import Store
@@ -23,13 +25,23 @@ log = logging.getLogger(__name__)
 FLUSH_SLICE = 1000
 
 Deliver = Callable[[EventDict, bytes], None]
+SendFrame = Callable[[bytes], None]
+
+
+@dataclass(frozen=True)
+class _Transient:
+    """Something for the clients only (a streamed piece of text): in order with the events, but
+    never stored."""
+
+    frame: bytes
 
 
 class Journal:
-    def __init__(self, task_group: TaskGroup, deliver: Deliver) -> None:
+    def __init__(self, task_group: TaskGroup, deliver: Deliver, send_frame: SendFrame) -> None:
         self._deliver = deliver
+        self._send_frame = send_frame
         self._stored: dict[str, tuple[Session, Store]] = {}  # session id -> it and its store
-        self._outbox: list[EventDict] = []
+        self._outbox: list[EventDict | _Transient] = []
         self._dirty_forks: dict[str, Fork] = {}
         self._flush_wanted = anyio.Event()
         self._flushed = anyio.Event()
@@ -62,6 +74,16 @@ class Journal:
         else:
             self._deliver(event, protocol.event_body(event))
 
+    def publish_delta(self, delta: Delta) -> None:
+        """A piece of streamed text goes out at once, unless events published before it still
+        wait for the store: then it waits behind them, so that no client sees it before them."""
+        frame = protocol.delta_frame(delta)
+        if self._outbox or self._flushing:
+            self._outbox.append(_Transient(frame))
+            self._flush_wanted.set()
+        else:
+            self._send_frame(frame)
+
     def fork_changed(self, fork: Fork) -> None:
         """A fork's row must be written (with the next burst of events)."""
         if fork.parent.id in self._stored:
@@ -89,10 +111,11 @@ class Journal:
     async def _flush_once(self) -> None:
         """Commit what the last burst produced in one transaction per store, then send it. A
         huge burst goes in slices, so that no commit (and no client) waits on a giant one."""
-        events = self._outbox[:FLUSH_SLICE]
+        items = self._outbox[:FLUSH_SLICE]
         del self._outbox[:FLUSH_SLICE]
         forks, self._dirty_forks = list(self._dirty_forks.values()), {}
         # Each event is encoded once: the same bytes go to the store and into the frames.
+        events = [e for e in items if not isinstance(e, _Transient)]
         bodies = [protocol.event_body(e) for e in events]
         batches: dict[Store, _Batch] = {}
         for event, body in zip(events, bodies, strict=True):
@@ -116,12 +139,17 @@ class Journal:
                 # The events still go out (a session must not stall), but say loudly that
                 # they are not kept.
                 log.exception("could not write %d events to %s", len(batch.events), store.path)
-        for event, body in zip(events, bodies, strict=True):
-            kept = self._stored.get(event["sessionId"])
+        encoded = iter(bodies)
+        for item in items:
+            if isinstance(item, _Transient):
+                self._send_frame(item.frame)
+                continue
+            body = next(encoded)
+            kept = self._stored.get(item["sessionId"])
             if kept is not None:
                 session = kept[0]
-                session.committed_seq = max(session.committed_seq or 0, event["seq"])
-            self._deliver(event, body)
+                session.committed_seq = max(session.committed_seq or 0, item["seq"])
+            self._deliver(item, body)
 
 
 class _Batch:

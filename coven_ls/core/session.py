@@ -14,14 +14,15 @@ import logging
 import math
 import sys
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
 import msgspec
-from claude_agent_sdk import ResultMessage
+from anyio.abc import TaskGroup
+from claude_agent_sdk import AssistantMessage, ResultMessage, StreamEvent, SystemMessage
 
 from .. import protocol
 from ..protocol import (
@@ -33,10 +34,11 @@ from ..protocol import (
     Status,
     events,
 )
-from ..protocol.types import Origin, Usage
+from ..protocol.types import Origin, StreamKind, Usage
 from .agent import Agent, AgentSpec, Backend, describe_failure, meaningful_lines
 from .mapping import map_message
 from .status import check_transition
+from .streaming import Streams
 
 if sys.version_info < (3, 11):  # anyio brings the backport there
     from exceptiongroup import BaseExceptionGroup
@@ -58,6 +60,9 @@ class Sink(Protocol):
     """Where a session's events and questions go (the hub, in the server)."""
 
     def publish(self, event: dict[str, Any]) -> None: ...
+
+    def publish_delta(self, delta: events.Delta) -> None:
+        """A streamed piece of text: to the clients, not to the store."""
 
     async def ask_permission(
         self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
@@ -138,7 +143,16 @@ class Session:
         self._sink = sink
         self._first_start = start  # how to start the very first agent process (forks differ)
         self._turn_gate = turn_gate
+        self._slot: contextlib.AsyncExitStack | None = None  # a held slot, until it is given back
         self.queue_position: int | None = None
+        # The CLI is read all the time, not only during a turn: a reader task puts what it says
+        # here, and the runner takes it from here (in a turn, or between turns).
+        self._incoming: deque[Any] = deque()
+        self._arrived = anyio.Event()
+        self._reader: anyio.CancelScope | None = None
+        self._task_group: TaskGroup | None = None
+        self.streams = Streams()
+        self._ended_tasks: list[events.Task] = []  # since the last turn, for a CLI-started one
         self._on_turn_end = on_turn_end
         self._agent: Agent | None = None
         self._agent_info: events.AgentStarted | None = None
@@ -263,7 +277,9 @@ class Session:
     @property
     def settled(self) -> bool:
         """Nothing running, queued or held: the session's work, forks included, is done."""
-        return self._done.is_set() or not (self._in_turn or self._inbox or self._holds)
+        if self._closing:  # settled once it is closed, with its final status
+            return self._done.is_set()
+        return not (self._in_turn or self._inbox or self._holds or self.tasks)
 
     async def wait_settled(self) -> None:
         while not self.settled:
@@ -376,11 +392,18 @@ class Session:
 
     async def run(self) -> None:
         try:
-            while True:
-                turn = await self._next_turn()
-                if turn is None:
-                    break
-                await self._run_turn(turn)
+            async with anyio.create_task_group() as readers:
+                self._task_group = readers
+                try:
+                    while True:
+                        work = await self._next_work()
+                        if work is None:
+                            break
+                        await self._run_turn(work if isinstance(work, Turn) else None)
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await self._give_back_slot()
+                        await self._close_agent()
         except Exception as exc:  # a bug; say so rather than let the session hang silently
             log.exception("session %s crashed", self.id)
             self.emit(events.Error(message=f"internal error in coven-ls: {exc!r}"))
@@ -396,15 +419,33 @@ class Session:
             self._done.set()
             self._notify_changed()
 
-    async def _next_turn(self) -> Turn | None:
+    async def _next_work(self) -> Turn | _CliTurn | None:
+        """What the runner does next: a queued turn, a turn the CLI started by itself
+        (`_CLI_TURN`), or nothing more (None: the session is closing). Meanwhile it publishes
+        what the CLI says between turns: its background tasks' news and their subagents'
+        messages."""
         while True:
             if self._closing:
                 return None
             if self._pause_requested:
                 self._pause_requested = False
                 await self._close_agent()
+            while self._incoming:
+                item = self._incoming[0]
+                if _starts_a_turn(item):
+                    return _CLI_TURN  # the turn reads it
+                self._incoming.popleft()
+                if isinstance(item, _StreamEnded):
+                    log.info("session %s: the CLI ended between turns (%s)", self.id, item)
+                    await self._close_agent()
+                else:
+                    self._publish(item)
             if self._inbox and not self._holds:
                 return self._inbox.popleft()
+            if not self.tasks:
+                # Quiet (or waiting for its own fork): a fork child's slot, and its CLI, go to
+                # whoever waits for one.
+                await self._give_back_slot()
             await self._wakeup.wait()
             self._wakeup = anyio.Event()
 
@@ -456,28 +497,38 @@ class Session:
             except Exception:
                 log.debug("session %s: repeated interrupt failed", self.id, exc_info=True)
 
-    async def _run_turn(self, turn: Turn) -> None:
+    async def _run_turn(self, turn: Turn | None) -> None:
+        """One turn: a message of ours (`turn`), or one the CLI started by itself (None) to
+        report on background tasks that ended."""
         self._in_turn = True
         self._turn_no += 1
         self._cancel_requested = anyio.Event()
-        self.emit(events.Prompt(text=turn.text, origin=turn.origin))
+        if turn is not None:
+            self.emit(events.Prompt(text=turn.text, origin=turn.origin))
+        else:
+            self.emit(events.Prompt(text=self._task_report(), origin="task"))
         result: dict[str, Any] | None = None
         failure: str | None = None
         try:
             with anyio.CancelScope() as scope:
                 self._turn_scope = scope
-                async with self._slot():
+                await self._take_slot()
+                if turn is not None:
                     if self._agent is None:
                         self.set_status("starting")
                         spec = self._next_spec()
                         self._agent = await self.backend.open(spec, self._ask_permission)
                         self._process_cost = 0.0
+                        self._start_reader(self._agent)
                     self.set_status("running")
                     await self._agent.send(turn.text)
-                    async with anyio.create_task_group() as watchers:
-                        watchers.start_soon(self._repeat_interrupt, self._agent)
-                        result = await self._relay(self._agent)
-                        watchers.cancel_scope.cancel()
+                else:
+                    self.set_status("running")
+                assert self._agent is not None
+                async with anyio.create_task_group() as watchers:
+                    watchers.start_soon(self._repeat_interrupt, self._agent)
+                    result = await self._relay()
+                    watchers.cancel_scope.cancel()
                 if result is None:
                     failure = (
                         "The Claude Code process ended in the middle of a turn." + self._tail()
@@ -534,20 +585,24 @@ class Session:
             self._in_turn = False
             self._notify_changed()
 
-    @contextlib.asynccontextmanager
-    async def _slot(self) -> AsyncIterator[None]:
-        """A fork child runs a turn only in one of the server's slots (maxParallel), and its CLI
-        goes with the slot: the limit bounds processes (~200 MiB each), not only turns. The next
-        turn resumes the conversation from disk."""
-        if self._turn_gate is None:
-            yield
+    async def _take_slot(self) -> None:
+        """A fork child works only in one of the server's slots (maxParallel): it takes one for
+        a turn, and keeps it while the turn's background tasks run and for the turns the CLI
+        starts to report them. Its CLI goes with the slot (`_give_back_slot`), so the limit
+        bounds processes (~200 MiB each), not only turns."""
+        if self._turn_gate is None or self._slot is not None:
             return
-        async with self._turn_gate(self.id, self._in_line):
+        stack = contextlib.AsyncExitStack()
+        await stack.enter_async_context(self._turn_gate(self.id, self._in_line))
+        self._slot = stack
+
+    async def _give_back_slot(self) -> None:
+        slot, self._slot = self._slot, None
+        if slot is not None:
             try:
-                yield
+                await self._close_agent()  # the next turn resumes the conversation from disk
             finally:
-                with anyio.CancelScope(shield=True):
-                    await self._close_agent()
+                await slot.aclose()
 
     def _in_line(self, position: int | None) -> None:
         """Where this session waits for a slot (None: it has one)."""
@@ -579,48 +634,138 @@ class Session:
         reason = meaningful_lines(self._stderr())
         return f" Its last output: {reason}" if reason else ""
 
-    async def _relay(self, agent: Agent) -> EventDict | None:
-        """Publish the agent's messages until the turn's result event; None if the stream ends
-        first."""
-        stream = agent.messages()
-        async with contextlib.aclosing(stream):
-            async for message in stream:
-                result: EventDict | None = None
-                for payload in map_message(message):
-                    if isinstance(payload, events.AgentStarted):
-                        # The CLI announces itself at every turn; clients need it once per change.
-                        if payload == self._agent_info:
-                            continue
-                        self._agent_info = payload
-                        self.agent_session_id = payload.agentSessionId or self.agent_session_id
-                    elif isinstance(payload, events.TurnResult):
-                        payload = self._account(payload)
-                        if payload.usage is not None:
-                            self.usage = self.usage + payload.usage
-                        if self._cancel_requested.is_set():
-                            # The user stopped it: that is no error, and the CLI's text for it
-                            # ("[ede_diagnostic] result_type=user ...") is no answer.
-                            payload = msgspec.structs.replace(
-                                payload, cancelled=True, isError=False, text=""
-                            )
-                    elif isinstance(payload, events.Task) and not self._track_task(payload):
-                        continue
-                    event = self.emit(payload)
-                    if isinstance(payload, events.TurnResult):
-                        result = event
-                if isinstance(message, ResultMessage):
-                    if message.session_id:
-                        self.agent_session_id = message.session_id
-                    return result
-        return None
+    def _start_reader(self, agent: Agent) -> None:
+        """Read the CLI for as long as its process lives, turn or no turn."""
+        assert self._task_group is not None
+        scope = anyio.CancelScope()
+        self._reader = scope
+
+        async def read() -> None:
+            with scope:
+                try:
+                    async with contextlib.aclosing(agent.messages()) as stream:
+                        async for message in stream:
+                            self._push(message)
+                except Exception as exc:
+                    self._push(_StreamEnded(exc))
+                else:
+                    self._push(_StreamEnded(None))
+
+        self._task_group.start_soon(read, name=f"reader of {self.id}")
+
+    def _push(self, item: Any) -> None:
+        self._incoming.append(item)
+        self._arrived.set()
+        self._wakeup.set()
+
+    async def _next_message(self) -> Any:
+        while not self._incoming:
+            self._arrived = anyio.Event()
+            await self._arrived.wait()
+        return self._incoming.popleft()
+
+    async def _relay(self) -> EventDict | None:
+        """Publish the CLI's messages until the turn's result event; None if the process ends
+        first (an error it died of is raised)."""
+        while True:
+            item = await self._next_message()
+            if isinstance(item, _StreamEnded):
+                if item.error is not None:
+                    raise item.error
+                return None
+            result = self._publish(item)
+            if isinstance(item, ResultMessage):
+                if item.session_id:
+                    self.agent_session_id = item.session_id
+                self.streams.clear(None)  # what the cut-off turn was still streaming is moot
+                return result
+
+    def _publish(self, message: Any) -> EventDict | None:
+        """Publish what one CLI message says: streamed pieces as deltas, the rest as events.
+        Returns the turn's result event, if the message ends a turn."""
+        if isinstance(message, StreamEvent):
+            piece = self.streams.feed(message.event, message.parent_tool_use_id)
+            if piece is not None:
+                self._sink.publish_delta(
+                    events.Delta(
+                        sessionId=self.id,
+                        afterSeq=len(self.events),
+                        blockId=piece.block_id,
+                        kind=piece.kind,
+                        text=piece.text,
+                        parentToolUseId=piece.parent_tool_use_id,
+                    )
+                )
+            return None
+        result: EventDict | None = None
+        for payload in map_message(message):
+            if isinstance(payload, events.AgentStarted):
+                # The CLI announces itself at every turn; clients need it once per change.
+                if payload == self._agent_info:
+                    continue
+                self._agent_info = payload
+                self.agent_session_id = payload.agentSessionId or self.agent_session_id
+            elif isinstance(payload, (events.Text, events.Thinking)):
+                kind: StreamKind = "text" if isinstance(payload, events.Text) else "thinking"
+                block = self.streams.finish(getattr(message, "message_id", None), kind)
+                if block is not None:
+                    payload = msgspec.structs.replace(payload, blockId=block)
+            elif isinstance(payload, events.TurnResult):
+                payload = self._account(payload)
+                if payload.usage is not None:
+                    self.usage = self.usage + payload.usage
+                if self._cancel_requested.is_set():
+                    # The user stopped it: that is no error, and the CLI's text for it
+                    # ("[ede_diagnostic] result_type=user ...") is no answer.
+                    payload = msgspec.structs.replace(
+                        payload, cancelled=True, isError=False, text=""
+                    )
+            elif isinstance(payload, events.Task) and not self._track_task(payload):
+                continue
+            event = self.emit(payload)
+            if isinstance(payload, events.TurnResult):
+                result = event
+        return result
+
+    def _task_report(self) -> str:
+        """The prompt event of a turn the CLI started: which background tasks it reports on."""
+        ended, self._ended_tasks = self._ended_tasks, []
+        if not ended:
+            return "Claude Code started a turn by itself."
+        return "\n".join(
+            f"Background task {t.status}: {t.description or t.summary or t.taskId}" for t in ended
+        )
 
     def _track_task(self, task: events.Task) -> bool:
         """Keep the set of running background tasks; False for news that says nothing new (the
         CLI may report one task's end twice, in both its vocabularies)."""
         if task.status in ("started", "running"):
-            self.tasks[task.taskId] = task
+            known = self.tasks.get(task.taskId)
+            self.tasks[task.taskId] = msgspec.structs.replace(
+                task,
+                description=task.description or (known.description if known else None),
+                toolUseId=task.toolUseId or (known.toolUseId if known else None),
+            )
             return True
-        return self.tasks.pop(task.taskId, None) is not None
+        started = self.tasks.pop(task.taskId, None)
+        if started is None:
+            return False
+        self._ended_tasks.append(
+            msgspec.structs.replace(task, description=task.description or started.description)
+        )
+        self._notify_changed()
+        return True
+
+    def _publish_task_end(self, task: events.Task) -> None:
+        ended = events.Task(
+            taskId=task.taskId,
+            status="stopped",
+            toolUseId=task.toolUseId,
+            description=task.description,
+            summary="stopped with the Claude Code process",
+        )
+        if self._track_task(ended):
+            self.emit(ended)
 
     def _account(self, result: events.TurnResult) -> events.TurnResult:
         """The CLI reports the process's running total; turn it into this turn's cost."""
@@ -634,11 +779,45 @@ class Session:
 
     async def _close_agent(self) -> None:
         agent, self._agent = self._agent, None
+        if self._reader is not None:
+            self._reader.cancel()
+            self._reader = None
+        self._incoming.clear()  # what it says once we stop listening is moot
+        self.streams.clear_all()
+        for task in list(self.tasks.values()):  # background tasks die with the process
+            self._publish_task_end(task)
         if agent is not None:
             try:
                 await agent.close()
             except Exception:
                 log.warning("session %s: closing the agent failed", self.id, exc_info=True)
+
+
+class _StreamEnded:
+    """The CLI's message stream ended: the process is gone (`error`: what the SDK raised)."""
+
+    def __init__(self, error: Exception | None) -> None:
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"stream ended: {self.error!r}" if self.error else "stream ended"
+
+
+class _CliTurn:
+    """`_next_work`'s answer when the CLI started a turn by itself."""
+
+
+_CLI_TURN = _CliTurn()
+
+
+def _starts_a_turn(message: Any) -> bool:
+    """Whether a message that arrives between turns opens a turn of the CLI's own: its `init`,
+    or the main agent's words (a subagent's words and task news do not)."""
+    if isinstance(message, SystemMessage):
+        return message.subtype == "init"
+    if isinstance(message, (AssistantMessage, StreamEvent)):
+        return message.parent_tool_use_id is None
+    return isinstance(message, ResultMessage)
 
 
 def _first_error(exc: BaseException) -> BaseException:

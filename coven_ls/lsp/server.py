@@ -412,7 +412,10 @@ async def list_sessions(server: CovenServer, params: protocol.NoParams) -> T.Lis
 
 @handler(protocol.GET_EVENTS)
 async def get_events(server: CovenServer, params: protocol.GetEventsParams) -> GetEventsResult:
-    return GetEventsResult(events=server.hub.get(params.sessionId).events_after(params.afterSeq))
+    session = server.hub.get(params.sessionId)
+    return GetEventsResult(
+        events=session.events_after(params.afterSeq), partial=session.streams.partial()
+    )
 
 
 def _root_of(params: types.InitializeParams) -> str:

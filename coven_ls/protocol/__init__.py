@@ -6,7 +6,7 @@
 else of coven-ls, so every other part (and any Python client) can depend on it.
 """
 
-from .codec import event_body, event_frame, now_iso, parse, to_json, to_plain
+from .codec import delta_frame, event_body, event_frame, now_iso, parse, to_json, to_plain
 from .errors import CovenError, ErrorCode, fork_not_found, invalid_params, session_not_found
 from .events import KINDS, EventDict, Kind, Payload, event_dict
 from .methods import (
@@ -89,6 +89,7 @@ __all__ = [
     "SessionInfo",
     "StartSessionParams",
     "Status",
+    "delta_frame",
     "event_body",
     "event_dict",
     "event_frame",

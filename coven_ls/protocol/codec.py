@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 import msgspec
 
 from .errors import invalid_params
-from .events import EventDict
-from .methods import EVENT
+from .events import Delta, EventDict
+from .methods import DELTA, EVENT
 
 W = TypeVar("W", bound=msgspec.Struct)
 
@@ -158,9 +158,18 @@ def event_body(event: EventDict) -> bytes:
     return _encode(event)
 
 
-def event_frame(body: bytes) -> bytes:
-    """A whole `coven/event` notification with its LSP header, around an encoded event. Events
-    are plain JSON already, so this skips pygls' per-message cattrs pass, and each event is
-    encoded once however many clients and stores it goes to."""
-    message = b'{"jsonrpc":"2.0","method":"%s","params":%s}' % (EVENT.encode(), body)
+def notification_frame(method: str, params: bytes) -> bytes:
+    """A whole notification with its LSP header, around already encoded params: this skips
+    pygls' per-message cattrs pass, and what goes to many clients is encoded once."""
+    message = b'{"jsonrpc":"2.0","method":"%s","params":%s}' % (method.encode(), params)
     return b"Content-Length: %d\r\n\r\n%s" % (len(message), message)
+
+
+def event_frame(body: bytes) -> bytes:
+    """A `coven/event` notification around an encoded event (the same bytes the store keeps)."""
+    return notification_frame(EVENT, body)
+
+
+def delta_frame(delta: Delta) -> bytes:
+    """A `coven/delta` notification."""
+    return notification_frame(DELTA, _encode(delta))
