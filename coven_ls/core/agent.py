@@ -256,8 +256,11 @@ class ClaudeBackend:
                 return PermissionResultAllow()
             return PermissionResultDeny(message=message)
 
+        said = anyio.Event()
+
         def on_stderr(line: str) -> None:
             stderr_lines.append(line.rstrip())
+            said.set()
             log.debug("claude stderr: %s", line.rstrip())
 
         system_prompt: SystemPromptPreset
@@ -293,9 +296,22 @@ class ClaudeBackend:
             forward_subagent_text=True,
         )
         client = ClaudeSDKClient(options)
-        await client.connect()
+        try:
+            await client.connect()
+        except Exception as exc:
+            # The reason is on stderr, which is read apart from the exit: give it a moment.
+            with anyio.move_on_after(STDERR_GRACE_SECONDS):
+                await said.wait()
+            raise AgentStartError(describe_failure(exc, "\n".join(stderr_lines))) from exc
         return ClaudeAgent(client, stderr_lines)
 
+
+class AgentStartError(Exception):
+    """The CLI could not start; the message says how it ended and why, in its own words."""
+
+
+# How long a failed start waits for the CLI's stderr to say why.
+STDERR_GRACE_SECONDS = 1.0
 
 # What the SDK puts in ProcessError.stderr when it did not capture the stream (we do, through
 # the `stderr` callback): a pointer, not a reason.

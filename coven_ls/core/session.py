@@ -35,7 +35,14 @@ from ..protocol import (
     events,
 )
 from ..protocol.types import Origin, StreamKind, Usage
-from .agent import Agent, AgentSpec, Backend, describe_failure, meaningful_lines
+from .agent import (
+    Agent,
+    AgentSpec,
+    AgentStartError,
+    Backend,
+    describe_failure,
+    meaningful_lines,
+)
 from .mapping import map_message
 from .status import check_transition
 from .streaming import Streams
@@ -537,6 +544,8 @@ class Session:
             exc = _first_error(group)
             if isinstance(exc, protocol.CovenError):
                 failure = exc.message
+            elif isinstance(exc, AgentStartError):
+                failure = str(exc)
             else:
                 log.warning("session %s: turn failed", self.id, exc_info=True)
                 failure = describe_failure(exc, self._stderr())
