@@ -265,13 +265,14 @@ describe('nesting', () => {
       `Research the code [done · ${listedCost(subagent, sid)}]`,
       '  Research the code',
       '    ▶ Agent [Look for TODOs]',
+      '      Found 3 TODOs.',
       '    There are 3 TODOs.',
     ]);
     const agent = (model.session(sid)!.items[0] as TurnNode).children[0] as ToolNode;
     assert.equal(agent.state, 'ok');
     assert.match(present(agent).contextValue, /-subagent$/);
-    // Claude Code sent nothing from inside the subagent, so there is nothing to expand.
-    assert.equal(present(agent).collapsible, 'none');
+    // The subagent's own words (forwarded by the server) nest under its call.
+    assert.notEqual(present(agent).collapsible, 'none');
   });
 
   test("the events of a subagent nest under its tool call", () => {

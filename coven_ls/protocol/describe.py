@@ -42,7 +42,10 @@ def describe(event: dict[str, Any]) -> str | None:
         return f"{STATUS_MARKS.get(event['status'], '·')} {event['status']}"
     if kind == Kind.PROMPT:
         who = "you" if event.get("origin") == "user" else event.get("origin", "server")
-        return f"› {who}: {one_line(event['text'])}"
+        text = str(event["text"])
+        if event.get("origin") == "fork":  # a child's brief: its first line names the task
+            text = text.split("\n", 1)[0]
+        return f"› {who}: {one_line(text)}"
     if kind == Kind.AGENT:
         return f"· agent session {event.get('agentSessionId')} ({event.get('model')})"
     if kind == Kind.TEXT:

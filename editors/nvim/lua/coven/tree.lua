@@ -62,7 +62,12 @@ function M.describe(ev)
   local kind = ev.kind
   if kind == 'prompt' then
     local who = ev.origin == 'user' and 'you' or (ev.origin or 'server')
-    return '› ' .. who .. ': ' .. one_line(ev.text, 100)
+    local text = tostring(ev.text or '')
+    if ev.origin == 'fork' then
+      -- A child's brief: its first line names the task; the rest lists its siblings'.
+      text = vim.split(text, '\n', { plain = true })[1]
+    end
+    return '› ' .. who .. ': ' .. one_line(text, 100)
   elseif kind == 'text' then
     return '⏺ ' .. vim.trim(tostring(ev.text or ''))
   elseif kind == 'thinking' then
