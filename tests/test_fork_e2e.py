@@ -94,11 +94,15 @@ async def test_model_fork_runs_children_in_parallel_and_reintegrates(
     statuses = [e["status"] for e in coven.of(sid, "status")]
     assert "forking" in statuses and statuses[-1] == "idle"
     child_id = started["children"][0]["sessionId"]
-    assert coven.of(child_id, "prompt")[0] == {
-        **coven.of(child_id, "prompt")[0],
-        "text": assigned("Write the docs"),
-        "origin": "fork",
-    }
+    brief = coven.of(child_id, "prompt")[0]
+    assert brief["origin"] == "fork"
+    # The seeds' first line, then the sibling's task and the rule to keep to its own.
+    first, *rest = brief["text"].split("\n")
+    assert first == assigned("Write the docs")
+    assert '- Fix <bugs> & "tests"' in rest and "Do only your own task" in "\n".join(rest)
+    # And that is what the child's model was told.
+    [request] = [r for r in child_requests(model) if first in r.last_user_text]
+    assert '- Fix <bugs> & "tests"' in request.last_user_text
 
 
 async def test_three_children_share_the_limit(coven_factory, model: ScriptedModel) -> None:
@@ -132,6 +136,36 @@ async def test_three_children_share_the_limit(coven_factory, model: ScriptedMode
     for child in started["children"]:
         agent = (await coven.wait_kind(child["sessionId"], "agent"))["agentSessionId"]
         await wait_until(lambda a=agent: not coven.pids_running(a), 30, f"{agent} to stop")
+
+
+async def test_two_forking_parents_share_one_limit(coven_factory, model: ScriptedModel) -> None:
+    """maxParallel is the server's: two parents forking at once get two slots between them, and
+    a child that waits is told its place in the line."""
+    coven = await coven_factory(init_options={"forkMode": "auto", "maxParallel": 2})
+    for plan, task in (("Plan A", "Alpha"), ("Plan B", "Beta")):
+        model.on(plan, f"Two parts.\n<fork>\n- {task} one\n- {task} two\n</fork>")
+        for part in ("one", "two"):
+            model.on(assigned(f"{task} {part}"), f"{task} {part} done.", latency=1.0)
+    model.on("<fork-results>", "Both parts done.")
+
+    first = await coven.start("Plan A")
+    second = await coven.start("Plan B")
+    await wait_reintegrated(coven, first)
+    await wait_reintegrated(coven, second)
+
+    requests = sorted(child_requests(model), key=lambda r: r.time)
+    assert len(requests) == 4
+    for request in requests:  # never more than two children at the model, over both forks
+        in_flight = [r for r in requests if r.time <= request.time < r.finished]
+        assert len(in_flight) <= 2
+    positions = [
+        e
+        for sid in (first, second)
+        for started in coven.of(sid, "forkStarted")
+        for child in started["children"]
+        for e in coven.of(child["sessionId"], "queuePosition")
+    ]
+    assert positions and {e["position"] for e in positions} <= {1, 2}
 
 
 @pytest.mark.parametrize(
