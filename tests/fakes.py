@@ -200,6 +200,7 @@ class FakeAgent:
         self.interrupts = 0
         self.stopped_tasks: list[str] = []
         self._script: list[Step] | None = None
+        self._spoken = False  # the script is the CLI's own words, not a reply to a message
         self._sent = anyio.Event()
         self._interrupted = anyio.Event()
         self.dead = False
@@ -218,6 +219,7 @@ class FakeAgent:
         """The CLI says something by itself, between turns (a background task's news, a turn it
         starts to report one)."""
         self._script = list(steps)
+        self._spoken = True
         self._sent.set()
 
     def messages(self) -> AsyncIterator[Any]:
@@ -256,11 +258,12 @@ class FakeAgent:
                 await self._sent.wait()
                 self._sent = anyio.Event()
             script, self._script = self._script, None
+            spoken, self._spoken = self._spoken, False
             ended = False
             async for message in self._reply(script):
                 yield message
                 ended = ended or isinstance(message, ResultMessage)
-            if self.dead or not ended:
+            if self.dead or not (ended or spoken):
                 return
 
     async def _reply(self, script: list[Step]) -> AsyncIterator[Any]:
@@ -378,6 +381,7 @@ class RecordingSink:
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
+        self.deltas: list[Any] = []
         self.permission_calls: list[tuple[Any, str, dict[str, Any], str | None]] = []
         # answers, in order; the default when the list runs out. An exception is raised; a Gate
         # is waited on and then the default is given.
@@ -387,6 +391,11 @@ class RecordingSink:
 
     def publish(self, event: dict[str, Any]) -> None:
         self.events.append(event)
+        if self._changed is not None:
+            self._changed.set()
+
+    def publish_delta(self, delta: Any) -> None:
+        self.deltas.append(delta)
         if self._changed is not None:
             self._changed.set()
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+from claude_agent_sdk import StreamEvent, TaskNotificationMessage, TaskStartedMessage
 
 from coven_ls import protocol
 from coven_ls.core import session as session_module
@@ -728,3 +729,88 @@ async def test_on_turn_end_not_called_for_failed_turns() -> None:
         session.send("x")
         await sink_of(session).wait_for(Kind.STATUS, status="failed", limit=LIMIT)
         assert calls == []
+
+
+# --- the CLI between turns: streaming, background tasks, turns it starts itself ------------------
+
+
+def stream(message_id: str, *pieces: str, kind: str = "text") -> list[StreamEvent]:
+    """The CLI's stream events for one block of a model message, piece by piece."""
+    raw: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {"id": message_id}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": kind}},
+    ]
+    key = "text_delta" if kind == "text" else "thinking_delta"
+    raw += [
+        {"type": "content_block_delta", "index": 0, "delta": {"type": key, kind: p}} for p in pieces
+    ]
+    raw.append({"type": "content_block_stop", "index": 0})
+    return [StreamEvent(uuid=f"se-{n}", session_id="agent-1", event=e) for n, e in enumerate(raw)]
+
+
+async def test_text_streams_as_deltas_and_the_whole_block_replaces_them() -> None:
+    gate = Gate()
+    whole = assistant("Hello there")
+    whole.message_id = "msg_1"
+    backend = FakeBackend(
+        [init(), *stream("msg_1", "Hel", "lo ")[:4], gate, *stream("msg_1", "there")[2:], whole]
+        + [result("Hello there")]
+    )
+    async with running(backend) as session:
+        session.send("hi")
+        await gate.wait_reached()
+        sink = sink_of(session)
+        assert [d.text for d in sink.deltas] == ["Hel", "lo "]
+        (partial,) = session.streams.partial()
+        assert (partial.blockId, partial.kind, partial.text) == ("msg_1:0", "text", "Hello ")
+        assert all(
+            d.blockId == "msg_1:0" and d.afterSeq == len(session.events) for d in sink.deltas
+        )
+        gate.open()
+        await turn_done(session)
+        (text,) = [e for e in session.events if e["kind"] == Kind.TEXT]
+        assert text["text"] == "Hello there" and text["blockId"] == "msg_1:0"
+        assert "".join(d.text for d in sink.deltas) == "Hello there"
+        assert session.streams.partial() == []
+
+
+async def test_a_turn_the_cli_starts_by_itself_is_a_turn_like_any_other() -> None:
+    backend = FakeBackend([init(), assistant("On it."), result("On it.")])
+    backend.default_reply = lambda text: [init(), assistant(f"re: {text}"), result(f"re: {text}")]
+    async with running(backend) as session:
+        session.send("start a background job")
+        first = await turn_done(session)
+        agent = backend.agents[0]
+        started = TaskStartedMessage(
+            subtype="task_started",
+            data={},
+            task_id="t1",
+            description="Count files",
+            uuid="u",
+            session_id="agent-1",
+            tool_use_id="toolu_1",
+        )
+        agent.speak([started])
+        await sink_of(session).wait_for(Kind.TASK, after=first["seq"], status="started")
+        assert session.status == "idle" and not session.settled  # a task still runs
+        ended = TaskNotificationMessage(
+            subtype="task_notification",
+            data={},
+            task_id="t1",
+            status="completed",
+            output_file="/tmp/o",
+            summary="42 files",
+            uuid="u2",
+            session_id="agent-1",
+        )
+        agent.speak([ended, init(), assistant("The job found 42 files."), result("42 files")])
+        prompt = await sink_of(session).wait_for(Kind.PROMPT, after=first["seq"], origin="task")
+        assert prompt["text"] == "Background task completed: Count files"
+        # A message sent while the CLI's own turn runs waits for it.
+        assert session.send("and now?") == 1
+        report = await turn_done(session, after=prompt["seq"])
+        assert report["text"] == "42 files"
+        follow_up = await turn_done(session, after=report["seq"])
+        assert follow_up["text"] == "re: and now?"
+        assert session.settled and session.tasks == {}
+        assert agent.sent == ["start a background job", "and now?"]  # the CLI's turn sent nothing
