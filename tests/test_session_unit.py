@@ -752,10 +752,9 @@ async def test_text_streams_as_deltas_and_the_whole_block_replaces_them() -> Non
     gate = Gate()
     whole = assistant("Hello there")
     whole.message_id = "msg_1"
-    backend = FakeBackend(
-        [init(), *stream("msg_1", "Hel", "lo ")[:4], gate, *stream("msg_1", "there")[2:], whole]
-        + [result("Hello there")]
-    )
+    first_pieces = stream("msg_1", "Hel", "lo ")[:4]  # up to the second piece
+    rest = stream("msg_1", "there")[2:]  # the last piece and the block's end
+    backend = FakeBackend([init(), *first_pieces, gate, *rest, whole, result("Hello there")])
     async with running(backend) as session:
         session.send("hi")
         await gate.wait_reached()
