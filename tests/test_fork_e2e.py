@@ -452,3 +452,23 @@ async def test_a_childs_fork_obeys_max_depth(
 def results_turn_for_parent(model: ScriptedModel) -> str:
     """The <fork-results> message the top-level parent got (the last one sent)."""
     return [r for r in model.requests if "<fork-results>" in r.last_user_text][-1].last_user_text
+
+
+async def test_a_forks_tokens_add_up_to_its_tree(coven_factory, model: ScriptedModel) -> None:
+    coven = await coven_factory(init_options={"forkMode": "auto"})
+    model.on(PLAN, FORK_TWO)
+    model.on(assigned("Write the docs"), "Docs are written.")
+    model.on(assigned('Fix <bugs> & "tests"'), "Bugs are fixed.")
+    model.on("<fork-results>", "Both done.")
+    sid = await coven.start(PLAN)
+    await wait_reintegrated(coven, sid)
+    [finished] = coven.of(sid, "forkFinished")
+    sessions = {
+        s["sessionId"]: s for s in (await coven.request("coven/listSessions", {}))["sessions"]
+    }
+    children = [sessions[r["sessionId"]] for r in finished["results"]]
+    keys = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheCreationTokens")
+    assert finished["usage"] == {k: sum(c["treeUsage"][k] for c in children) for k in keys}
+    assert finished["usage"]["outputTokens"] > 0
+    parent = sessions[sid]
+    assert parent["treeUsage"] == {k: parent["usage"][k] + finished["usage"][k] for k in keys}

@@ -176,3 +176,22 @@ async def test_cancel_right_after_sending_still_interrupts(
     assert cancelled["cancelled"] is True and cancelled["subtype"] == "error_during_execution"
     await coven.request("coven/sendMessage", {"sessionId": sid, "text": "Still there?"})
     assert (await coven.wait_kind(sid, "turnResult", count=3))["text"] == "Yes."
+
+
+async def test_tokens_are_counted_per_turn_and_per_session(
+    coven: Coven, model: ScriptedModel
+) -> None:
+    model.on("First", "One.")
+    model.on("Second", "Two, a little longer than the first.")
+    sid = await coven.start("First")
+    first = await coven.wait_kind(sid, "turnResult")
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "Second"})
+    second = await coven.wait_kind(sid, "turnResult", count=2)
+    keys = {"inputTokens", "outputTokens", "cacheReadTokens", "cacheCreationTokens"}
+    for turn in (first, second):
+        assert set(turn["usage"]) == keys and turn["usage"]["outputTokens"] > 0
+    # The session's total is its turns added up, as the CLI reported them.
+    await coven.wait_status(sid, "idle", after_seq=second["seq"])
+    (info,) = (await coven.request("coven/listSessions", {}))["sessions"]
+    assert info["usage"] == {k: first["usage"][k] + second["usage"][k] for k in keys}
+    assert info["treeUsage"] == info["usage"]
