@@ -127,3 +127,18 @@ def test_import_boundaries(layer: str) -> None:
             elif parts[0] in FORBIDDEN_THIRD_PARTY.get(layer, set()):
                 wrong.append(f"{path.relative_to(ROOT)} imports {module}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_every_event_example_in_protocol_md_matches_the_schema() -> None:
+    """protocol.md's example events are what the server sends: each one checked, strictly."""
+    decoder = json.JSONDecoder()
+    examples = []
+    for match in re.finditer(r'\{"sessionId": "s-[^"]*", "seq"', PROTOCOL_MD):
+        event, _end = decoder.raw_decode(PROTOCOL_MD, match.start())
+        examples.append(event)
+    assert len(examples) >= 20
+    kinds = set()
+    for event in examples:
+        events.check_event(event)
+        kinds.add(event["kind"])
+    assert set(events.KINDS) == kinds, f"kinds with no example: {set(events.KINDS) - kinds}"
