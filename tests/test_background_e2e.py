@@ -63,6 +63,7 @@ async def test_a_background_agent_reports_back_by_itself(
     assert second["text"] == "The background agent found 3 TODOs."
     assert first["seq"] < said["seq"] < report["seq"] < second["seq"]
     # A turn like any other: running, then idle again; nothing left running.
+    await coven.wait_status(sid, "idle", after_seq=second["seq"])
     statuses = [e["status"] for e in coven.of(sid, "status") if e["seq"] > first["seq"]]
     assert statuses[-2:] == ["running", "idle"]
     listed = (await coven.request("coven/listSessions", {}))["sessions"]
