@@ -76,7 +76,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "-y", "--yes", action="store_true", help="approve every fork and allow every tool"
     )
-    run.add_argument("--json", action="store_true", help="print raw events, one per line")
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help="print raw events, one per line (the usage line goes to stderr)",
+    )
+    run.add_argument(
+        "--deltas",
+        action="store_true",
+        help='with --json: also print the streamed pieces of text, as {"delta": ...} lines',
+    )
     return parser
 
 
@@ -98,6 +107,9 @@ def _run(args: argparse.Namespace) -> int:
 
     from .term.run import RunOptions, run_session
 
+    if args.deltas and not args.json:
+        print("coven-ls run: --deltas goes with --json", file=sys.stderr)
+        return 2
     cwd = os.path.abspath(os.path.expanduser(args.cwd))
     if not os.path.isdir(cwd):
         print(f"coven-ls run: --cwd {cwd} is not a directory", file=sys.stderr)
@@ -110,6 +122,7 @@ def _run(args: argparse.Namespace) -> int:
             model=args.model,
             permission_mode=args.permission_mode,
             as_json=args.json,
+            json_deltas=args.deltas,
             yes=args.yes,
         )
     )

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from coven_ls.testing.scripted_model import ScriptedModel, Text, reply
+from coven_ls.protocol.describe import compact_count
+from coven_ls.testing.scripted_model import HttpError, Reply, ScriptedModel, Text, reply
 
 from .fixtures.record import EVENTS_DIR, read
 from .harness import processes_with_env
@@ -159,7 +160,7 @@ vim.cmd('CovenStart Plan the release')
     bugs, bugs_answer = find(lines, "⑂ Fix the bugs"), find(lines, "⏺ Bugs are fixed.")
     finished = find(lines, "⑂ Fork done  2 of 2 tasks succeeded")
     after = find(lines, "⏺ Both parts are done.")
-    assert lines[root].endswith("✓ idle"), tree
+    assert "✓ idle  · " in lines[root], tree  # and the tokens of its turns
     assert root < fork < docs < docs_answer < bugs < bugs_answer < finished < after, tree
     # The children sit under the fork line, their lines under their own headers; the parent's
     # own lines go on at the parent's level.
@@ -228,7 +229,70 @@ vim.cmd('CovenStart Plan the release')
     cancelled = find(lines, "■ turn cancelled")
     assert rejected < alone < fork < child < merged < sent < cancelled, tree
     assert indent(lines[child]) > indent(lines[fork]), tree
-    assert lines[0].endswith("✓ idle"), tree
+    assert "✓ idle" in lines[0], tree
+
+
+STORY = (
+    "Streaming works: this answer arrives in small pieces, one after the other, long before "
+    "the whole message is done."
+)
+
+
+def test_the_plugin_streams_text_into_the_tree(tmp_path: Path, model: ScriptedModel) -> None:
+    model.on(
+        "Tell me a story", Reply(error=HttpError(529, "Overloaded", "overloaded_error")), times=1
+    )
+    # ~30 pieces of 5 characters, 50 ms apart.
+    model.on("Tell me a story", STORY, chunk_chars=5, chunk_delay=0.05)
+
+    lines = run_nvim(
+        tmp_path,
+        model,
+        r"""
+local mid_written = false
+coven.on_delta(function(d)
+  -- Once a third of the answer is in: the tree buffer as drawn (after the plugin's redraw).
+  local streamed = 0
+  for _, line in ipairs(coven.lines()) do
+    if line:find('⏺ ', 1, true) then streamed = #line end
+  end
+  if not mid_written and streamed > 40 then
+    mid_written = true
+    vim.schedule(function()
+      vim.fn.writefile(vim.api.nvim_buf_get_lines(coven.tree_buffer(), 0, -1, false), OUT .. '.mid')
+    end)
+  end
+end)
+coven.on_event(function(ev)
+  if ev.kind == 'turnResult' then
+    vim.fn.writefile({ vim.fn.json_encode(ev) }, OUT .. '.result')
+  elseif ev.sessionId == root and ev.kind == 'status' and ev.status == 'idle' then
+    finish_soon()
+  end
+end)
+vim.cmd('CovenStart Tell me a story')
+""".replace("OUT", lua_string(str(tmp_path / "result"))),
+    )
+
+    mid = (tmp_path / "result.mid").read_text().splitlines()
+    result = json.loads((tmp_path / "result.result").read_text())
+    tree = "\n".join(mid)
+    # Mid-stream: the retry, and the answer's line holding the pieces so far.
+    assert mid[0] == "● Tell me a story  ▶ running", tree
+    assert re.fullmatch(r"  ⟳ API overloaded — retrying in [\d.]+ s \(1/\d+\)", mid[2]), tree
+    partial = mid[3].removeprefix("  ⏺ ")
+    assert mid[3].startswith("  ⏺ ") and STORY.startswith(partial) and partial != STORY, tree
+    assert len(mid) == 4, tree
+    # After: the text event replaced the pieces with the whole answer, once; the header has the
+    # turn's tokens.
+    usage = result["usage"]
+    tokens_in = usage["inputTokens"] + usage["cacheReadTokens"] + usage["cacheCreationTokens"]
+    assert lines[0] == (
+        f"● Tell me a story  ✓ idle  · {compact_count(tokens_in)} in · "
+        f"{compact_count(usage['outputTokens'])} out"
+    )
+    assert lines[3:5] == [f"  ⏺ {STORY}", lines[4]] and lines[4].startswith("  ✓ turn done (")
+    assert sum(STORY[:20] in line for line in lines) == 1
 
 
 # --- the golden fixtures, replayed into the tree renderer ----------------------------------------
@@ -256,13 +320,26 @@ vim.cmd('qall!')
 """
 
 TURN_NUMBERS = re.compile(r"\((\d+\.\d) s, \$(\d+\.\d{4})\)")
+HEADER_USAGE = re.compile(r"  · (\S+) in · (\S+) out$")
+
+
+def session_usage(events: list[dict]) -> list[tuple[str, str]]:
+    """Each session's tokens as its header shows them (in, out), from its turnResults."""
+    totals: dict[str, list[int]] = {}
+    for e in events:
+        if e.get("kind") == "turnResult" and e.get("usage"):
+            u, total = e["usage"], totals.setdefault(e["sessionId"], [0, 0])
+            total[0] += u["inputTokens"] + u["cacheReadTokens"] + u["cacheCreationTokens"]
+            total[1] += u["outputTokens"]
+    return sorted((compact_count(i), compact_count(o)) for i, o in totals.values())
 
 
 def render_fixture(
     tmp_path: Path, name: str, snapshot_after: str = ""
 ) -> tuple[list[str], list[str]]:
     """The tree lines after the first `snapshot_after` event (empty without one) and at the end,
-    with each turn's "(1.2 s, $0.0377)" written "(…)" once checked against the fixture."""
+    with each turn's "(1.2 s, $0.0377)" written "(…)" and the headers' tokens left out, once
+    checked against the fixture."""
     out = tmp_path / name
     init = tmp_path / f"{name}.lua"
     init.write_text(
@@ -289,18 +366,19 @@ def render_fixture(
     mid_lines = mid.read_text().splitlines() if mid.exists() else []
     end_lines = end.read_text().splitlines()
     # Every turn's duration and cost is the fixture's (a cancelled turn shows neither).
-    results = [
-        e
-        for e in read(EVENTS_DIR / f"{name}.jsonl")
-        if e.get("kind") == "turnResult" and not e.get("cancelled")
-    ]
+    events = read(EVENTS_DIR / f"{name}.jsonl")
+    results = [e for e in events if e.get("kind") == "turnResult" and not e.get("cancelled")]
     shown = TURN_NUMBERS.findall("\n".join(end_lines))
     recorded = [(f"{r['durationMs'] / 1000:.1f}", f"{r['costUsd']:.4f}") for r in results]
     assert sorted(shown) == sorted(recorded), (shown, recorded)
-    return (
-        [TURN_NUMBERS.sub("(…)", line) for line in mid_lines],
-        [TURN_NUMBERS.sub("(…)", line) for line in end_lines],
-    )
+    # Each session's header: the tokens of its turns (when the recording has them).
+    headers = sorted(m.groups() for m in map(HEADER_USAGE.search, end_lines) if m)
+    assert headers == session_usage(events), end_lines
+
+    def plain(line: str) -> str:
+        return HEADER_USAGE.sub("", TURN_NUMBERS.sub("(…)", line))
+
+    return [plain(line) for line in mid_lines], [plain(line) for line in end_lines]
 
 
 SPLIT_ANSWER = [
@@ -416,3 +494,182 @@ def test_the_tree_draws_recorded_tool_cancel_and_crash_turns(tmp_path: Path) -> 
         "  ⏺ Back again.",
         "  ✓ turn done (…)",
     ]
+
+
+# --- deltas, retries, tasks and queues, fed by hand ----------------------------------------------
+
+# Feeds STEPS (one JSON object a line: {"event": …}, {"delta": …} or {"snapshot": NAME}) to the
+# tree as the plugin does, writing the rendered tree to OUT.NAME at each snapshot.
+FEED = r"""
+vim.opt.runtimepath:prepend(PLUGIN)
+local tree = require('coven.tree')
+local t = tree.new()
+for _, line in ipairs(vim.fn.readfile(STEPS)) do
+  local step = vim.json.decode(line)
+  if step.event then
+    tree.apply(t, step.event)
+  elseif step.delta then
+    tree.apply_delta(t, step.delta)
+  else
+    vim.fn.writefile(tree.render(t), OUT .. '.' .. step.snapshot)
+  end
+end
+vim.cmd('qall!')
+"""
+
+
+def feed_tree(tmp_path: Path, steps: list[dict]) -> dict[str, list[str]]:
+    """The tree's lines at each {"snapshot": name} of `steps`."""
+    steps_file, out = tmp_path / "steps.jsonl", tmp_path / "fed"
+    steps_file.write_text("".join(json.dumps(step) + "\n" for step in steps))
+    init = tmp_path / "feed.lua"
+    init.write_text(
+        FEED.replace("PLUGIN", lua_string(str(PLUGIN)))
+        .replace("STEPS", lua_string(str(steps_file)))
+        .replace("OUT", lua_string(str(out)))
+    )
+    env = {**os.environ}
+    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
+        env[var] = str(tmp_path / var.lower())
+    done = subprocess.run(
+        [NVIM, "--headless", "--noplugin", "-n", "-i", "NONE", "-u", str(init)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    names = [step["snapshot"] for step in steps if "snapshot" in step]
+    return {name: out.with_suffix(f".{name}").read_text().splitlines() for name in names}
+
+
+class Steps:
+    """Events (seq numbered per session) and deltas as the server would send them, for the
+    session `sid` names (`of()` switches)."""
+
+    def __init__(self, sid: str = "s-1") -> None:
+        self.sid, self.seqs, self.steps = sid, {sid: 0}, []
+
+    def of(self, sid: str) -> Steps:
+        self.sid = sid
+        self.seqs.setdefault(sid, 0)
+        return self
+
+    def event(self, kind: str, **fields) -> Steps:
+        self.seqs[self.sid] += 1
+        seq = self.seqs[self.sid]
+        event = {"sessionId": self.sid, "seq": seq, "kind": kind, "time": "", **fields}
+        self.steps.append({"event": event})
+        return self
+
+    def delta(self, block: str, text: str, kind: str = "text", **fields) -> Steps:
+        head = {"sessionId": self.sid, "afterSeq": self.seqs[self.sid], "blockId": block}
+        self.steps.append({"delta": {**head, "kind": kind, "text": text, **fields}})
+        return self
+
+    def snapshot(self, name: str) -> Steps:
+        self.steps.append({"snapshot": name})
+        return self
+
+
+USAGE = {
+    "inputTokens": 24,
+    "outputTokens": 4480,
+    "cacheReadTokens": 12000,
+    "cacheCreationTokens": 310,
+}
+
+
+def test_the_tree_grows_with_deltas_and_the_text_event_replaces_them(tmp_path: Path) -> None:
+    s = Steps()
+    s.event("status", status="running").event("prompt", text="Count the files", origin="user")
+    s.delta("m1:0", "The user wants", kind="thinking").delta("m1:0", " a count.", kind="thinking")
+    s.event("thinking", text="The user wants a count.", blockId="m1:0")
+    s.delta("m1:1", "There are 4").snapshot("first")
+    s.delta("m1:1", "2 files\nin s").snapshot("second")
+    s.event("text", text="There are 42 files\nin src/.", blockId="m1:1").snapshot("whole")
+    s.event("turnResult", text="There are 42 files\nin src/.", isError=False, subtype="success")
+    s.steps[-1]["event"].update(costUsd=0.0123, durationMs=2100, usage=USAGE)
+    s.event("status", status="idle")
+    # A follow-up, cancelled mid-answer: its pieces go, the turn reads as cancelled.
+    s.event("prompt", text="Go on", origin="user").event("status", status="running")
+    s.delta("m2:0", "Going o").snapshot("cancelling")
+    s.event("turnResult", text="", isError=False, subtype="cancelled", cancelled=True)
+    s.event("status", status="idle").snapshot("cancelled")
+
+    shot = feed_tree(tmp_path, s.steps)
+
+    head = [
+        "● Count the files  ▶ running",
+        "  › you: Count the files",
+        "  ✻ The user wants a count.",
+    ]
+    assert shot["first"] == [*head, "  ⏺ There are 4"]
+    assert shot["second"] == [*head, "  ⏺ There are 42 files", "    in s"]
+    assert shot["whole"] == [*head, "  ⏺ There are 42 files", "    in src/."]
+    answer = ["  ⏺ There are 42 files", "    in src/.", "  ✓ turn done (2.1 s, $0.0123)"]
+    assert shot["cancelling"][-2:] == ["  › you: Go on", "  ⏺ Going o"]
+    assert shot["cancelled"] == [
+        # 24 + 12000 + 310 tokens in, 4480 out
+        "● Count the files  ✓ idle  · 12.3k in · 4.5k out",
+        *head[1:],
+        *answer,
+        "  › you: Go on",
+        "  ■ turn cancelled",
+    ]
+
+
+def test_the_tree_shows_retries_tasks_and_queue_positions(tmp_path: Path) -> None:
+    parent = Steps("s-parent")
+    parent.event("prompt", text="Research the code", origin="user")
+    retry = {"maxRetries": 10, "errorStatus": 529, "error": "overloaded"}
+    parent.event("apiRetry", attempt=1, retryDelayMs=600, **retry).snapshot("retry")
+    parent.event("apiRetry", attempt=2, retryDelayMs=1200, **retry).snapshot("retry2")
+    agent = {"description": "Find TODOs", "prompt": "Look for TODOs"}
+    parent.event("toolUse", toolUseId="tu-1", name="Agent", input=agent)
+    parent.event("task", taskId="t-1", status="started", toolUseId="tu-1", description="Find TODOs")
+    parent.event("toolResult", toolUseId="tu-1", content="Async agent launched", isError=False)
+    parent.event("task", taskId="t-1", status="running", lastToolName="Grep", toolUses=2)
+    parent.event("text", text="Found 3 TODOs.", parentToolUseId="tu-1").snapshot("running")
+    parent.event("task", taskId="t-1", status="completed", summary="Found 3 TODOs.")
+    parent.event("prompt", text="Background task completed: Find TODOs", origin="task")
+    parent.snapshot("completed")
+    # A fork child waiting for a slot.
+    parent.event(
+        "forkStarted",
+        forkId="f-1",
+        source="user",
+        tasks=["Fix the bugs"],
+        children=[{"sessionId": "s-child", "label": "Fix the bugs"}],
+    )
+    child = parent.of("s-child")
+    child.event("status", status="queued").event("queuePosition", position=2).snapshot("queued")
+    child.event("queuePosition", position=1).snapshot("next")
+    child.event("status", status="running").snapshot("started")
+
+    shot = feed_tree(tmp_path, parent.steps)
+
+    retrying = "  ⟳ API overloaded — retrying in {} ({}/10)"
+    assert shot["retry"][-1] == retrying.format("0.6 s", 1)
+    # The latest retry takes the place of the one before.
+    assert shot["retry2"][2:] == [retrying.format("1.2 s", 2)]
+    assert shot["running"] == [
+        "● Research the code",
+        "  › you: Research the code",
+        retrying.format("1.2 s", 2),
+        "  ⚙ Agent  Look for TODOs",
+        "    ◇ task Find TODOs  ▶ running (Grep, 2 tool uses)",
+        "      ⏺ Found 3 TODOs.",
+        "    ↳ Async agent launched",
+    ]
+    assert shot["completed"][4:] == [
+        "    ◇ task Find TODOs  ✓ completed — Found 3 TODOs.",
+        "      ⏺ Found 3 TODOs.",
+        "    ↳ Async agent launched",
+        "  › task: Background task completed: Find TODOs",
+    ]
+    assert shot["queued"][-2:] == ["  ⑂ Fork  1 task", "    ⑂ Fix the bugs  · queued (2nd in line)"]
+    assert shot["next"][-1] == "    ⑂ Fix the bugs  · queued (next)"
+    assert shot["started"][-1] == "    ⑂ Fix the bugs  ▶ running"

@@ -21,12 +21,22 @@ from typing import Any
 import pytest
 
 from coven_ls.term.run import NO_TERMINAL_DENIAL, NO_TERMINAL_FORK_REASON
-from coven_ls.testing.scripted_model import ScriptedModel, ToolUse
+from coven_ls.testing.scripted_model import HttpError, Reply, ScriptedModel, ToolUse
 
 from .harness import processes_with_env
 
 PLAN = "Plan the release"
 FORK_TWO = "I will split this.\n<fork>\n- Write the docs\n- Fix the bugs\n</fork>"
+# ~30 pieces of 5 characters, 50 ms apart: an answer that takes 1.5 s to arrive.
+STORY = (
+    "Streaming works: this answer arrives in small pieces, one after the other, long before "
+    "the whole message is done."
+)
+OVERLOADED = Reply(error=HttpError(529, "Overloaded", "overloaded_error"))
+USAGE_LINE = re.compile(
+    r"^Σ ([\d,]+) tokens in \(([\d,]+) uncached, ([\d,]+) cache read, ([\d,]+) cache write\) "
+    r"· ([\d,]+) out · \$(\d+\.\d{4})( over \d+ sessions)?$"
+)
 
 
 def run_env(model: ScriptedModel, tmp_path: Path) -> dict[str, str]:
@@ -44,6 +54,8 @@ def workspace(tmp_path: Path) -> Path:
 def run_json(
     tmp_path: Path, model: ScriptedModel, *args: str
 ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """`coven-ls run --json`: the process and the lines it printed, parsed (events, and with
+    `--deltas` the streamed pieces too)."""
     done = subprocess.run(
         [
             sys.executable,
@@ -62,9 +74,9 @@ def run_json(
         timeout=240,
         check=False,
     )
-    events = [json.loads(line) for line in done.stdout.splitlines()]
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert_no_process_left(tmp_path)
-    return done, events
+    return done, lines
 
 
 def assert_no_process_left(tmp_path: Path) -> None:
@@ -147,6 +159,93 @@ def test_run_without_a_terminal_rejects_the_fork(tmp_path: Path, model: Scripted
     assert follow_up["origin"] == "forkRejected" and NO_TERMINAL_FORK_REASON in follow_up["text"]
     assert of(events, sid, "turnResult")[-1]["text"] == "Fine, I will do it alone."
     assert of(events, sid, "forkStarted") == []
+
+
+def usage_numbers(stderr: str) -> tuple[int, ...]:
+    """The numbers of the usage line `coven-ls run --json` ends with on stderr."""
+    [line] = [m for m in map(USAGE_LINE.match, stderr.splitlines()) if m]
+    *tokens, cost, _ = line.groups()
+    return (*(int(t.replace(",", "")) for t in tokens), round(float(cost) * 10_000))
+
+
+def expected_usage(results: list[dict[str, Any]]) -> tuple[int, ...]:
+    """The same numbers, added up from what the CLI reported for each turn."""
+    total = {k: sum(r["usage"][k] for r in results) for k in results[0]["usage"]}
+    uncached, read, write = (
+        total["inputTokens"],
+        total["cacheReadTokens"],
+        total["cacheCreationTokens"],
+    )
+    cost = round(sum(r["costUsd"] for r in results) * 10_000)
+    return (uncached + read + write, uncached, read, write, total["outputTokens"], cost)
+
+
+def test_run_json_deltas_retries_and_the_usage_line(tmp_path: Path, model: ScriptedModel) -> None:
+    model.on("Tell me a story", OVERLOADED, times=1)
+    model.on("Tell me a story", STORY, chunk_chars=5, chunk_delay=0.05)
+
+    done, lines = run_json(tmp_path, model, "--deltas", "Tell me a story")
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    events = [line for line in lines if "delta" not in line]
+    deltas = [line["delta"] for line in lines if "delta" in line]
+    sid = events[0]["sessionId"]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    [retry] = of(events, sid, "apiRetry")
+    assert retry["attempt"] == 1 and retry["errorStatus"] == 529 and retry["retryDelayMs"] > 0
+    # The pieces came before the whole block, in order, and add up to it.
+    [text] = of(events, sid, "text")
+    assert len(deltas) >= 20
+    assert "".join(d["text"] for d in deltas) == text["text"] == STORY
+    assert {(d["sessionId"], d["blockId"], d["kind"]) for d in deltas} == {
+        (sid, text["blockId"], "text")
+    }
+    assert max(i for i, line in enumerate(lines) if "delta" in line) < lines.index(text)
+    # The usage line on stderr has the numbers the CLI reported.
+    results = of(events, sid, "turnResult")
+    assert usage_numbers(done.stderr) == expected_usage(results)
+
+
+def test_run_waits_for_the_background_task_and_the_turn_that_reports_it(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    agent = {
+        "description": "Find TODOs",
+        "prompt": "Look for TODOs",
+        "subagent_type": "general-purpose",
+        "run_in_background": True,
+    }
+    model.on("Research the code", ToolUse("Agent", agent))
+    model.on("Async agent launched", "The subagent is looking.")
+    # The subagent outlives its parent's turn.
+    model.on("Look for TODOs", "Found 3 TODOs.", latency=1.5)
+    # The CLI's own turn: its message is a <task-notification> inside a <system-reminder>, which
+    # the rules' text leaves out.
+    model.on(
+        lambda request: "<task-notification>" in json.dumps(request.messages[-1]),
+        "The subagent found 3 TODOs.",
+    )
+
+    done, events = run_json(tmp_path, model, "--yes", "Research the code")
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    sid = events[0]["sessionId"]
+    [use] = of(events, sid, "toolUse")
+    started, ended = of(events, sid, "task")
+    assert started["status"] == "started" and started["toolUseId"] == use["toolUseId"]
+    assert ended["status"] == "completed" and ended["taskId"] == started["taskId"]
+    [sub] = [e for e in events if e.get("parentToolUseId") == use["toolUseId"]]
+    assert sub["text"] == "Found 3 TODOs."
+    # The run did not end at the first `idle`: the CLI's own turn reported the task.
+    report = of(events, sid, "prompt")[-1]
+    assert report["origin"] == "task" and ended["seq"] < report["seq"]
+    results = of(events, sid, "turnResult")
+    assert [r["text"] for r in results] == [
+        "The subagent is looking.",
+        "The subagent found 3 TODOs.",
+    ]
+    assert events[-1] == {**events[-1], "kind": "status", "status": "idle"}
+    assert usage_numbers(done.stderr) == expected_usage(results)
 
 
 # --- on a terminal -------------------------------------------------------------------------------
@@ -285,3 +384,25 @@ def test_ctrl_c_cancels_the_fork_and_a_second_one_quits(terminal, model: Scripte
     term.type("\x03")
     term.expect(r"\^C quitting", at)
     assert term.wait() == 130, term.text[-3000:]
+
+
+def test_run_streams_the_answer_on_the_terminal_as_it_arrives(
+    terminal, model: ScriptedModel
+) -> None:
+    model.on("Tell me a story", OVERLOADED, times=1)
+    model.on("Tell me a story", STORY, chunk_chars=5, chunk_delay=0.05)
+
+    term = terminal("Tell me a story")
+    at = term.expect(r"⟳ API overloaded — retrying in [\d.]+ s \(1/\d+\)\n")
+    at = term.expect(re.escape(f"⏺ {STORY[:10]}"), at)
+    # The first pieces are on the screen while the rest is still on its way.
+    so_far = term.text
+    assert STORY not in so_far and "turn done" not in so_far, so_far
+    assert term.wait() == 0, term.text[-3000:]
+
+    lines = term.text.splitlines()
+    # One line, printed piece by piece: the text event that ends the block added nothing.
+    [answer] = [i for i, line in enumerate(lines) if STORY[:20] in line]
+    assert lines[answer] == f"  ⏺ {STORY}"
+    assert lines[answer + 1].startswith("  ✓ turn done (")
+    assert USAGE_LINE.match(lines[-1]), lines[-1]

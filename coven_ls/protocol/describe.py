@@ -35,6 +35,79 @@ def summarize_input(tool_input: dict[str, Any], limit: int = 80) -> str:
     return one_line(json.dumps(tool_input, ensure_ascii=False), limit)
 
 
+def compact_count(n: int) -> str:
+    """A count in few characters: 950, 12.3k, 4.5M."""
+    if n < 1000:
+        return str(n)
+    if n < 999_950:
+        return f"{n / 1000:.1f}k".replace(".0k", "k")
+    return f"{n / 1_000_000:.1f}M".replace(".0M", "M")
+
+
+def seconds(ms: float) -> str:
+    """A delay in seconds, as a person says it: `4 s`, `0.6 s`, `12 s`."""
+    value = ms / 1000
+    if value >= 10 or value == int(value):
+        return f"{value:.0f} s"
+    return f"{value:.1f} s"
+
+
+API_FAILURES = {429: "API rate-limited", 529: "API overloaded"}
+
+
+def api_retry(event: dict[str, Any]) -> str:
+    """`⟳ API overloaded — retrying in 4 s (3/10)`."""
+    status = event.get("errorStatus")
+    error = str(event.get("error") or "")
+    if isinstance(status, int) and status in API_FAILURES:
+        what = API_FAILURES[status]
+    elif "overloaded" in error.lower():
+        what = "API overloaded"
+    elif isinstance(status, int):
+        what = f"API error {status}"
+    else:
+        what = f"API call failed ({one_line(error, 40)})" if error else "API call failed"
+    delay = seconds(event.get("retryDelayMs") or 0)
+    return f"⟳ {what} — retrying in {delay} ({event.get('attempt')}/{event.get('maxRetries')})"
+
+
+TASK_MARKS = {"started": "◇", "running": "◇", "completed": "◆", "failed": "✗", "stopped": "■"}
+
+
+def task(event: dict[str, Any]) -> str:
+    """A background task's news: `◇ task started: Find TODOs`, `◆ task completed: Find TODOs —
+    Found 3 TODOs.` (the description when the event has it, else the task id)."""
+    status = event.get("status", "")
+    name = one_line(event.get("description") or event.get("taskId") or "", 60)
+    line = f"{TASK_MARKS.get(status, '◇')} task {status}: {name}"
+    if status == "running":
+        progress = [
+            str(event["lastToolName"]) if event.get("lastToolName") else "",
+            f"{event['toolUses']} tool use{'s' * (event['toolUses'] != 1)}"
+            if isinstance(event.get("toolUses"), int)
+            else "",
+            f"{compact_count(event['totalTokens'])} tokens"
+            if isinstance(event.get("totalTokens"), int)
+            else "",
+        ]
+        shown = [p for p in progress if p]
+        return line + (f" ({', '.join(shown)})" if shown else "")
+    summary = event.get("summary")
+    if summary and status in ("completed", "failed", "stopped"):
+        line += f" — {one_line(summary, 80)}"
+    return line
+
+
+def queue_position(position: int) -> str:
+    """`· queued: next to start`, `· queued: 3rd in line`."""
+    if position <= 1:
+        return "· queued: next to start"
+    suffix = (
+        "th" if 10 <= position % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(position % 10, "th")
+    )
+    return f"· queued: {position}{suffix} in line"
+
+
 def describe(event: dict[str, Any]) -> str | None:
     """One line for an event, or None for events a reader does not need to see."""
     kind = event["kind"]
@@ -67,6 +140,12 @@ def describe(event: dict[str, Any]) -> str | None:
         mark = "✗ turn failed" if event.get("isError") else "✓ turn done"
         seconds = (event.get("durationMs") or 0) / 1000
         return f"{mark} ({seconds:.1f} s, ${event.get('costUsd') or 0:.4f})"
+    if kind == Kind.API_RETRY:
+        return api_retry(event)
+    if kind == Kind.TASK:
+        return f"  {task(event)}"
+    if kind == Kind.QUEUE_POSITION:
+        return queue_position(int(event["position"]))
     if kind == Kind.ERROR:
         return f"✗ error: {event['message']}"
     if kind == Kind.FORK_PROPOSED:

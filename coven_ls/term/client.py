@@ -30,6 +30,7 @@ class PermissionAnswer(_PermissionDecision, total=False):
 
 
 EventHandler = Callable[[dict[str, Any]], None]
+DeltaHandler = Callable[[dict[str, Any]], None]
 PermissionHandler = Callable[[dict[str, Any]], "PermissionAnswer | Awaitable[PermissionAnswer]"]
 
 
@@ -40,9 +41,11 @@ class CovenClient:
         on_permission: PermissionHandler | None = None,
         *,
         handles_forks: bool = False,
+        on_delta: DeltaHandler | None = None,
     ) -> None:
         self._lsp = LanguageClient("coven-ls-client", __version__)
         self._on_event = on_event
+        self._on_delta = on_delta
         self._on_permission = on_permission
         self._handles_forks = handles_forks
         self._changed = asyncio.Event()
@@ -57,6 +60,12 @@ class CovenClient:
             self.events.append(event)
             self._changed.set()
             self._on_event(event)
+
+        @self._lsp.feature(protocol.DELTA)
+        def _delta(params: Any) -> None:
+            # Streamed pieces of text and thinking; not events (no seq, not kept in `events`).
+            if self._on_delta is not None:
+                self._on_delta(protocol.to_plain(params))
 
         @self._lsp.feature(protocol.REQUEST_PERMISSION)
         async def _permission(params: Any) -> PermissionAnswer:

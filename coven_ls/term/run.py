@@ -4,7 +4,10 @@ The same LSP client as the demo (`CovenClient`), against the user's own Claude s
 it starts runs `claude` with this process's environment, so whatever makes `claude` work in this
 shell (a login, `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, ...) works here.
 
-- The session's tree streams to stdout; with `--json`, one `coven/event` per line instead.
+- The session's tree streams to stdout, the model's text as it writes it (`coven/delta`); at the
+  end, the tokens and cost of the whole tree. With `--json`, one `coven/event` per line instead
+  (and with `--deltas`, the streamed pieces as `{"delta": …}` lines among them); the usage line
+  then goes to stderr.
 - A proposed fork asks y/n/e (e: type a new task list); a tool that needs permission asks y/n.
   Questions go to stderr, one at a time, and are answered with a line on stdin.
 - When stdin is not a terminal nothing is asked: forks are rejected and tools denied (the model is
@@ -12,7 +15,8 @@ shell (a login, `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, ...) works here.
 - Ctrl+C cancels the running fork or turn (as `coven/cancel` does); a second Ctrl+C quits: the
   server closes every session and exits, so no process is left behind.
 - It ends when the session settles: the first turn, and any fork and reintegration turn it led
-  to, are over. Exit code 0; 1 when the session's last turn failed; 2 when it could not start;
+  to, are over, and so are the CLI's background tasks (subagents) and the turns it starts to
+  report them. Exit code 0; 1 when the session's last turn failed; 2 when it could not start;
   130 after Ctrl+C.
 """
 
@@ -23,16 +27,18 @@ import os
 import signal
 import sys
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
+import msgspec
 from pygls.exceptions import JsonRpcException
 
 from .. import protocol
 from ..protocol import Kind
 from ..protocol.describe import one_line, summarize_input
+from ..protocol.types import Usage
 from .client import CovenClient, PermissionAnswer
 from .render import TreePrinter
 
@@ -43,6 +49,13 @@ EXIT_OK, EXIT_FAILED, EXIT_NOT_STARTED, EXIT_INTERRUPTED = 0, 1, 2, 130
 # Statuses in which a session runs nothing: once the root is in one with nothing queued, the
 # run is over.
 SETTLED = frozenset({"idle", "failed", "cancelled", "closed", "interrupted"})
+# Statuses after which the CLI starts no turn of its own (its process is gone).
+CLI_GONE = frozenset({"failed", "cancelled", "closed", "interrupted"})
+TASK_ENDED = frozenset({"completed", "failed", "stopped"})
+# After a background task ends the CLI starts a turn by itself to report it; the server shows the
+# session idle (no task running, nothing queued) until that turn starts, a fraction of a second
+# later. The run waits this long for it before it takes the idle session as settled.
+REPORT_TURN_GRACE = 15.0
 
 # What the model is told when nobody could be asked (stdin is not a terminal, no --yes).
 NO_TERMINAL_DENIAL = (
@@ -63,6 +76,7 @@ class RunOptions:
     model: str | None = None
     permission_mode: protocol.PermissionMode | None = None
     as_json: bool = False
+    json_deltas: bool = False
     yes: bool = False
 
 
@@ -81,10 +95,17 @@ class Terminal:
         self._eof = False
         self._interrupted = False
         self._waiter: asyncio.Future[str | None] | None = None
+        # Called before anything is written: ends a line of streamed text on the same screen.
+        self.before_output: Callable[[], None] | None = None
 
     def say(self, text: str) -> None:
+        self._before()
         self._out.write(text + "\n")
         self._out.flush()
+
+    def _before(self) -> None:
+        if self.before_output is not None:
+            self.before_output()
 
     async def ask(self, question: str, choices: str, default: str) -> str | None:
         """One of `choices` (letters); `default` when there is no terminal or at end of input;
@@ -97,6 +118,7 @@ class Terminal:
             self.say(f"{question} → {default} (stdin is not a terminal; --yes answers y)")
             return default
         while True:
+            self._before()
             self._out.write(f"{question} [{'/'.join(choices)}] ")
             self._out.flush()
             line = await self._readline()
@@ -113,6 +135,7 @@ class Terminal:
         self.say(prompt)
         items: list[str] = []
         while True:
+            self._before()
             self._out.write("  > ")
             self._out.flush()
             line = await self._readline()
@@ -170,15 +193,28 @@ class Runner:
         self._options = options
         self._terminal = terminal
         self.client = CovenClient(
-            on_event=self._on_event, on_permission=self._on_permission, handles_forks=True
+            on_event=self._on_event,
+            on_permission=self._on_permission,
+            handles_forks=True,
+            on_delta=self._on_delta,
         )
-        self._printer = TreePrinter(out, as_json=options.as_json, full_text=True)
+        self._printer = TreePrinter(
+            out, as_json=options.as_json, full_text=True, json_deltas=options.json_deltas
+        )
+        if not options.as_json and _is_tty(out):
+            # A question on the same screen ends the line of text that is streaming.
+            terminal.before_output = self._printer.break_line
         self.root: str | None = None
-        self._early: list[dict[str, Any]] = []  # events that came before startSession answered
+        # Events and deltas that came before startSession answered: (is it a delta, params).
+        self._early: list[tuple[bool, dict[str, Any]]] = []
         self._ours: set[str] = set()  # the root and its fork children, and theirs
         self._names: dict[str, str] = {}
         self._root_status = "starting"
         self._last_result: dict[str, Any] | None = None
+        # A background task of the root ended and the turn the CLI starts to report it has not.
+        self._report_due = False
+        self._report_started = asyncio.Event()
+        self._sessions: list[dict[str, Any]] = []  # coven/listSessions when the run settled
         self._settled = asyncio.Event()
         self._quit = asyncio.Event()
         self._interrupts = 0
@@ -222,8 +258,8 @@ class Runner:
         self._ours.add(self.root)
         self._names[self.root] = one_line(options.prompt, 80)
         self._printer.add_session(self.root, self._names[self.root])
-        for event in self._early:
-            self._take(event)
+        for is_delta, params in self._early:
+            (self._take_delta if is_delta else self._take)(params)
         self._early.clear()
 
         server_exit = asyncio.ensure_future(self.client.wait_server_exit())
@@ -240,10 +276,28 @@ class Runner:
             tail = "\n".join(self.client.server_stderr)
             self._terminal.say(f"coven-ls run: the server stopped unexpectedly.\n{tail}")
             return EXIT_FAILED
+        self._print_usage()
         result = self._last_result
         if self._root_status == "failed" or (result is not None and result.get("isError")):
             return EXIT_FAILED
         return EXIT_OK
+
+    def _print_usage(self) -> None:
+        """The tokens and cost of the session and everything forked from it."""
+        by_id = {s["sessionId"]: s for s in self._sessions}
+        root = by_id.get(self.root or "")
+        if root is None:
+            return
+        tree = [s for s in self._sessions if s["sessionId"] in self._ours]
+        line = usage_line(
+            msgspec.convert(root.get("treeUsage") or {}, Usage),
+            sum(float(s.get("costUsd") or 0) for s in tree),
+            len(tree),
+        )
+        if self._options.as_json:
+            self._terminal.say(line)  # stdout is for events only
+        else:
+            self._printer.note(line)
 
     async def _until_quit(self, work: Awaitable[T]) -> T | None:
         """`work`'s result, or None if the user quits first."""
@@ -294,9 +348,19 @@ class Runner:
 
     def _on_event(self, event: dict[str, Any]) -> None:
         if self.root is None:
-            self._early.append(event)
+            self._early.append((False, event))
         else:
             self._take(event)
+
+    def _on_delta(self, delta: dict[str, Any]) -> None:
+        if self.root is None:
+            self._early.append((True, delta))
+        else:
+            self._take_delta(delta)
+
+    def _take_delta(self, delta: dict[str, Any]) -> None:
+        if delta["sessionId"] in self._ours and not self._settled.is_set():
+            self._printer.delta(delta)
 
     def _take(self, event: dict[str, Any]) -> None:
         sid, kind = event["sessionId"], event["kind"]
@@ -305,6 +369,8 @@ class Runner:
         if self._settled.is_set():
             return  # the run is over; what shutting down does to the sessions is not news
         self._printer(event)
+        if sid == self.root:
+            self._follow_reports(event)
         if kind == Kind.FORK_STARTED:
             for child in event["children"]:
                 self._ours.add(child["sessionId"])
@@ -318,12 +384,39 @@ class Runner:
             if event["status"] in SETTLED:
                 self._spawn(self._check_settled())
 
+    def _follow_reports(self, event: dict[str, Any]) -> None:
+        """Whether the CLI owes the root a turn of its own, to report a background task that
+        ended (it starts one for every task that ends, unless its process is gone)."""
+        kind = event["kind"]
+        if kind == Kind.TASK and event.get("status") in TASK_ENDED:
+            self._report_due = True
+            self._report_started.clear()
+        elif kind == Kind.PROMPT and event.get("origin") == "task":
+            self._report_due = False
+            self._report_started.set()
+        elif kind == Kind.STATUS and event["status"] in CLI_GONE:
+            self._report_due = False
+
     async def _check_settled(self) -> None:
         # `idle` is not the end when a turn is already queued behind it (the follow-up to a
-        # rejected fork or a refused fork tag): ask the server, whose answer is consistent.
+        # rejected fork or a refused fork tag), or background tasks still run: ask the server,
+        # whose answer is consistent.
         sessions = (await self.client.request(protocol.LIST_SESSIONS, {}))["sessions"]
         info = next((s for s in sessions if s["sessionId"] == self.root), None)
-        if info is None or (info["status"] in SETTLED and not info.get("queued")):
+        if info is not None and (
+            info["status"] not in SETTLED or info.get("queued") or info.get("backgroundTasks")
+        ):
+            return
+        if info is not None and info["status"] == "idle" and self._report_due:
+            # A task ended: the turn that reports it comes next. Its `running` status checks
+            # again; if it never starts, the run ends all the same.
+            try:
+                await asyncio.wait_for(self._report_started.wait(), REPORT_TURN_GRACE)
+                return
+            except asyncio.TimeoutError:
+                sessions = (await self.client.request(protocol.LIST_SESSIONS, {}))["sessions"]
+        if not self._settled.is_set():
+            self._sessions = sessions
             self._settled.set()
 
     # --- questions -------------------------------------------------------------------------------
@@ -385,6 +478,25 @@ class Runner:
                     if exc.code != protocol.ErrorCode.InvalidParams:
                         return  # withdrawn or decided meanwhile: nothing left to ask
                     self._terminal.say(exc.message)  # a bad task list: ask again
+
+
+def usage_line(usage: Usage, cost: float, sessions: int) -> str:
+    """`Σ 43,434 tokens in (24 uncached, 41,200 cache read, 2,210 cache write) · 310 out ·
+    $0.0356`, and over how many sessions when a fork made more than one."""
+    total_in = usage.inputTokens + usage.cacheReadTokens + usage.cacheCreationTokens
+    where = f" over {sessions} sessions" if sessions > 1 else ""
+    return (
+        f"Σ {total_in:,} tokens in ({usage.inputTokens:,} uncached, "
+        f"{usage.cacheReadTokens:,} cache read, {usage.cacheCreationTokens:,} cache write) · "
+        f"{usage.outputTokens:,} out · ${cost:.4f}{where}"
+    )
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def run_session(options: RunOptions) -> int:

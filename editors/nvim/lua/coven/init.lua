@@ -35,6 +35,7 @@ local state = {
   buf = nil,
   render_pending = false,
   listeners = {},
+  delta_listeners = {},
 }
 
 local function notify(message, level)
@@ -87,6 +88,21 @@ local function on_event(ev)
   end
 end
 
+-- A piece of streamed text or thinking: the block's line grows (the redraw waits for the burst).
+local function on_delta(d)
+  if type(d) ~= 'table' or not d.sessionId then
+    return
+  end
+  tree.apply_delta(state.tree, d)
+  M.schedule_render()
+  for _, fn in ipairs(state.delta_listeners) do
+    local ok, err = pcall(fn, d)
+    if not ok then
+      notify('delta listener failed: ' .. tostring(err), vim.log.levels.ERROR)
+    end
+  end
+end
+
 local function capabilities()
   local caps = vim.lsp.protocol.make_client_capabilities()
   caps.experimental = caps.experimental or {}
@@ -110,6 +126,9 @@ local function start_server()
     handlers = {
       ['coven/event'] = function(_, ev)
         on_event(ev)
+      end,
+      ['coven/delta'] = function(_, d)
+        on_delta(d)
       end,
     },
     -- On :qa, give the server time to close its sessions (their `claude` processes end) rather
@@ -318,6 +337,11 @@ end
 -- Call `fn(event)` for every coven/event, after the tree has taken it in.
 function M.on_event(fn)
   table.insert(state.listeners, fn)
+end
+
+-- Call `fn(delta)` for every coven/delta (a piece of streamed text), after the tree has taken it in.
+function M.on_delta(fn)
+  table.insert(state.delta_listeners, fn)
 end
 
 -- The tree as lines (what the tree buffer shows).

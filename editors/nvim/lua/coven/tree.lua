@@ -1,10 +1,12 @@
--- The session tree: `coven/event`s folded into sessions, and sessions drawn as buffer lines.
--- Nothing here talks to the server or touches a buffer, so the drawing can be checked alone.
+-- The session tree: `coven/event`s (and `coven/delta` pieces) folded into sessions, and sessions
+-- drawn as buffer lines. Nothing here talks to the server or touches a buffer, so the drawing can
+-- be checked alone.
 --
--- A session's lines sit under its header; a fork's children are drawn right under the parent's
--- "⑂ Fork" line, one level deeper, each with its own header:
+-- A session's lines sit under its header (status, then the tokens of its turns so far); a fork's
+-- children are drawn right under the parent's "⑂ Fork" line, one level deeper, each with its own
+-- header:
 --
---   ● Plan the release  ✓ idle
+--   ● Plan the release  ✓ idle  · 12.3k in · 450 out
 --     › you: Plan the release
 --     ⏺ I will split this.
 --     ⑂ Fork  2 tasks
@@ -42,6 +44,83 @@ M.one_line = one_line
 
 local function plural(n, word)
   return n .. ' ' .. word .. (n == 1 and '' or 's')
+end
+
+-- 950, 12.3k, 4.5M
+local function compact(n)
+  n = tonumber(n) or 0
+  if n < 1000 then
+    return tostring(math.floor(n))
+  elseif n < 999950 then
+    return (string.format('%.1fk', n / 1000):gsub('%.0k$', 'k'))
+  end
+  return (string.format('%.1fM', n / 1000000):gsub('%.0M$', 'M'))
+end
+M.compact = compact
+
+local function seconds(ms)
+  local value = (tonumber(ms) or 0) / 1000
+  if value >= 10 or value == math.floor(value) then
+    return string.format('%d s', math.floor(value + 0.5))
+  end
+  return string.format('%.1f s', value)
+end
+
+local API_FAILURES = { [429] = 'API rate-limited', [529] = 'API overloaded' }
+
+local function api_retry(ev)
+  local status = tonumber(ev.errorStatus)
+  local err = type(ev.error) == 'string' and ev.error or ''
+  local what
+  if status and API_FAILURES[status] then
+    what = API_FAILURES[status]
+  elseif err:lower():find('overloaded', 1, true) then
+    what = 'API overloaded'
+  elseif status then
+    what = 'API error ' .. status
+  elseif err ~= '' then
+    what = 'API call failed (' .. one_line(err, 40) .. ')'
+  else
+    what = 'API call failed'
+  end
+  return string.format('⟳ %s — retrying in %s (%s/%s)', what, seconds(ev.retryDelayMs),
+    tostring(ev.attempt), tostring(ev.maxRetries))
+end
+
+local TASK_MARKS = { started = '▶', running = '▶', completed = '✓', failed = '✗', stopped = '■' }
+
+-- A background task (the CLI's subagent) as one line that its events update: what it is, its
+-- status, and its progress or how it ended.
+local function task_line(task)
+  local status = task.status or 'started'
+  local line = '◇ task ' .. one_line(task.description or task.taskId, 60) .. '  '
+    .. (TASK_MARKS[status] or '·') .. ' ' .. (status == 'started' and 'running' or status)
+  if status == 'started' or status == 'running' then
+    local progress = {}
+    if type(task.lastToolName) == 'string' then
+      table.insert(progress, task.lastToolName)
+    end
+    if tonumber(task.toolUses) then
+      table.insert(progress, plural(task.toolUses, 'tool use'))
+    end
+    if tonumber(task.totalTokens) then
+      table.insert(progress, compact(task.totalTokens) .. ' tokens')
+    end
+    if #progress > 0 then
+      line = line .. ' (' .. table.concat(progress, ', ') .. ')'
+    end
+  elseif type(task.summary) == 'string' and task.summary ~= '' then
+    line = line .. ' — ' .. one_line(task.summary, 80)
+  end
+  return line
+end
+
+local function ordinal(n)
+  local last2, last = n % 100, n % 10
+  if last2 >= 11 and last2 <= 13 then
+    return n .. 'th'
+  end
+  return n .. (({ 'st', 'nd', 'rd' })[last] or 'th')
 end
 
 local function tool_summary(input)
@@ -86,6 +165,10 @@ function M.describe(ev)
     end
     local mark = ev.isError and '✗ turn failed' or '✓ turn done'
     return string.format('%s (%.1f s, $%.4f)', mark, (tonumber(ev.durationMs) or 0) / 1000, tonumber(ev.costUsd) or 0)
+  elseif kind == 'apiRetry' then
+    return api_retry(ev)
+  elseif kind == 'task' then
+    return task_line(ev)
   elseif kind == 'error' then
     return '✗ error: ' .. one_line(ev.message, 200)
   elseif kind == 'forkProposed' then
@@ -121,7 +204,15 @@ end
 local function session(tree, id)
   local s = tree.sessions[id]
   if not s then
-    s = { id = id, status = '', items = {} }
+    s = {
+      id = id,
+      status = '',
+      items = {},
+      blocks = {}, -- blockId -> the item of a block still streaming
+      tools = {}, -- toolUseId -> the item of its tool call (subagent lines go under it)
+      tasks = {}, -- taskId -> the item of a background task (its events update it)
+      usage = nil, -- the tokens of its turns, added up
+    }
     tree.sessions[id] = s
     if not tree.parent_of[id] then
       table.insert(tree.roots, id)
@@ -130,17 +221,93 @@ local function session(tree, id)
   return s
 end
 
+-- Where an event (or a streamed block) of the session goes: a subagent's, under the task or the
+-- tool call it belongs to; the session's own, in its list.
+local function list_for(s, parent_tool_use_id)
+  if parent_tool_use_id then
+    for _, task in pairs(s.tasks) do
+      if task.toolUseId == parent_tool_use_id then
+        task.sub = task.sub or {}
+        return task.sub
+      end
+    end
+    local tool = s.tools[parent_tool_use_id]
+    if tool then
+      tool.sub = tool.sub or {}
+      return tool.sub
+    end
+  end
+  return s.items
+end
+
+local function add(list, item)
+  item.list = list
+  table.insert(list, item)
+  return item
+end
+
+local function remove(item)
+  for i, other in ipairs(item.list or {}) do
+    if other == item then
+      table.remove(item.list, i)
+      return
+    end
+  end
+end
+
+-- A turn is over: the pieces of its blocks that got no whole event are dropped (the turn was cut
+-- off). A subagent's blocks go on after its parent's turn, unless `all` (the CLI went).
+local function drop_blocks(s, all)
+  for id, item in pairs(s.blocks) do
+    if all or not item.parent then
+      remove(item)
+      s.blocks[id] = nil
+    end
+  end
+end
+
+local TURN_OVER = { idle = true, failed = true, cancelled = true, closed = true, interrupted = true }
+local CLI_GONE = { failed = true, cancelled = true, closed = true, interrupted = true }
+
 -- Fold one event into the tree.
 function M.apply(tree, ev)
   local s = session(tree, ev.sessionId)
-  if ev.kind == 'status' then
+  local kind = ev.kind
+  if kind == 'status' then
     s.status = ev.status
+    if ev.status ~= 'queued' then
+      s.queue_position = nil
+    end
+    if TURN_OVER[ev.status] then
+      drop_blocks(s, CLI_GONE[ev.status])
+    end
     return
   end
-  if ev.kind == 'prompt' and not s.title then
+  if kind == 'queuePosition' then
+    s.queue_position = tonumber(ev.position)
+    return
+  end
+  if kind == 'prompt' and not s.title then
     s.title = one_line(ev.text, 60)
   end
-  if ev.kind == 'forkStarted' then
+  if (kind == 'text' or kind == 'thinking') and ev.blockId and s.blocks[ev.blockId] then
+    -- The whole block replaces its pieces, where they were.
+    local item = s.blocks[ev.blockId]
+    s.blocks[ev.blockId] = nil
+    item.text, item.streaming = M.describe(ev), nil
+    return
+  end
+  if kind == 'turnResult' or kind == 'error' then
+    drop_blocks(s, kind == 'error')
+  end
+  if kind == 'turnResult' and type(ev.usage) == 'table' then
+    local u = s.usage or { input = 0, output = 0 }
+    u.input = u.input + (tonumber(ev.usage.inputTokens) or 0)
+      + (tonumber(ev.usage.cacheReadTokens) or 0) + (tonumber(ev.usage.cacheCreationTokens) or 0)
+    u.output = u.output + (tonumber(ev.usage.outputTokens) or 0)
+    s.usage = u
+  end
+  if kind == 'forkStarted' then
     local children = {}
     for _, c in ipairs(ev.children) do
       table.insert(children, c.sessionId)
@@ -148,13 +315,52 @@ function M.apply(tree, ev)
       local child = session(tree, c.sessionId)
       child.label, child.title = c.label, one_line(c.label, 60)
     end
-    table.insert(s.items, { text = M.describe(ev), children = children })
+    add(s.items, { text = M.describe(ev), children = children })
+    return
+  end
+  if kind == 'task' then
+    -- One line per task, updated by its later events (which may leave out its description).
+    local item = s.tasks[ev.taskId]
+    if not item then
+      item = add(list_for(s, ev.toolUseId), { taskId = ev.taskId })
+      s.tasks[ev.taskId] = item
+    end
+    for key, value in pairs(ev) do
+      if value ~= nil and value ~= vim.NIL then
+        item[key] = value
+      end
+    end
+    item.text = task_line(item)
+    return
+  end
+  local list = list_for(s, ev.parentToolUseId)
+  if kind == 'apiRetry' and list[#list] and list[#list].retry then
+    list[#list].text = M.describe(ev) -- the latest retry replaces the one before
     return
   end
   local line = M.describe(ev)
   if line then
-    table.insert(s.items, { text = line })
+    local item = add(list, { text = line, retry = kind == 'apiRetry' or nil })
+    if kind == 'toolUse' and ev.toolUseId then
+      s.tools[ev.toolUseId] = item
+    end
   end
+end
+
+-- Fold one `coven/delta` into the tree: its block's line grows.
+function M.apply_delta(tree, d)
+  if type(d) ~= 'table' or not d.sessionId or not d.blockId then
+    return
+  end
+  local s = session(tree, d.sessionId)
+  local item = s.blocks[d.blockId]
+  if not item then
+    local parent = d.parentToolUseId ~= vim.NIL and d.parentToolUseId or nil
+    item = add(list_for(s, parent), { raw = '', kind = d.kind, parent = parent, streaming = true })
+    s.blocks[d.blockId] = item
+  end
+  item.raw = item.raw .. tostring(d.text or '')
+  item.text = M.describe({ kind = item.kind, text = item.raw })
 end
 
 -- The tree as buffer lines.
@@ -168,18 +374,35 @@ function M.render(tree)
       first = false
     end
   end
-  local function node(id, depth)
-    local s = tree.sessions[id]
-    local pad = string.rep('  ', 2 * depth)
-    local mark = s.label and '⑂ ' or '● '
-    local status = s.status ~= '' and ('  ' .. (M.STATUS_MARKS[s.status] or '·') .. ' ' .. s.status) or ''
-    table.insert(lines, pad .. mark .. (s.title or s.id) .. status)
-    for _, item in ipairs(s.items) do
-      add(pad .. '  ', item.text)
+  local node
+  local function items(list, prefix, depth)
+    for _, item in ipairs(list) do
+      if item.text then
+        add(prefix, item.text)
+      end
+      -- A tool call's subagent lines sit under it, a task's under its line.
+      items(item.sub or {}, prefix .. '  ', depth)
       for _, child in ipairs(item.children or {}) do
         node(child, depth + 1)
       end
     end
+  end
+  node = function(id, depth)
+    local s = tree.sessions[id]
+    local pad = string.rep('  ', 2 * depth)
+    local mark = s.label and '⑂ ' or '● '
+    local header = pad .. mark .. (s.title or s.id)
+    if s.status ~= '' then
+      header = header .. '  ' .. (M.STATUS_MARKS[s.status] or '·') .. ' ' .. s.status
+      if s.status == 'queued' and s.queue_position then
+        header = header .. ' (' .. (s.queue_position <= 1 and 'next' or (ordinal(s.queue_position) .. ' in line')) .. ')'
+      end
+    end
+    if s.usage then
+      header = header .. '  · ' .. compact(s.usage.input) .. ' in · ' .. compact(s.usage.output) .. ' out'
+    end
+    table.insert(lines, header)
+    items(s.items, pad .. '  ', depth)
   end
   for i, id in ipairs(tree.roots) do
     if i > 1 then
