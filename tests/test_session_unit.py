@@ -9,7 +9,12 @@ from typing import Any
 
 import anyio
 import pytest
-from claude_agent_sdk import StreamEvent, TaskNotificationMessage, TaskStartedMessage
+from claude_agent_sdk import (
+    StreamEvent,
+    TaskNotificationMessage,
+    TaskStartedMessage,
+    TaskUpdatedMessage,
+)
 
 from coven_ls import protocol
 from coven_ls.core import session as session_module
@@ -813,3 +818,77 @@ async def test_a_turn_the_cli_starts_by_itself_is_a_turn_like_any_other() -> Non
         assert follow_up["text"] == "re: and now?"
         assert session.settled and session.tasks == {}
         assert agent.sent == ["start a background job", "and now?"]  # the CLI's turn sent nothing
+
+
+def task_started(task_id: str = "t1") -> TaskStartedMessage:
+    return TaskStartedMessage(
+        subtype="task_started",
+        data={},
+        task_id=task_id,
+        description="Count files",
+        uuid="u",
+        session_id="agent-1",
+        tool_use_id="toolu_1",
+    )
+
+
+def task_done(task_id: str = "t1", summary: str = "42 files") -> TaskNotificationMessage:
+    return TaskNotificationMessage(
+        subtype="task_notification",
+        data={},
+        task_id=task_id,
+        status="completed",
+        output_file="/tmp/o",
+        summary=summary,
+        uuid="u2",
+        session_id="agent-1",
+        usage={"total_tokens": 900, "tool_uses": 3, "duration_ms": 1200},
+    )
+
+
+async def test_an_ended_task_keeps_the_session_busy_until_its_report(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    backend = FakeBackend([init(), assistant("On it."), result("On it.")])
+    async with running(backend) as session:
+        session.send("start a background job")
+        first = await turn_done(session)
+        agent = backend.agents[0]
+        agent.speak([task_started()])
+        await sink_of(session).wait_for(Kind.TASK, after=first["seq"], status="started")
+        # The bare notice first, then the summary: the second fills in the first.
+        updated = TaskUpdatedMessage(
+            subtype="task_updated", data={}, task_id="t1", patch={}, status="completed"
+        )
+        agent.speak([updated])
+        bare = await sink_of(session).wait_for(Kind.TASK, after=first["seq"], status="completed")
+        assert (bare["description"], bare["toolUseId"]) == ("Count files", "toolu_1")
+        assert "summary" not in bare
+        # Nothing runs, but the CLI is about to report the task: not settled yet.
+        assert not session.settled and session.tasks == {}
+        agent.speak([task_done()])
+        full = await sink_of(session).wait_for(Kind.TASK, after=bare["seq"], status="completed")
+        assert (full["summary"], full["totalTokens"], full["description"]) == (
+            "42 files",
+            900,
+            "Count files",
+        )
+        agent.speak([init(), assistant("Found 42."), result("Found 42.")])
+        report = await turn_done(session, after=full["seq"])
+        assert report["text"] == "Found 42." and session.settled
+
+
+async def test_a_report_that_never_comes_is_not_waited_for_forever(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(session_module, "REPORT_GRACE_SECONDS", 0.2)
+    backend = FakeBackend([init(), assistant("On it."), result("On it.")])
+    async with running(backend) as session:
+        session.send("start a background job")
+        first = await turn_done(session)
+        agent = backend.agents[0]
+        agent.speak([task_started(), task_done()])
+        await sink_of(session).wait_for(Kind.TASK, after=first["seq"], status="completed")
+        with anyio.fail_after(LIMIT):
+            await session.wait_settled()
+        assert session.status == "idle"

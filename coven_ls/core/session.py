@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 
 # How long an interrupt may take to end a turn before the agent process is stopped outright.
 INTERRUPT_GRACE_SECONDS = 10.0
+# How long a session waits for the CLI to start the turn that reports an ended background task.
+REPORT_GRACE_SECONDS = 10.0
 # How long `close` waits for the runner to stop the agent process (the SDK's own escalation from
 # stdin EOF to SIGKILL is bounded at about 15 s).
 CLOSE_SECONDS = 30.0
@@ -160,6 +162,10 @@ class Session:
         self._task_group: TaskGroup | None = None
         self.streams = Streams()
         self._ended_tasks: list[events.Task] = []  # since the last turn, for a CLI-started one
+        self._ended: dict[str, events.Task] = {}  # every task that ended, by id
+        # A task ended and the CLI is about to start a turn to report it: the session is not
+        # done yet (nor may its CLI stop), though nothing runs for a moment.
+        self._report_due = False
         self._on_turn_end = on_turn_end
         self._agent: Agent | None = None
         self._agent_info: events.AgentStarted | None = None
@@ -286,7 +292,7 @@ class Session:
         """Nothing running, queued or held: the session's work, forks included, is done."""
         if self._closing:  # settled once it is closed, with its final status
             return self._done.is_set()
-        return not (self._in_turn or self._inbox or self._holds or self.tasks)
+        return not (self._in_turn or self._inbox or self._holds or self.tasks or self._report_due)
 
     async def wait_settled(self) -> None:
         while not self.settled:
@@ -449,11 +455,21 @@ class Session:
                     self._publish(item)
             if self._inbox and not self._holds:
                 return self._inbox.popleft()
-            if not self.tasks:
+            if not self.tasks and not self._report_due:
                 # Quiet (or waiting for its own fork): a fork child's slot, and its CLI, go to
                 # whoever waits for one.
                 await self._give_back_slot()
-            await self._wakeup.wait()
+            if self._report_due:
+                # The CLI reports an ended task in a turn of its own, soon; if it does not
+                # (it folded the news into a turn already under way), stop waiting for it.
+                with anyio.move_on_after(REPORT_GRACE_SECONDS) as waited:
+                    await self._wakeup.wait()
+                if waited.cancelled_caught:
+                    self._report_due = False
+                    self._notify_changed()
+                    continue
+            else:
+                await self._wakeup.wait()
             self._wakeup = anyio.Event()
 
     def _next_spec(self) -> AgentSpec:
@@ -510,6 +526,7 @@ class Session:
         self._in_turn = True
         self._turn_no += 1
         self._cancel_requested = anyio.Event()
+        self._report_due = False  # whatever ended so far, this turn is where the CLI says so
         if turn is not None:
             self.emit(events.Prompt(text=turn.text, origin=turn.origin))
         else:
@@ -729,8 +746,11 @@ class Session:
                     payload = msgspec.structs.replace(
                         payload, cancelled=True, isError=False, text=""
                     )
-            elif isinstance(payload, events.Task) and not self._track_task(payload):
-                continue
+            elif isinstance(payload, events.Task):
+                tracked = self._track_task(payload)
+                if tracked is None:
+                    continue
+                payload = tracked
             event = self.emit(payload)
             if isinstance(payload, events.TurnResult):
                 result = event
@@ -745,25 +765,41 @@ class Session:
             f"Background task {t.status}: {t.description or t.summary or t.taskId}" for t in ended
         )
 
-    def _track_task(self, task: events.Task) -> bool:
-        """Keep the set of running background tasks; False for news that says nothing new (the
-        CLI may report one task's end twice, in both its vocabularies)."""
-        if task.status in ("started", "running"):
-            known = self.tasks.get(task.taskId)
-            self.tasks[task.taskId] = msgspec.structs.replace(
+    def _track_task(self, task: events.Task) -> events.Task | None:
+        """What to publish of a task's news, with what the CLI leaves out of its later messages
+        filled in from earlier ones (description, toolUseId); None when it says nothing new.
+        The CLI often reports an end twice: a bare `task_updated`, then a `task_notification`
+        with the summary and the figures; the second completes the first."""
+        known = self.tasks.get(task.taskId) or self._ended.get(task.taskId)
+        if known is not None:
+            task = msgspec.structs.replace(
                 task,
-                description=task.description or (known.description if known else None),
-                toolUseId=task.toolUseId or (known.toolUseId if known else None),
+                description=task.description or known.description,
+                toolUseId=task.toolUseId or known.toolUseId,
             )
-            return True
-        started = self.tasks.pop(task.taskId, None)
-        if started is None:
-            return False
-        self._ended_tasks.append(
-            msgspec.structs.replace(task, description=task.description or started.description)
+        if task.status in ("started", "running"):
+            if task.taskId in self._ended:
+                return None  # late progress of a task that has ended
+            self.tasks[task.taskId] = task
+            return task
+        if self.tasks.pop(task.taskId, None) is not None:
+            self._ended[task.taskId] = task
+            self._ended_tasks.append(task)
+            self._report_due = True
+            self._notify_changed()
+            return task
+        earlier = self._ended.get(task.taskId)
+        if earlier is None or not _adds_to(task, earlier):
+            return None
+        fuller = msgspec.structs.replace(
+            earlier,
+            summary=task.summary or earlier.summary,
+            totalTokens=task.totalTokens if task.totalTokens is not None else earlier.totalTokens,
+            toolUses=task.toolUses if task.toolUses is not None else earlier.toolUses,
+            durationMs=task.durationMs if task.durationMs is not None else earlier.durationMs,
         )
-        self._notify_changed()
-        return True
+        self._ended[task.taskId] = fuller
+        return fuller
 
     def _publish_task_end(self, task: events.Task) -> None:
         ended = events.Task(
@@ -773,8 +809,10 @@ class Session:
             description=task.description,
             summary="stopped with the Claude Code process",
         )
-        if self._track_task(ended):
-            self.emit(ended)
+        published = self._track_task(ended)
+        if published is not None:
+            self.emit(published)
+        self._report_due = False  # the process is gone: no turn will report it
 
     def _account(self, result: events.TurnResult) -> events.TurnResult:
         """The CLI reports the process's running total; turn it into this turn's cost."""
@@ -827,6 +865,13 @@ def _starts_a_turn(message: Any) -> bool:
     if isinstance(message, (AssistantMessage, StreamEvent)):
         return message.parent_tool_use_id is None
     return isinstance(message, ResultMessage)
+
+
+def _adds_to(news: events.Task, earlier: events.Task) -> bool:
+    """Whether a second report of a task's end says more than the first."""
+    return bool(news.summary and not earlier.summary) or (
+        news.totalTokens is not None and earlier.totalTokens is None
+    )
 
 
 def _first_error(exc: BaseException) -> BaseException:
