@@ -31,6 +31,7 @@ from coven_ls.testing.scripted_model import (
     Text,
     Thinking,
     ToolUse,
+    Usage,
     load_script,
     parse_request,
     reply,
@@ -648,6 +649,230 @@ def test_documented_example_answers_every_step_of_the_fork() -> None:
 def test_docs_show_the_example_file_as_it_is() -> None:
     docs = (REPO / "docs" / "testing.md").read_text(encoding="utf-8")
     assert f"```yaml\n{EXAMPLE.read_text(encoding='utf-8')}```" in docs
+
+
+# --------------------------------------------------------------------------- usage, retry
+# headers, broken streams, subagents (what docs/cli-facts.md relies on)
+
+
+def test_scripted_usage_in_message_start_delta_and_json(model: ScriptedModel) -> None:
+    usage = Usage(100, 20, cache_read_input_tokens=1000, cache_creation_input_tokens=50)
+    model.on("count", "Counted.", usage=usage)
+    frames = stream(model, "count")
+    start = frames[0][1]["message"]["usage"]
+    assert start == {
+        "input_tokens": 100,
+        "output_tokens": 1,
+        "cache_read_input_tokens": 1000,
+        "cache_creation_input_tokens": 50,
+    }
+    (delta,) = [d for e, d in frames if e == "message_delta"]
+    assert delta["usage"] == {
+        "input_tokens": 100,
+        "output_tokens": 20,
+        "cache_read_input_tokens": 1000,
+        "cache_creation_input_tokens": 50,
+    }
+    _, _, raw = post(model, body(user("count"), stream=False))
+    assert json.loads(raw)["usage"] == usage.as_dict()
+    # Without a Usage: estimates, no cache, the same in the start and at the end.
+    model.on("plain", "x" * 40)
+    frames = stream(model, "plain")
+    (delta,) = [d for e, d in frames if e == "message_delta"]
+    assert delta["usage"]["output_tokens"] == 10
+    assert delta["usage"]["cache_read_input_tokens"] == 0
+    assert delta["usage"]["input_tokens"] == frames[0][1]["message"]["usage"]["input_tokens"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"input_tokens": -1, "output_tokens": 1},
+        {"input_tokens": 1.5, "output_tokens": 1},
+        {"input_tokens": True, "output_tokens": 1},
+        {"input_tokens": 1, "output_tokens": 1, "cache_read_input_tokens": -3},
+    ],
+)
+def test_usage_rejects_bad_counts(bad: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        Usage(**bad)
+
+
+def test_http_error_retry_after_headers(model: ScriptedModel) -> None:
+    model.on("s", Reply(error=HttpError(529, retry_after=2, retry_after_ms=150)))
+    model.on("f", Reply(error=HttpError(529, retry_after=0.5)))
+    _, headers, _ = post(model, body(user("s")))
+    assert headers["retry-after"] == "2" and headers["retry-after-ms"] == "150"
+    _, headers, _ = post(model, body(user("f")))
+    assert headers["retry-after"] == "0.5" and "retry-after-ms" not in headers
+    with pytest.raises(ValueError):
+        HttpError(retry_after=-1)
+
+
+def read_until_broken(m: ScriptedModel, payload: dict[str, Any]) -> tuple[bytes, Exception | None]:
+    conn = http.client.HTTPConnection("127.0.0.1", m.port, timeout=10)
+    try:
+        conn.request("POST", "/v1/messages", body=json.dumps(payload))
+        resp = conn.getresponse()
+        got = b""
+        try:
+            while chunk := resp.read1(65536):
+                got += chunk
+        except (http.client.HTTPException, OSError, ValueError) as exc:
+            return got, exc
+        if resp.length:  # read1 ends quietly where a Content-Length body falls short
+            return got, http.client.IncompleteRead(got, resp.length)
+        return got, None
+    finally:
+        conn.close()
+
+
+def test_drop_after_breaks_the_stream_off_after_n_deltas(model: ScriptedModel) -> None:
+    model.on("wobbly", "abcdefghij", chunk_chars=2, chunk_delay=0.01, drop_after=3, times=1)
+    model.on("wobbly", "whole")
+    got, broken = read_until_broken(model, body(user("wobbly")))
+    assert broken is not None  # no end of the chunked body
+    frames = sse(got)  # http.client took the chunking off
+    assert [d["text"] for d in deltas(frames, 0)] == ["ab", "cd", "ef"]
+    assert "message_delta" not in [e for e, _ in frames]
+    (req,) = model.wait_for_requests(1, predicate=lambda r: r.aborted)
+    assert req.dropped and req.finished is None
+    assert text_of(stream(model, "wobbly")) == "whole"  # the server carries on
+    assert not model.requests[1].dropped
+
+
+def test_drop_after_zero_and_beyond_the_last_delta(model: ScriptedModel) -> None:
+    model.on("zero", "abc", drop_after=0)
+    model.on("late", "abc", chunk_chars=1, drop_after=99)
+    got, broken = read_until_broken(model, body(user("zero")))
+    assert broken is not None and b"message_start" in got and b"content_block" not in got
+    got, broken = read_until_broken(model, body(user("late")))
+    assert broken is not None
+    assert got.count(b"text_delta") == 3 and b"content_block_stop" in got
+    assert b"message_delta" not in got
+    # Without streaming (the CLI's fallback), half of the JSON body, then the break.
+    got, broken = read_until_broken(model, body(user("late"), stream=False))
+    assert broken is not None and got.startswith(b'{"id": "msg_scripted_')
+    assert all(r.dropped for r in model.wait_for_requests(3, predicate=lambda r: r.aborted))
+    with pytest.raises(ValueError):
+        Reply(drop_after=-1)
+
+
+NOTIFICATION = """<system-reminder>
+[SYSTEM NOTIFICATION - NOT USER INPUT]
+This is an automated background-task event, NOT a message from the user.
+
+<task-notification>
+<task-id>a224b507d787de30f</task-id>
+<tool-use-id>toolu_1</tool-use-id>
+<output-file>/tmp/x/tasks/a224b507d787de30f.output</output-file>
+<status>completed</status>
+<summary>Agent "Say done" finished</summary>
+<result>Subagent says: done.</result>
+<usage><subagent_tokens>2853</subagent_tokens><tool_uses>0</tool_uses></usage>
+</task-notification>
+</system-reminder>"""
+
+SUBAGENT_SYSTEM = [
+    {
+        "type": "text",
+        "text": "x-anthropic-billing-header: cc_version=2.1.330; cc_is_subagent=true;",
+    },
+    {"type": "text", "text": "You are an agent for Claude Code."},
+]
+
+
+def test_subagent_requests_and_task_notifications(model: ScriptedModel) -> None:
+    model.on("<status>completed</status>", "The agent is done.", subagent=False)
+    model.on("do it", "Subagent did it.", subagent=True)
+    model.on("do it", "Main thread did it.", subagent=False)
+    notified = {"role": "user", "content": [{"type": "text", "text": NOTIFICATION}]}
+    post(model, body(notified))
+    post(model, body(user("do it"), system=SUBAGENT_SYSTEM))
+    post(model, body(user("do it"), system=[{"type": "text", "text": "cc_entrypoint=sdk-py;"}]))
+    first, sub, main = model.requests
+    assert [r.rule_index for r in model.requests] == [0, 1, 2]
+    assert sub.is_subagent and not main.is_subagent and not first.is_subagent
+    # The notification survives the reminder stripping; the reminder's preamble does not.
+    assert first.last_user_text.startswith("<task-notification>\n<task-id>a224b507d787de30f")
+    assert "SYSTEM NOTIFICATION" not in first.last_user_text
+    assert "SYSTEM NOTIFICATION" in first.last_user_raw
+    (note,) = first.task_notifications
+    assert note["task-id"] == "a224b507d787de30f" and note["tool-use-id"] == "toolu_1"
+    assert note["status"] == "completed" and note["result"] == "Subagent says: done."
+    assert note["usage"].startswith("<subagent_tokens>2853</subagent_tokens>")
+    assert main.task_notifications == [] and main.last_user_raw == "do it"
+
+
+def test_script_keys_for_usage_drops_retry_headers_and_subagents() -> None:
+    m = load_script(
+        {
+            "rules": [
+                {
+                    "match": "a",
+                    "reply": "x",
+                    "drop_after": 2,
+                    "subagent": True,
+                    "usage": {"input_tokens": 10, "output_tokens": 2, "cache_read_input_tokens": 7},
+                },
+                {
+                    "match": "b",
+                    "error": {"status": 529, "retry_after": 1.5, "retry_after_ms": 20},
+                    "subagent": False,
+                },
+            ],
+            "default": {"reply": "d", "usage": {"input_tokens": 1, "output_tokens": 1}},
+        }
+    )
+    first, second = m.rules
+    assert first.subagent is True and second.subagent is False
+    assert first.reply == Reply((Text("x"),), drop_after=2, usage=Usage(10, 2, 7))
+    assert second.reply == Reply(error=HttpError(529, retry_after=1.5, retry_after_ms=20))
+    assert m.default.usage == Usage(1, 1)
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"match": "a", "reply": "x", "subagent": "yes"},
+        {"match": "a", "reply": "x", "usage": {"input_tokens": 1}},
+        {"match": "a", "reply": "x", "usage": {"input_tokens": 1, "output_tokens": 1, "x": 1}},
+        {"match": "a", "reply": "x", "usage": "lots"},
+        {"match": "a", "reply": "x", "drop_after": -1},
+        {"match": "a", "error": {"retry_after": -2}},
+        {"match": "a", "error": {"retry_after_seconds": 2}},
+    ],
+)
+def test_script_rejects_bad_new_keys(rule: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        load_script({"rules": [rule]})
+
+
+def test_documented_subagent_script_answers_each_step() -> None:
+    """docs/testing.md, "Claude Code's own subagents": the YAML there, request by request."""
+    import yaml
+
+    docs = (REPO / "docs" / "testing.md").read_text(encoding="utf-8")
+    section = docs.split("### Claude Code's own subagents", 1)[1]
+    script = yaml.safe_load(section.split("```yaml\n", 1)[1].split("```", 1)[0])
+    launched = "Async agent launched successfully.\nagentId: a1 (internal ID)"
+    with load_script(script) as m:
+        frames = stream(m, "please delegate this")
+        (call,) = [d["content_block"] for e, d in frames if e == "content_block_start"]
+        assert call["name"] == "Agent"
+        assert json.loads("".join(d["partial_json"] for d in deltas(frames, 0)))["prompt"] == (
+            "COUNT: the files"
+        )
+        assert text_of(stream(m, launched)) == "I started an agent for that."
+        status, _, raw = post(m, body(user("COUNT: the files"), system=SUBAGENT_SYSTEM))
+        assert status == 200 and text_of(sse(raw)) == "There are 3 files."
+        notified = {"role": "user", "content": [{"type": "text", "text": NOTIFICATION}]}
+        _, _, raw = post(m, body(notified))
+        assert text_of(sse(raw)) == "The agent says there are 3 files."
+        # The subagent rule does not answer the main conversation, nor the reverse.
+        assert text_of(stream(m, "COUNT: the files")) == DEFAULT_TEXT
+        _, _, raw = post(m, body(user("delegate this"), system=SUBAGENT_SYSTEM))
+        assert text_of(sse(raw)) == DEFAULT_TEXT
 
 
 # --------------------------------------------------------------------------- as a process

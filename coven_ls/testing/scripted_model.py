@@ -15,8 +15,9 @@ SIGTERM/SIGINT; see :func:`main`, :func:`load_script` for the YAML format, and d
 
 Rules are tried in order and the first live one whose ``match`` fits answers; a plain string
 matches a substring of the text of the last user message (tool results included,
-``<system-reminder>`` spans removed). Nothing matching gets :data:`DEFAULT_TEXT`, so the CLI
-never hangs on a request nobody scripted.
+``<system-reminder>`` spans removed but for the ``<task-notification>`` elements in them).
+Nothing matching gets :data:`DEFAULT_TEXT`, so the CLI never hangs on a request nobody
+scripted.
 
 What the real CLI (Claude Code 2.1.330, bundled with claude-agent-sdk 0.2.187) sent, logged
 offline with :meth:`ScriptedModel.cli_env` in ``-p`` mode, stream-json in and out, and through
@@ -33,11 +34,18 @@ the SDK's ``ClaudeSDKClient``:
   are plain text blocks; after a tool call the last user message holds only the
   ``tool_result`` block(s). The CLI also inserts a ``"role": "system"`` message (the
   environment description) after the first user message, which ``last_user_text`` skips.
-- Errors: a 5xx is retried 10 times with exponential backoff (~3 minutes; retry-after is
-  ignored) unless the response says ``x-should-retry: false`` (``HttpError.should_retry``)
-  or ``CLAUDE_CODE_MAX_RETRIES`` is low; the turn then ends with ``is_error: true`` and
-  "API Error: 500 <message>". A 400 is sent six times within a fraction of a second, with
-  features dropped in turn (thinking display, deferred tools): expect several requests.
+- Errors: a 5xx is retried 10 times with exponential backoff (0.5 s, 1 s, 2 s, … plus
+  jitter, ~3 minutes in all; a ``retry-after`` header can lengthen a wait, not shorten it
+  below the backoff, and ``retry-after-ms`` is ignored) unless the response says
+  ``x-should-retry: false`` (``HttpError.should_retry``) or ``CLAUDE_CODE_MAX_RETRIES`` is
+  low; the turn then ends with ``is_error: true`` and "API Error: 500 <message>". A 400 is
+  sent six times within a fraction of a second, with features dropped in turn (thinking
+  display, deferred tools): expect several requests. A stream broken off mid-reply
+  (``Reply.drop_after``) is retried the same way, then tried once without streaming.
+- Subagents (the Agent tool) make their own requests, recognisable by
+  :attr:`ModelRequest.is_subagent`; a background agent's end reaches the main conversation
+  as a ``<task-notification>`` (:attr:`ModelRequest.task_notifications`).
+  docs/cli-facts.md has what the CLI tells the SDK about all of this.
 - Rules are plain matches: nothing distinguishes a side call from a turn. Should a version
   make such calls again, :attr:`ModelRequest.is_main_turn` tells them apart for callables.
 """
@@ -46,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import ipaddress
 import itertools
 import json
@@ -54,6 +63,7 @@ import os
 import re
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -80,6 +90,7 @@ __all__ = [
     "Text",
     "Thinking",
     "ToolUse",
+    "Usage",
     "load_script",
     "main",
     "reply",
@@ -104,6 +115,13 @@ _ENV_TO_DROP = (
 )
 
 _SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
+# What the CLI sends when a background agent (Agent tool) ends: inside a <system-reminder>, but
+# the whole content of the turn it starts, so last_user_text keeps it.
+_TASK_NOTIFICATION = re.compile(r"<task-notification>.*?</task-notification>", re.DOTALL)
+_TASK_NOTIFICATION_INNER = re.compile(r"<task-notification>(.*?)</task-notification>", re.DOTALL)
+_XML_CHILD = re.compile(r"<([A-Za-z][\w-]*)>(.*?)</\1>", re.DOTALL)
+# The billing line the CLI puts first in a subagent's system prompt (general-purpose or fork).
+_SUBAGENT_MARK = "cc_is_subagent=true"
 
 
 # --------------------------------------------------------------------------- script vocabulary
@@ -135,14 +153,60 @@ class HttpError:
     message: str = "scripted failure"
     error_type: str = "api_error"
     # Sent as ``x-should-retry`` when set. The CLI obeys it, whereas it retries a bare 5xx ten
-    # times with exponential backoff (about three minutes) and ignores retry-after headers.
+    # times with exponential backoff (about three minutes).
     should_retry: bool | None = None
+    # Sent as ``retry-after`` (seconds) and ``retry-after-ms`` when set. Claude Code 2.1.330
+    # waits the longer of retry-after and its own backoff (0.5 s, 1 s, 2 s, ...) and ignores
+    # retry-after-ms (docs/cli-facts.md, retries).
+    retry_after: float | None = None
+    retry_after_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("retry_after", "retry_after_ms"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must not be negative")
 
     def headers(self) -> dict[str, str]:
         out: dict[str, str] = {}
         if self.should_retry is not None:
             out["x-should-retry"] = "true" if self.should_retry else "false"
+        if self.retry_after is not None:
+            out["retry-after"] = _number(self.retry_after)
+        if self.retry_after_ms is not None:
+            out["retry-after-ms"] = _number(self.retry_after_ms)
         return out
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts a reply reports, instead of the estimate (about four characters a token).
+
+    ``message_start`` carries the input side (and ``output_tokens: 1``); ``message_delta``
+    carries all four, ``output_tokens`` being the final count, as the real API sends them.
+    """
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        for name, value in self.as_dict().items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name} must be a whole number >= 0, not {value!r}")
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+        }
 
 
 @dataclass(frozen=True)
@@ -152,10 +216,17 @@ class Reply:
     chunk_chars: int = 40
     chunk_delay: float = 0.0
     error: HttpError | None = None
+    usage: Usage | None = None
+    # Break the connection off after this many content_block_delta events (and one more
+    # chunk_delay): no message_delta or message_stop, the connection closed then reset. 0 cuts
+    # it right after message_start; a non-streaming answer breaks off halfway through.
+    drop_after: int | None = None
 
     def __post_init__(self) -> None:
         if self.chunk_chars < 1:
             raise ValueError("chunk_chars must be at least 1")
+        if self.drop_after is not None and self.drop_after < 0:
+            raise ValueError("drop_after must not be negative")
         for block in self.blocks:
             if not isinstance(block, (Text, Thinking, ToolUse)):
                 raise TypeError(f"not a reply block: {block!r}")
@@ -173,6 +244,8 @@ class ReplyOptions(TypedDict, total=False):
     chunk_chars: int
     chunk_delay: float
     error: HttpError | None
+    usage: Usage | None
+    drop_after: int | None
 
 
 def _as_block(item: Block | str) -> Block:
@@ -196,7 +269,9 @@ class ModelRequest:
     all_text: str
     rule_index: int | None = None
     finished: float | None = None
+    last_user_raw: str = ""  # the last user message's text with its <system-reminder> spans
     aborted: bool = False  # the response was cut short: the client hung up or the model stopped
+    dropped: bool = False  # the model reset the connection on purpose (Reply.drop_after)
 
     @property
     def has_tools(self) -> bool:
@@ -213,6 +288,25 @@ class ModelRequest:
         """
         return self.has_tools or "haiku" not in self.model.lower()
 
+    @property
+    def is_subagent(self) -> bool:
+        """The request comes from a subagent the CLI runs for its Agent tool (a fresh agent or
+        a ``"fork"``): its system prompt starts with a billing line holding
+        ``cc_is_subagent=true``. A subagent's last user message is its prompt (a fork's: the
+        fork boilerplate then ``Your directive: <prompt>``)."""
+        return _SUBAGENT_MARK in self.system_text
+
+    @property
+    def task_notifications(self) -> list[dict[str, str]]:
+        """The ``<task-notification>`` elements of the last user message, one dict per element
+        from its child elements: ``task-id``, ``tool-use-id``, ``output-file``, ``status``
+        (``completed``, ``killed``, …), ``summary``, ``result`` (the subagent's final text),
+        ``usage`` …. The CLI sends one when a background agent ends, to start a turn."""
+        return [
+            {name: value.strip() for name, value in _XML_CHILD.findall(inner)}
+            for inner in _TASK_NOTIFICATION_INNER.findall(self.last_user_raw)
+        ]
+
 
 Matcher = str | re.Pattern[str] | Callable[[ModelRequest], bool]
 
@@ -222,6 +316,9 @@ class Rule:
     match: Matcher
     reply: Reply | Callable[[ModelRequest], Reply]
     times: int | None = None
+    # True: only requests of the CLI's subagents (ModelRequest.is_subagent); False: only the
+    # main conversation's; None: both.
+    subagent: bool | None = None
     fired: int = field(default=0, compare=False)
 
     @property
@@ -229,6 +326,8 @@ class Rule:
         return self.times is None or self.fired < self.times
 
     def matches(self, request: ModelRequest) -> bool:
+        if self.subagent is not None and request.is_subagent != self.subagent:
+            return False
         if isinstance(self.match, str):
             return self.match in request.last_user_text
         if isinstance(self.match, re.Pattern):
@@ -261,7 +360,10 @@ def _block_texts(block: dict[str, Any], *, with_tool_use: bool) -> Iterator[str]
 
 
 def _strip_reminders(text: str) -> str:
-    return _SYSTEM_REMINDER.sub("", text).strip()
+    def keep_notifications(found: re.Match[str]) -> str:
+        return "\n".join(_TASK_NOTIFICATION.findall(found.group(0)))
+
+    return _SYSTEM_REMINDER.sub(keep_notifications, text).strip()
 
 
 def _flatten_system(system: Any) -> str:
@@ -276,9 +378,11 @@ def parse_request(path: str, body: dict[str, Any], arrived: float) -> ModelReque
         (m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "user"), None
     )
     last_parts: list[str] = []
+    raw_parts: list[str] = []
     if last_user is not None:
         for block in _content_blocks(last_user.get("content")):
             for text in _block_texts(block, with_tool_use=False):
+                raw_parts.append(text)
                 stripped = _strip_reminders(text)
                 if stripped:
                     last_parts.append(stripped)
@@ -300,6 +404,7 @@ def parse_request(path: str, body: dict[str, Any], arrived: float) -> ModelReque
         all_text="\n".join(all_parts),
         rule_index=None,
         finished=None,
+        last_user_raw="\n".join(raw_parts),
     )
 
 
@@ -353,13 +458,10 @@ def _output_tokens(blocks: Sequence[Block]) -> int:
     return max(1, size // 4)
 
 
-def _usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
-    return {
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-    }
+def _reply_usage(req: ModelRequest, rep: Reply, blocks: Sequence[Block]) -> Usage:
+    if rep.usage is not None:
+        return rep.usage
+    return Usage(_estimate_tokens(req.system_text + req.all_text), _output_tokens(blocks))
 
 
 def _error_body(error_type: str, message: str) -> dict[str, Any]:
@@ -514,6 +616,16 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             elif body.get("stream"):
                 self._stream(req, rep)
+            elif rep.drop_after is not None:
+                # Without a stream there is nothing to break off in the middle of: the answer
+                # breaks off after its headers and half of its body.
+                data = json.dumps(self._message_json(req, rep)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data[: len(data) // 2])
+                self._drop(req)
             else:
                 self._send_json(200, self._message_json(req, rep), req=req)
         except (_ClientGone, OSError):
@@ -532,9 +644,7 @@ class _Handler(BaseHTTPRequestHandler):
             "content": [_full_block(b) for b in blocks],
             "stop_reason": "tool_use" if rep.has_tool_use else "end_turn",
             "stop_sequence": None,
-            "usage": _usage(
-                _estimate_tokens(req.system_text + req.all_text), _output_tokens(blocks)
-            ),
+            "usage": _reply_usage(req, rep, blocks).as_dict(),
         }
 
     def _stream(self, req: ModelRequest, rep: Reply) -> None:
@@ -546,7 +656,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("request-id", msg_id.replace("msg_", "req_"))
         self.end_headers()
-        input_tokens = _estimate_tokens(req.system_text + req.all_text)
+        usage = _reply_usage(req, rep, blocks)
         self._event(
             "message_start",
             {
@@ -559,11 +669,14 @@ class _Handler(BaseHTTPRequestHandler):
                     "content": [],
                     "stop_reason": None,
                     "stop_sequence": None,
-                    "usage": _usage(input_tokens, 1),
+                    "usage": {**usage.as_dict(), "output_tokens": 1},
                 },
             },
         )
         first_delta = True
+        sent = 0
+        if rep.drop_after == 0:
+            self._drop(req)
         for index, block in enumerate(blocks):
             start: dict[str, Any]
             deltas: list[dict[str, Any]]
@@ -601,7 +714,12 @@ class _Handler(BaseHTTPRequestHandler):
                     "content_block_delta",
                     {"type": "content_block_delta", "index": index, "delta": delta},
                 )
+                sent += 1
+                if sent == rep.drop_after:
+                    self._drop(req, rep.chunk_delay)
             self._event("content_block_stop", {"type": "content_block_stop", "index": index})
+        if rep.drop_after is not None:  # fewer deltas than drop_after: break off before the end
+            self._drop(req, rep.chunk_delay)
         self._event(
             "message_delta",
             {
@@ -610,12 +728,40 @@ class _Handler(BaseHTTPRequestHandler):
                     "stop_reason": "tool_use" if rep.has_tool_use else "end_turn",
                     "stop_sequence": None,
                 },
-                "usage": {"output_tokens": _output_tokens(blocks)},
+                "usage": usage.as_dict(),
             },
         )
         _mark_finished(req)
         self._event("message_stop", {"type": "message_stop"}, last=True)
         self.wfile.flush()
+
+    def _drop(self, req: ModelRequest, pause: float = 0.0) -> None:
+        """Break the connection off mid-stream, as a failing network or proxy would: no
+        message_delta, no message_stop, no end of the chunked body.
+
+        It breaks where the next delta would have come, ``pause`` (the chunk delay) after the
+        last one: the CLI does not pass on events that arrive together with the break.
+        Everything sent so far still arrives (FIN first, so the deltas are not lost to the
+        reset); then, once the client hangs up or after a second, close() with SO_LINGER 0
+        resets the connection (TCP RST) if it is still open."""
+        if pause > 0 and self.model._stopping.wait(pause):
+            raise _ClientGone
+        req.dropped = True
+        conn = self.connection
+        with contextlib.suppress(OSError):
+            conn.shutdown(socket.SHUT_WR)
+            conn.settimeout(1.0)
+            while conn.recv(65536):  # until the client closes its side (b"") or the timeout
+                pass
+        with contextlib.suppress(OSError):
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        # The descriptor only closes once the file objects over it are closed too.
+        for stream in (self.wfile, self.rfile, conn):
+            with contextlib.suppress(OSError):
+                stream.close()
+        self.wfile = io.BytesIO()  # what the server still flushes and closes goes nowhere
+        self.close_connection = True
+        raise _ClientGone
 
     def _event(self, name: str, payload: dict[str, Any], last: bool = False) -> None:
         frame = f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode()
@@ -676,9 +822,12 @@ class ScriptedModel:
         match: Matcher,
         *blocks_or_reply: Block | str | Reply | Callable[[ModelRequest], Reply],
         times: int | None = None,
+        subagent: bool | None = None,
         **reply_kw: Unpack[ReplyOptions],
     ) -> Rule:
-        """``on("hello", "Hi", latency=0.5)``; also ``on(m, Reply(...))`` or ``on(m, fn)``."""
+        """``on("hello", "Hi", latency=0.5)``; also ``on(m, Reply(...))`` or ``on(m, fn)``.
+        ``subagent=True`` (False) limits the rule to requests of the CLI's subagents (of the
+        main conversation)."""
         answer: Reply | Callable[[ModelRequest], Reply]
         blocks: list[Block | str] = []
         for item in blocks_or_reply:
@@ -693,7 +842,7 @@ class ScriptedModel:
                 raise TypeError(f"not a reply block: {item!r}")  # what Reply itself would say
         else:  # no Reply or callable given: the blocks (maybe none) make one
             answer = reply(*blocks, **reply_kw)
-        rule = Rule(match, answer, times)
+        rule = Rule(match, answer, times, subagent)
         self.add(rule)
         return rule
 
@@ -864,8 +1013,14 @@ class ScriptedModel:
 
 # --------------------------------------------------------------------------- script files
 
-_REPLY_KEYS = {"latency", "chunk_chars", "chunk_delay"}
-_ERROR_KEYS = {"status", "message", "type", "should_retry"}
+_REPLY_KEYS = {"latency", "chunk_chars", "chunk_delay", "drop_after"}
+_ERROR_KEYS = {"status", "message", "type", "should_retry", "retry_after", "retry_after_ms"}
+_USAGE_KEYS = {
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+}
 
 
 def _parse_block(item: Any, where: str) -> Block:
@@ -889,6 +1044,13 @@ def _parse_block(item: Any, where: str) -> Block:
 
 def _parse_reply(spec: Mapping[str, Any], where: str) -> Reply:
     kw: dict[str, Any] = {k: spec[k] for k in _REPLY_KEYS if k in spec}
+    usage = spec.get("usage")
+    if usage is not None:
+        if not isinstance(usage, Mapping) or set(usage) - _USAGE_KEYS:
+            raise ValueError(f"{where}: usage takes {', '.join(sorted(_USAGE_KEYS))}")
+        if not {"input_tokens", "output_tokens"} <= set(usage):
+            raise ValueError(f"{where}: usage needs input_tokens and output_tokens")
+        kw["usage"] = Usage(**usage)
     blocks = spec.get("reply", [])
     if isinstance(blocks, (str, dict)):
         blocks = [blocks]
@@ -899,7 +1061,10 @@ def _parse_reply(spec: Mapping[str, Any], where: str) -> Reply:
         if "reply" in spec:
             raise ValueError(f"{where}: give 'reply' or 'error', not both")
         if not isinstance(error, dict) or set(error) - _ERROR_KEYS:
-            raise ValueError(f"{where}: error takes status, message, type and should_retry")
+            raise ValueError(
+                f"{where}: error takes status, message, type, should_retry, retry_after "
+                "and retry_after_ms"
+            )
         should_retry = error.get("should_retry")
         if should_retry is not None and not isinstance(should_retry, bool):
             raise ValueError(f"{where}: should_retry is true or false")
@@ -908,6 +1073,8 @@ def _parse_reply(spec: Mapping[str, Any], where: str) -> Reply:
             message=str(error.get("message", "scripted failure")),
             error_type=str(error.get("type", "api_error")),
             should_retry=should_retry,
+            retry_after=error.get("retry_after"),
+            retry_after_ms=error.get("retry_after_ms"),
         )
     return Reply(
         blocks=tuple(_parse_block(b, f"{where} block {i}") for i, b in enumerate(blocks)), **kw
@@ -925,8 +1092,17 @@ def load_script(script: str | os.PathLike[str] | Mapping[str, Any]) -> ScriptedM
           - thinking: "Let me think"
           - "Some text"
           - tool_use: {name: Bash, input: {command: "echo hi"}}
+        usage: {input_tokens: 100, output_tokens: 20,        # optional: reported usage
+                cache_read_input_tokens: 1000, cache_creation_input_tokens: 50}
       - match: "boom"                   # an HTTP error instead of a reply
         error: {status: 529, message: "busy", type: overloaded_error, should_retry: false}
+                                        # also retry_after (seconds), retry_after_ms
+      - match: "flaky"
+        drop_after: 3                   # break the connection off after 3 deltas
+        reply: "never finished"
+      - match: "Your directive:"        # a rule for the CLI's subagents only
+        subagent: true
+        reply: "Done."
 
     docs/testing.md is the full reference. Raises ValueError or TypeError saying what is wrong.
     """
@@ -946,7 +1122,9 @@ def load_script(script: str | os.PathLike[str] | Mapping[str, Any]) -> ScriptedM
         where = f"rule {i}"
         if not isinstance(spec, Mapping):
             raise TypeError(f"{where}: must be a mapping")
-        unknown = set(spec) - {"match", "regex", "times", "reply", "error"} - _REPLY_KEYS
+        unknown = (
+            set(spec) - {"match", "regex", "times", "subagent", "reply", "error", "usage"}
+        ) - _REPLY_KEYS
         if unknown:
             raise ValueError(f"{where}: unknown keys {sorted(unknown)}")
         if ("match" in spec) == ("regex" in spec):
@@ -955,16 +1133,26 @@ def load_script(script: str | os.PathLike[str] | Mapping[str, Any]) -> ScriptedM
             raise ValueError(f"{where}: needs 'reply' or 'error'")
         match: Matcher = str(spec["match"]) if "match" in spec else re.compile(str(spec["regex"]))
         times = spec.get("times")
-        rules.append(Rule(match, _parse_reply(spec, where), None if times is None else int(times)))
+        subagent = spec.get("subagent")
+        if subagent is not None and not isinstance(subagent, bool):
+            raise ValueError(f"{where}: subagent is true or false")
+        rules.append(
+            Rule(
+                match,
+                _parse_reply(spec, where),
+                None if times is None else int(times),
+                subagent,
+            )
+        )
     default_spec = data.get("default")
     default: Reply | None = None
     if isinstance(default_spec, Mapping):
         # {text: ...} would otherwise read as a reply without blocks: an empty answer.
-        unknown = set(default_spec) - {"reply", "error"} - _REPLY_KEYS
+        unknown = set(default_spec) - {"reply", "error", "usage"} - _REPLY_KEYS
         if unknown:
             raise ValueError(
                 f"default: unknown keys {sorted(unknown)}; a mapping default takes reply or "
-                "error (and latency, chunk_chars, chunk_delay)"
+                "error (and latency, chunk_chars, chunk_delay, drop_after, usage)"
             )
         default = _parse_reply(default_spec, "default")
     elif default_spec is not None:
@@ -1009,12 +1197,18 @@ script (YAML or JSON):
       latency: 0.5                # optional: seconds before the answer starts
       chunk_chars: 40             # optional: characters per streamed delta
       chunk_delay: 0.02           # optional: seconds between deltas
+      drop_after: 3               # optional: break the connection off after 3 deltas
+      subagent: true              # optional: only the CLI's subagents (false: only the main
+                                  # conversation)
+      usage: {input_tokens: 100, output_tokens: 20, cache_read_input_tokens: 1000,
+              cache_creation_input_tokens: 50}   # optional: the usage reported
       reply:                      # blocks, streamed in order; a plain string is text
         - thinking: "..."
         - "Some text"             # or  text: "..."
         - tool_use: {name: Bash, input: {command: "ls"}}
     - match: "fail now"           # an HTTP error instead of a reply
       error: {status: 529, type: overloaded_error, message: "busy", should_retry: false}
+                                  # also retry_after: SECONDS, retry_after_ms: MS (headers)
 
 The full reference and a worked example are docs/testing.md and
 docs/examples/fork-script.yaml in the coven-ls repository."""
