@@ -339,9 +339,14 @@ def test_subagent_runs_inside_its_tool_call() -> None:
     assert result["toolUseId"] == use["toolUseId"] and "Found 3 TODOs." in result["content"]
     # The subagent is a task of the CLI under the Agent call, and its own words (forwarded:
     # forward_subagent_text) carry the call's id.
-    started, ended = fixture.of(sid, "task")
+    started, *ends = fixture.of(sid, "task")
     assert (started["status"], started["toolUseId"]) == ("started", use["toolUseId"])
-    assert (ended["taskId"], ended["status"]) == (started["taskId"], "completed")
+    # The CLI reports the end twice (a notice, then the summary): the last is the fullest.
+    ended = ends[-1]
+    assert {(e["taskId"], e["status"], e["toolUseId"]) for e in ends} == {
+        (started["taskId"], "completed", use["toolUseId"])
+    }
+    assert ended["summary"] == "Found 3 TODOs." and ended["description"] == "Find TODOs"
     [said] = [e for e in fixture.events if "parentToolUseId" in e]
     assert (said["kind"], said["text"]) == ("text", "Found 3 TODOs.")
     assert said["parentToolUseId"] == use["toolUseId"]

@@ -412,3 +412,12 @@ def test_result_usage_in_the_protocols_names() -> None:
     assert draft.payload.usage == Usage(
         inputTokens=12, outputTokens=34, cacheReadTokens=5600, cacheCreationTokens=78
     )
+
+
+def test_the_clis_own_error_message_is_not_the_models_text() -> None:
+    # When the CLI gives up on the API, it writes the error as an assistant message of its own;
+    # the turn's result carries the same text (and says it is an error).
+    message = AssistantMessage(
+        content=[TextBlock("API Error: 529 overloaded")], model="<synthetic>", error="server_error"
+    )
+    assert mapped(message) == []

@@ -88,7 +88,14 @@ def map_message(message: Any) -> list[events.Payload]:
     return []
 
 
+# The model name of the assistant messages the CLI writes itself (an API error it gave up on):
+# not the model's words, and the turn's result says the same.
+SYNTHETIC_MODEL = "<synthetic>"
+
+
 def _assistant(message: AssistantMessage) -> list[events.Payload]:
+    if message.model == SYNTHETIC_MODEL:
+        return []
     parent = message.parent_tool_use_id
     drafts: list[events.Payload] = []
     for block in message.content:
