@@ -1,7 +1,9 @@
 // Drives a real VS Code (code-server) in headless Chromium through the user story of issue 4:
 // open the Coven view, start a session from the palette, allow the tool it asks for, approve the
 // proposed fork from its tree node, and check in the DOM that the fork and its children appear
-// nested and finish, and that the parent carries on below the fork.
+// nested and finish, and that the parent carries on below the fork. Then a session as alive as the
+// CLI: an API retry, an answer that grows in the tree and the transcript while it streams, and a
+// background subagent nested under its Agent call, with the turn the CLI starts to report it.
 //
 // Started by scripts/vscode-e2e.sh, which sets up code-server, the scripted model and coven-ls.
 // Every assertion reads what a user would see: tree rows (their aria-level is the nesting, their
@@ -29,6 +31,10 @@ const STEP_MS = 120_000;
 const PROMPT = 'Prepare the release: check the notes, then the parser and the docs.';
 const SESSION_TITLE = PROMPT.split('\n')[0];
 const TASKS = ['Check the parser', 'Check the docs'];
+const STREAM_PROMPT = 'Explain the release process.';
+const SUBAGENT_PROMPT = 'Survey the TODOs in this workspace.';
+/** The end of a block still streaming, in its tree row and in the transcript. */
+const CURSOR = '▍';
 
 mkdirSync(ARTIFACTS, { recursive: true });
 const started = Date.now();
@@ -49,11 +55,16 @@ page.on('pageerror', (e) => browserLog.push(`[pageerror] ${e.message}`));
 const sidebar = page.locator('.part.sidebar');
 const rows = sidebar.locator('.monaco-list-row');
 let shot = 0;
-const screenshot = async (name) => {
+const screenshot = async (name, { hover = false } = {}) => {
   const file = join(ARTIFACTS, `${String(++shot).padStart(2, '0')}-${name}.png`);
-  await page.mouse.move(1100, 400); // no hover tooltip over the tree
+  if (!hover) await page.mouse.move(1100, 400); // no hover tooltip over the tree
   await page.screenshot({ path: file });
   log(`screenshot ${file}`);
+  if (hover) {
+    // Leave no tooltip behind for the next screenshot.
+    await page.mouse.move(1100, 400);
+    await page.keyboard.press('Escape');
+  }
 };
 
 /** The tree as [{index, level, label}] in display order (the list is virtualised: sort by index). */
@@ -68,7 +79,10 @@ async function treeRows() {
   return all.sort((a, b) => a.index - b.index);
 }
 
-const row = (labelPrefix) => sidebar.locator(`.monaco-list-row[aria-label^="${labelPrefix.replace(/"/g, '\\"')}"]`);
+const quoted = (text) => text.replace(/"/g, '\\"');
+const row = (labelPrefix) => sidebar.locator(`.monaco-list-row[aria-label^="${quoted(labelPrefix)}"]`);
+const rowWith = (text) => sidebar.locator(`.monaco-list-row[aria-label*="${quoted(text)}"]`);
+const topRow = (title) => sidebar.locator(`.monaco-list-row[aria-level="1"][aria-label^="${quoted(title)}"]`);
 
 async function waitForRow(labelPrefix, what) {
   log(`waiting for ${what}: row "${labelPrefix}…"`);
@@ -124,6 +138,114 @@ async function widenSidebar(width) {
   await page.mouse.down();
   await page.mouse.move(box.x + width, y, { steps: 5 });
   await page.mouse.up();
+}
+
+async function newSession(prompt) {
+  await runCommand('Coven: New Session');
+  await page.locator('.quick-input-widget', { hasText: 'New Coven Session' }).waitFor();
+  await page.locator('.quick-input-widget input').fill(prompt);
+  await page.keyboard.press('Enter');
+  await waitForRow(prompt, `the session "${prompt}"`);
+}
+
+/** The rows of one top-level session's subtree (the session row first). */
+function subtree(tree, title) {
+  const start = tree.findIndex((r) => r.level === 1 && r.label.startsWith(title));
+  if (start < 0) throw new Error(`no session "${title}" in the tree:\n${format(tree)}`);
+  const end = tree.findIndex((r, k) => k > start && r.level === 1);
+  return tree.slice(start, end < 0 ? undefined : end);
+}
+
+async function liveStory() {
+  // (a) The model is overloaded, then answers in small pieces: the retry shows on the session, and
+  // the answer grows in its tree row and in the transcript while it streams.
+  log('New Session whose answer streams after the API was overloaded');
+  await runCommand('Notifications: Clear All Notifications'); // the broken setting's, from before
+  await widenSidebar(760); // room for the retry and the growing text
+  await newSession(STREAM_PROMPT);
+  await rowWith('API overloaded — retrying in').first().waitFor();
+  await screenshot('api-retry');
+  // Polled rather than awaited on a selector: the log then shows what the tree went through.
+  for (let last = '', started = Date.now(); ; ) {
+    const rows = subtree(await treeRows(), STREAM_PROMPT);
+    const now = format(rows);
+    if (now !== last) log(`the streaming session:\n${now}`);
+    last = now;
+    if (rows.some((r) => r.label.includes(CURSOR))) break;
+    if (Date.now() - started > STEP_MS) throw new Error(`the answer never showed while it streamed:\n${now}`);
+    await page.waitForTimeout(100);
+  }
+  log('the answer streams: opening the transcript while it does');
+  await clickInline(topRow(STREAM_PROMPT), 'Open Transcript');
+  const transcript = page.locator('.editor-group-container .monaco-editor .view-lines', { hasText: 'Explain the release process' });
+  await transcript.filter({ hasText: CURSOR }).first().waitFor();
+  await page.waitForTimeout(5000); // more pieces, in both
+  const midTree = subtree(await treeRows(), STREAM_PROMPT);
+  const midText = await transcript.first().innerText();
+  await screenshot('streaming');
+  const growing = midTree.find((r) => r.label.includes(CURSOR));
+  if (!growing) throw new Error(`no growing row while the answer streamed:\n${format(midTree)}`);
+  if (!midText.includes(CURSOR) || midText.includes('start again from step 3')) {
+    throw new Error(`the transcript was not mid-stream at the screenshot:\n${midText}`);
+  }
+  if (!(await rowWith(CURSOR).count())) throw new Error('the answer had finished streaming by the screenshot');
+  const streamingTurn = midTree.find((r) => r.level === 2);
+  if (growing.level !== streamingTurn.level + 1) throw new Error(`the growing row is not in its turn:\n${format(midTree)}`);
+  await waitForRow(`${STREAM_PROMPT}, done`, 'the streamed answer to end');
+  await transcript.filter({ hasText: 'start again from step 3' }).first().waitFor();
+  const after = subtree(await treeRows(), STREAM_PROMPT);
+  if (after.some((r) => r.label.includes(CURSOR) || /retrying/.test(r.label))) {
+    throw new Error(`pieces or the retry outlived the answer:\n${format(after)}`);
+  }
+  log(`streamed session:\n${format(after)}`);
+  // The turn's tooltip: its cost, time and tokens. (Hovers are VS Code's to time: not a failure.)
+  await sidebar.locator(`.monaco-list-row[aria-level="2"][aria-label^="${quoted(STREAM_PROMPT)}"]`).first().hover();
+  const turnHover = page.locator('.monaco-hover, .workbench-hover', { hasText: 'Tokens' }).first();
+  if (await turnHover.waitFor({ timeout: 15_000 }).then(() => true, () => false)) await screenshot('streamed-done', { hover: true });
+  else await screenshot('streamed-done');
+
+  // (b) The CLI's Agent tool in the background: the subagent shows under its Agent call while
+  // the turn that started it is over, then the CLI reports it in a turn of its own.
+  log('New Session that starts a background subagent');
+  await newSession(SUBAGENT_PROMPT);
+  await waitForRow('Find TODOs', 'the subagent under its Agent call');
+  await waitForRow('Let me scan the workspace.', "the subagent's own message");
+  await waitForRow(`${SUBAGENT_PROMPT}, 1 subagent running`, 'the session to wait for its subagent');
+  await page.waitForTimeout(500);
+  const running = subtree(await treeRows(), SUBAGENT_PROMPT);
+  const at = (prefix) => {
+    const i = running.findIndex((r) => r.label.startsWith(prefix));
+    if (i < 0) throw new Error(`no row "${prefix}…" in the session:\n${format(running)}`);
+    return running[i];
+  };
+  const agent = at('▶ Agent');
+  const sub = at('Find TODOs');
+  const said = at('Let me scan the workspace.');
+  if (sub.level !== agent.level + 1 || said.level !== sub.level + 1) {
+    throw new Error(`the subagent is not nested under its Agent call:\n${format(running)}`);
+  }
+  log(`subagent running:\n${format(running)}`);
+  // A running subagent offers Stop Subagent on its row (coven/stopTask).
+  await row('Find TODOs,').first().hover();
+  await row('Find TODOs,').first().locator('.actions .action-label[aria-label="Stop Subagent"]').waitFor();
+  await screenshot('subagent-running', { hover: true });
+  await waitForRow('Find TODOs, done', 'the subagent to finish');
+  await waitForRow('Background task completed', 'the turn the CLI started to report it');
+  await waitForRow('The background agent is done', "the model's report");
+  await waitForRow(`${SUBAGENT_PROMPT}, done`, 'the session to settle');
+  const done = subtree(await treeRows(), SUBAGENT_PROMPT);
+  log(`subagent done:\n${format(done)}`);
+  await clickInline(topRow(SUBAGENT_PROMPT), 'Open Transcript');
+  await page.locator('.editor-group-container .monaco-editor .view-lines', { hasText: 'Subagent: Find TODOs' }).first().waitFor();
+  await screenshot('subagent-done');
+  // Its tooltip: tokens, tool uses, time. (Hovers are VS Code's to time: not a failure if none.)
+  await row('Find TODOs, done').first().hover();
+  const hover = page.locator('.monaco-hover, .workbench-hover', { hasText: 'Subagent' }).first();
+  if (await hover.waitFor({ timeout: 15_000 }).then(() => true, () => false)) await screenshot('subagent-tooltip', { hover: true });
+  else log('no tooltip showed on the subagent row; no screenshot of it');
+
+  const status = await page.locator('.part.statusbar').innerText();
+  if (!/Coven.*tokens/s.test(status)) throw new Error(`no token total in the status bar: ${status}`);
 }
 
 const format = (tree) => tree.map((r) => `${'  '.repeat(Math.max(0, r.level - 1))}${r.label}`).join('\n');
@@ -231,6 +353,8 @@ try {
   for (const task of TASKS) await waitForRow(`${task}, done`, `rebuilt child "${task}"`);
   assertNested(await treeRows(), { finished: true });
   await screenshot('rebuilt-after-restart');
+
+  await liveStory();
   log('PASS');
 } catch (error) {
   failed = true;

@@ -4,7 +4,16 @@
 import * as vscode from 'vscode';
 import { ResponseError } from 'vscode-languageclient/node';
 
-import { BUSY_STATUSES, type CovenModel, firstLine, type ForkNode, MESSAGEABLE_STATUSES, type Node, type SessionNode } from './model';
+import {
+  BUSY_STATUSES,
+  type CovenModel,
+  firstLine,
+  type ForkNode,
+  MESSAGEABLE_STATUSES,
+  type Node,
+  type SessionNode,
+  type SubagentNode,
+} from './model';
 import { forkStateText, sessionStatusText } from './present';
 import { type DecideForkParams, ErrorCode, Method } from './protocol';
 import type { CovenServer } from './server';
@@ -133,6 +142,12 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       await server.request(Method.cancel, { sessionId: session.sessionId });
     },
 
+    'coven.stopTask': async (target) => {
+      const subagent = await runningSubagent(model, target);
+      if (!subagent) return;
+      await server.request(Method.stopTask, { sessionId: subagent.sessionId, taskId: subagent.taskId });
+    },
+
     'coven.closeSession': async (target) => {
       const session = await sessionFor(model, target, (s) => s.status !== 'closed', 'Close which session?');
       if (!session) return;
@@ -237,6 +252,25 @@ function countDescendants(model: CovenModel, session: SessionNode): number {
     for (const child of item.children) count += 1 + countDescendants(model, child);
   }
   return count;
+}
+
+/** The subagent Stop Subagent is about: the node it was invoked on, else the user's pick. */
+async function runningSubagent(model: CovenModel, target: Target): Promise<SubagentNode | undefined> {
+  if (typeof target === 'object') {
+    if (target.kind === 'subagent') return target.state === 'running' ? target : undefined;
+    if (target.kind === 'tool' && target.subagent?.state === 'running') return target.subagent;
+  }
+  const running = model.runningSubagents();
+  if (running.length === 0) {
+    void vscode.window.showInformationMessage('No subagent is running.');
+    return undefined;
+  }
+  if (running.length === 1) return running[0];
+  const picked = await vscode.window.showQuickPick(
+    running.map((s) => ({ label: s.description, description: model.session(s.sessionId)?.title ?? s.sessionId, subagent: s })),
+    { placeHolder: 'Stop which subagent?' },
+  );
+  return picked?.subagent;
 }
 
 async function interruptedFork(model: CovenModel, target: Target): Promise<ForkNode | undefined> {

@@ -25,6 +25,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   server = new CovenServer(
     output,
     (event) => sync?.onEvent(event),
+    (delta) => sync?.onDelta(delta),
     (params, token) => askPermission(params, token, sync),
   );
   sync = new SessionSync(server);

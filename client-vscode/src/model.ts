@@ -1,10 +1,11 @@
-// The state model: `coven/event`s and `coven/listSessions` entries reduced into the tree the
-// sidebar shows (sessions → turns → tool calls → subagents, forks → child sessions).
+// The state model: `coven/event`s, `coven/delta` pieces and `coven/listSessions` entries reduced
+// into the tree the sidebar shows (sessions → turns → tool calls → subagents, forks → child
+// sessions).
 //
 // Pure on purpose: no `vscode` import, no timers, no I/O. The extension feeds it what the server
 // says and asks it what changed; the tests drive it the same way in plain node.
 
-import type { CovenEvent, SessionInfo, SettledStatus, Status, TaskOutcome } from './protocol';
+import type { CovenEvent, Delta, PartialBlock, SessionInfo, SettledStatus, Status, TaskOutcome } from './protocol';
 
 /** A status of the protocol, or a newer server's that this client shows as it is. */
 export type SessionStatus = Status | (string & {});
@@ -35,6 +36,14 @@ export interface SessionNode extends NodeBase {
   claudeCodeVersion: string | undefined;
   queuedMessages: number;
   costUsd: number;
+  /** Tokens of the session's own turns (not its forks': see `treeUsage`). */
+  usage: TokenUsage;
+  /** A queued fork child's place in the line for a slot (1: it starts next). */
+  queuePosition: number | undefined;
+  /** The model call failed and the CLI tries again (an `apiRetry`), until the model answers. */
+  retry: ApiRetry | undefined;
+  /** The CLI's background tasks (subagents) of this session that still run. */
+  backgroundTasks: number;
   /** Tool calls waiting for the user's Allow / Deny. */
   awaitingPermission: number;
   lastError: string | undefined;
@@ -61,16 +70,64 @@ export interface TurnNode extends NodeBase {
   state: TurnState;
   costUsd: number | undefined;
   durationMs: number | undefined;
+  usage: TokenUsage | undefined;
+  /** While the model call of this turn is being retried. */
+  retry: ApiRetry | undefined;
   readonly children: ItemNode[];
 }
 
 export interface TextNode extends NodeBase {
   readonly kind: 'text' | 'thinking';
   readonly sessionId: string;
+  /** The event's seq; for a block still streaming, the seq it came after. */
   readonly seq: number;
-  readonly text: string;
+  /** Grows while the block streams (`coven/delta`); the whole block's event replaces the node. */
+  text: string;
   /** The CLI's message uuid: what "Fork from Here" forks at. */
   readonly messageId: string | undefined;
+  /** A block still streaming: its pieces so far, no event yet. */
+  readonly streaming: boolean;
+}
+
+export type SubagentState = 'running' | 'completed' | 'failed' | 'stopped';
+
+/**
+ * One of the CLI's background tasks (`task` events): the subagent of an Agent tool call, under
+ * that call, holding the subagent's own messages (events with its parentToolUseId).
+ */
+export interface SubagentNode extends NodeBase {
+  readonly kind: 'subagent';
+  readonly sessionId: string;
+  readonly taskId: string;
+  readonly toolUseId: string | undefined;
+  /** What the task was started to do (its `started` event's description). */
+  description: string;
+  state: SubagentState;
+  /** What it is doing now, in the CLI's words (a `running` event's description). */
+  activity: string | undefined;
+  lastToolName: string | undefined;
+  totalTokens: number | undefined;
+  toolUses: number | undefined;
+  durationMs: number | undefined;
+  /** How it ended, in the CLI's words. */
+  summary: string | undefined;
+  readonly children: ItemNode[];
+}
+
+/** Tokens, as the server counts them (`Usage`), with every field present. */
+export interface TokenUsage {
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheCreationTokens: number;
+}
+
+export interface ApiRetry {
+  attempt: number;
+  maxRetries: number;
+  retryDelayMs: number;
+  errorStatus: number | undefined;
+  error: string | undefined;
 }
 
 export type ToolState = 'running' | 'awaitingPermission' | 'ok' | 'error' | 'denied' | 'interrupted';
@@ -86,8 +143,13 @@ export interface ToolNode extends NodeBase {
   result: string | undefined;
   /** Why the tool was denied (the message the model got). */
   denial: string | undefined;
-  /** Events of the CLI's own subagent that runs inside this call (parentToolUseId). */
+  /**
+   * Events of the CLI's own subagent that runs inside this call (parentToolUseId); once the
+   * subagent's task is known, that subagent alone, holding them.
+   */
   readonly children: ItemNode[];
+  /** The background task this call started (an Agent call's subagent). */
+  subagent: SubagentNode | undefined;
 }
 
 /** `interrupted`: it was running when the server stopped; it waits for resumeFork or abandonFork. */
@@ -104,6 +166,8 @@ export interface ForkNode extends NodeBase {
   atMessageId: string | undefined;
   reason: string | undefined;
   results: TaskOutcome[] | undefined;
+  /** The children's tokens, from forkFinished. */
+  usage: TokenUsage | undefined;
   /** Child sessions, in the order the fork listed them. */
   readonly children: SessionNode[];
   /** The proposed tasks, shown until the fork starts (or forever, if it was rejected). */
@@ -128,8 +192,8 @@ export interface NoteNode extends NodeBase {
   readonly detail: string | undefined;
 }
 
-/** What a turn or a tool call (the CLI's subagents) holds. */
-export type ItemNode = TextNode | ToolNode | NoteNode;
+/** What a turn, a tool call or a subagent holds. */
+export type ItemNode = TextNode | ToolNode | NoteNode | SubagentNode;
 export type Node = SessionNode | TurnNode | ItemNode | ForkNode | TaskNode;
 
 /**
@@ -184,6 +248,24 @@ interface SessionRecord {
   turn: TurnNode | undefined;
   /** Insertion order, to order sessions created in the same millisecond. */
   order: number;
+  /** Blocks streaming now (`coven/delta`), by blockId. */
+  streams: Map<string, Stream>;
+  /** Blocks whose whole event arrived: a late piece of one is not a new stream. */
+  finishedBlocks: Set<string>;
+  /** Background tasks by taskId. */
+  tasks: Map<string, SubagentNode>;
+  usageFromEvents: TokenUsage;
+  usageFromInfo: TokenUsage;
+  backgroundTasksFromInfo: number;
+}
+
+interface Stream {
+  node: TextNode;
+  parentToolUseId: string | undefined;
+  /** The block belongs after this event: it is placed once the session has it. */
+  afterSeq: number;
+  /** Where it is shown, once placed. */
+  container: TurnNode | ToolNode | SubagentNode | undefined;
 }
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
@@ -191,6 +273,51 @@ const num = (v: unknown): number | undefined => (typeof v === 'number' && Number
 const obj = (v: unknown): Record<string, unknown> =>
   v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
 const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
+
+export const NO_USAGE: Readonly<TokenUsage> = Object.freeze({ inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 });
+
+/** A `Usage` from the wire (fields optional, maybe junk) with every field a number. */
+export function tokenUsage(v: unknown): TokenUsage | undefined {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return undefined;
+  const o = v as Record<string, unknown>;
+  const n = (x: unknown): number => (typeof x === 'number' && Number.isFinite(x) && x > 0 ? x : 0);
+  return { inputTokens: n(o.inputTokens), outputTokens: n(o.outputTokens), cacheReadTokens: n(o.cacheReadTokens), cacheCreationTokens: n(o.cacheCreationTokens) };
+}
+
+export function addUsage(a: TokenUsage, b: TokenUsage | undefined): TokenUsage {
+  if (b === undefined) return a;
+  return {
+    inputTokens: a.inputTokens + b.inputTokens,
+    outputTokens: a.outputTokens + b.outputTokens,
+    cacheReadTokens: a.cacheReadTokens + b.cacheReadTokens,
+    cacheCreationTokens: a.cacheCreationTokens + b.cacheCreationTokens,
+  };
+}
+
+export function totalTokens(u: TokenUsage): number {
+  return u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheCreationTokens;
+}
+
+/** A session's tokens with everything forked from it (its children, theirs, …). */
+export function treeUsage(session: SessionNode): TokenUsage {
+  let sum = session.usage;
+  for (const item of session.items) {
+    if (item.kind !== 'fork') continue;
+    for (const child of item.children) sum = addUsage(sum, treeUsage(child));
+  }
+  return sum;
+}
+
+/** What a fork cost in tokens: forkFinished's count, else its children's so far. */
+export function forkUsage(fork: ForkNode): TokenUsage {
+  return fork.usage ?? fork.children.reduce((sum, child) => addUsage(sum, treeUsage(child)), NO_USAGE);
+}
+
+/** Statuses in which no turn runs: pieces of the main agent still streaming there are moot. */
+const NO_TURN_STATUSES: ReadonlySet<string> = new Set(['idle', 'awaitingApproval', 'forking', 'queued', 'failed', 'cancelled', 'closed', 'interrupted']);
+/** Statuses that mean the CLI process is gone: its subagents and their streams with it. */
+const PROCESS_GONE_STATUSES: ReadonlySet<string> = new Set(['failed', 'cancelled', 'closed', 'interrupted']);
+const TASK_ENDS: Record<string, SubagentState> = { completed: 'completed', failed: 'failed', stopped: 'stopped' };
 
 export class CovenModel {
   private readonly records = new Map<string, SessionRecord>();
@@ -239,8 +366,51 @@ export class CovenModel {
         applied.push(next);
       }
       if (rec.pending.size === 0) this.gapped.delete(rec);
+      this.placeStreams(rec);
     }
     return applied;
+  }
+
+  /**
+   * A `coven/delta`: a piece of a block the model is streaming, appended to the block's text so
+   * far. The block shows where its `afterSeq` puts it (once the session has that event), until
+   * the block's whole `text`/`thinking` event replaces it or its turn ends without one.
+   */
+  applyDelta(delta: Delta): void {
+    const sessionId = str(delta.sessionId);
+    const blockId = str(delta.blockId);
+    const text = str(delta.text);
+    if (sessionId === undefined || blockId === undefined || text === undefined) return;
+    // A session this model has not seen (a reconnect in progress): getEvents' `partial` brings
+    // the text so far.
+    const rec = this.records.get(sessionId);
+    if (rec === undefined || rec.finishedBlocks.has(blockId)) return;
+    const stream = this.stream(rec, blockId, delta.kind, str(delta.parentToolUseId), num(delta.afterSeq) ?? rec.node.lastSeq);
+    stream.node.text += text;
+    if (stream.node.kind === 'text' || stream.parentToolUseId === undefined) this.clearRetry(rec);
+    if (stream.container !== undefined) this.touch(stream.node);
+    else this.placeStreams(rec);
+  }
+
+  /**
+   * getEvents' `partial`: the blocks of the session streaming when the server answered, each with
+   * its whole text so far (it replaces what pieces said). Blocks the model still has that are not
+   * listed ended while this client was not listening (their events, if any, were in the answer).
+   * `afterSeq`: the last event of that answer, which the blocks come after.
+   */
+  applyPartial(sessionId: string, partial: readonly PartialBlock[], afterSeq: number): void {
+    const rec = this.records.get(sessionId);
+    if (rec === undefined) return;
+    const listed = new Set(partial.map((p) => str(p.blockId)));
+    for (const blockId of [...rec.streams.keys()]) if (!listed.has(blockId)) this.dropStream(rec, blockId);
+    for (const block of partial) {
+      const blockId = str(block.blockId);
+      if (blockId === undefined || rec.finishedBlocks.has(blockId)) continue;
+      const stream = this.stream(rec, blockId, block.kind, str(block.parentToolUseId), afterSeq);
+      stream.node.text = str(block.text) ?? '';
+      if (stream.container !== undefined) this.touch(stream.node);
+    }
+    this.placeStreams(rec);
   }
 
   /** Merges `coven/listSessions` entries: what each session is, and its parent for fork children. */
@@ -258,7 +428,12 @@ export class CovenModel {
       node.agentSessionId = str(info.agentSessionId) ?? node.agentSessionId;
       node.queuedMessages = num(info.queued) ?? node.queuedMessages;
       rec.costFromInfo = num(info.costUsd) ?? rec.costFromInfo;
-      if (!rec.statusFromEvents && str(info.status)) node.status = info.status;
+      rec.usageFromInfo = tokenUsage(info.usage) ?? rec.usageFromInfo;
+      if (Array.isArray(info.backgroundTasks)) rec.backgroundTasksFromInfo = info.backgroundTasks.length;
+      if (!rec.statusFromEvents) {
+        if (str(info.status)) node.status = info.status;
+        node.queuePosition = num(info.queuePosition) ?? undefined;
+      }
       this.refreshCost(rec);
       const parentId = str(info.parentId);
       const forkId = str(info.forkId);
@@ -344,6 +519,7 @@ export class CovenModel {
         return node.items;
       case 'turn':
       case 'tool':
+      case 'subagent':
         return node.children.filter(visibleItem);
       case 'fork':
         return node.state === 'proposed' || node.state === 'rejected' || node.children.length === 0
@@ -375,6 +551,11 @@ export class CovenModel {
   /** Forks a server restart cut off, waiting for resumeFork or abandonFork. */
   interruptedForks(): ForkNode[] {
     return [...this.forks.values()].filter((f) => f.state === 'interrupted' && f.placed);
+  }
+
+  /** The CLI's background tasks (subagents) that still run, in every session. */
+  runningSubagents(): SubagentNode[] {
+    return [...this.records.values()].filter((r) => r.known).flatMap((r) => [...r.tasks.values()].filter((t) => t.state === 'running'));
   }
 
   /** Running forks, with how many of their children have ended. */
@@ -415,6 +596,10 @@ export class CovenModel {
         claudeCodeVersion: undefined,
         queuedMessages: 0,
         costUsd: 0,
+        usage: NO_USAGE,
+        queuePosition: undefined,
+        retry: undefined,
+        backgroundTasks: 0,
         awaitingPermission: 0,
         lastError: undefined,
         lastSeq: 0,
@@ -431,6 +616,12 @@ export class CovenModel {
         pendingPermissions: new Set(),
         turn: undefined,
         order: this.nextOrder++,
+        streams: new Map(),
+        finishedBlocks: new Set(),
+        tasks: new Map(),
+        usageFromEvents: NO_USAGE,
+        usageFromInfo: NO_USAGE,
+        backgroundTasksFromInfo: 0,
       };
       this.records.set(sessionId, rec);
       this.unknown.add(rec);
@@ -458,20 +649,40 @@ export class CovenModel {
         node.cwd = str(e.cwd) ?? node.cwd;
         node.claudeCodeVersion = str(e.claudeCodeVersion) ?? node.claudeCodeVersion;
         return this.touch(node);
+      case 'queuePosition':
+        node.queuePosition = num(e.position);
+        return this.touch(node);
       case 'text':
-      case 'thinking':
-        return this.append(rec, str(e.parentToolUseId), {
+      case 'thinking': {
+        const parentToolUseId = str(e.parentToolUseId);
+        const item: TextNode = {
           kind: e.kind, key: `${node.sessionId}#${e.seq}`, parent: undefined, version: 0,
-          sessionId: node.sessionId, seq: e.seq, text: str(e.text) ?? '', messageId: str(e.messageId),
-        });
+          sessionId: node.sessionId, seq: e.seq, text: str(e.text) ?? '', messageId: str(e.messageId), streaming: false,
+        };
+        if (e.kind === 'text' || parentToolUseId === undefined) this.clearRetry(rec);
+        // The whole block replaces its pieces, in the place they were shown.
+        const stream = this.finishStream(rec, str(e.blockId));
+        const container = stream?.container;
+        if (container !== undefined && container === this.containerFor(rec, parentToolUseId)) {
+          const at = container.children.indexOf(stream!.node);
+          if (at >= 0) {
+            item.parent = container;
+            container.children[at] = item;
+            return this.touch(container);
+          }
+        }
+        if (stream !== undefined) this.unplace(stream);
+        return this.append(rec, parentToolUseId, item);
+      }
       case 'toolUse': {
         const toolUseId = str(e.toolUseId) ?? `${node.sessionId}#${e.seq}`;
         const tool: ToolNode = {
           kind: 'tool', key: `${node.sessionId}#${e.seq}`, parent: undefined, version: 0,
           sessionId: node.sessionId, seq: e.seq, toolUseId, name: str(e.name) ?? 'tool', input: obj(e.input),
-          state: 'running', result: undefined, denial: undefined, children: [],
+          state: 'running', result: undefined, denial: undefined, children: [], subagent: undefined,
         };
         rec.tools.set(toolUseId, tool);
+        if (str(e.parentToolUseId) === undefined) this.clearRetry(rec);
         return this.append(rec, str(e.parentToolUseId), tool);
       }
       case 'toolResult': {
@@ -512,15 +723,21 @@ export class CovenModel {
       }
       case 'turnResult': {
         const cost = num(e.costUsd) ?? 0;
+        const usage = tokenUsage(e.usage);
         rec.costFromEvents += cost;
+        rec.usageFromEvents = addUsage(rec.usageFromEvents, usage);
         this.refreshCost(rec);
         rec.pendingPermissions.clear();
         node.awaitingPermission = 0;
         this.touch(node);
+        this.clearRetry(rec);
+        // What the main agent was still streaming got no whole block: the turn cut it off.
+        this.dropStreams(rec, (s) => s.parentToolUseId === undefined);
         const turn = rec.turn;
         if (turn !== undefined) {
           turn.costUsd = cost;
           turn.durationMs = num(e.durationMs);
+          turn.usage = usage;
         }
         if (e.cancelled === true || e.subtype === 'cancelled') return this.endTurn(rec, 'cancelled');
         if (e.isError === true) {
@@ -533,8 +750,29 @@ export class CovenModel {
       case 'error': {
         const message = str(e.message) ?? 'error';
         node.lastError = message;
+        this.clearRetry(rec);
+        // The CLI died or could not start: nothing it was streaming will end.
+        this.dropStreams(rec, () => true);
         return this.append(rec, undefined, note(node, e.seq, 'error', firstLine(message), message));
       }
+      case 'apiRetry': {
+        const retry: ApiRetry = {
+          attempt: num(e.attempt) ?? 0,
+          maxRetries: num(e.maxRetries) ?? 0,
+          retryDelayMs: num(e.retryDelayMs) ?? 0,
+          errorStatus: num(e.errorStatus),
+          error: str(e.error),
+        };
+        node.retry = retry;
+        this.touch(node);
+        if (rec.turn !== undefined) {
+          rec.turn.retry = retry;
+          this.touch(rec.turn);
+        }
+        return;
+      }
+      case 'task':
+        return this.onTask(rec, e);
       case 'forkProposed': {
         const fork = this.forkNode(str(e.forkId) ?? `${node.sessionId}#${e.seq}`, node.sessionId);
         fork.state = 'proposed';
@@ -580,6 +818,7 @@ export class CovenModel {
         }));
         const cancelled = fork.children.length > 0 && fork.children.every((c) => c.status === 'cancelled');
         fork.state = cancelled ? 'cancelled' : 'done';
+        fork.usage = tokenUsage(e.usage) ?? fork.usage;
         return this.touch(fork);
       }
       case 'forkError': {
@@ -597,12 +836,31 @@ export class CovenModel {
     if (status === undefined) return;
     const node = rec.node;
     rec.statusFromEvents = true;
+    // The open turn of a queued fork child says it waits (present.ts): redraw it when that changes.
+    if (rec.turn !== undefined && (status === 'queued') !== (node.status === 'queued')) this.touch(rec.turn);
     node.status = status;
+    if (status !== 'queued') node.queuePosition = undefined;
+    if (status !== 'running' && status !== 'starting') this.clearRetry(rec);
     this.touch(node);
     // A turn still open when its session stops will get no turnResult.
     if (status === 'interrupted') this.endTurn(rec, 'interrupted');
     else if (status === 'closed' || status === 'cancelled') this.endTurn(rec, 'cancelled');
     else if (status === 'failed') this.endTurn(rec, 'failed');
+    if (PROCESS_GONE_STATUSES.has(status)) {
+      // The CLI is gone, and its background tasks with it (the server says so for each, except
+      // after a restart of its own).
+      for (const sub of rec.tasks.values()) if (sub.state === 'running') this.endSubagent(rec, sub, 'stopped');
+      this.dropStreams(rec, () => true);
+      for (const tool of rec.tools.values()) {
+        if (tool.state === 'running' || tool.state === 'awaitingPermission') {
+          tool.state = 'interrupted';
+          this.touch(tool);
+        }
+      }
+      this.refreshCost(rec);
+    } else if (NO_TURN_STATUSES.has(status)) {
+      this.dropStreams(rec, (s) => s.parentToolUseId === undefined);
+    }
     // A fork's progress is its children's statuses.
     const fork = node.forkId !== undefined ? this.forks.get(node.forkId) : undefined;
     if (fork !== undefined) this.touch(fork);
@@ -628,12 +886,11 @@ export class CovenModel {
     }
   }
 
-  private append(rec: SessionRecord, parentToolUseId: string | undefined, item: ItemNode): void {
-    const tool = parentToolUseId !== undefined ? rec.tools.get(parentToolUseId) : undefined;
+  private append(rec: SessionRecord, parentToolUseId: string | undefined, item: TextNode | ToolNode | NoteNode): void {
     // Outside a turn only notes belong to the session itself (the CLI died between turns). Agent
     // output there, which the server does not send, gets a turn of its own rather than be lost.
-    const container: SessionNode | TurnNode | ToolNode =
-      tool ?? rec.turn ?? (item.kind === 'note' ? rec.node : this.openTurn(rec, item.seq, '', 'unprompted'));
+    const container: SessionNode | TurnNode | ToolNode | SubagentNode =
+      this.containerFor(rec, parentToolUseId) ?? (item.kind === 'note' ? rec.node : this.openTurn(rec, item.seq, '', 'unprompted'));
     item.parent = container;
     if (container.kind === 'session') container.items.push(item as NoteNode); // only notes get here
     else container.children.push(item);
@@ -647,7 +904,7 @@ export class CovenModel {
       // Not `#seq` like the items: a turn that no prompt started shares its first item's seq.
       kind: 'turn', key: `${node.sessionId}/turn${seq}`, parent: node, version: 0,
       sessionId: node.sessionId, seq, text, origin,
-      state: 'running', costUsd: undefined, durationMs: undefined, children: [],
+      state: 'running', costUsd: undefined, durationMs: undefined, usage: undefined, retry: undefined, children: [],
     };
     rec.turn = turn;
     node.items.push(turn);
@@ -661,12 +918,165 @@ export class CovenModel {
     if (turn === undefined) return;
     rec.turn = undefined;
     turn.state = state;
+    turn.retry = undefined;
     this.touch(turn);
+    // Not the tools of a background subagent: it works on after the turn that started it.
     for (const tool of rec.tools.values()) {
-      if (tool.state === 'running' || tool.state === 'awaitingPermission') {
+      if ((tool.state === 'running' || tool.state === 'awaitingPermission') && within(tool, turn)) {
         tool.state = 'interrupted';
         this.touch(tool);
       }
+    }
+  }
+
+  /** Where the events of a subagent (or, without one, of the turn) go. */
+  private containerFor(rec: SessionRecord, parentToolUseId: string | undefined): TurnNode | ToolNode | SubagentNode | undefined {
+    const tool = parentToolUseId !== undefined ? rec.tools.get(parentToolUseId) : undefined;
+    if (tool !== undefined) return tool.subagent ?? tool;
+    return rec.turn;
+  }
+
+  // --- streamed blocks ---------------------------------------------------------------------------
+
+  private stream(rec: SessionRecord, blockId: string, kind: unknown, parentToolUseId: string | undefined, afterSeq: number): Stream {
+    let stream = rec.streams.get(blockId);
+    if (stream === undefined) {
+      const sessionId = rec.node.sessionId;
+      stream = {
+        node: {
+          kind: kind === 'thinking' ? 'thinking' : 'text', key: `${sessionId}~${blockId}`, parent: undefined, version: 0,
+          sessionId, seq: afterSeq, text: '', messageId: undefined, streaming: true,
+        },
+        parentToolUseId,
+        afterSeq,
+        container: undefined,
+      };
+      rec.streams.set(blockId, stream);
+    }
+    return stream;
+  }
+
+  /** Shows the streams whose place has come: the session has the event they follow. */
+  private placeStreams(rec: SessionRecord): void {
+    if (rec.streams.size === 0) return;
+    for (const stream of rec.streams.values()) {
+      if (stream.container !== undefined || stream.afterSeq > rec.node.lastSeq) continue;
+      // No turn open (the server always opens one first): it waits for one.
+      const container = this.containerFor(rec, stream.parentToolUseId);
+      if (container === undefined) continue;
+      stream.container = container;
+      stream.node.parent = container;
+      container.children.push(stream.node);
+      this.touch(container);
+    }
+  }
+
+  /** The block's whole event arrived: its stream, if it had one, is over. */
+  private finishStream(rec: SessionRecord, blockId: string | undefined): Stream | undefined {
+    if (blockId === undefined) return undefined;
+    // Only a guard against a piece arriving after its block (the server never sends one): bounded.
+    if (rec.finishedBlocks.size > 1000) rec.finishedBlocks.clear();
+    rec.finishedBlocks.add(blockId);
+    const stream = rec.streams.get(blockId);
+    rec.streams.delete(blockId);
+    return stream;
+  }
+
+  private unplace(stream: Stream): void {
+    const container = stream.container;
+    if (container === undefined) return;
+    stream.container = undefined;
+    const at = container.children.indexOf(stream.node);
+    if (at >= 0) container.children.splice(at, 1);
+    this.touch(container);
+  }
+
+  private dropStream(rec: SessionRecord, blockId: string): void {
+    const stream = this.finishStream(rec, blockId);
+    if (stream !== undefined) this.unplace(stream);
+  }
+
+  /** Drops the pieces of blocks that will get no whole event (their turn or agent ended). */
+  private dropStreams(rec: SessionRecord, which: (stream: Stream) => boolean): void {
+    if (rec.streams.size === 0) return;
+    for (const [blockId, stream] of [...rec.streams]) if (which(stream)) this.dropStream(rec, blockId);
+  }
+
+  // --- background tasks ----------------------------------------------------------------------------
+
+  private onTask(rec: SessionRecord, e: Extract<CovenEvent, { kind: 'task' }>): void {
+    const taskId = str(e.taskId);
+    if (taskId === undefined) return;
+    const status = str(e.status) ?? 'running';
+    const node = rec.node;
+    let sub = rec.tasks.get(taskId);
+    if (sub === undefined) {
+      sub = {
+        kind: 'subagent', key: `${node.sessionId}/task:${taskId}`, parent: undefined, version: 0,
+        sessionId: node.sessionId, taskId, toolUseId: str(e.toolUseId), description: str(e.description) ?? 'Background task',
+        state: 'running', activity: undefined, lastToolName: undefined, totalTokens: undefined, toolUses: undefined,
+        durationMs: undefined, summary: undefined, children: [],
+      };
+      rec.tasks.set(taskId, sub);
+      this.placeSubagent(rec, sub);
+    } else if (status === 'running') {
+      // Progress names what the subagent does now ("Running Search for TODOs"), not its task.
+      const description = str(e.description);
+      if (description !== undefined && description !== sub.description) sub.activity = description;
+    }
+    sub.lastToolName = str(e.lastToolName) ?? sub.lastToolName;
+    sub.totalTokens = num(e.totalTokens) ?? sub.totalTokens;
+    sub.toolUses = num(e.toolUses) ?? sub.toolUses;
+    sub.durationMs = num(e.durationMs) ?? sub.durationMs;
+    sub.summary = str(e.summary) ?? sub.summary;
+    const ended = TASK_ENDS[status];
+    if (ended !== undefined) this.endSubagent(rec, sub, ended);
+    this.touch(sub);
+    this.refreshCost(rec);
+  }
+
+  /** Under the tool call that started it, holding what the subagent already said; else in the turn. */
+  private placeSubagent(rec: SessionRecord, sub: SubagentNode): void {
+    const tool = sub.toolUseId !== undefined ? rec.tools.get(sub.toolUseId) : undefined;
+    if (tool !== undefined && tool.subagent === undefined) {
+      tool.subagent = sub;
+      sub.parent = tool;
+      const earlier = tool.children.splice(0);
+      for (const item of earlier) item.parent = sub;
+      sub.children.push(...earlier);
+      tool.children.push(sub);
+      for (const stream of rec.streams.values()) if (stream.container === tool) stream.container = sub;
+      this.touch(tool);
+      return;
+    }
+    const container = tool ?? rec.turn ?? lastTurn(rec.node);
+    if (container === undefined) return;
+    sub.parent = container;
+    container.children.push(sub);
+    this.touch(container);
+  }
+
+  private endSubagent(rec: SessionRecord, sub: SubagentNode, state: SubagentState): void {
+    sub.state = state;
+    this.touch(sub);
+    if (sub.toolUseId !== undefined) this.dropStreams(rec, (s) => s.parentToolUseId === sub.toolUseId);
+    for (const tool of rec.tools.values()) {
+      if ((tool.state === 'running' || tool.state === 'awaitingPermission') && within(tool, sub)) {
+        tool.state = 'interrupted';
+        this.touch(tool);
+      }
+    }
+  }
+
+  private clearRetry(rec: SessionRecord): void {
+    if (rec.node.retry !== undefined) {
+      rec.node.retry = undefined;
+      this.touch(rec.node);
+    }
+    const turn = rec.turn;
+    if (turn?.retry !== undefined) {
+      turn.retry = undefined;
+      this.touch(turn);
     }
   }
 
@@ -676,7 +1086,7 @@ export class CovenModel {
       fork = {
         kind: 'fork', key: `fork:${forkId}`, parent: undefined, version: 0,
         forkId, sessionId, state: 'running', tasks: [], source: undefined, atMessageId: undefined,
-        reason: undefined, results: undefined, children: [], taskNodes: [], placed: false,
+        reason: undefined, results: undefined, usage: undefined, children: [], taskNodes: [], placed: false,
       };
       this.forks.set(forkId, fork);
     }
@@ -723,9 +1133,18 @@ export class CovenModel {
   }
 
   private refreshCost(rec: SessionRecord): void {
-    // Events carry each turn's cost exactly once; a listSessions total is only a stand-in until
-    // the events are in (adding both would count turns twice).
-    rec.node.costUsd = rec.node.lastSeq > 0 ? rec.costFromEvents : rec.costFromInfo;
+    // Events carry each turn's cost and tokens exactly once; a listSessions total is only a
+    // stand-in until the events are in (adding both would count turns twice). The same for the
+    // background tasks that run.
+    const node = rec.node;
+    const fromEvents = node.lastSeq > 0;
+    node.costUsd = fromEvents ? rec.costFromEvents : rec.costFromInfo;
+    node.usage = fromEvents ? rec.usageFromEvents : rec.usageFromInfo;
+    const running = fromEvents ? [...rec.tasks.values()].filter((t) => t.state === 'running').length : rec.backgroundTasksFromInfo;
+    if (running !== node.backgroundTasks) {
+      node.backgroundTasks = running;
+      this.touch(node);
+    }
   }
 
   private touch(node: Node): void {
@@ -756,11 +1175,30 @@ export class CovenModel {
 }
 
 function infoSignature(n: SessionNode): string {
-  return JSON.stringify([n.title, n.label, n.status, n.costUsd, n.queuedMessages, n.model, n.cwd, n.agentSessionId, n.createdAt]);
+  return JSON.stringify([
+    n.title, n.label, n.status, n.costUsd, n.queuedMessages, n.model, n.cwd, n.agentSessionId, n.createdAt, n.usage, n.queuePosition, n.backgroundTasks,
+  ]);
 }
 
 function visibleItem(node: ItemNode): boolean {
   return node.kind !== 'thinking';
+}
+
+/** Whether `node` sits under `ancestor`, not inside a subagent that still runs on its own. */
+function within(node: Node, ancestor: Node): boolean {
+  for (let p = node.parent; p; p = p.parent) {
+    if (p === ancestor) return true;
+    if (p.kind === 'subagent' && p.state === 'running') return false;
+  }
+  return false;
+}
+
+function lastTurn(session: SessionNode): TurnNode | undefined {
+  for (let i = session.items.length - 1; i >= 0; i--) {
+    const item = session.items[i]!;
+    if (item.kind === 'turn') return item;
+  }
+  return undefined;
 }
 
 function endedChildren(fork: ForkNode): number {

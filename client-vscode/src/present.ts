@@ -2,15 +2,24 @@
 // the tree turns these into TreeItems, and the tests check them without an editor.
 
 import {
+  type ApiRetry,
   BUSY_STATUSES,
   type CovenModel,
   type ForkNode,
   forkProgress,
+  forkUsage,
   firstLine,
   type Node,
+  NO_USAGE,
   type SessionNode,
+  type SubagentNode,
+  type TextNode,
+  type TokenUsage,
   type ToolNode,
+  totalTokens,
+  treeUsage,
   type TurnNode,
+  addUsage,
 } from './model';
 
 export interface Icon {
@@ -48,8 +57,14 @@ const PROMPT_ORIGINS: Record<string, { icon: string; description: string; label?
   forkResults: { icon: 'git-merge', description: 'reintegration turn', label: 'Fork results' },
   forkRejected: { icon: 'info', description: 'fork declined', label: 'Told Claude the fork was declined' },
   forkError: { icon: 'warning', description: 'fork tag refused', label: 'Told Claude why its fork tag was refused' },
+  // The CLI started the turn itself, to tell the model a background task ended; the prompt says
+  // which ("Background task completed: Find TODOs").
+  task: { icon: 'bell', description: 'from Claude Code' },
   unprompted: { icon: 'comment-discussion', description: '', label: 'Claude (no prompt)' },
 };
+
+/** While the model call is retried: the icon of the session and of its turn. */
+const RETRY_ICON: Icon = { id: 'sync~spin', color: 'charts.yellow' };
 
 export const STATUS_TEXT: Record<string, string> = {
   queued: 'queued',
@@ -76,12 +91,27 @@ export function present(node: Node): Presentation {
         cancelled: { id: 'circle-slash' },
         interrupted: { id: 'debug-pause', color: 'charts.orange' },
       };
-      const description = [look.description, node.state === 'done' ? '' : node.state].filter(Boolean).join(' · ');
+      const thinking = node.state === 'running' && node.children.some((c) => c.kind === 'thinking' && c.streaming);
+      // A queued fork child has its assignment already; it runs once it gets a slot.
+      const waiting = node.state === 'running' && node.parent?.kind === 'session' && node.parent.status === 'queued';
+      const description = [
+        look.description,
+        node.state === 'done' ? '' : waiting ? 'waiting for a slot' : node.state,
+        node.retry !== undefined ? retryText(node.retry) : thinking ? 'thinking…' : '',
+      ]
+        .filter(Boolean)
+        .join(' · ');
+      const facts = [
+        node.costUsd ? formatCost(node.costUsd) : '',
+        node.durationMs ? formatDuration(node.durationMs) : '',
+        node.usage !== undefined && totalTokens(node.usage) > 0 ? `Tokens: ${formatUsage(node.usage)}` : '',
+      ].filter(Boolean);
+      const tooltip = [quote(node.text), node.retry !== undefined ? retryText(node.retry) : '', facts.join(' · ')].filter(Boolean).join('\n\n');
       return {
         label: look.label ?? (firstLine(node.text) || '(empty message)'),
         description,
-        tooltip: quote(node.text) + (node.costUsd ? `\n\n${formatCost(node.costUsd)}${node.durationMs ? ` · ${(node.durationMs / 1000).toFixed(1)} s` : ''}` : ''),
-        icon: stateIcons[node.state] ?? { id: look.icon },
+        tooltip,
+        icon: node.retry !== undefined ? RETRY_ICON : waiting ? { id: 'watch' } : (stateIcons[node.state] ?? { id: look.icon }),
         contextValue: `turn-${node.state}`,
         // Expandable from the start: VS Code shows a node that gains children after its first
         // render (None → Expanded) collapsed, which would hide a streaming turn.
@@ -91,6 +121,7 @@ export function present(node: Node): Presentation {
     }
     case 'text':
     case 'thinking':
+      if (node.streaming) return presentStreaming(node);
       return {
         label: firstLine(node.text) || '…',
         description: '',
@@ -103,6 +134,8 @@ export function present(node: Node): Presentation {
       };
     case 'tool':
       return presentTool(node);
+    case 'subagent':
+      return presentSubagent(node);
     case 'fork':
       return presentFork(node);
     case 'task': {
@@ -130,9 +163,64 @@ export function present(node: Node): Presentation {
   }
 }
 
+/** A block the model is still writing: its latest line, growing. */
+function presentStreaming(node: TextNode): Presentation {
+  return {
+    // Short enough that a sidebar of usual width shows the end, where the text grows.
+    label: `${tail(node.text, 60)}▍`,
+    description: node.kind === 'thinking' ? 'thinking…' : 'writing…',
+    tooltip: node.text,
+    icon: { id: node.kind === 'text' ? 'edit' : 'lightbulb' },
+    // Nothing to fork from yet: the message has no id until its whole block arrives.
+    contextValue: `${node.kind}-streaming`,
+    collapsible: 'none',
+    decorated: false,
+  };
+}
+
+const SUBAGENT_STATE_TEXT: Record<SubagentNode['state'], string> = { running: 'running', completed: 'done', failed: 'failed', stopped: 'stopped' };
+
+function presentSubagent(node: SubagentNode): Presentation {
+  const stats = subagentStats(node);
+  // While it runs, what it does now says more than "running" (the spinner says that).
+  const now = node.state === 'running' && node.activity ? node.activity : SUBAGENT_STATE_TEXT[node.state];
+  const description = [now, ...stats].join(' · ');
+  const rows = [`**Subagent** — ${escapeMarkdown(node.description)}`, '', `Status: ${SUBAGENT_STATE_TEXT[node.state]}`];
+  if (node.activity && node.state === 'running') rows.push(`Now: ${escapeMarkdown(node.activity)}`);
+  if (node.lastToolName) rows.push(`Last tool: ${escapeMarkdown(node.lastToolName)}`);
+  if (stats.length > 0) rows.push(stats.join(' · '));
+  if (node.summary) rows.push('', escapeMarkdown(node.summary));
+  rows.push('', `Background task \`${node.taskId}\``);
+  const icons: Record<SubagentNode['state'], Icon> = {
+    running: { id: 'loading~spin' },
+    completed: { id: 'pass', color: 'testing.iconPassed' },
+    failed: { id: 'error', color: 'testing.iconFailed' },
+    stopped: { id: 'debug-stop' },
+  };
+  return {
+    label: node.description,
+    description,
+    tooltip: rows.join('  \n'),
+    icon: icons[node.state],
+    contextValue: `subagent-${node.state}`,
+    // Expanded from the start: what the subagent says arrives after its first render.
+    collapsible: 'expanded',
+    decorated: false,
+  };
+}
+
+function subagentStats(node: SubagentNode): string[] {
+  const stats: string[] = [];
+  if (node.toolUses !== undefined) stats.push(`${node.toolUses} tool ${node.toolUses === 1 ? 'use' : 'uses'}`);
+  if (node.totalTokens !== undefined) stats.push(`${formatTokens(node.totalTokens)} tokens`);
+  if (node.durationMs !== undefined) stats.push(formatDuration(node.durationMs));
+  return stats;
+}
+
 function presentSession(node: SessionNode): Presentation {
   const child = node.parentId !== undefined;
   const parts = [sessionStatusText(node)];
+  if (node.retry !== undefined) parts.push(retryText(node.retry));
   if (node.queuedMessages > 0) parts.push(`${node.queuedMessages} queued`);
   if (node.costUsd > 0) parts.push(formatCost(node.costUsd));
   const rows: string[] = [
@@ -141,10 +229,14 @@ function presentSession(node: SessionNode): Presentation {
     `Status: ${sessionStatusText(node)}`,
     `Session: \`${node.sessionId}\``,
   ];
+  if (node.retry !== undefined) rows.push(retryText(node.retry));
   if (child) rows.push(`Fork child of \`${node.parentId}\``);
   if (node.model) rows.push(`Model: ${escapeMarkdown(node.model)}`);
   if (node.cwd) rows.push(`Folder: ${escapeMarkdown(node.cwd)}`);
   if (node.costUsd > 0) rows.push(`Cost: ${formatCost(node.costUsd)}`);
+  if (totalTokens(node.usage) > 0) rows.push(`Tokens: ${formatUsage(node.usage)}`);
+  const tree = treeUsage(node);
+  if (totalTokens(tree) > totalTokens(node.usage)) rows.push(`With its forks: ${formatUsage(tree)}`);
   if (node.agentSessionId) rows.push(`Claude Code session: \`${node.agentSessionId}\``);
   if (node.lastError && node.status === 'failed') rows.push('', fence(node.lastError));
   return {
@@ -162,13 +254,22 @@ function presentSession(node: SessionNode): Presentation {
 
 export function sessionStatusText(node: SessionNode): string {
   if (node.awaitingPermission > 0) return 'needs permission';
+  if (node.status === 'queued' && node.queuePosition !== undefined) {
+    return `queued · ${node.queuePosition === 1 ? 'next' : ordinal(node.queuePosition)} in line`;
+  }
+  // The turn is over, but the CLI's background agents work on (and it will report on them).
+  if (node.status === 'idle' && node.backgroundTasks > 0) {
+    return `${node.backgroundTasks} ${node.backgroundTasks === 1 ? 'subagent' : 'subagents'} running`;
+  }
   return STATUS_TEXT[node.status] ?? node.status;
 }
 
 export function sessionIcon(node: SessionNode): Icon {
   if (node.awaitingPermission > 0 || node.status === 'awaitingApproval') return { id: 'question', color: 'charts.yellow' };
+  if (node.retry !== undefined && BUSY_STATUSES.has(node.status)) return RETRY_ICON;
   if (node.status === 'queued') return { id: 'watch' };
   if (BUSY_STATUSES.has(node.status)) return { id: 'loading~spin' };
+  if (node.status === 'idle' && node.backgroundTasks > 0) return { id: 'loading~spin' };
   switch (node.status) {
     case 'idle':
       return { id: 'check', color: 'testing.iconPassed' };
@@ -212,7 +313,14 @@ function presentTool(node: ToolNode): Presentation {
     tooltip: rows.join('\n'),
     icon: icons[node.state],
     contextValue: `tool-${node.state}${subagent ? '-subagent' : ''}`,
-    collapsible: node.children.some((c) => c.kind !== 'thinking') ? 'collapsed' : 'none',
+    // A background subagent arrives after the call's first render: its call is open from the start
+    // (a node that gains children later would show collapsed). Other calls that hold a subagent's
+    // messages start closed.
+    collapsible: node.subagent !== undefined || (SUBAGENT_TOOLS.has(node.name) && node.input.run_in_background === true)
+      ? 'expanded'
+      : node.children.some((c) => c.kind !== 'thinking')
+        ? 'collapsed'
+        : 'none',
     decorated: false,
   };
 }
@@ -237,7 +345,9 @@ export function forkStateText(fork: ForkNode): string {
 
 function presentFork(fork: ForkNode): Presentation {
   const count = Math.max(fork.tasks.length, fork.children.length);
+  const usage = forkUsage(fork);
   const rows = [`**Fork** · ${forkStateText(fork)}`, '', ...fork.tasks.map((t, i) => `${i + 1}. ${escapeMarkdown(t)}`)];
+  if (totalTokens(usage) > 0) rows.push('', `Tokens of its children: ${formatUsage(usage)}`);
   if (fork.source === 'user') rows.push('', 'Started by you.');
   if (fork.state === 'interrupted') rows.push('', 'coven-ls stopped while it ran: resume it (the unfinished children run again) or abandon it (the parent gets what finished).');
   for (const r of fork.results ?? []) {
@@ -251,7 +361,7 @@ function presentFork(fork: ForkNode): Presentation {
         : { id: 'repo-forked', color: 'coven.forkForeground' };
   return {
     label: `⑂ Fork · ${count} ${count === 1 ? 'task' : 'tasks'}`,
-    description: forkStateText(fork),
+    description: [forkStateText(fork), totalTokens(usage) > 0 ? `${formatTokens(totalTokens(usage))} tokens` : ''].filter(Boolean).join(' · '),
     tooltip: rows.join('  \n'),
     icon,
     contextValue: `fork-${fork.state}`,
@@ -271,6 +381,10 @@ export interface StatusSummary {
 
 export function summarize(model: CovenModel): StatusSummary {
   const sessions = model.sessions();
+  // What the workspace's sessions cost: each top-level session with everything forked from it.
+  const roots = model.roots();
+  const tokens = roots.reduce((sum, root) => addUsage(sum, treeUsage(root)), NO_USAGE);
+  const cost = sessions.reduce((sum, s) => sum + s.costUsd, 0);
   // A forking parent is shown by its fork's progress, a queued child is not running yet.
   const running = sessions.filter((s) => s.status === 'running' || s.status === 'starting').length;
   const asking =
@@ -280,12 +394,17 @@ export function summarize(model: CovenModel): StatusSummary {
   if (running > 0) parts.push(`${running} running`);
   for (const { done, total } of forks) parts.push(`$(repo-forked) ${done}/${total}`);
   if (asking > 0) parts.push(`${asking} waiting for you`);
+  if (totalTokens(tokens) > 0) parts.push(`${formatTokens(totalTokens(tokens))} tokens`);
+  if (cost > 0) parts.push(formatCost(cost));
   const icon = asking > 0 ? '$(question)' : running > 0 ? '$(loading~spin)' : '$(repo-forked)';
   const tooltipParts = [
     `${sessions.length} session${sessions.length === 1 ? '' : 's'}, ${running} running`,
     ...forks.map(({ fork, done, total }) => `fork of ${model.session(fork.sessionId)?.title ?? fork.sessionId}: ${done} of ${total} children done`),
   ];
   if (asking > 0) tooltipParts.push(`${asking} waiting for your decision`);
+  if (totalTokens(tokens) > 0 || cost > 0) {
+    tooltipParts.push(`Tokens of all sessions and their forks: ${formatUsage(tokens)}${cost > 0 ? ` · ${formatCost(cost)}` : ''}`);
+  }
   return {
     text: `${icon} Coven${parts.length > 0 ? ': ' + parts.join(' · ') : ''}`,
     tooltip: tooltipParts.join('\n'),
@@ -311,6 +430,63 @@ export function describeToolInput(input: Record<string, unknown>, limit = 300): 
 
 export function formatCost(usd: number): string {
   return usd >= 1 ? `$${usd.toFixed(2)}` : `$${usd.toFixed(4)}`;
+}
+
+/** 950, 4.5k, 12.3k, 412k, 1.2M: three significant digits at most. */
+export function formatTokens(n: number): string {
+  const trim = (x: number, digits: number): string => x.toFixed(digits).replace(/\.0+$/, '');
+  if (n < 1000) return String(Math.round(n));
+  if (n < 100_000) return `${trim(n / 1000, 1)}k`;
+  if (n < 999_500) return `${Math.round(n / 1000)}k`;
+  return `${trim(n / 1_000_000, 1)}M`;
+}
+
+/** "12.3k in · 4.5k out · 41.2k cached · 2.2k cache write" (empty cache parts left out). */
+export function formatUsage(u: TokenUsage, separator = ' · '): string {
+  const parts = [`${formatTokens(u.inputTokens)} in`, `${formatTokens(u.outputTokens)} out`];
+  if (u.cacheReadTokens > 0) parts.push(`${formatTokens(u.cacheReadTokens)} cached`);
+  if (u.cacheCreationTokens > 0) parts.push(`${formatTokens(u.cacheCreationTokens)} cache write`);
+  return parts.join(separator);
+}
+
+/** "API overloaded — retrying in 4 s (3/10)". */
+export function retryText(retry: ApiRetry): string {
+  const status = retry.errorStatus;
+  const what =
+    status === 529
+      ? 'API overloaded'
+      : status === 429
+        ? 'API rate limited'
+        : status !== undefined && status >= 500 && status < 600
+          ? `API server error (${status})`
+          : retry.error
+            ? firstLine(retry.error)
+            : status !== undefined
+              ? `API error ${status}`
+              : 'API error';
+  const seconds = retry.retryDelayMs / 1000;
+  const delay = seconds < 10 ? String(Number(seconds.toFixed(1))) : String(Math.round(seconds));
+  const count = retry.maxRetries > 0 ? ` (${retry.attempt}/${retry.maxRetries})` : '';
+  return `${what} — retrying in ${delay} s${count}`;
+}
+
+export function formatDuration(ms: number): string {
+  const seconds = ms / 1000;
+  if (seconds < 60) return `${seconds.toFixed(1)} s`;
+  const minutes = Math.floor(seconds / 60);
+  return `${minutes} min ${Math.round(seconds - minutes * 60)} s`;
+}
+
+export function ordinal(n: number): string {
+  const teen = n % 100 >= 11 && n % 100 <= 13;
+  const suffix = teen ? 'th' : ({ 1: 'st', 2: 'nd', 3: 'rd' } as Record<number, string>)[n % 10] ?? 'th';
+  return `${n}${suffix}`;
+}
+
+/** The end of a growing text on one line, at most `limit` characters (cut at the front). */
+export function tail(text: string, limit: number): string {
+  const flat = text.split(/\s+/).join(' ').trim();
+  return flat.length <= limit ? flat : '…' + flat.slice(flat.length - limit + 1).trimStart();
 }
 
 export function truncate(text: string, limit: number): string {

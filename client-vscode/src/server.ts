@@ -17,6 +17,7 @@ import { type LaunchProblem, preflight, resolveLaunchCommand } from './launch';
 import {
   type CovenClientCapabilities,
   type CovenEvent,
+  type Delta,
   type InitializationOptions,
   Method,
   type ParamsOf,
@@ -175,6 +176,7 @@ export class CovenServer implements vscode.Disposable {
   constructor(
     private readonly output: ServerOutput,
     private readonly onEvent: (event: CovenEvent) => void,
+    private readonly onDelta: (delta: Delta) => void,
     private readonly onPermission: (params: RequestPermissionParams, token: vscode.CancellationToken) => Promise<RequestPermissionResult>,
   ) {}
 
@@ -283,6 +285,7 @@ export class CovenServer implements vscode.Disposable {
     const client = new QuietLanguageClient('coven', 'Coven Server', serverOptions, clientOptions);
     client.registerFeature(covenClientFeature);
     client.onNotification(Method.event, (event: CovenEvent) => this.onEvent(event));
+    client.onNotification(Method.delta, (delta: Delta) => this.onDelta(delta));
     client.onRequest(Method.requestPermission, (params: RequestPermissionParams, token) => this.onPermission(params, token));
     client.onDidChangeState(({ newState }) => {
       if (this.client !== client) return;

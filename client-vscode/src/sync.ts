@@ -1,13 +1,14 @@
-// Keeps the model in step with the server: live events in, gaps filled with coven/getEvents,
-// unknown sessions resolved with coven/listSessions, a full rebuild on every (re)connect, and
-// change reports coalesced so a burst of events costs one tree refresh.
+// Keeps the model in step with the server: live events and streamed pieces (coven/delta) in,
+// gaps filled with coven/getEvents (with the text still streaming, its `partial`), unknown
+// sessions resolved with coven/listSessions, a full rebuild on every (re)connect, and change
+// reports coalesced so a burst of events or pieces costs one tree refresh.
 //
 // No `vscode` import: it talks to the server through the small interface below, so the tests
 // drive it with a fake server.
 
 import { type Disposable, Emitter } from './emitter';
 import { type Changes, CovenModel, type ForkNode } from './model';
-import { type CovenEvent, Method, type ParamsOf, type RequestMethod, type ResultOf } from './protocol';
+import { type CovenEvent, type Delta, Method, type ParamsOf, type RequestMethod, type ResultOf } from './protocol';
 
 /** What the sync needs from the connection (CovenServer implements it). */
 export interface ServerConnection {
@@ -48,6 +49,12 @@ export class SessionSync implements Disposable {
   /** A `coven/event` notification. */
   onEvent(event: CovenEvent): void {
     this.afterIngest(this.model.ingest([event]));
+  }
+
+  /** A `coven/delta` notification: a piece of streamed text, shown at the next flush. */
+  onDelta(delta: Delta): void {
+    this.model.applyDelta(delta);
+    this.schedule();
   }
 
   /** The server is (again) up: forget everything and rebuild from what it says. */
@@ -112,9 +119,15 @@ export class SessionSync implements Disposable {
     this.fetching.add(sessionId);
     let applied: CovenEvent[] = [];
     try {
-      const { events } = await this.server.request(Method.getEvents, { sessionId, afterSeq });
+      const { events, partial } = await this.server.request(Method.getEvents, { sessionId, afterSeq });
       if (generation !== this.generation) return;
       applied = this.model.ingest(events);
+      // What streams now, as the server had it when it answered: the pieces before the answer are
+      // in it, the ones after it continue it. (A server without streaming sends none.)
+      if (Array.isArray(partial)) {
+        const upTo = events.reduce((max, e) => (typeof e.seq === 'number' && e.seq > max ? e.seq : max), afterSeq);
+        this.model.applyPartial(sessionId, partial, upTo);
+      }
     } catch (error) {
       this.server.log(`coven/getEvents for ${sessionId} after seq ${afterSeq} failed: ${String(error)}`);
     } finally {

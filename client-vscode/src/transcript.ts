@@ -1,8 +1,20 @@
 // A session as a Markdown document: what "Open Transcript" shows, rebuilt live as events arrive.
 // Pure (no `vscode` import); the view side only decides when to re-render.
 
-import type { CovenModel, ItemNode, SessionNode } from './model';
-import { describeToolInput, escapeMarkdown, fence, forkStateText, formatCost, sessionStatusText, truncate } from './present';
+import { type CovenModel, type ItemNode, type SessionNode, totalTokens, treeUsage } from './model';
+import {
+  describeToolInput,
+  escapeMarkdown,
+  fence,
+  forkStateText,
+  formatCost,
+  formatDuration,
+  formatTokens,
+  formatUsage,
+  retryText,
+  sessionStatusText,
+  truncate,
+} from './present';
 
 const RESULT_LIMIT = 4000;
 
@@ -12,6 +24,8 @@ export function renderTranscript(session: SessionNode, model: CovenModel): strin
   out.push(`# ${escapeMarkdown(title)}`, '');
   const facts = [sessionStatusText(session), `session \`${session.sessionId}\``];
   if (session.costUsd > 0) facts.push(formatCost(session.costUsd));
+  const tokens = treeUsage(session);
+  if (totalTokens(tokens) > 0) facts.push(`tokens: ${formatUsage(tokens, ', ')}`);
   if (session.model) facts.push(escapeMarkdown(session.model));
   out.push(`*${facts.join(' · ')}*`, '');
   if (session.parentId !== undefined) out.push(`Fork child of \`${session.parentId}\`.`, '');
@@ -29,6 +43,7 @@ const TURN_HEADINGS: Record<string, string> = {
   forkResults: 'Fork results',
   forkRejected: 'Fork declined',
   forkError: 'Fork tag refused',
+  task: 'Claude Code (a background task ended)',
   unprompted: 'Claude',
 };
 
@@ -41,6 +56,7 @@ function renderTimeline(session: SessionNode, model: CovenModel, depth: number, 
         if (entry.text) out.push(...entry.text.split('\n').map((line) => `> ${line}`), '');
         if (entry.children.length > 0 && entry.origin !== 'unprompted') out.push(heading(depth, 'Claude'), '');
         renderItems(entry.children, depth + 1, out);
+        if (entry.retry !== undefined) out.push(`*${retryText(entry.retry)}*`, '');
         if (entry.state !== 'done' && entry.state !== 'running') out.push(`*Turn ${entry.state}.*`, '');
         break;
       }
@@ -65,11 +81,24 @@ function renderItems(items: readonly ItemNode[], depth: number, out: string[]): 
   for (const item of items) {
     switch (item.kind) {
       case 'text':
-        out.push(item.text, '');
+        // A block still streaming ends with a cursor, so that a reader sees it is not done.
+        out.push(item.streaming ? `${item.text}▍` : item.text, '');
         break;
       case 'thinking':
-        out.push(...item.text.split('\n').map((line) => `> *${escapeMarkdown(line)}*`), '');
+        out.push(...(item.streaming ? `${item.text}▍` : item.text).split('\n').map((line) => `> *${escapeMarkdown(line)}*`), '');
         break;
+      case 'subagent': {
+        const state = { running: 'running', completed: 'done', failed: 'failed', stopped: 'stopped' }[item.state];
+        const stats = [
+          item.toolUses !== undefined ? `${item.toolUses} tool ${item.toolUses === 1 ? 'use' : 'uses'}` : '',
+          item.totalTokens !== undefined ? `${formatTokens(item.totalTokens)} tokens` : '',
+          item.durationMs !== undefined ? formatDuration(item.durationMs) : '',
+        ].filter(Boolean);
+        out.push(`**Subagent: ${escapeMarkdown(item.description)}** — ${[state, ...stats].join(' · ')}`, '');
+        renderItems(item.children, depth, out);
+        if (item.summary) out.push(`*${escapeMarkdown(item.summary)}*`, '');
+        break;
+      }
       case 'tool': {
         const state = { running: 'running', awaitingPermission: 'waiting for permission', ok: 'done', error: 'failed', denied: 'denied', interrupted: 'interrupted' }[item.state];
         out.push(`**${escapeMarkdown(item.name)}** \`${describeToolInput(item.input, 120).replace(/`/g, "'")}\` — ${state}`, '');
@@ -79,7 +108,8 @@ function renderItems(items: readonly ItemNode[], depth: number, out: string[]): 
           // The CLI's subagent: quoted, so it reads as a conversation inside the call.
           const nested: string[] = [];
           renderItems(item.children, depth + 1, nested);
-          out.push(...nested.map((line) => (line ? `> ${line}` : '>')), '');
+          // Entries can hold several lines (a fenced result): quote every line.
+          out.push(...nested.join('\n').split('\n').map((line) => (line ? `> ${line}` : '>')), '');
         }
         break;
       }

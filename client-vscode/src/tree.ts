@@ -5,6 +5,7 @@ import * as vscode from 'vscode';
 
 import type { Changes, CovenModel, Node } from './model';
 import { present } from './present';
+import { RefreshThrottle } from './throttle';
 
 /** Fork rows carry a resourceUri in this scheme so that a FileDecoration can colour their label. */
 const NODE_SCHEME = 'coven-node';
@@ -20,13 +21,14 @@ export class SessionTree implements vscode.TreeDataProvider<Node>, vscode.FileDe
   readonly onDidChangeTreeData = this.treeEmitter.event;
   /** TreeItems by node, rebuilt only when the node's version moved. */
   private readonly items = new WeakMap<Node, { version: number; item: vscode.TreeItem }>();
+  /** Paced so that VS Code's own debounce never swallows a stream of them (see throttle.ts). */
+  private readonly throttle = new RefreshThrottle((root, nodes) => this.treeEmitter.fire(root ? undefined : nodes));
 
   constructor(private readonly model: CovenModel) {}
 
   /** One refresh for a coalesced batch: the root if the top level changed, else just the changed nodes. */
   apply(changes: Changes): void {
-    if (changes.root) this.treeEmitter.fire(undefined);
-    else if (changes.nodes.length > 0) this.treeEmitter.fire(changes.nodes);
+    this.throttle.push(changes);
   }
 
   getChildren(node?: Node): Node[] {
@@ -59,6 +61,7 @@ export class SessionTree implements vscode.TreeDataProvider<Node>, vscode.FileDe
   }
 
   dispose(): void {
+    this.throttle.dispose();
     this.treeEmitter.dispose();
   }
 }

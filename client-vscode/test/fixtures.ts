@@ -6,18 +6,24 @@
 // `sessionId`, `seq` and `kind`), or a line with a `fixture` field: `serverStarted`,
 // `serverKilled`, `request` (a request the client sent, where its response arrived, with
 // `method`, `params` and `result`) or `serverRequest` (a request the server sent).
+//
+// The golden fixtures predate streaming, background tasks, retries, the fork queue and usage;
+// ./recorded holds streams of those, recorded the same way by ./recorded/record.py, whose lines
+// may also be `delta` (a `coven/delta` notification's `params`).
 
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
 import { CovenModel } from '../src/model';
-import type { CovenEvent, SessionInfo } from '../src/protocol';
+import type { CovenEvent, Delta, PartialBlock, SessionInfo } from '../src/protocol';
 
 export type Scenario = 'tool' | 'fork' | 'reject' | 'cancel' | 'failed' | 'crash' | 'subagent' | 'restart';
 export const SCENARIOS: readonly Scenario[] = ['tool', 'fork', 'reject', 'cancel', 'failed', 'crash', 'subagent', 'restart'];
+/** The streams of ./recorded (test/recorded/record.py). */
+export type Recorded = 'stream' | 'background' | 'queue' | 'cancel';
 
 export interface Marker {
-  fixture: 'serverStarted' | 'serverKilled' | 'request' | 'serverRequest';
+  fixture: 'serverStarted' | 'serverKilled' | 'request' | 'serverRequest' | 'delta';
   server?: number;
   method?: string;
   params?: Record<string, unknown>;
@@ -28,7 +34,7 @@ export interface Marker {
 export type Line = { event: CovenEvent; marker?: undefined } | { event?: undefined; marker: Marker };
 
 export interface Fixture {
-  name: Scenario;
+  name: string;
   lines: Line[];
   /** Every `coven/event` received live, in arrival order (all servers). */
   events: CovenEvent[];
@@ -45,15 +51,29 @@ function packageRoot(): string {
 }
 
 export const FIXTURE_DIR = join(packageRoot(), '..', 'tests', 'fixtures', 'events');
+export const RECORDED_DIR = join(packageRoot(), 'test', 'recorded');
 
 export function loadFixture(name: Scenario): Fixture {
-  const text = readFileSync(join(FIXTURE_DIR, `${name}.jsonl`), 'utf8');
+  return load(FIXTURE_DIR, name);
+}
+
+export function loadRecorded(name: Recorded): Fixture {
+  return load(RECORDED_DIR, name);
+}
+
+/** The `coven/delta` notifications of a fixture, in arrival order. */
+export function deltasOf(fixture: Fixture): Delta[] {
+  return fixture.lines.flatMap((l) => (l.marker?.fixture === 'delta' ? [l.marker.params as unknown as Delta] : []));
+}
+
+function load(dir: string, name: string): Fixture {
+  const text = readFileSync(join(dir, `${name}.jsonl`), 'utf8');
   const lines: Line[] = text
     .split('\n')
     .filter((l) => l.trim() !== '')
     .map((l) => JSON.parse(l) as Record<string, unknown>)
     .map((o) => (typeof o.fixture === 'string' ? { marker: o as Marker } : { event: o as unknown as CovenEvent }));
-  const { sessions } = JSON.parse(readFileSync(join(FIXTURE_DIR, `${name}.sessions.json`), 'utf8')) as { sessions: SessionInfo[] };
+  const { sessions } = JSON.parse(readFileSync(join(dir, `${name}.sessions.json`), 'utf8')) as { sessions: SessionInfo[] };
   return { name, lines, events: lines.flatMap((l) => (l.event ? [l.event] : [])), sessions };
 }
 
@@ -109,10 +129,16 @@ export function replay(
     // The extension rebuilds on every connection; the first one finds the model empty anyway, so
     // only a restart resets (a test may have put something into the model before replaying).
     if (marker.fixture === 'serverStarted' && marker.server !== 1) model.reset();
+    if (marker.fixture === 'delta') model.applyDelta(marker.params as unknown as Delta);
     if (marker.fixture !== 'request') continue;
-    const result = (marker.result ?? {}) as { sessions?: SessionInfo[]; events?: CovenEvent[] };
+    const result = (marker.result ?? {}) as { sessions?: SessionInfo[]; events?: CovenEvent[]; partial?: PartialBlock[] };
     if (marker.method === 'coven/listSessions' && result.sessions) model.applySessions(result.sessions);
-    if (marker.method === 'coven/getEvents' && result.events) model.ingest(result.events);
+    if (marker.method === 'coven/getEvents' && result.events) {
+      model.ingest(result.events);
+      const sessionId = String(marker.params?.sessionId);
+      const upTo = Math.max(Number(marker.params?.afterSeq ?? 0), ...result.events.map((e) => e.seq));
+      if (result.partial) model.applyPartial(sessionId, result.partial, upTo);
+    }
   }
   return model;
 }

@@ -720,12 +720,15 @@ describe('status bar and transcript', () => {
     const [docs, bugs] = childrenOf(fork).map((c) => c.sessionId);
     // Both children created (queued), none started: the parent forks, nothing runs yet.
     const queued = replay(fork, new CovenModel(), afterEvent(fork, 'status', (e) => e.sessionId === bugs && e.status === 'queued'));
-    assert.equal(summarize(queued).text, '$(repo-forked) Coven: $(repo-forked) 0/2');
+    // With what the sessions cost so far (fork.jsonl predates token counts: no tokens).
+    const spent = (m: CovenModel): string => formatCost(m.sessions().reduce((sum, s) => sum + s.costUsd, 0));
+    assert.equal(summarize(queued).text, `$(repo-forked) Coven: $(repo-forked) 0/2 · ${spent(queued)}`);
     // The first child to finish counts.
     const first = fork.events.find((e) => (e.sessionId === docs || e.sessionId === bugs) && e.kind === 'status' && e.status === 'idle')!;
     const one = replay(fork, new CovenModel(), afterEvent(fork, 'status', (e) => e === first));
-    assert.match(summarize(one).text, /\$\(repo-forked\) 1\/2$/);
-    assert.match(summarize(replay(fork)).text, /^\$\(repo-forked\) Coven$/);
+    assert.match(summarize(one).text, /\$\(repo-forked\) 1\/2 · \$[\d.]+$/);
+    const done = replay(fork);
+    assert.equal(summarize(done).text, `$(repo-forked) Coven: ${spent(done)}`);
   });
 
   test('the transcript has every turn, the fork and its children (fork.jsonl)', () => {
