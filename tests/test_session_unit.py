@@ -12,6 +12,7 @@ import pytest
 from claude_agent_sdk import (
     StreamEvent,
     TaskNotificationMessage,
+    TaskProgressMessage,
     TaskStartedMessage,
     TaskUpdatedMessage,
 )
@@ -856,6 +857,19 @@ async def test_an_ended_task_keeps_the_session_busy_until_its_report(
         agent = backend.agents[0]
         agent.speak([task_started()])
         await sink_of(session).wait_for(Kind.TASK, after=first["seq"], status="started")
+        progress = TaskProgressMessage(
+            subtype="task_progress",
+            data={},
+            task_id="t1",
+            description="Running grep -r TODO",  # what it does now, not its name
+            usage={"total_tokens": 10, "tool_uses": 1, "duration_ms": 5},
+            uuid="u1",
+            session_id="agent-1",
+            last_tool_name="Bash",
+        )
+        agent.speak([progress])
+        busy = await sink_of(session).wait_for(Kind.TASK, after=first["seq"], status="running")
+        assert busy["description"] == "Count files" and busy["lastToolName"] == "Bash"
         # The bare notice first, then the summary: the second fills in the first.
         updated = TaskUpdatedMessage(
             subtype="task_updated", data={}, task_id="t1", patch={}, status="completed"

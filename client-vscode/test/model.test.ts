@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { CovenModel, firstLine, type ForkNode, type Node, type ToolNode, type TurnNode } from '../src/model';
-import { forkStateText, formatCost, present, summarize } from '../src/present';
+import { CovenModel, firstLine, type ForkNode, type Node, tokenUsage, type ToolNode, totalTokens, type TurnNode } from '../src/model';
+import { forkStateText, formatCost, formatDuration, formatTokens, present, summarize } from '../src/present';
 import type { CovenEvent, SessionInfo } from '../src/protocol';
 import { renderTranscript } from '../src/transcript';
 import { info, Stream } from './events';
@@ -51,6 +51,23 @@ function the<K extends CovenEvent['kind']>(f: Fixture, kind: K, match: (e: Event
   const found = f.events.filter((e): e is EventOf<K> => e.kind === kind).filter(match);
   assert.equal(found.length, 1, `${f.name}: ${found.length} ${kind} events`);
   return found[0]!;
+}
+
+/** A fork row's tokens, from the recording's forkFinished event (what the server added up). */
+function forkTokens(f: Fixture): string {
+  const usage = tokenUsage(the(f, 'forkFinished').usage)!;
+  return `${formatTokens(totalTokens(usage))} tokens`;
+}
+
+/** A finished subagent's figures, from the recording's last task event. */
+function subagentStats(f: Fixture): string {
+  const ended = f.events.filter((e): e is EventOf<'task'> => e.kind === 'task').at(-1)!;
+  const uses = ended.toolUses ?? 0;
+  return [
+    `${uses} tool ${uses === 1 ? 'use' : 'uses'}`,
+    `${formatTokens(ended.totalTokens ?? 0)} tokens`,
+    formatDuration(ended.durationMs ?? 0),
+  ].join(' · ');
 }
 
 /** The fork's children, in task order, from its forkStarted event. */
@@ -265,7 +282,8 @@ describe('nesting', () => {
       `Research the code [done · ${listedCost(subagent, sid)}]`,
       '  Research the code',
       '    ▶ Agent [Look for TODOs]',
-      '      Found 3 TODOs.',
+      `      Find TODOs [done · ${subagentStats(subagent)}]`,
+      '        Found 3 TODOs.',
       '    There are 3 TODOs.',
     ]);
     const agent = (model.session(sid)!.items[0] as TurnNode).children[0] as ToolNode;
@@ -311,7 +329,7 @@ describe('nesting', () => {
       `Plan the release [done · ${listedCost(fork, sid)}]`,
       '  Plan the release',
       '    Splitting.',
-      '  ⑂ Fork · 2 tasks [done]',
+      `  ⑂ Fork · 2 tasks [done · ${forkTokens(fork)}]`,
       `    Write the docs [done · ${listedCost(fork, docs!.sessionId)}]`,
       "      You were assigned 'Write the docs' [assignment]",
       '        Docs written.',
@@ -463,7 +481,7 @@ describe('persistence', () => {
       `Plan the release [done · ${listedCost(restart, sid)}]`,
       '  Plan the release',
       '    Splitting.',
-      '  ⑂ Fork · 2 tasks [done]',
+      `  ⑂ Fork · 2 tasks [done · ${forkTokens(restart)}]`,
       `    Write the docs [done · ${listedCost(restart, children[0]!.sessionId)}]`,
       "      You were assigned 'Write the docs' [assignment · interrupted]",
       "      You were assigned 'Write the docs' [assignment]",
@@ -720,15 +738,17 @@ describe('status bar and transcript', () => {
     const [docs, bugs] = childrenOf(fork).map((c) => c.sessionId);
     // Both children created (queued), none started: the parent forks, nothing runs yet.
     const queued = replay(fork, new CovenModel(), afterEvent(fork, 'status', (e) => e.sessionId === bugs && e.status === 'queued'));
-    // With what the sessions cost so far (fork.jsonl predates token counts: no tokens).
+    // With what the sessions spent so far: tokens (from the turns' usage) and cost.
     const spent = (m: CovenModel): string => formatCost(m.sessions().reduce((sum, s) => sum + s.costUsd, 0));
-    assert.equal(summarize(queued).text, `$(repo-forked) Coven: $(repo-forked) 0/2 · ${spent(queued)}`);
+    const tokens = (m: CovenModel): string =>
+      `${formatTokens(m.sessions().reduce((sum, s) => sum + (s.usage ? totalTokens(s.usage) : 0), 0))} tokens`;
+    assert.equal(summarize(queued).text, `$(repo-forked) Coven: $(repo-forked) 0/2 · ${tokens(queued)} · ${spent(queued)}`);
     // The first child to finish counts.
     const first = fork.events.find((e) => (e.sessionId === docs || e.sessionId === bugs) && e.kind === 'status' && e.status === 'idle')!;
     const one = replay(fork, new CovenModel(), afterEvent(fork, 'status', (e) => e === first));
-    assert.match(summarize(one).text, /\$\(repo-forked\) 1\/2 · \$[\d.]+$/);
+    assert.match(summarize(one).text, /\$\(repo-forked\) 1\/2 · [\d.]+k? tokens · \$[\d.]+$/);
     const done = replay(fork);
-    assert.equal(summarize(done).text, `$(repo-forked) Coven: ${spent(done)}`);
+    assert.equal(summarize(done).text, `$(repo-forked) Coven: ${tokens(done)} · ${spent(done)}`);
   });
 
   test('the transcript has every turn, the fork and its children (fork.jsonl)', () => {

@@ -772,9 +772,11 @@ class Session:
         with the summary and the figures; the second completes the first."""
         known = self.tasks.get(task.taskId) or self._ended.get(task.taskId)
         if known is not None:
+            # The task's description is what it was started with; progress messages put what
+            # it is doing now there ("Running …"), which is no name for it.
             task = msgspec.structs.replace(
                 task,
-                description=task.description or known.description,
+                description=known.description or task.description,
                 toolUseId=task.toolUseId or known.toolUseId,
             )
         if task.status in ("started", "running"):
