@@ -825,7 +825,11 @@ async def test_interrupt_mid_stream_and_mid_tool(model: ScriptedModel, tmp_path:
         mark = s.cursor
         await s.client.query("slow tool")
         await s.until(lambda m: isinstance(m, AssistantMessage))
-        await asyncio.sleep(1.0)  # the CLI asks can_use_tool, then runs `sleep 20`
+        # Interrupt mid-tool: once the CLI runs `sleep 20` (after asking can_use_tool).
+        deadline = time.monotonic() + 30
+        while not [c for c in map(_cmdline, processes_with_env(s.marker)) if "sleep 20" in c]:
+            assert time.monotonic() < deadline, "the tool never started"
+            await asyncio.sleep(0.05)
         await s.client.interrupt()
         await s.turn()
         tooling = s.since(mark)

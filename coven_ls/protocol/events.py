@@ -8,7 +8,9 @@ field here is either required or `None` by default.
 
 from __future__ import annotations
 
-from typing import Any, Union
+import functools
+import operator
+from typing import Any
 
 import msgspec
 
@@ -293,30 +295,8 @@ PAYLOADS: tuple[type[Payload], ...] = (
     ForkResumed,
     Deleted,
 )
-AnyPayload = Union[  # noqa: UP007 - msgspec wants a runtime union of the classes
-    StatusChanged,
-    Prompt,
-    AgentStarted,
-    QueuePosition,
-    Text,
-    Thinking,
-    ToolUse,
-    ToolResult,
-    PermissionRequest,
-    PermissionDecision,
-    TurnResult,
-    ApiRetry,
-    Task,
-    Error,
-    ForkProposed,
-    ForkRejected,
-    ForkStarted,
-    ForkFinished,
-    ForkError,
-    ForkInterrupted,
-    ForkResumed,
-    Deleted,
-]
+# The same classes as one runtime union, for msgspec to decode into (tagged by `kind`).
+AnyPayload: Any = functools.reduce(operator.or_, PAYLOADS)
 
 
 def kind_of(cls: type[Payload]) -> str:
