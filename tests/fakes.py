@@ -23,13 +23,18 @@ import itertools
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from claude_agent_sdk import (
     AssistantMessage,
     ResultMessage,
     SystemMessage,
+    TaskNotificationMessage,
+    TaskProgressMessage,
+    TaskStartedMessage,
+    TaskUpdatedMessage,
+    TaskUsage,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
@@ -177,6 +182,79 @@ class Fail:
 
 
 Step = Any  # an SDK message, Gate, Ask, Die or Fail
+
+
+def task_started(
+    task_id: str = "t1", description: str = "Count files", tool_use_id: str | None = "toolu_1"
+) -> TaskStartedMessage:
+    """The CLI's news that a background task (a subagent) started."""
+    return TaskStartedMessage(
+        subtype="task_started",
+        data={},
+        task_id=task_id,
+        description=description,
+        uuid=_uuid("task"),
+        session_id="agent-1",
+        tool_use_id=tool_use_id,
+    )
+
+
+def task_progress(
+    task_id: str = "t1",
+    description: str = "Count files",
+    *,
+    last_tool_name: str | None = None,
+    usage: TaskUsage | None = None,
+    tool_use_id: str | None = "toolu_1",
+) -> TaskProgressMessage:
+    return TaskProgressMessage(
+        subtype="task_progress",
+        data={},
+        task_id=task_id,
+        description=description,
+        usage=usage or {"total_tokens": 0, "tool_uses": 0, "duration_ms": 0},
+        uuid=_uuid("task"),
+        session_id="agent-1",
+        tool_use_id=tool_use_id,
+        last_tool_name=last_tool_name,
+    )
+
+
+def task_notification(
+    task_id: str = "t1",
+    status: Literal["completed", "failed", "stopped"] = "completed",
+    summary: str = "42 files",
+    *,
+    tool_use_id: str | None = None,
+    usage: TaskUsage | None = None,
+) -> TaskNotificationMessage:
+    """The CLI's fuller report of a task's end (summary, figures)."""
+    return TaskNotificationMessage(
+        subtype="task_notification",
+        data={},
+        task_id=task_id,
+        status=status,
+        output_file="/tmp/out",
+        summary=summary,
+        uuid=_uuid("task"),
+        session_id="agent-1",
+        tool_use_id=tool_use_id,
+        usage=usage,
+    )
+
+
+def task_updated(
+    task_id: str = "t1",
+    status: Literal["pending", "running", "paused", "completed", "failed", "killed"] = "completed",
+) -> TaskUpdatedMessage:
+    """The CLI's bare notice of a task's new state (`killed` for a stopped one)."""
+    return TaskUpdatedMessage(
+        subtype="task_updated",
+        data={},
+        task_id=task_id,
+        patch={"status": status},
+        status=status,
+    )
 
 
 # --- the fake agent and backend ------------------------------------------------------------------

@@ -14,9 +14,6 @@ from claude_agent_sdk import (
     ResultMessage,
     StreamEvent,
     SystemMessage,
-    TaskNotificationMessage,
-    TaskProgressMessage,
-    TaskStartedMessage,
     TaskUpdatedMessage,
     TextBlock,
     ToolResultBlock,
@@ -29,7 +26,18 @@ from coven_ls.core.mapping import map_message, tool_result_text
 from coven_ls.protocol import Kind, Payload, events
 from coven_ls.protocol.types import Usage
 
-from .fakes import assistant, init, result, thinking, tool_result, tool_use
+from .fakes import (
+    assistant,
+    init,
+    result,
+    task_notification,
+    task_progress,
+    task_started,
+    task_updated,
+    thinking,
+    tool_result,
+    tool_use,
+)
 
 
 @dataclass(frozen=True)
@@ -299,40 +307,16 @@ def test_other_messages_give_no_events(message: object) -> None:
 
 
 def test_background_task_lifecycle() -> None:
-    started = TaskStartedMessage(
-        subtype="task_started",
-        data={},
-        task_id="t1",
-        description="Count the files",
-        uuid="u",
-        session_id="a",
-        tool_use_id="toolu_agent",
-    )
-    progress = TaskProgressMessage(
-        subtype="task_progress",
-        data={},
-        task_id="t1",
-        description="Count the files",
-        usage={"total_tokens": 120, "tool_uses": 2, "duration_ms": 900},
-        uuid="u2",
-        session_id="a",
-        tool_use_id="toolu_agent",
+    started = task_started("t1", "Count the files", "toolu_agent")
+    progress = task_progress(
+        "t1",
+        "Count the files",
         last_tool_name="Bash",
-    )
-    done = TaskNotificationMessage(
-        subtype="task_notification",
-        data={},
-        task_id="t1",
-        status="completed",
-        output_file="/tmp/out",
-        summary="Counted 42 files",
-        uuid="u3",
-        session_id="a",
+        usage={"total_tokens": 120, "tool_uses": 2, "duration_ms": 900},
         tool_use_id="toolu_agent",
     )
-    killed = TaskUpdatedMessage(
-        subtype="task_updated", data={}, task_id="t2", patch={"status": "killed"}, status="killed"
-    )
+    done = task_notification("t1", "completed", "Counted 42 files", tool_use_id="toolu_agent")
+    killed = task_updated("t2", "killed")
     tasks = [mapped(m)[0].payload for m in (started, progress, done, killed)]
     assert tasks == [
         events.Task(

@@ -11,10 +11,6 @@ import anyio
 import pytest
 from claude_agent_sdk import (
     StreamEvent,
-    TaskNotificationMessage,
-    TaskProgressMessage,
-    TaskStartedMessage,
-    TaskUpdatedMessage,
 )
 
 from coven_ls import protocol
@@ -34,12 +30,17 @@ from .fakes import (
     init,
     reply,
     result,
+    task_notification,
+    task_progress,
+    task_started,
+    task_updated,
     thinking,
     tool_result,
     tool_use,
 )
 
 LIMIT = 3.0  # seconds any single wait in these tests may take
+USAGE = {"total_tokens": 900, "tool_uses": 3, "duration_ms": 1200}  # a task's figures
 
 _sinks: weakref.WeakKeyDictionary[Session, RecordingSink] = weakref.WeakKeyDictionary()
 
@@ -786,28 +787,10 @@ async def test_a_turn_the_cli_starts_by_itself_is_a_turn_like_any_other() -> Non
         session.send("start a background job")
         first = await turn_done(session)
         agent = backend.agents[0]
-        started = TaskStartedMessage(
-            subtype="task_started",
-            data={},
-            task_id="t1",
-            description="Count files",
-            uuid="u",
-            session_id="agent-1",
-            tool_use_id="toolu_1",
-        )
-        agent.speak([started])
+        agent.speak([task_started("t1", "Count files")])
         await sink_of(session).wait_for(Kind.TASK, after=first["seq"], status="started")
         assert session.status == "idle" and not session.settled  # a task still runs
-        ended = TaskNotificationMessage(
-            subtype="task_notification",
-            data={},
-            task_id="t1",
-            status="completed",
-            output_file="/tmp/o",
-            summary="42 files",
-            uuid="u2",
-            session_id="agent-1",
-        )
+        ended = task_notification("t1", "completed", "42 files")
         agent.speak([ended, init(), assistant("The job found 42 files."), result("42 files")])
         prompt = await sink_of(session).wait_for(Kind.PROMPT, after=first["seq"], origin="task")
         assert prompt["text"] == "Background task completed: Count files"
@@ -821,32 +804,6 @@ async def test_a_turn_the_cli_starts_by_itself_is_a_turn_like_any_other() -> Non
         assert agent.sent == ["start a background job", "and now?"]  # the CLI's turn sent nothing
 
 
-def task_started(task_id: str = "t1") -> TaskStartedMessage:
-    return TaskStartedMessage(
-        subtype="task_started",
-        data={},
-        task_id=task_id,
-        description="Count files",
-        uuid="u",
-        session_id="agent-1",
-        tool_use_id="toolu_1",
-    )
-
-
-def task_done(task_id: str = "t1", summary: str = "42 files") -> TaskNotificationMessage:
-    return TaskNotificationMessage(
-        subtype="task_notification",
-        data={},
-        task_id=task_id,
-        status="completed",
-        output_file="/tmp/o",
-        summary=summary,
-        uuid="u2",
-        session_id="agent-1",
-        usage={"total_tokens": 900, "tool_uses": 3, "duration_ms": 1200},
-    )
-
-
 async def test_an_ended_task_keeps_the_session_busy_until_its_report(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -857,30 +814,19 @@ async def test_an_ended_task_keeps_the_session_busy_until_its_report(
         agent = backend.agents[0]
         agent.speak([task_started()])
         await sink_of(session).wait_for(Kind.TASK, after=first["seq"], status="started")
-        progress = TaskProgressMessage(
-            subtype="task_progress",
-            data={},
-            task_id="t1",
-            description="Running grep -r TODO",  # what it does now, not its name
-            usage={"total_tokens": 10, "tool_uses": 1, "duration_ms": 5},
-            uuid="u1",
-            session_id="agent-1",
-            last_tool_name="Bash",
-        )
+        # A progress message's description is what it does now, not its name.
+        progress = task_progress("t1", "Running grep -r TODO", last_tool_name="Bash")
         agent.speak([progress])
         busy = await sink_of(session).wait_for(Kind.TASK, after=first["seq"], status="running")
         assert busy["description"] == "Count files" and busy["lastToolName"] == "Bash"
         # The bare notice first, then the summary: the second fills in the first.
-        updated = TaskUpdatedMessage(
-            subtype="task_updated", data={}, task_id="t1", patch={}, status="completed"
-        )
-        agent.speak([updated])
+        agent.speak([task_updated("t1", "completed")])
         bare = await sink_of(session).wait_for(Kind.TASK, after=first["seq"], status="completed")
         assert (bare["description"], bare["toolUseId"]) == ("Count files", "toolu_1")
         assert "summary" not in bare
         # Nothing runs, but the CLI is about to report the task: not settled yet.
         assert not session.settled and session.tasks == {}
-        agent.speak([task_done()])
+        agent.speak([task_notification(usage=USAGE)])
         full = await sink_of(session).wait_for(Kind.TASK, after=bare["seq"], status="completed")
         assert (full["summary"], full["totalTokens"], full["description"]) == (
             "42 files",
@@ -901,7 +847,7 @@ async def test_a_report_that_never_comes_is_not_waited_for_forever(
         session.send("start a background job")
         first = await turn_done(session)
         agent = backend.agents[0]
-        agent.speak([task_started(), task_done()])
+        agent.speak([task_started(), task_notification()])
         await sink_of(session).wait_for(Kind.TASK, after=first["seq"], status="completed")
         with anyio.fail_after(LIMIT):
             await session.wait_settled()
