@@ -112,23 +112,20 @@ class Hub:
         """Wait until everything published so far is stored and sent."""
         await self.journal.flushed()
 
-    def _send_frame(self, frame: bytes) -> None:
-        """Send an encoded notification that is not an event (a streamed piece) to every client."""
+    def _send_frame(self, frame: bytes, event: EventDict | None = None) -> None:
+        """Send an encoded notification to every connected client; an event is also observed
+        (standard-LSP progress and log lines), a streamed piece is not."""
         for client in list(self.clients):
             try:
                 client.send_frame(frame)
+                if event is not None:
+                    client.observe(event)
             except Exception:  # one broken connection must not starve the others
                 log.warning("could not send to a client", exc_info=True)
 
     def _deliver(self, event: EventDict, body: bytes) -> None:
         """Send an event (encoded once) to every connected client."""
-        frame = protocol.event_frame(body)
-        for client in list(self.clients):
-            try:
-                client.send_frame(frame)
-                client.observe(event)
-            except Exception:  # one broken connection must not starve the others
-                log.warning("could not send an event to a client", exc_info=True)
+        self._send_frame(protocol.event_frame(body), event)
 
     async def ask_permission(
         self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
