@@ -14,6 +14,7 @@ export type Status =
   | 'idle'
   | 'awaitingApproval'
   | 'forking'
+  | 'reviewing'
   | 'failed'
   | 'cancelled'
   | 'closed'
@@ -43,6 +44,8 @@ export type Event =
   | ForkErrorEvent
   | ForkInterruptedEvent
   | ForkResumedEvent
+  | ForkReviewingEvent
+  | ChangesEventEvent
   | DeletedEvent;
 /**
  * Who wrote a turn's message.
@@ -74,6 +77,8 @@ export type EventKind =
   | 'forkError'
   | 'forkInterrupted'
   | 'forkResumed'
+  | 'forkReviewing'
+  | 'changes'
   | 'deleted';
 /**
  * A session in one of these takes no more messages.
@@ -160,6 +165,18 @@ export interface Requests {
   };
   'coven/stopTask': {
     params: StopTaskParams;
+    result: EmptyResult;
+  };
+  'coven/getChanges': {
+    params: GetChangesParams;
+    result: GetChangesResult;
+  };
+  'coven/applyChanges': {
+    params: SessionIdParams;
+    result: ApplyChangesResult;
+  };
+  'coven/discardChanges': {
+    params: SessionIdParams;
     result: EmptyResult;
   };
 }
@@ -287,6 +304,22 @@ export interface SessionInfo {
    * ids of the CLI's background tasks that still run (see the `task` event)
    */
   backgroundTasks: string[];
+  /**
+   * a fork child's: where it works (null for a top-level session)
+   */
+  isolation: ('shared' | 'worktree') | null;
+  /**
+   * with `isolation: shared`, why it is not a worktree (e.g. "not a git repository"); else null
+   */
+  isolationReason: string | null;
+  /**
+   * a worktree child's worktree, else null
+   */
+  worktree: Worktree | null;
+  /**
+   * a worktree child's changes once it has ended, else null
+   */
+  changes: Changes | null;
 }
 /**
  * Tokens, as the CLI counts them (its result's `usage`).
@@ -305,6 +338,41 @@ export interface Usage {
    * input tokens written to the prompt cache
    */
   cacheCreationTokens?: number;
+}
+/**
+ * A fork child's git worktree.
+ */
+export interface Worktree {
+  path: string;
+  branch: string;
+  base: string;
+  repository: string;
+}
+/**
+ * A worktree child's changes and what became of them.
+ */
+export interface Changes {
+  merge: 'applied' | 'conflict' | 'discarded' | 'kept' | 'pending' | 'unchanged';
+  files: ChangedFile[];
+  linesAdded: number;
+  linesRemoved: number;
+  conflicts: ConflictFile[];
+  commit: string | null;
+}
+/**
+ * A file a fork child changed, from the fork's snapshot to its work.
+ */
+export interface ChangedFile {
+  path: string;
+  status: 'added' | 'deleted' | 'modified' | 'renamed';
+  oldPath: string | null;
+  binary: boolean;
+  linesAdded: number;
+  linesRemoved: number;
+}
+export interface ConflictFile {
+  path: string;
+  reason: string;
 }
 export interface GetEventsParams {
   sessionId: string;
@@ -767,6 +835,22 @@ export interface ForkStartedEvent {
    */
   children: ChildRef[];
   atMessageId?: string;
+  /**
+   * where the children work
+   */
+  isolation?: 'shared' | 'worktree';
+  /**
+   * with `isolation: shared`: why not in worktrees ("not a git repository", "forkIsolation is shared", ...)
+   */
+  isolationReason?: string;
+  /**
+   * with `isolation: worktree`: how their changes come back
+   */
+  mergeMode?: 'auto' | 'review';
+  /**
+   * with `isolation: worktree`: the snapshot commit the children start from
+   */
+  base?: string;
 }
 export interface ChildRef {
   sessionId: string;
@@ -798,6 +882,10 @@ export interface ForkFinishedEvent {
    * the children's tokens (and their own forks'), added up
    */
   usage?: Usage;
+  /**
+   * with `isolation: worktree`: what the children's worktrees take on disk (files, not the shared git objects)
+   */
+  diskBytes?: number;
 }
 export interface TaskOutcome {
   label: string;
@@ -807,6 +895,18 @@ export interface TaskOutcome {
    * why the task failed (absent when `ok`)
    */
   error?: string | null;
+  /**
+   * a worktree child's: what became of its changes (absent in shared mode)
+   */
+  merge?: ('applied' | 'conflict' | 'discarded' | 'kept' | 'pending' | 'unchanged') | null;
+  /**
+   * a worktree child's branch, when its work is kept there (`conflict`, `discarded`, `kept`)
+   */
+  branch?: string | null;
+  /**
+   * with `merge: conflict`: the files that did not merge
+   */
+  conflicts?: ConflictFile[] | null;
 }
 /**
  * The model's `<fork>` tag could not be used; nothing was forked and the model is told why.
@@ -871,6 +971,49 @@ export interface ForkResumedEvent {
   children: ChildRef[];
 }
 /**
+ * A worktree fork in merge mode `review` has ended; the parent is `reviewing` until each child's changes are applied or discarded (`coven/applyChanges`, `coven/discardChanges`).
+ */
+export interface ForkReviewingEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'forkReviewing';
+  forkId: string;
+  /**
+   * the children (session ids) whose changes wait for a decision, in task order
+   */
+  pending: string[];
+}
+/**
+ * A worktree child's changes: sent when it ends (its work committed on its branch) and each time what became of them changes (`merge`).
+ */
+export interface ChangesEventEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'changes';
+  worktree: Worktree;
+  changes: Changes;
+}
+/**
  * The session and these were deleted; this event is not stored.
  */
 export interface DeletedEvent {
@@ -914,6 +1057,14 @@ export interface ForkParams {
    * fork from this assistant message (a `messageId` of the session's events) instead of the end
    */
   atMessageId?: string | null;
+  /**
+   * for this fork: `initializationOptions.forkIsolation`'s choice instead
+   */
+  isolation?: ('shared' | 'worktree') | null;
+  /**
+   * for this fork: `initializationOptions.mergeMode`'s choice instead
+   */
+  mergeMode?: ('auto' | 'review') | null;
 }
 export interface ForkResult {
   forkId: string;
@@ -932,6 +1083,14 @@ export interface DecideForkParams {
    * with `approve: false`: told to the model
    */
   reason?: string | null;
+  /**
+   * with `approve: true`: as in `coven/fork`
+   */
+  isolation?: ('shared' | 'worktree') | null;
+  /**
+   * with `approve: true`: as in `coven/fork`
+   */
+  mergeMode?: ('auto' | 'review') | null;
 }
 export interface ForkIdParams {
   forkId: string;
@@ -955,6 +1114,38 @@ export interface StopTaskParams {
    * from a `task` event
    */
   taskId: string;
+}
+export interface GetChangesParams {
+  /**
+   * a fork child that worked in a worktree
+   */
+  sessionId: string;
+  /**
+   * also return this file's text before and after (a `path` of `files`)
+   */
+  path?: string | null;
+}
+export interface GetChangesResult {
+  sessionId: string;
+  worktree: Worktree;
+  changes: Changes;
+  /**
+   * the file `path` asked for, else null
+   */
+  file: FileText | null;
+}
+export interface FileText {
+  path: string;
+  oldPath: string | null;
+  binary: boolean;
+  base: string | null;
+  child: string | null;
+}
+export interface ApplyChangesResult {
+  /**
+   * `merge` is `applied`, or `conflict` with the files (nothing was written then)
+   */
+  changes: Changes;
 }
 /**
  * Server → client requests: params and result of each.
@@ -1056,9 +1247,17 @@ export interface InitializationOptions {
    */
   maxDepth?: number;
   /**
-   * where the session databases live (default: `$XDG_STATE_HOME/coven-ls`)
+   * where the session databases and fork children's worktrees live (default: `$XDG_STATE_HOME/coven-ls`)
    */
   stateDir?: string | null;
+  /**
+   * where fork children work: `worktree` (a git worktree each, merged back) or `shared` (the parent's folder). Default: `worktree` when the session's cwd is in a git repository with at least one commit, else `shared`
+   */
+  forkIsolation?: ('shared' | 'worktree') | null;
+  /**
+   * how a worktree fork's changes come back: `auto` (merged when the fork ends) or `review` (the fork waits, `reviewing`, until the user applies or discards each child's changes)
+   */
+  mergeMode?: 'auto' | 'review';
 }
 /**
  * `capabilities.experimental.coven` in `initialize`: what the client does itself. A client that sends this object (even empty) is coven-aware: it renders `coven/event` itself, so it gets no `window/logMessage` lines and no `executeCommandProvider`.
@@ -1076,6 +1275,10 @@ export interface CovenClientCapabilities {
    * false: no work-done progress for this connection
    */
   progress?: boolean;
+  /**
+   * the client shows a fork's changes for review itself (`coven/getChanges`, `coven/applyChanges`, `coven/discardChanges`); else it is asked with `window/showMessageRequest`
+   */
+  review?: boolean;
 }
 
 /**

@@ -54,6 +54,10 @@ export function info(sessionId: string, fields: Partial<SessionInfo> = {}): Sess
     usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 },
     treeUsage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0 },
     backgroundTasks: [],
+    isolation: null,
+    isolationReason: null,
+    worktree: null,
+    changes: null,
     ...fields,
   };
 }

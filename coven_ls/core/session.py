@@ -34,7 +34,7 @@ from ..protocol import (
     Status,
     events,
 )
-from ..protocol.types import Origin, StreamKind, Usage
+from ..protocol.types import Changes, Isolation, Origin, StreamKind, Usage, Worktree
 from .agent import (
     Agent,
     AgentSpec,
@@ -148,6 +148,12 @@ class Session:
         # The CLI's background tasks that still run (task id -> the last word on each).
         self.tasks: dict[str, events.Task] = {}
         self.events: list[dict[str, Any]] = []
+        # A fork child's place: its fork's isolation mode (and why it is shared), its worktree,
+        # and its changes once it has ended (set by the fork's Isolation).
+        self.isolation: Isolation | None = None
+        self.isolation_reason: str | None = None
+        self.worktree: Worktree | None = None
+        self.changes: Changes | None = None
         self.backend = backend
         self._sink = sink
         self._first_start = start  # how to start the very first agent process (forks differ)
@@ -206,6 +212,10 @@ class Session:
             usage=self.usage,
             treeUsage=self.usage if tree_usage is None else tree_usage,
             backgroundTasks=list(self.tasks),
+            isolation=self.isolation,
+            isolationReason=self.isolation_reason,
+            worktree=self.worktree,
+            changes=self.changes,
         )
 
     def events_after(self, after_seq: int) -> list[dict[str, Any]]:

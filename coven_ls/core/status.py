@@ -28,8 +28,11 @@ TRANSITIONS: dict[Status, frozenset[Status]] = {
     # fork starts, an interrupted fork child is run again
     "idle": _to("starting", "running", "forking", "queued") | _ENDINGS,
     "awaitingApproval": _to("idle", "forking") | _ENDINGS,
-    # the children run; the results turn then starts the parent's CLI again
-    "forking": _to("starting", "running", "idle") | _ENDINGS,
+    # the children run; the results turn then starts the parent's CLI again (or, in merge mode
+    # review, the user reviews their changes first)
+    "forking": _to("starting", "running", "idle", "reviewing") | _ENDINGS,
+    # every child's changes were applied or discarded: the results go to the parent
+    "reviewing": _to("forking", "starting", "running", "idle") | _ENDINGS,
     "failed": _to("starting", "running", "forking", "queued") | _ENDINGS,
     # a restart found it busy: a message resumes it, a proposal is still open, a fork resumes
     "interrupted": _to(

@@ -14,7 +14,21 @@ from typing import Any
 
 import msgspec
 
-from .types import ForkSource, Origin, Status, StreamKind, TaskStatus, Usage, Wire
+from .types import (
+    Changes,
+    ConflictFile,
+    ForkSource,
+    Isolation,
+    MergeMode,
+    MergeState,
+    Origin,
+    Status,
+    StreamKind,
+    TaskStatus,
+    Usage,
+    Wire,
+    Worktree,
+)
 
 
 class Payload(Wire, tag_field="kind", omit_defaults=True):
@@ -49,6 +63,12 @@ class TaskOutcome(Wire, omit_defaults=True):
     ok: bool
     error: str | None = None
     """why the task failed (absent when `ok`)"""
+    merge: MergeState | None = None
+    """a worktree child's: what became of its changes (absent in shared mode)"""
+    branch: str | None = None
+    """a worktree child's branch, when its work is kept there (`conflict`, `discarded`, `kept`)"""
+    conflicts: list[ConflictFile] | None = None
+    """with `merge: conflict`: the files that did not merge"""
 
 
 class StatusChanged(Payload, tag="status"):
@@ -230,6 +250,15 @@ class ForkStarted(Payload, tag="forkStarted"):
     children: list[ChildRef]
     """in task order"""
     atMessageId: str | None = None
+    isolation: Isolation | None = None
+    """where the children work"""
+    isolationReason: str | None = None
+    """with `isolation: shared`: why not in worktrees ("not a git repository", "forkIsolation
+    is shared", ...)"""
+    mergeMode: MergeMode | None = None
+    """with `isolation: worktree`: how their changes come back"""
+    base: str | None = None
+    """with `isolation: worktree`: the snapshot commit the children start from"""
 
 
 class ForkFinished(Payload, tag="forkFinished"):
@@ -240,6 +269,18 @@ class ForkFinished(Payload, tag="forkFinished"):
     """in task order"""
     usage: Usage | None = None
     """the children's tokens (and their own forks'), added up"""
+    diskBytes: int | None = None
+    """with `isolation: worktree`: what the children's worktrees take on disk (files, not the
+    shared git objects)"""
+
+
+class ForkReviewing(Payload, tag="forkReviewing"):
+    """A worktree fork in merge mode `review` has ended; the parent is `reviewing` until each
+    child's changes are applied or discarded (`coven/applyChanges`, `coven/discardChanges`)."""
+
+    forkId: str
+    pending: list[str]
+    """the children (session ids) whose changes wait for a decision, in task order"""
 
 
 class ForkError(Payload, tag="forkError"):
@@ -262,6 +303,14 @@ class ForkResumed(Payload, tag="forkResumed"):
 
     forkId: str
     children: list[ChildRef]
+
+
+class ChangesEvent(Payload, tag="changes"):
+    """A worktree child's changes: sent when it ends (its work committed on its branch) and each
+    time what became of them changes (`merge`)."""
+
+    worktree: Worktree
+    changes: Changes
 
 
 class Deleted(Payload, tag="deleted"):
@@ -293,6 +342,8 @@ PAYLOADS: tuple[type[Payload], ...] = (
     ForkError,
     ForkInterrupted,
     ForkResumed,
+    ForkReviewing,
+    ChangesEvent,
     Deleted,
 )
 # The same classes as one runtime union, for msgspec to decode into (tagged by `kind`).
@@ -329,6 +380,8 @@ class Kind:
     FORK_ERROR = kind_of(ForkError)
     FORK_INTERRUPTED = kind_of(ForkInterrupted)
     FORK_RESUMED = kind_of(ForkResumed)
+    FORK_REVIEWING = kind_of(ForkReviewing)
+    CHANGES = kind_of(ChangesEvent)
     DELETED = kind_of(Deleted)
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from .events import GetEventsResult
 from .types import (
+    ApplyChangesResult,
     CancelResult,
     DecideForkParams,
     DeleteSessionParams,
@@ -18,6 +19,8 @@ from .types import (
     ForkIdParams,
     ForkParams,
     ForkResult,
+    GetChangesParams,
+    GetChangesResult,
     GetEventsParams,
     ListSessionsResult,
     NoParams,
@@ -44,6 +47,9 @@ RESUME_FORK = "coven/resumeFork"
 ABANDON_FORK = "coven/abandonFork"
 DELETE_SESSION = "coven/deleteSession"
 STOP_TASK = "coven/stopTask"
+GET_CHANGES = "coven/getChanges"
+APPLY_CHANGES = "coven/applyChanges"
+DISCARD_CHANGES = "coven/discardChanges"
 
 EVENT = "coven/event"  # notification, server -> client
 DELTA = "coven/delta"  # notification, server -> client
@@ -73,6 +79,9 @@ REQUESTS: dict[str, Method] = {
         Method(ABANDON_FORK, ForkIdParams, EmptyResult),
         Method(DELETE_SESSION, DeleteSessionParams, DeleteSessionResult),
         Method(STOP_TASK, StopTaskParams, EmptyResult),
+        Method(GET_CHANGES, GetChangesParams, GetChangesResult),
+        Method(APPLY_CHANGES, SessionIdParams, ApplyChangesResult),
+        Method(DISCARD_CHANGES, SessionIdParams, EmptyResult),
     )
 }
 

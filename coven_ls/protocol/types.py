@@ -20,6 +20,7 @@ Status = Literal[
     "idle",
     "awaitingApproval",
     "forking",
+    "reviewing",
     "failed",
     "cancelled",
     "closed",
@@ -44,13 +45,23 @@ BUSY_STATUSES: frozenset[str] = frozenset(get_args(BusyStatus))
 ForkMode = Literal["auto", "approve", "off"]
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"]
 ForkSource = Literal["model", "user"]
-ForkState = Literal["proposed", "running", "rejected", "finished", "interrupted"]
+ForkState = Literal["proposed", "running", "reviewing", "rejected", "finished", "interrupted"]
 # Who wrote a turn's message; `task`: the CLI started the turn itself, to report on a background
 # task (a subagent of its Agent tool) that finished.
 Origin = Literal["user", "fork", "forkResults", "forkError", "forkRejected", "task"]
 # A background task's state, as the CLI reports it.
 TaskStatus = Literal["started", "running", "completed", "failed", "stopped"]
 StreamKind = Literal["text", "thinking"]
+# Where a fork's children work: a git worktree each, or the parent's own folder.
+Isolation = Literal["worktree", "shared"]
+# How a worktree fork's changes come back: merged at once, or after the user's review.
+MergeMode = Literal["auto", "review"]
+# What became of a worktree child's changes: `pending` (waiting for review), `applied` (in the
+# parent's working tree), `conflict` (not applied: they clash with what is there; kept on the
+# branch), `discarded` (the user said no; kept on the branch), `kept` (the child failed or was
+# cancelled: its partial work stays on the branch), `unchanged` (it changed no file).
+MergeState = Literal["pending", "applied", "conflict", "discarded", "kept", "unchanged"]
+FileStatus = Literal["added", "modified", "deleted", "renamed"]
 
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
@@ -88,7 +99,15 @@ class InitializationOptions(Wire, omit_defaults=True):
     maxDepth: NonNegativeInt = 1
     """how deep model-driven forks nest (0: the model never forks)"""
     stateDir: str | None = None
-    """where the session databases live (default: `$XDG_STATE_HOME/coven-ls`)"""
+    """where the session databases and fork children's worktrees live (default:
+    `$XDG_STATE_HOME/coven-ls`)"""
+    forkIsolation: Isolation | None = None
+    """where fork children work: `worktree` (a git worktree each, merged back) or `shared` (the
+    parent's folder). Default: `worktree` when the session's cwd is in a git repository with at
+    least one commit, else `shared`"""
+    mergeMode: MergeMode = "auto"
+    """how a worktree fork's changes come back: `auto` (merged when the fork ends) or `review`
+    (the fork waits, `reviewing`, until the user applies or discards each child's changes)"""
 
 
 class CovenClientCapabilities(Wire, omit_defaults=True):
@@ -102,6 +121,10 @@ class CovenClientCapabilities(Wire, omit_defaults=True):
     """the client shows `forkProposed` itself and answers with `coven/decideFork`"""
     progress: bool = True
     """false: no work-done progress for this connection"""
+    review: bool = False
+    """the client shows a fork's changes for review itself (`coven/getChanges`,
+    `coven/applyChanges`, `coven/discardChanges`); else it is asked with
+    `window/showMessageRequest`"""
 
 
 # --- params --------------------------------------------------------------------------------------
@@ -144,6 +167,10 @@ class ForkParams(Wire):
     atMessageId: str | None = None
     """fork from this assistant message (a `messageId` of the session's events) instead of the
     end"""
+    isolation: Isolation | None = None
+    """for this fork: `initializationOptions.forkIsolation`'s choice instead"""
+    mergeMode: MergeMode | None = None
+    """for this fork: `initializationOptions.mergeMode`'s choice instead"""
 
 
 class DecideForkParams(Wire):
@@ -154,6 +181,10 @@ class DecideForkParams(Wire):
     """with `approve: true` only: the task list to run instead"""
     reason: str | None = None
     """with `approve: false`: told to the model"""
+    isolation: Isolation | None = None
+    """with `approve: true`: as in `coven/fork`"""
+    mergeMode: MergeMode | None = None
+    """with `approve: true`: as in `coven/fork`"""
 
 
 class ForkIdParams(Wire):
@@ -235,6 +266,54 @@ class Usage(Wire):
         )
 
 
+class ChangedFile(Wire):
+    """A file a fork child changed, from the fork's snapshot to its work."""
+
+    path: str
+    """relative to the repository's top folder, `/`-separated"""
+    status: FileStatus
+    oldPath: str | None
+    """a rename's source; null unless `renamed`"""
+    binary: bool
+    linesAdded: NonNegativeInt
+    """0 for a binary file"""
+    linesRemoved: NonNegativeInt
+
+
+class ConflictFile(Wire):
+    path: str
+    reason: str
+    """e.g. "changed on the same lines in the working tree and by the child" """
+
+
+class Worktree(Wire):
+    """A fork child's git worktree."""
+
+    path: str
+    """the worktree's top folder (the child's `cwd` is in it, at the parent's relative place)"""
+    branch: str
+    """the child's branch: `coven/<forkId>/<n>-<label>`"""
+    base: str
+    """the commit the child started from: the parent's HEAD plus its uncommitted and untracked
+    changes when the fork started"""
+    repository: str
+    """the parent's work tree, where the changes are merged"""
+
+
+class Changes(Wire):
+    """A worktree child's changes and what became of them."""
+
+    merge: MergeState
+    files: list[ChangedFile]
+    """in path order"""
+    linesAdded: NonNegativeInt
+    linesRemoved: NonNegativeInt
+    conflicts: list[ConflictFile]
+    """with `merge: conflict`: the files that did not merge"""
+    commit: str | None
+    """the commit holding the child's work on its branch; null when it changed nothing"""
+
+
 class StopTaskParams(Wire):
     sessionId: str
     taskId: str
@@ -275,11 +354,51 @@ class SessionInfo(Wire):
     """the session's tokens and those of its fork children, theirs, and so on"""
     backgroundTasks: list[str]
     """ids of the CLI's background tasks that still run (see the `task` event)"""
+    isolation: Isolation | None
+    """a fork child's: where it works (null for a top-level session)"""
+    isolationReason: str | None
+    """with `isolation: shared`, why it is not a worktree (e.g. "not a git repository"); else
+    null"""
+    worktree: Worktree | None
+    """a worktree child's worktree, else null"""
+    changes: Changes | None
+    """a worktree child's changes once it has ended, else null"""
 
 
 class ListSessionsResult(Wire):
     sessions: list[SessionInfo]
     """every session this server knows, in the order they were created"""
+
+
+class GetChangesParams(Wire):
+    sessionId: str
+    """a fork child that worked in a worktree"""
+    path: str | None = None
+    """also return this file's text before and after (a `path` of `files`)"""
+
+
+class FileText(Wire):
+    path: str
+    oldPath: str | None
+    binary: bool
+    """true: the texts are null (show "binary file")"""
+    base: str | None
+    """the file in the fork's snapshot (at `oldPath` for a rename); null when added or binary"""
+    child: str | None
+    """the file in the child's work; null when deleted or binary"""
+
+
+class GetChangesResult(Wire):
+    sessionId: str
+    worktree: Worktree
+    changes: Changes
+    file: FileText | None
+    """the file `path` asked for, else null"""
+
+
+class ApplyChangesResult(Wire):
+    changes: Changes
+    """`merge` is `applied`, or `conflict` with the files (nothing was written then)"""
 
 
 class RequestPermissionResult(Wire):
