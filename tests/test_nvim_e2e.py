@@ -673,3 +673,74 @@ def test_the_tree_shows_retries_tasks_and_queue_positions(tmp_path: Path) -> Non
     assert shot["queued"][-2:] == ["  ⑂ Fork  1 task", "    ⑂ Fix the bugs  · queued (2nd in line)"]
     assert shot["next"][-1] == "    ⑂ Fix the bugs  · queued (next)"
     assert shot["started"][-1] == "    ⑂ Fix the bugs  ▶ running"
+
+
+def worktree_changes(merge: str, *files: tuple[str, int, int]) -> dict:
+    listed = [
+        {"path": p, "status": "modified", "oldPath": None, "binary": False}
+        | {"linesAdded": a, "linesRemoved": r}
+        for p, a, r in files
+    ]
+    return {
+        "merge": merge,
+        "files": listed,
+        "linesAdded": sum(a for _, a, _ in files),
+        "linesRemoved": sum(r for _, _, r in files),
+        "conflicts": [],
+        "commit": "c0ffee" if files else None,
+    }
+
+
+def test_the_tree_shows_worktree_children_changes_and_the_review(tmp_path: Path) -> None:
+    s = Steps("s-parent")
+    s.event("prompt", text="Plan the release", origin="user")
+    children = [{"sessionId": "s-docs", "label": "Docs"}, {"sessionId": "s-bugs", "label": "Bugs"}]
+    base = {"forkId": "f-1", "source": "user", "tasks": ["Docs", "Bugs"], "children": children}
+    s.event("forkStarted", **base, isolation="worktree", mergeMode="review", base="9c1e")
+    tree = {"base": "9c1e", "repository": "/repo"}
+    docs = worktree_changes("pending", ("docs/guide.md", 38, 2), ("README.md", 2, 0))
+    s.of("s-docs").event("status", status="idle")
+    s.event(
+        "changes", worktree={"path": "/w/1", "branch": "coven/f-1/1-docs", **tree}, changes=docs
+    )
+    bugs = worktree_changes("pending", ("src/app.py", 3, 1))
+    s.of("s-bugs").event("status", status="idle")
+    s.event(
+        "changes", worktree={"path": "/w/2", "branch": "coven/f-1/2-bugs", **tree}, changes=bugs
+    )
+    s.of("s-parent").event("status", status="reviewing")
+    s.event("forkReviewing", forkId="f-1", pending=["s-docs", "s-bugs"]).snapshot("reviewing")
+    s.of("s-docs").event("changes", worktree={}, changes={**docs, "merge": "applied"})
+    conflict = [{"path": "src/app.py", "reason": "changed on the same lines"}]
+    s.of("s-bugs").event("changes", worktree={}, changes={**bugs, "merge": "conflict"})
+    results = [
+        {"label": "Docs", "sessionId": "s-docs", "ok": True, "merge": "applied"},
+        {"label": "Bugs", "sessionId": "s-bugs", "ok": True, "merge": "conflict"}
+        | {"branch": "coven/f-1/2-bugs", "conflicts": conflict},
+    ]
+    s.of("s-parent").event("forkFinished", forkId="f-1", results=results, diskBytes=40960)
+    shared = {"forkId": "f-2", "source": "user", "tasks": ["More"], "isolation": "shared"}
+    more = [{"sessionId": "s-more", "label": "More"}]
+    s.event("forkStarted", **shared, children=more, isolationReason="not a git repository")
+    s.snapshot("done")
+
+    shot = feed_tree(tmp_path, s.steps)
+
+    assert shot["reviewing"] == [
+        "● Plan the release  ? reviewing",
+        "  › you: Plan the release",
+        "  ⑂ Fork  2 tasks · worktrees, changes reviewed",
+        "    ⑂ Docs  ✓ idle  ± +40 −2 · 2 files · pending",
+        "    ⑂ Bugs  ✓ idle  ± +3 −1 · 1 file · pending",
+        "  ⑂ Fork review  changes of 2 tasks wait  (:CovenChanges, :CovenApply / :CovenDiscard)",
+    ]
+    assert shot["done"][3:] == [
+        "    ⑂ Docs  ✓ idle  ± +40 −2 · 2 files · applied",
+        "    ⑂ Bugs  ✓ idle  ± +3 −1 · 1 file · conflict",
+        "  ⑂ Fork review  changes of 2 tasks wait  (:CovenChanges, :CovenApply / :CovenDiscard)",
+        "  ⑂ Fork done  2 of 2 tasks succeeded · worktrees take 40 KB",
+        "    ✓ Docs: applied +40 −2 · 2 files",
+        "    ✗ Bugs: conflict in src/app.py — work kept on branch coven/f-1/2-bugs",
+        "  ⑂ Fork  1 task · shared folder: not a git repository",
+        "    ⑂ More",
+    ]
