@@ -13,13 +13,14 @@ import hashlib
 import os
 import signal
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pygls.exceptions import JsonRpcException
 
-from coven_ls.testing.scripted_model import ScriptedModel, ToolUse
+from coven_ls.testing.scripted_model import HttpError, Reply, ScriptedModel, Text, ToolUse
 
 from .harness import Coven, wait_until
 
@@ -394,3 +395,86 @@ async def test_a_client_without_a_review_ui_is_asked_per_child(
     assert (repo / "kept.txt").exists() and not (repo / "dropped.txt").exists()
     assert '<task label="Keep me" merge="applied"' in message
     assert '<task label="Drop me" merge="discarded"' in message
+
+
+async def test_the_merge_takes_the_working_tree_as_it_is_when_the_fork_ends(
+    coven_factory, model: ScriptedModel, tmp_path: Path
+) -> None:
+    """The user edits a file while the children run: a child's edit elsewhere in it merges with
+    theirs; a child's edit of the same line is a conflict, and the user's edit is kept."""
+    repo = make_repo(tmp_path / "repo")
+    coven = await coven_factory()
+    script_child(model, "Far", "sed -i 's/^line 18$/line 18 (child)/' shared.txt", "Far done.")
+    script_child(model, "Near", "sed -i 's/^line 3$/line 3 (child)/' shared.txt", "Near done.")
+    model.on("<fork-results>", "Done.")
+    gate = threading.Event()  # the model's answer to the first child waits for the user's edit
+    model.on("done:Far", lambda _request: _wait_reply(gate, "Far done."))
+
+    sid, _ = await fork_in(coven, repo, ["Far", "Near"])
+    started = await coven.wait_kind(sid, "forkStarted")
+    near = started["children"][1]["sessionId"]
+    await coven.wait_kind(near, "changes")
+    # The user saves an edit of their own while the first child is still at work.
+    text = (repo / "shared.txt").read_text()
+    (repo / "shared.txt").write_text(text.replace("line 3\n", "line 3 (user)\n"))
+    gate.set()
+    message = await results_text(coven, sid)
+
+    merged = (repo / "shared.txt").read_text()
+    assert "line 18 (child)\n" in merged and "line 3 (user)\n" in merged
+    assert "line 3 (child)" not in merged
+    assert '<task label="Far" merge="applied"' in message
+    assert '<task label="Near" merge="conflict" conflicts="shared.txt"' in message
+
+
+def _wait_reply(gate: threading.Event, text: str) -> Reply:
+    """Runs in the scripted model's request thread: the reply goes once the gate opens."""
+    gate.wait(60)
+    return Reply([Text(text)])
+
+
+@pytest.mark.parametrize("setup", ["no commits", "detached HEAD"])
+async def test_unusual_repositories(
+    coven_factory, model: ScriptedModel, tmp_path: Path, setup: str
+) -> None:
+    repo = tmp_path / "repo"
+    if setup == "no commits":
+        repo.mkdir()
+        git(repo, "init", "-q")
+    else:
+        make_repo(repo)
+        git(repo, "checkout", "-q", "--detach")
+    coven = await coven_factory()
+    script_child(model, "Write", "printf 'w\\n' > w.txt", "Written.")
+    model.on("<fork-results>", "Done.")
+    sid, _ = await fork_in(coven, repo, ["Write"])
+    message = await results_text(coven, sid)
+    [started] = coven.of(sid, "forkStarted")
+    if setup == "no commits":
+        assert started["isolation"] == "shared"
+        assert started["isolationReason"] == "the repository has no commits yet"
+    else:
+        assert started["isolation"] == "worktree"
+        assert '<task label="Write" merge="applied" files="w.txt (+1 -0)">' in message
+        assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "HEAD"  # still detached
+    assert (repo / "w.txt").read_text() == "w\n"
+
+
+async def test_a_child_that_fails_half_way_keeps_its_work_on_its_branch(
+    coven_factory, model: ScriptedModel, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    coven = await coven_factory()
+    model.on(assigned("Flaky"), bash("printf 'half\\n' > half.txt && echo 'done:Flaky'"))
+    model.on("done:Flaky", error=HttpError(status=500, message="mid-task", should_retry=False))
+    model.on("<fork-results>", "I will retry it.")
+
+    sid, _ = await fork_in(coven, repo, ["Flaky"])
+    message = await results_text(coven, sid)
+
+    assert not (repo / "half.txt").exists()
+    [finished] = coven.of(sid, "forkFinished")
+    [result] = finished["results"]
+    assert result["ok"] is False and result["merge"] == "kept"
+    assert git(repo, "show", f"{result['branch']}:half.txt") == "half\n"
+    assert 'merge="kept" files="half.txt (+1 -0)"' in message
