@@ -375,6 +375,7 @@ class Hub:
         self.stores[path] = store
         snapshot = await anyio.to_thread.run_sync(store.load)
         self._restore(store, snapshot, settings)
+        await self._remove_orphans(snapshot.forks)  # git runs only when there are orphans
         return store, warning
 
     def _restore(self, store: Store, snapshot: Snapshot, settings: ClientSettings) -> None:
@@ -414,7 +415,6 @@ class Hub:
         self.forks.restore(snapshot.forks)
         for session in restored:
             self.launch(session, announce=False)
-        self.spawn(self._remove_orphans(snapshot.forks), name="worktree recovery")
 
     async def _remove_orphans(self, forks: list[dict[str, Any]]) -> None:
         """Remove the worktrees a killed server made but never gave a session (it stores where
