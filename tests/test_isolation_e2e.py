@@ -478,3 +478,30 @@ async def test_a_child_that_fails_half_way_keeps_its_work_on_its_branch(
     assert result["ok"] is False and result["merge"] == "kept"
     assert git(repo, "show", f"{result['branch']}:half.txt") == "half\n"
     assert 'merge="kept" files="half.txt (+1 -0)"' in message
+
+
+async def test_a_nested_forks_changes_come_back_through_its_parent_child(
+    coven_factory, model: ScriptedModel, tmp_path: Path
+) -> None:
+    """A child forks in its turn (maxDepth 2): its children get worktrees of its worktree, are
+    merged into it, and its own changes (theirs included) into the user's tree."""
+    repo = make_repo(tmp_path / "repo")
+    coven = await coven_factory(init_options={"forkMode": "auto", "maxDepth": 2})
+    model.on(assigned("Outer"), "Splitting again.\n<fork>\n- Inner\n</fork>")
+    script_child(model, "Inner", "printf 'inner\\n' > inner.txt", "Inner done.")
+    model.on(
+        lambda r: r.last_user_text.count("<fork-results>") and "Inner" in r.last_user_text,
+        "Outer done.",
+        times=1,
+    )
+    model.on("<fork-results>", "All done.")
+
+    sid, _ = await fork_in(coven, repo, ["Outer"])
+    message = await results_text(coven, sid)
+
+    assert (repo / "inner.txt").read_text() == "inner\n"
+    assert '<task label="Outer" merge="applied" files="inner.txt (+1 -0)">' in message
+    listed = (await coven.request("coven/listSessions", {}))["sessions"]
+    [inner] = [s for s in listed if s["label"] == "Inner"]
+    [outer] = [s for s in listed if s["label"] == "Outer"]
+    assert inner["worktree"]["repository"] == outer["worktree"]["path"]
