@@ -505,3 +505,28 @@ async def test_a_nested_forks_changes_come_back_through_its_parent_child(
     [inner] = [s for s in listed if s["label"] == "Inner"]
     [outer] = [s for s in listed if s["label"] == "Outer"]
     assert inner["worktree"]["repository"] == outer["worktree"]["path"]
+
+
+async def test_a_fork_under_review_is_still_under_review_after_a_restart(
+    coven_factory, model: ScriptedModel, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    options = {"mergeMode": "review"}
+    coven = await coven_factory(home="h", init_options=options)
+    script_child(model, "Edit", "printf 'e\\n' > e.txt", "Edited.")
+    model.on("<fork-results>", "Applied after the restart.")
+    sid, _ = await fork_in(coven, repo, ["Edit"])
+    [child] = (await coven.wait_kind(sid, "forkReviewing"))["pending"]
+    await coven.wait_status(sid, "reviewing")
+    await coven.stop()
+
+    again = await coven_factory(home="h", init_options=options)
+    listed = {
+        s["sessionId"]: s for s in (await again.request("coven/listSessions", {}))["sessions"]
+    }
+    assert listed[sid]["status"] == "reviewing"
+    assert listed[child]["changes"]["merge"] == "pending"
+    await again.request("coven/applyChanges", {"sessionId": child})
+    message = await results_text(again, sid)
+    assert '<task label="Edit" merge="applied" files="e.txt (+1 -0)">' in message
+    assert (repo / "e.txt").read_text() == "e\n"
