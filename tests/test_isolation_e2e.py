@@ -264,32 +264,6 @@ async def test_review_mode_waits_for_apply_and_discard(
     assert '<task label="Wanted" merge="applied" files="wanted.txt (+1 -0)">' in message
 
 
-async def test_outside_a_repository_children_share_the_folder_and_say_why(
-    coven_factory, model: ScriptedModel, tmp_path: Path
-) -> None:
-    folder = tmp_path / "plain"
-    folder.mkdir()
-    coven = await coven_factory()
-    script_child(model, "Write", "printf 'shared\\n' > out.txt", "Written.")
-    model.on("<fork-results>", "Done.")
-
-    sid, _ = await fork_in(coven, folder, ["Write"])
-    message = await results_text(coven, sid)
-
-    [started] = coven.of(sid, "forkStarted")
-    assert started["isolation"] == "shared"
-    assert started["isolationReason"] == "not a git repository"
-    child = started["children"][0]["sessionId"]
-    [info] = [
-        s
-        for s in (await coven.request("coven/listSessions", {}))["sessions"]
-        if s["sessionId"] == child
-    ]
-    assert info["isolation"] == "shared" and info["worktree"] is None and info["cwd"] == str(folder)
-    assert (folder / "out.txt").read_text() == "shared\n"
-    assert 'merge="' not in message
-
-
 async def test_deleting_the_parent_removes_worktrees_and_branches(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
@@ -433,31 +407,50 @@ def _wait_reply(gate: threading.Event, text: str) -> Reply:
     return Reply([Text(text)])
 
 
-@pytest.mark.parametrize("setup", ["no commits", "detached HEAD"])
-async def test_unusual_repositories(
-    coven_factory, model: ScriptedModel, tmp_path: Path, setup: str
+@pytest.mark.parametrize(
+    ("setup", "shared_because"),
+    [
+        ("not a repository", "not a git repository"),
+        ("no commits", "the repository has no commits yet"),
+        ("detached HEAD", None),
+    ],
+)
+async def test_unusual_folders(
+    coven_factory, model: ScriptedModel, tmp_path: Path, setup: str, shared_because: str | None
 ) -> None:
-    repo = tmp_path / "repo"
-    if setup == "no commits":
-        repo.mkdir()
-        git(repo, "init", "-q")
+    """Outside a usable repository the children share the parent's folder, and say why; a
+    detached HEAD is fine (and stays detached)."""
+    folder = tmp_path / "folder"
+    if setup == "detached HEAD":
+        make_repo(folder)
+        git(folder, "checkout", "-q", "--detach")
     else:
-        make_repo(repo)
-        git(repo, "checkout", "-q", "--detach")
+        folder.mkdir()
+        if setup == "no commits":
+            git(folder, "init", "-q")
     coven = await coven_factory()
     script_child(model, "Write", "printf 'w\\n' > w.txt", "Written.")
     model.on("<fork-results>", "Done.")
-    sid, _ = await fork_in(coven, repo, ["Write"])
+    sid, _ = await fork_in(coven, folder, ["Write"])
     message = await results_text(coven, sid)
+
     [started] = coven.of(sid, "forkStarted")
-    if setup == "no commits":
-        assert started["isolation"] == "shared"
-        assert started["isolationReason"] == "the repository has no commits yet"
+    child = started["children"][0]["sessionId"]
+    [info] = [
+        s
+        for s in (await coven.request("coven/listSessions", {}))["sessions"]
+        if s["sessionId"] == child
+    ]
+    if shared_because is not None:
+        assert (started["isolation"], started["isolationReason"]) == ("shared", shared_because)
+        assert (info["isolation"], info["isolationReason"]) == ("shared", shared_because)
+        assert info["worktree"] is None and info["cwd"] == str(folder)
+        assert 'merge="' not in message
     else:
-        assert started["isolation"] == "worktree"
+        assert started["isolation"] == "worktree" and info["cwd"] != str(folder)
         assert '<task label="Write" merge="applied" files="w.txt (+1 -0)">' in message
-        assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "HEAD"  # still detached
-    assert (repo / "w.txt").read_text() == "w\n"
+        assert git(folder, "rev-parse", "--abbrev-ref", "HEAD").strip() == "HEAD"
+    assert (folder / "w.txt").read_text() == "w\n"
 
 
 async def test_a_child_that_fails_half_way_keeps_its_work_on_its_branch(
