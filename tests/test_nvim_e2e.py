@@ -389,6 +389,8 @@ SPLIT_ANSWER = [
     "    </fork>",
     "  ✓ turn done (…)",
 ]
+# The fixtures' workspace is no git repository: the children share its folder.
+SHARED_FORK = "  ⑂ Fork  2 tasks · shared folder: not a git repository"
 RESULTS_PROMPT = (
     '  › forkResults: <fork-results> <task label="Write the docs"> Docs written. </task> '
     '<task label="Fix the bugs"> Bugs…'
@@ -402,7 +404,7 @@ def test_the_tree_draws_a_recorded_fork(tmp_path: Path) -> None:
         "  › you: Plan the release",
         *SPLIT_ANSWER,
         "  ⑂ Fork proposed  2 tasks: Write the docs; Fix the bugs  (:CovenApprove / :CovenReject)",
-        "  ⑂ Fork  2 tasks",
+        SHARED_FORK,
         "    ⑂ Write the docs  ✓ idle",
         "      › fork: You were assigned 'Write the docs'",
         "      ⏺ Docs written.",
@@ -426,7 +428,7 @@ def test_the_tree_draws_a_recorded_restart_mid_fork(tmp_path: Path) -> None:
         "● Plan the release  ! interrupted",
         "  › you: Plan the release",
         *SPLIT_ANSWER,
-        "  ⑂ Fork  2 tasks",
+        SHARED_FORK,
         "    ⑂ Write the docs  ! interrupted",
         "      › fork: You were assigned 'Write the docs'",
         "    ⑂ Fix the bugs  ! interrupted",
@@ -437,7 +439,7 @@ def test_the_tree_draws_a_recorded_restart_mid_fork(tmp_path: Path) -> None:
         "● Plan the release  ✓ idle",
         "  › you: Plan the release",
         *SPLIT_ANSWER,
-        "  ⑂ Fork  2 tasks",
+        SHARED_FORK,
         "    ⑂ Write the docs  ✓ idle",
         "      › fork: You were assigned 'Write the docs'",
         "      › fork: You were assigned 'Write the docs'",  # run again after the restart
