@@ -19,14 +19,17 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from coven_ls.protocol.describe import compact_count
-from coven_ls.testing.scripted_model import HttpError, Reply, ScriptedModel, Text, reply
+from coven_ls.term.render import disk_size
+from coven_ls.testing.scripted_model import HttpError, Reply, ScriptedModel, Text, ToolUse, reply
 
 from .fixtures.record import EVENTS_DIR, read
+from .gitrepo import NOTES, append, git, git_env, make_repo, status
 from .harness import processes_with_env
 
 PLUGIN = Path(__file__).resolve().parent.parent / "editors" / "nvim"
@@ -43,7 +46,7 @@ pytestmark = pytest.mark.skipif(
 INIT = r"""
 vim.opt.runtimepath:prepend(PLUGIN)
 local coven = require('coven')
-coven.setup({ cmd = SERVER, init_options = { forkMode = 'approve' } })
+coven.setup({ cmd = SERVER, init_options = INIT_OPTIONS })
 
 local finished = false
 local function finish(outcome)
@@ -72,9 +75,17 @@ def lua_string(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid Lua string literal for these paths
 
 
-def run_nvim(tmp_path: Path, model: ScriptedModel, steps: str) -> list[str]:
+def run_nvim(
+    tmp_path: Path,
+    model: ScriptedModel,
+    steps: str,
+    *,
+    init_options: str = "{ forkMode = 'approve' }",
+    prepare: Callable[[Path, dict[str, str]], dict[str, str]] | None = None,
+) -> list[str]:
     """Run Neovim headless on the scenario; returns the tree buffer's lines once it quit, and
-    checks that no `claude` process outlived it."""
+    checks that no `claude` process outlived it. `init_options` is a Lua table; `prepare` gets
+    the workspace and Neovim's environment before it starts, and returns the environment."""
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     out = tmp_path / "result"
@@ -82,6 +93,7 @@ def run_nvim(tmp_path: Path, model: ScriptedModel, steps: str) -> list[str]:
     script = (
         INIT.replace("PLUGIN", lua_string(str(PLUGIN)))
         .replace("SERVER", server)
+        .replace("INIT_OPTIONS", init_options)
         .replace("OUT", lua_string(str(out)))
         .replace("STEPS", steps)
     )
@@ -92,6 +104,8 @@ def run_nvim(tmp_path: Path, model: ScriptedModel, steps: str) -> list[str]:
     env.update(model.cli_env(config_dir))  # Neovim passes its environment on to the server
     for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
         env[name] = str(tmp_path / name.lower())
+    if prepare is not None:
+        env = prepare(workspace, env)
 
     done = subprocess.run(
         [NVIM, "--headless", "--noplugin", "-n", "-i", "NONE", "-u", str(init)],
@@ -295,6 +309,100 @@ vim.cmd('CovenStart Tell me a story')
     assert sum(STORY[:20] in line for line in lines) == 1
 
 
+def test_the_plugin_lists_diffs_applies_and_discards_a_reviewed_childs_changes(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    docs, extra = "Write the docs", "Add a file"
+    model.on("Plan the release", f"Splitting.\n<fork>\n- {docs}\n- {extra}\n</fork>")
+    model.on(f"You were assigned '{docs}'", ToolUse("Bash", append("docs", "notes.txt", "docs-ok")))
+    model.on("docs-ok", "Docs are written.")
+    model.on(f"You were assigned '{extra}'", ToolUse("Bash", append("new", "added.txt", "file-ok")))
+    model.on("file-ok", "File added.")
+    model.on("<fork-results>", "Both reported.")
+    repo_env: dict[str, str] = {}
+
+    def in_a_repo(workspace: Path, env: dict[str, str]) -> dict[str, str]:
+        repo_env.update(git_env(tmp_path, env))
+        make_repo(workspace, repo_env)
+        return repo_env
+
+    lines = run_nvim(
+        tmp_path,
+        model,
+        r"""
+-- The children's Bash calls are asked with Neovim's prompt: a user who picks "Allow".
+vim.lsp.handlers['window/showMessageRequest'] = function(_, params)
+  if params.message:find('wants to use Bash', 1, true) then return { title = 'Allow' } end
+  return vim.NIL
+end
+local function dump(name, lines) vim.fn.writefile(lines, OUT .. '.' .. name) end
+local fork_done = false
+coven.on_event(function(ev)
+  if ev.kind == 'forkReviewing' then
+    vim.schedule(function()
+      vim.cmd('CovenChanges')
+      vim.wait(30000, function() return #vim.fn.getqflist() > 0 end)
+      local qf = { vim.fn.getqflist({ title = 1 }).title }
+      for _, item in ipairs(vim.fn.getqflist()) do
+        table.insert(qf, vim.fn.fnamemodify(vim.fn.bufname(item.bufnr), ':p') .. '|' .. item.text)
+      end
+      dump('qf', qf)
+      -- :CovenChanges left the cursor in the quickfix window: the diff key on its first entry.
+      vim.cmd('normal! 1G')
+      vim.cmd('normal D')
+      vim.wait(30000, function() return vim.fn.tabpagenr('$') > 1 end)
+      local diff = {}
+      for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+        local buf = vim.api.nvim_win_get_buf(win)
+        table.insert(diff, vim.api.nvim_buf_get_name(buf) .. ' diff=' .. tostring(vim.wo[win].diff))
+        vim.list_extend(diff, vim.api.nvim_buf_get_lines(buf, 0, -1, false))
+      end
+      dump('diff', diff)
+      vim.cmd('tabclose')
+      vim.cmd('CovenApply')
+    end)
+  elseif ev.kind == 'changes' and ev.changes.merge == 'applied' then
+    vim.schedule(function() vim.cmd('CovenDiscard') end)
+  elseif ev.kind == 'forkFinished' then
+    fork_done = true
+  elseif ev.sessionId == root and fork_done and ev.kind == 'status' and ev.status == 'idle' then
+    finish_soon()
+  end
+end)
+vim.cmd('CovenStart Plan the release')
+""".replace("OUT", lua_string(str(tmp_path / "result"))),
+        init_options="{ forkMode = 'auto', mergeMode = 'review' }",
+        prepare=in_a_repo,
+    )
+
+    repo = (tmp_path / "workspace").resolve()
+    tree = "\n".join(lines)
+    # The quickfix list: the first child waiting for review, its file in the user's repository.
+    qf = (tmp_path / "result.qf").read_text().splitlines()
+    assert qf == [f"coven: '{docs}' +1 −0 · 1 file · pending", f"{repo}/notes.txt|+1 −0 modified"]
+    # Its diff: the file as the fork started, and as the child left it.
+    base, base_text, child, *child_text = (tmp_path / "result.diff").read_text().splitlines()
+    assert re.fullmatch(r"coven://s-\w+/base/notes\.txt diff=true", base), base
+    assert re.fullmatch(r"coven://s-\w+/child/notes\.txt diff=true", child), child
+    assert [base_text, *child_text] == [*NOTES.splitlines(), *NOTES.splitlines(), "docs"]
+    # :CovenApply applied the docs, :CovenDiscard left the new file out.
+    assert (repo / "notes.txt").read_text() == NOTES + "docs\n"
+    assert not (repo / "added.txt").exists()
+    assert [line[3:] for line in status(repo, repo_env)] == ["notes.txt"]
+    header = lines[find(lines, f"⑂ {docs}")]
+    assert "✓ idle  ± +1 −0 · 1 file · applied" in header, tree
+    assert "✓ idle  ± +1 −0 · 1 file · discarded" in lines[find(lines, f"⑂ {extra}")], tree
+    finished = find(lines, "⑂ Fork done  2 of 2 tasks succeeded")
+    assert lines[finished + 1].strip() == f"✓ {docs}: applied +1 −0 · 1 file", tree
+    kept = re.fullmatch(
+        rf"    ■ {extra}: discarded \+1 −0 · 1 file — work kept on branch (coven/\S+)",
+        lines[finished + 2],
+    )
+    assert kept is not None, tree
+    assert git(repo, repo_env, "show", f"{kept.group(1)}:added.txt") == "new\n"
+    assert "⏺ Both reported." in tree
+
+
 # --- the golden fixtures, replayed into the tree renderer ----------------------------------------
 
 # Feeds a fixture's events to tree.apply in arrival order: the `coven/event`s the plugin gets live
@@ -496,6 +604,54 @@ def test_the_tree_draws_recorded_tool_cancel_and_crash_turns(tmp_path: Path) -> 
         "  ⏺ Back again.",
         "  ✓ turn done (…)",
     ]
+
+
+def test_the_tree_draws_a_recorded_review(tmp_path: Path) -> None:
+    """Two worktree children in merge mode `review`: the fork waits with both children's
+    changes pending, the first is applied, the second discarded."""
+    waiting, lines = render_fixture(tmp_path, "review", snapshot_after="forkReviewing")
+    [finished] = [e for e in read(EVENTS_DIR / "review.jsonl") if e.get("kind") == "forkFinished"]
+    branch = finished["results"][1]["branch"]
+
+    def child(label: str, name: str, merge: str) -> list[str]:
+        command = f"printf '# {label}\\n' > {name} && echo wrote-{name}"
+        return [
+            f"    ⑂ {label}  ✓ idle  ± +1 −0 · 1 file · {merge}",
+            f"      › fork: You were assigned '{label}'",
+            f"      ⚙ Bash  {command}",
+            "      ? Bash asks for permission",
+            "        allowed Bash",
+            f"        ↳ wrote-{name}",
+            f"      ⏺ Wrote {name}.",
+            "      ✓ turn done (…)",
+        ]
+
+    head = ["  › you: Get ready", "  ⏺ Ready.", "  ✓ turn done (…)"]
+    fork = "  ⑂ Fork  2 tasks · worktrees, changes reviewed"
+    review = (
+        "  ⑂ Fork review  changes of 2 tasks wait  (:CovenChanges, :CovenApply / :CovenDiscard)"
+    )
+    assert waiting == [
+        "● Get ready  ? reviewing",
+        *head,
+        fork,
+        *child("Write the docs", "docs.md", "pending"),
+        *child("Write a changelog", "CHANGES.md", "pending"),
+        review,
+    ]
+    disk = f"worktrees take {disk_size(finished['diskBytes'])}"  # as coven-ls run says it
+    assert lines[: len(waiting) + 3] == [
+        "● Get ready  ✓ idle",
+        *head,
+        fork,
+        *child("Write the docs", "docs.md", "applied"),
+        *child("Write a changelog", "CHANGES.md", "discarded"),
+        review,
+        f"  ⑂ Fork done  2 of 2 tasks succeeded · {disk}",
+        "    ✓ Write the docs: applied +1 −0 · 1 file",
+        f"    ■ Write a changelog: discarded +1 −0 · 1 file — work kept on branch {branch}",
+    ]
+    assert lines[-2:] == ["  ⏺ One applied, one discarded.", "  ✓ turn done (…)"]
 
 
 # --- deltas, retries, tasks and queues, fed by hand ----------------------------------------------

@@ -80,11 +80,11 @@ def fork_started_line(event: Mapping[str, Any]) -> str:
 
 
 def changes_line(changes: Mapping[str, Any]) -> str:
-    """A child's `changes` event: `± +40 −2 · 2 files changed` (`· waiting for review`)."""
+    """A child's `changes` event: `± +40 −2 · 2 files changed`. (Its `merge` is `pending` in
+    either merge mode until the fork ends: what became of it is the fork's summary.)"""
     if not changes.get("files"):
         return "± no files changed"
-    pending = " · waiting for review" if changes.get("merge") == "pending" else ""
-    return f"± {change_counts(changes)} changed{pending}"
+    return f"± {change_counts(changes)} changed"
 
 
 def _conflict_paths(conflicts: list[Mapping[str, Any]]) -> str:
