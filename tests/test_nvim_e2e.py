@@ -24,8 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from coven_ls.protocol.describe import compact_count
-from coven_ls.term.render import disk_size
+from coven_ls.protocol.describe import compact_count, disk_size
 from coven_ls.testing.scripted_model import HttpError, Reply, ScriptedModel, Text, ToolUse, reply
 
 from .fixtures.record import EVENTS_DIR, read

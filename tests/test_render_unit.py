@@ -7,10 +7,10 @@ import io
 import json
 from typing import Any
 
+from coven_ls.protocol.describe import change_counts
 from coven_ls.term.render import (
     FILES_LISTED,
     TreePrinter,
-    change_counts,
     file_listing,
     merge_line,
     merge_summary,
@@ -213,7 +213,7 @@ def test_a_worktree_fork_says_where_children_work_and_what_became_of_their_chang
         "    [2/4] ● ⑂ Fix the bugs",
         "      [2/4] ± +3 −1 · 1 file changed",
         "    [3/4] ● ⑂ Tidy up",
-        "      [3/4] ± +3 −9 · 1 file changed",
+        "      [3/4] ± +3 −9 · 1 file changed · kept",
         "    [4/4] ● ⑂ Look",
         "      [4/4] ± no files changed",
         "  ⑂ Fork done  3 of 4 tasks succeeded · worktrees take 1.8 MB",

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from ..protocol import Kind
-from ..protocol.describe import describe, one_line
+from ..protocol.describe import change_counts, describe, one_line
 
 # The statuses that run no turn: a block still streaming when one of them comes was cut off.
 _TURN_OVER = frozenset({"idle", "failed", "cancelled", "closed", "interrupted"})
@@ -32,17 +32,6 @@ CONFLICTS_NAMED = 3
 
 
 # --- isolated children's changes ------------------------------------------------------------------
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'s' * (count != 1)}"
-
-
-def change_counts(changes: Mapping[str, Any]) -> str:
-    """`+40 −2 · 2 files`: a child's changes in one glance (lines added and removed, files)."""
-    files = len(changes.get("files") or [])
-    added, removed = changes.get("linesAdded") or 0, changes.get("linesRemoved") or 0
-    return f"+{added} −{removed} · {_plural(files, 'file')}"
 
 
 def file_line(changed: Mapping[str, Any]) -> str:
@@ -63,28 +52,6 @@ def file_listing(changes: Mapping[str, Any], indent: str = "  ") -> list[str]:
     if len(files) > FILES_LISTED:
         lines.append(f"{indent}… and {len(files) - FILES_LISTED} more")
     return lines
-
-
-def fork_started_line(event: Mapping[str, Any]) -> str:
-    """`⑂ Fork  2 tasks · worktrees, merged when done`, or `· shared folder: <why>`: where the
-    children work decides whether the user's files change under them."""
-    line = describe(dict(event)) or ""
-    isolation = event.get("isolation")
-    if isolation == "worktree":
-        review = event.get("mergeMode") == "review"
-        return f"{line} · worktrees, {'changes reviewed' if review else 'merged when done'}"
-    if isolation == "shared":
-        reason = event.get("isolationReason")
-        return f"{line} · shared folder" + (f": {reason}" if reason else "")
-    return line
-
-
-def changes_line(changes: Mapping[str, Any]) -> str:
-    """A child's `changes` event: `± +40 −2 · 2 files changed`. (Its `merge` is `pending` in
-    either merge mode until the fork ends: what became of it is the fork's summary.)"""
-    if not changes.get("files"):
-        return "± no files changed"
-    return f"± {change_counts(changes)} changed"
 
 
 def _conflict_paths(conflicts: list[Mapping[str, Any]]) -> str:
@@ -132,17 +99,6 @@ def merge_summary(
         if line is not None:
             lines.append(line)
     return lines
-
-
-def disk_size(size: int) -> str:
-    """`812 bytes`, `40 KB`, `1.8 MB`, `2.1 GB` (powers of 1024, as `du -h` counts)."""
-    if size < 1024:
-        return f"{size} bytes"
-    if size < 1024**2:
-        return f"{size / 1024:.0f} KB"
-    if size < 1024**3:
-        return f"{size / 1024**2:.1f} MB"
-    return f"{size / 1024**3:.1f} GB"
 
 
 @dataclass
@@ -270,24 +226,13 @@ class TreePrinter:
 
     def _line(self, event: dict[str, Any]) -> str | None:
         kind = event["kind"]
-        if kind == Kind.FORK_STARTED:
-            return fork_started_line(event)
-        if kind == Kind.STATUS and event["status"] == "reviewing":
-            return "? reviewing"
         if kind == Kind.CHANGES:
             sid, changes = event["sessionId"], event["changes"]
             # Printed once per piece of work; a new `merge` alone is for the fork's summary.
             if sid in self._shown_commit and self._shown_commit[sid] == changes.get("commit"):
                 return None
             self._shown_commit[sid] = changes.get("commit")
-            return changes_line(changes)
-        if kind == Kind.FORK_REVIEWING:
-            count = len(event.get("pending") or [])
-            return f"⑂ Fork review  changes of {_plural(count, 'task')} wait: apply or discard each"
-        line = describe(event)
-        if kind == Kind.FORK_FINISHED and line and isinstance(event.get("diskBytes"), int):
-            line += f" · worktrees take {disk_size(event['diskBytes'])}"
-        return line
+        return describe(event)
 
     # --- streamed blocks -------------------------------------------------------------------------
 

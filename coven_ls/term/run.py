@@ -43,10 +43,10 @@ from pygls.exceptions import JsonRpcException
 
 from .. import protocol
 from ..protocol import Kind
-from ..protocol.describe import one_line, summarize_input
+from ..protocol.describe import change_counts, one_line, summarize_input
 from ..protocol.types import Isolation, MergeMode, Usage
 from .client import CovenClient, PermissionAnswer
-from .render import TreePrinter, change_counts, file_listing, merge_summary
+from .render import TreePrinter, file_listing, merge_summary
 
 T = TypeVar("T")
 
