@@ -16,7 +16,7 @@ from pygls.exceptions import JsonRpcException
 from coven_ls.core.store import SCHEMA_V1, SCHEMA_VERSION, database_path
 from coven_ls.testing.scripted_model import ScriptedModel
 
-from .harness import Coven, wait_until
+from .harness import Coven, start_coven, wait_until
 
 PLAN = "Plan the release"
 FORK = "Splitting.\n<fork>\n- Write the docs\n- Fix the bugs\n</fork>"
@@ -230,7 +230,6 @@ async def test_a_corrupt_database_is_moved_aside(coven_factory, tmp_path: Path) 
 
 
 async def test_a_newer_database_is_refused(tmp_path: Path, model) -> None:
-    from .harness import start_coven
 
     root = tmp_path / "ws" / "workspace"
     root.mkdir(parents=True)
@@ -266,3 +265,31 @@ async def test_delete_session_removes_the_subtree(coven_factory, model) -> None:
     await coven.stop()
     again = await coven_factory(home="ws")
     assert (await again.request("coven/listSessions", {}))["sessions"] == []
+
+
+async def test_a_second_server_on_the_same_folder_is_refused_with_the_first_ones_pid(
+    coven_factory, model, tmp_path
+) -> None:
+    """Two editor windows on one folder: the second server's `initialize` fails, saying which
+    process has the sessions; once the first is gone (even killed), the next one gets in."""
+    first = await coven_factory(home="ws")
+    sid = await first.start("Hello")
+    await first.wait_status(sid, "idle")
+    first_pid = first.client._server.pid
+    second: list[Any] = []
+    with pytest.raises(JsonRpcException) as refused:
+        await start_coven(tmp_path / "ws", model, on_client=second.append)
+    refused_server = second[0]._server
+    refused_server.kill()  # it would wait for its editor to go; this one never will
+    await asyncio.wait_for(refused_server.wait(), 30)
+    assert refused.value.code == -32005
+    assert f"coven-ls process {first_pid}" in refused.value.message
+    assert "stateDir" in refused.value.message
+    # The first server was not disturbed by the attempt.
+    assert (await first.request("coven/listSessions", {}))["sessions"][0]["sessionId"] == sid
+
+    os.kill(first_pid, signal.SIGKILL)
+    await asyncio.wait_for(first.client._server.wait(), 30)
+    again = await coven_factory(home="ws")
+    listed = (await again.request("coven/listSessions", {}))["sessions"]
+    assert [s["sessionId"] for s in listed] == [sid]

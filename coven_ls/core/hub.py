@@ -28,7 +28,7 @@ from .fork import Fork, ForkManager, ForkState, fork_prompt
 from .journal import Journal
 from .session import Session, SessionConfig
 from .slots import Slots
-from .store import Snapshot, Store, StoreError, database_path
+from .store import Snapshot, Store, StoreError, StoreInUse, database_path
 
 log = logging.getLogger(__name__)
 
@@ -369,9 +369,10 @@ class Hub:
         try:
             store, warning = await anyio.to_thread.run_sync(Store.open, path)
         except StoreError as exc:
-            raise protocol.CovenError(
-                protocol.ErrorCode.StoreUnavailable, str(exc), {"path": str(path)}
-            ) from exc
+            data: dict[str, Any] = {"path": str(path)}
+            if isinstance(exc, StoreInUse) and exc.pid is not None:
+                data["pid"] = exc.pid
+            raise protocol.CovenError(protocol.ErrorCode.StoreUnavailable, str(exc), data) from exc
         self.stores[path] = store
         snapshot = await anyio.to_thread.run_sync(store.load)
         self._restore(store, snapshot, settings)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import json
 import logging
 import os
@@ -19,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+# flock is POSIX; on Windows the store works unlocked.
+fcntl: Any = importlib.import_module("fcntl") if os.name == "posix" else None
 
 SCHEMA_VERSION = 5
 
@@ -143,6 +147,40 @@ class StoreError(Exception):
     """The database cannot be used as it is; the message says what to do."""
 
 
+class StoreInUse(StoreError):
+    """Another coven-ls process has the database open (two editor windows on one folder)."""
+
+    def __init__(self, message: str, pid: int | None) -> None:
+        super().__init__(message)
+        self.pid = pid
+
+
+def _hold(path: Path) -> int | None:
+    """Take the database's lock file (`<db>.lock`, holding our pid) for as long as the store is
+    open. Two servers writing one database would each restore the other's running sessions as
+    interrupted and resume them twice; the second is refused instead, told whose it is. The lock
+    is the kernel's (flock): a killed server's goes with it, nothing stale is left."""
+    if fcntl is None:  # Windows: no flock; one server per folder is then up to the user
+        return None
+    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip()
+        os.close(fd)
+        pid = int(holder) if holder.isdigit() else None
+        who = f"coven-ls process {pid}" if pid else "another coven-ls process"
+        raise StoreInUse(
+            f"The session database {path} is in use by {who} (another editor window on this "
+            "folder, say). Close that one first, or set initializationOptions.stateDir to use "
+            "another folder.",
+            pid,
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
 def default_state_dir() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local/state")
     return Path(base) / "coven-ls"
@@ -166,9 +204,10 @@ class Snapshot:
 
 
 class Store:
-    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
+    def __init__(self, path: Path, connection: sqlite3.Connection, held: int | None = None) -> None:
         self.path = path
         self._db = connection
+        self._held = held  # the lock file's descriptor: closing it lets another server in
         self._lock = threading.Lock()  # one writer at a time, whichever worker thread it is on
 
     # --- opening ---------------------------------------------------------------------------------
@@ -177,26 +216,24 @@ class Store:
     def open(cls, path: Path) -> tuple[Store, str | None]:
         """Open (creating or migrating) the database at `path`. A database that cannot be read
         is moved aside, never deleted, and a fresh one started: the second value then says
-        where the old one went. A database from a newer coven-ls raises StoreError."""
+        where the old one went. A database from a newer coven-ls, or one another coven-ls has
+        open (StoreInUse), raises StoreError."""
         path.parent.mkdir(parents=True, exist_ok=True)
+        held = _hold(path)
         try:
-            return cls(path, _connect(path)), None
-        except sqlite3.DatabaseError as exc:
-            kept = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
-            for suffix in ("", "-wal", "-shm"):
-                source = Path(f"{path}{suffix}")
-                if source.exists():
-                    source.rename(Path(f"{kept}{suffix}"))
-            log.warning("unreadable database %s (%s) moved to %s", path, exc, kept)
-            warning = (
-                f"coven-ls could not read its session database ({exc}); it was kept as {kept} "
-                "and a new, empty one was started. Earlier sessions are not listed."
-            )
-            return cls(path, _connect(path)), warning
+            connection, warning = _connect_or_set_aside(path)
+        except BaseException:
+            if held is not None:
+                os.close(held)
+            raise
+        return cls(path, connection, held), warning
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            if self._held is not None:
+                os.close(self._held)
+                self._held = None
 
     # --- writing ---------------------------------------------------------------------------------
 
@@ -268,6 +305,23 @@ def _upsert(table: str, columns: tuple[str, ...]) -> str:
         f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
         f"ON CONFLICT ({columns[0]}) DO UPDATE SET {updates}"
     )
+
+
+def _connect_or_set_aside(path: Path) -> tuple[sqlite3.Connection, str | None]:
+    try:
+        return _connect(path), None
+    except sqlite3.DatabaseError as exc:
+        kept = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+        for suffix in ("", "-wal", "-shm"):
+            source = Path(f"{path}{suffix}")
+            if source.exists():
+                source.rename(Path(f"{kept}{suffix}"))
+        log.warning("unreadable database %s (%s) moved to %s", path, exc, kept)
+        warning = (
+            f"coven-ls could not read its session database ({exc}); it was kept as {kept} "
+            "and a new, empty one was started. Earlier sessions are not listed."
+        )
+        return _connect(path), warning
 
 
 def _connect(path: Path) -> sqlite3.Connection:
