@@ -43,7 +43,7 @@ export interface Fixture {
 }
 
 /** The package root (where package.json is), whether this runs bundled (out/test) or not. */
-function packageRoot(): string {
+export function packageRoot(): string {
   for (let dir = __dirname; ; dir = dirname(dir)) {
     if (existsSync(join(dir, 'package.json'))) return dir;
     if (dirname(dir) === dir) throw new Error(`no package.json above ${__dirname}`);
