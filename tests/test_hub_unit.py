@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -22,10 +23,11 @@ import pytest
 from anyio.abc import TaskGroup
 
 from coven_ls import protocol
+from coven_ls.core import worktrees
 from coven_ls.core.fork import ForkState, child_prompt
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.session import Session
-from coven_ls.core.store import Store
+from coven_ls.core.store import Store, database_path
 from coven_ls.protocol import Kind
 
 from .fakes import FakeBackend, Gate, Step, reply
@@ -95,6 +97,9 @@ class RecordingClient:
         self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
     ) -> tuple[bool, str]:
         return True, ""
+
+    async def ask_review(self, child: Session) -> bool | None:
+        return None  # like a client with its own review UI
 
     async def ask_fork_approval(self, session: Session, tasks: list[str]) -> bool | None:
         proposed = any(e["kind"] == Kind.FORK_PROPOSED for e in self.of(session))
@@ -568,3 +573,47 @@ async def test_graceful_stop_mid_fork_also_leaves_it_interrupted(tmp_path: Path)
         forks = [e["kind"] for e in parent.events_after(0) if e["kind"].startswith("fork")]
         assert forks == [Kind.FORK_STARTED, Kind.FORK_INTERRUPTED]
         assert rig.hub.forks.get(stopped.fork_id).state is ForkState.INTERRUPTED
+
+
+async def test_a_restart_removes_worktrees_a_killed_server_made_for_no_session(
+    tmp_path: Path,
+) -> None:
+    """The server stores where a fork's worktrees go before git makes them; one that has no
+    session after a restart (killed in between) is removed, with its branch."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "one")
+    info = worktrees.inspect(repo)
+    assert isinstance(info, worktrees.RepoInfo)
+    orphan = tmp_path / "state" / "worktrees" / "f-1" / "1-lost"
+    worktrees.create(info, info.head, orphan, "coven/f-1/1-lost")
+    cfg = settings(tmp_path, stateDir=str(tmp_path / "state"))
+    store, _ = Store.open(database_path(cfg.root, cfg.options.stateDir))
+    row = {
+        "fork_id": "f-1",
+        "parent_id": "s-gone",
+        "source": "user",
+        "state": "running",
+        "tasks_proposed": ["lost"],
+        "children": [],
+        "reintegrated": False,
+        "isolation": {
+            "mode": "worktree",
+            "repository": str(repo),
+            "base": info.head,
+            "root": str(orphan.parent),
+            "planned": [{"path": str(orphan), "branch": "coven/f-1/1-lost"}],
+        },
+    }
+    store.write([], [], [row])
+    store.close()
+
+    async with running_hub(cfg):  # opening the store is where a restart recovers
+        assert not orphan.exists() and not orphan.parent.exists()
+    assert git(repo, "branch", "--list", "coven/*") == ""
+
+
+def git(repo: Path, *args: str) -> str:
+    command = ["git", "-c", "user.name=T", "-c", "user.email=t@t", *args]
+    return subprocess.run(command, cwd=repo, check=True, capture_output=True, text=True).stdout
