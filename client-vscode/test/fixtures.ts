@@ -17,8 +17,8 @@ import { dirname, join } from 'node:path';
 import { CovenModel } from '../src/model';
 import type { CovenEvent, Delta, PartialBlock, SessionInfo } from '../src/protocol';
 
-export type Scenario = 'tool' | 'fork' | 'reject' | 'cancel' | 'failed' | 'crash' | 'subagent' | 'restart';
-export const SCENARIOS: readonly Scenario[] = ['tool', 'fork', 'reject', 'cancel', 'failed', 'crash', 'subagent', 'restart'];
+export type Scenario = 'tool' | 'fork' | 'reject' | 'cancel' | 'failed' | 'crash' | 'subagent' | 'restart' | 'review';
+export const SCENARIOS: readonly Scenario[] = ['tool', 'fork', 'reject', 'cancel', 'failed', 'crash', 'subagent', 'restart', 'review'];
 /** The streams of ./recorded (test/recorded/record.py). */
 export type Recorded = 'stream' | 'background' | 'queue' | 'cancel';
 

@@ -1,8 +1,10 @@
 // Isolated fork children (issue 11): each child works in a git worktree, and its changes are
-// merged into the parent's working tree or wait for the user's review. No recording has these
-// events yet (the golden fixtures predate them), so they are hand-built with ./events.ts, each one
-// shaped like protocol.md's examples (section "Isolation: a worktree per child"), ids included.
-// The menus are checked through package.json's own `when` clauses, as VS Code would match them.
+// merged into the parent's working tree or wait for the user's review. First the recording of a
+// real coven-ls in merge mode review (review.jsonl: one child applied, one discarded); then the
+// cases it does not show (a conflict, an older listing, shared mode, announcements), built by hand
+// with ./events.ts, each event shaped like protocol.md's examples ("Isolation: a worktree per
+// child"), ids included. Menus are checked through package.json's own `when` clauses, as VS Code
+// matches them.
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -19,11 +21,11 @@ import {
 } from '../src/changes';
 import { type ChildChanges, CovenModel, type ForkNode, mergeStateOf, type SessionNode } from '../src/model';
 import { present, summarize } from '../src/present';
-import type { CovenEvent, SessionInfo } from '../src/protocol';
+import type { CovenEvent, GetChangesResult, SessionInfo } from '../src/protocol';
 import { type ServerConnection, SessionSync } from '../src/sync';
 import { renderTranscript } from '../src/transcript';
 import { info, Stream } from './events';
-import { packageRoot } from './fixtures';
+import { afterEvent, type EventOf, loadFixture, packageRoot, replay, rootOf } from './fixtures';
 
 // --- protocol.md's example ids and payloads -----------------------------------------------------
 
@@ -122,6 +124,53 @@ const REVIEW_COMMANDS = ['coven.reviewChanges', 'coven.applyChanges', 'coven.dis
 const reviewActions = (contextValue: string): string[] => [...offered(contextValue, true)].filter((c) => REVIEW_COMMANDS.includes(c)).sort();
 
 // --- tests ------------------------------------------------------------------------------------------
+
+describe('a recorded review (review.jsonl)', () => {
+  const review = loadFixture('review');
+  const reviewing = review.events.find((e): e is EventOf<'forkReviewing'> => e.kind === 'forkReviewing')!;
+  const started = review.events.find((e): e is EventOf<'forkStarted'> => e.kind === 'forkStarted')!;
+  const [first, second] = started.children;
+
+  test('while the fork waits: each child shows its changes with Apply and Discard; the parent reviews', () => {
+    const model = replay(review, new CovenModel(), afterEvent(review, 'forkReviewing'));
+    const fork = model.fork(reviewing.forkId)!;
+    assert.equal(fork.state, 'reviewing');
+    assert.deepEqual(model.pendingChanges().map((c) => c.sessionId).sort(), [...reviewing.pending].sort());
+    for (const { sessionId } of [first!, second!]) {
+      const look = present(child(model, sessionId));
+      const changes = child(model, sessionId).changes!;
+      assert.match(look.description, new RegExp(`\\+${changes.linesAdded} −${changes.linesRemoved} · 1 file · pending review`));
+      assert.deepEqual(reviewActions(look.contextValue), ['coven.applyChanges', 'coven.discardChanges', 'coven.reviewChanges']);
+      assert.match(look.tooltip, new RegExp(child(model, sessionId).worktree!.branch));
+    }
+    assert.match(present(fork).description, /2 children to review/);
+    assert.equal(summarize(model).attention, true);
+  });
+
+  test("the diff of an added file: the recorded getChanges texts, nothing on the base side", () => {
+    const asked = review.lines.find((l) => l.marker?.fixture === 'request' && l.marker.method === 'coven/getChanges')!.marker!;
+    const result = asked.result as GetChangesResult;
+    const [entry] = diffPlan(result.sessionId, result.changes).filter((e) => e.path === asked.params?.path);
+    const status = result.changes.files.find((f) => f.path === entry!.path)!.status;
+    assert.equal(status, 'added');
+    assert.equal(sideText(result.file!, entry!.base.side, status), '');
+    assert.equal(sideText(result.file!, entry!.child.side, status), result.file!.child);
+    assert.ok(result.file!.child!.length > 0);
+  });
+
+  test('once decided: one applied, one discarded, the fork done, nothing waits', () => {
+    const model = replay(review);
+    const fork = model.fork(reviewing.forkId)!;
+    assert.equal(fork.state, 'done');
+    assert.equal(mergeStateOf(child(model, first!.sessionId)), 'applied');
+    assert.equal(mergeStateOf(child(model, second!.sessionId)), 'discarded');
+    assert.deepEqual(reviewActions(present(child(model, second!.sessionId)).contextValue), ['coven.reviewChanges']);
+    assert.match(present(fork).description, /1 applied · 1 discarded/);
+    assert.deepEqual(model.pendingChanges(), []);
+    assert.equal(summarize(model).attention, false);
+    assert.equal(child(model, rootOf(review).sessionId).status, 'idle');
+  });
+});
 
 describe('isolated fork children: merge mode review', () => {
   /** A fork in merge mode review, ended: one child's changes wait, the other changed nothing. Each test gets its own stream. */
