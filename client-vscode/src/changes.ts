@@ -80,8 +80,18 @@ export interface SideRef {
 export interface DiffEntry {
   /** Relative to the repository's top, with `/` separators. */
   path: string;
+  status: ChangedFile['status'];
   base: SideRef;
   child: SideRef;
+}
+
+/**
+ * The sides the multi-file diff editor gets: none for the base of an added file and for the
+ * child's side of a deleted one, which it then shows as added or deleted (rather than as a diff
+ * against an empty text).
+ */
+export function shownSides(entry: DiffEntry): { base: SideRef | undefined; child: SideRef | undefined } {
+  return { base: entry.status === 'added' ? undefined : entry.base, child: entry.status === 'deleted' ? undefined : entry.child };
 }
 
 /** The diff view of a child's changes: every file it changed, base (the fork's snapshot) ↔ child. */
@@ -89,6 +99,7 @@ export function diffPlan(sessionId: string, changes: ChildChanges): DiffEntry[] 
   const commit = changes.commit ?? '';
   return changes.files.map((file) => ({
     path: file.path,
+    status: file.status,
     base: { sessionId, path: file.path, side: 'base', commit, shownPath: file.oldPath ?? file.path },
     child: { sessionId, path: file.path, side: 'child', commit, shownPath: file.path },
   }));

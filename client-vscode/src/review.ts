@@ -4,7 +4,7 @@
 
 import * as vscode from 'vscode';
 
-import { applyOutcome, changesSummary, type DiffEntry, diffPlan, parseSide, type SideRef, sideLocation, sideText } from './changes';
+import { applyOutcome, changesSummary, type DiffEntry, diffPlan, parseSide, shownSides, type SideRef, sideLocation, sideText } from './changes';
 import type { SessionNode } from './model';
 import { type GetChangesResult, Method } from './protocol';
 import type { ServerConnection } from './sync';
@@ -42,8 +42,12 @@ export class ChangesReview implements vscode.TextDocumentContentProvider {
       return;
     }
     const repository = vscode.Uri.file(worktree.repository);
-    const resources = plan.map((entry) => [fileIn(repository, entry), sideUri(entry.base), sideUri(entry.child)] as const);
-    const heading = `${title}: ${changesSummary(changes)}`;
+    const resources = plan.map((entry) => {
+      const { base, child } = shownSides(entry);
+      return [fileIn(repository, entry), base && sideUri(base), child && sideUri(child)] as const;
+    });
+    // The editor adds "(N files)" to the title itself.
+    const heading = `${title}: +${changes.linesAdded} −${changes.linesRemoved}`;
     if ((await vscode.commands.getCommands(true)).includes('vscode.changes')) {
       await vscode.commands.executeCommand('vscode.changes', heading, resources);
     } else {

@@ -16,6 +16,7 @@ import {
   type DiffEntry,
   diffPlan,
   parseSide,
+  shownSides,
   sideLocation,
   sideText,
 } from '../src/changes';
@@ -381,6 +382,18 @@ describe('the diff view of a child', () => {
     assert.equal(util!.child.shownPath, 'src/util.py');
     // Both sides ask coven/getChanges for the file by its new path.
     assert.deepEqual([util!.base.path, util!.child.path], ['src/util.py', 'src/util.py']);
+  });
+
+  test('an added file has no base side in the editor, a deleted one no child side', () => {
+    const files = [
+      { path: 'NEW.md', status: 'added' as const, oldPath: null, binary: false, linesAdded: 3, linesRemoved: 0 },
+      { path: 'OLD.md', status: 'deleted' as const, oldPath: null, binary: false, linesAdded: 0, linesRemoved: 2 },
+      { path: 'SAME.md', status: 'modified' as const, oldPath: null, binary: false, linesAdded: 1, linesRemoved: 1 },
+    ];
+    const [added, deleted, modified] = diffPlan(DOCS, { ...docsChanges('pending'), files }).map(shownSides);
+    assert.deepEqual([added!.base, added!.child?.path], [undefined, 'NEW.md']);
+    assert.deepEqual([deleted!.base?.path, deleted!.child], ['OLD.md', undefined]);
+    assert.deepEqual([modified!.base?.path, modified!.child?.path], ['SAME.md', 'SAME.md']);
   });
 
   test('a side survives the trip through a URI, and another commit is another document', () => {
