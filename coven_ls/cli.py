@@ -54,9 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="run one session in the terminal with your own Claude setup",
         description=(
             "Run one Claude Code session through coven-ls and stream its tree. Forks and tools "
-            "that need permission are asked about on the terminal; without one (stdin not a "
-            "terminal) forks are rejected and tools denied unless --yes. Ctrl+C cancels the "
-            "running turn or fork; a second Ctrl+C quits."
+            "that need permission, and with --merge review each fork child's changes, are asked "
+            "about on the terminal; without one (stdin not a terminal) forks are rejected, tools "
+            "denied and changes discarded unless --yes. Ctrl+C cancels the running turn or fork; "
+            "a second Ctrl+C quits."
         ),
     )
     run.add_argument("prompt", nargs="+", help="the first message (several words are joined)")
@@ -74,12 +75,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="Claude Code's permission mode (default: its own)",
     )
     run.add_argument(
-        "-y", "--yes", action="store_true", help="approve every fork and allow every tool"
+        "--merge",
+        choices=["auto", "review"],
+        help=(
+            "how the changes of fork children that worked in git worktrees come back: auto: "
+            "merged into the working tree when the fork ends (the server's default); review: "
+            "ask, for each child, whether to apply or discard them"
+        ),
+    )
+    run.add_argument(
+        "--isolation",
+        choices=["worktree", "shared"],
+        help=(
+            "where fork children work: worktree: a git worktree each (the server's default in "
+            "a git repository with a commit); shared: the session's own folder"
+        ),
+    )
+    run.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="approve every fork, allow every tool and apply every reviewed change",
     )
     run.add_argument(
         "--json",
         action="store_true",
-        help="print raw events, one per line (the usage line goes to stderr)",
+        help=(
+            "print raw events, one per line (the usage line and the fork's merge summary go "
+            "to stderr)"
+        ),
     )
     run.add_argument(
         "--deltas",
@@ -124,6 +148,8 @@ def _run(args: argparse.Namespace) -> int:
             as_json=args.json,
             json_deltas=args.deltas,
             yes=args.yes,
+            merge_mode=args.merge,
+            isolation=args.isolation,
         )
     )
 

@@ -28,6 +28,11 @@ def test_demo_runs_a_fork_through_the_real_cli() -> None:
         assert [r["isError"] for r in results] == [False]
     [finished] = [e for e in events if e["kind"] == "forkFinished"]
     assert all(r["ok"] for r in finished["results"])
+    # The demo's workspace is a git repository: each child wrote its summary in its own
+    # worktree, and every summary was merged back.
+    [started] = [e for e in events if e["kind"] == "forkStarted"]
+    assert started["isolation"] == "worktree"
+    assert [r["merge"] for r in finished["results"]] == ["applied"] * 3
     last = [e for e in events if e["sessionId"] == parent and e["kind"] == "turnResult"][-1]
     assert last["text"].startswith("Here is the tour")
 

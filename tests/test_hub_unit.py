@@ -23,7 +23,7 @@ import pytest
 from anyio.abc import TaskGroup
 
 from coven_ls import protocol
-from coven_ls.core import worktrees
+from coven_ls.core import isolation, worktrees
 from coven_ls.core.fork import ForkState, child_prompt
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.session import Session
@@ -617,3 +617,26 @@ async def test_a_restart_removes_worktrees_a_killed_server_made_for_no_session(
 def git(repo: Path, *args: str) -> str:
     command = ["git", "-c", "user.name=T", "-c", "user.email=t@t", *args]
     return subprocess.run(command, cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+async def test_a_fork_that_cannot_start_is_refused_and_the_model_told_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever breaks while a fork's children are being set up, the parent does not wait for
+    children that will never exist."""
+
+    async def broken(*_args: Any) -> Any:
+        raise RuntimeError("the state folder is on fire")
+
+    monkeypatch.setattr(isolation, "plan", broken)
+    async with running_hub(settings(tmp_path, forkMode="auto")) as rig:
+        parent = await start(rig)
+        rejected = await rig.client.wait_for(Kind.FORK_REJECTED, parent)
+        told = await rig.client.wait_for(Kind.PROMPT, parent, origin="forkRejected")
+        await rig.client.wait_for(Kind.STATUS, parent, after=told["seq"], status="idle")
+
+    assert "the state folder is on fire" in rejected["reason"]
+    assert told["text"].startswith("Your fork could not start, so nothing was forked")
+    assert rig.hub.children_of(parent) == []
+    [error] = [e for e in rig.client.of(parent) if e["kind"] == Kind.ERROR]
+    assert "could not start" in error["message"]

@@ -264,32 +264,6 @@ async def test_review_mode_waits_for_apply_and_discard(
     assert '<task label="Wanted" merge="applied" files="wanted.txt (+1 -0)">' in message
 
 
-async def test_outside_a_repository_children_share_the_folder_and_say_why(
-    coven_factory, model: ScriptedModel, tmp_path: Path
-) -> None:
-    folder = tmp_path / "plain"
-    folder.mkdir()
-    coven = await coven_factory()
-    script_child(model, "Write", "printf 'shared\\n' > out.txt", "Written.")
-    model.on("<fork-results>", "Done.")
-
-    sid, _ = await fork_in(coven, folder, ["Write"])
-    message = await results_text(coven, sid)
-
-    [started] = coven.of(sid, "forkStarted")
-    assert started["isolation"] == "shared"
-    assert started["isolationReason"] == "not a git repository"
-    child = started["children"][0]["sessionId"]
-    [info] = [
-        s
-        for s in (await coven.request("coven/listSessions", {}))["sessions"]
-        if s["sessionId"] == child
-    ]
-    assert info["isolation"] == "shared" and info["worktree"] is None and info["cwd"] == str(folder)
-    assert (folder / "out.txt").read_text() == "shared\n"
-    assert 'merge="' not in message
-
-
 async def test_deleting_the_parent_removes_worktrees_and_branches(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
@@ -433,31 +407,50 @@ def _wait_reply(gate: threading.Event, text: str) -> Reply:
     return Reply([Text(text)])
 
 
-@pytest.mark.parametrize("setup", ["no commits", "detached HEAD"])
-async def test_unusual_repositories(
-    coven_factory, model: ScriptedModel, tmp_path: Path, setup: str
+@pytest.mark.parametrize(
+    ("setup", "shared_because"),
+    [
+        ("not a repository", "not a git repository"),
+        ("no commits", "the repository has no commits yet"),
+        ("detached HEAD", None),
+    ],
+)
+async def test_unusual_folders(
+    coven_factory, model: ScriptedModel, tmp_path: Path, setup: str, shared_because: str | None
 ) -> None:
-    repo = tmp_path / "repo"
-    if setup == "no commits":
-        repo.mkdir()
-        git(repo, "init", "-q")
+    """Outside a usable repository the children share the parent's folder, and say why; a
+    detached HEAD is fine (and stays detached)."""
+    folder = tmp_path / "folder"
+    if setup == "detached HEAD":
+        make_repo(folder)
+        git(folder, "checkout", "-q", "--detach")
     else:
-        make_repo(repo)
-        git(repo, "checkout", "-q", "--detach")
+        folder.mkdir()
+        if setup == "no commits":
+            git(folder, "init", "-q")
     coven = await coven_factory()
     script_child(model, "Write", "printf 'w\\n' > w.txt", "Written.")
     model.on("<fork-results>", "Done.")
-    sid, _ = await fork_in(coven, repo, ["Write"])
+    sid, _ = await fork_in(coven, folder, ["Write"])
     message = await results_text(coven, sid)
+
     [started] = coven.of(sid, "forkStarted")
-    if setup == "no commits":
-        assert started["isolation"] == "shared"
-        assert started["isolationReason"] == "the repository has no commits yet"
+    child = started["children"][0]["sessionId"]
+    [info] = [
+        s
+        for s in (await coven.request("coven/listSessions", {}))["sessions"]
+        if s["sessionId"] == child
+    ]
+    if shared_because is not None:
+        assert (started["isolation"], started["isolationReason"]) == ("shared", shared_because)
+        assert (info["isolation"], info["isolationReason"]) == ("shared", shared_because)
+        assert info["worktree"] is None and info["cwd"] == str(folder)
+        assert 'merge="' not in message
     else:
-        assert started["isolation"] == "worktree"
+        assert started["isolation"] == "worktree" and info["cwd"] != str(folder)
         assert '<task label="Write" merge="applied" files="w.txt (+1 -0)">' in message
-        assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "HEAD"  # still detached
-    assert (repo / "w.txt").read_text() == "w\n"
+        assert git(folder, "rev-parse", "--abbrev-ref", "HEAD").strip() == "HEAD"
+    assert (folder / "w.txt").read_text() == "w\n"
 
 
 async def test_a_child_that_fails_half_way_keeps_its_work_on_its_branch(
@@ -478,3 +471,55 @@ async def test_a_child_that_fails_half_way_keeps_its_work_on_its_branch(
     assert result["ok"] is False and result["merge"] == "kept"
     assert git(repo, "show", f"{result['branch']}:half.txt") == "half\n"
     assert 'merge="kept" files="half.txt (+1 -0)"' in message
+
+
+async def test_a_nested_forks_changes_come_back_through_its_parent_child(
+    coven_factory, model: ScriptedModel, tmp_path: Path
+) -> None:
+    """A child forks in its turn (maxDepth 2): its children get worktrees of its worktree, are
+    merged into it, and its own changes (theirs included) into the user's tree."""
+    repo = make_repo(tmp_path / "repo")
+    coven = await coven_factory(init_options={"forkMode": "auto", "maxDepth": 2})
+    model.on(assigned("Outer"), "Splitting again.\n<fork>\n- Inner\n</fork>")
+    script_child(model, "Inner", "printf 'inner\\n' > inner.txt", "Inner done.")
+    model.on(
+        lambda r: r.last_user_text.count("<fork-results>") and "Inner" in r.last_user_text,
+        "Outer done.",
+        times=1,
+    )
+    model.on("<fork-results>", "All done.")
+
+    sid, _ = await fork_in(coven, repo, ["Outer"])
+    message = await results_text(coven, sid)
+
+    assert (repo / "inner.txt").read_text() == "inner\n"
+    assert '<task label="Outer" merge="applied" files="inner.txt (+1 -0)">' in message
+    listed = (await coven.request("coven/listSessions", {}))["sessions"]
+    [inner] = [s for s in listed if s["label"] == "Inner"]
+    [outer] = [s for s in listed if s["label"] == "Outer"]
+    assert inner["worktree"]["repository"] == outer["worktree"]["path"]
+
+
+async def test_a_fork_under_review_is_still_under_review_after_a_restart(
+    coven_factory, model: ScriptedModel, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    options = {"mergeMode": "review"}
+    coven = await coven_factory(home="h", init_options=options)
+    script_child(model, "Edit", "printf 'e\\n' > e.txt", "Edited.")
+    model.on("<fork-results>", "Applied after the restart.")
+    sid, _ = await fork_in(coven, repo, ["Edit"])
+    [child] = (await coven.wait_kind(sid, "forkReviewing"))["pending"]
+    await coven.wait_status(sid, "reviewing")
+    await coven.stop()
+
+    again = await coven_factory(home="h", init_options=options)
+    listed = {
+        s["sessionId"]: s for s in (await again.request("coven/listSessions", {}))["sessions"]
+    }
+    assert listed[sid]["status"] == "reviewing"
+    assert listed[child]["changes"]["merge"] == "pending"
+    await again.request("coven/applyChanges", {"sessionId": child})
+    message = await results_text(again, sid)
+    assert '<task label="Edit" merge="applied" files="e.txt (+1 -0)">' in message
+    assert (repo / "e.txt").read_text() == "e\n"

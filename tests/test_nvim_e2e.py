@@ -19,14 +19,16 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from coven_ls.protocol.describe import compact_count
-from coven_ls.testing.scripted_model import HttpError, Reply, ScriptedModel, Text, reply
+from coven_ls.protocol.describe import compact_count, disk_size
+from coven_ls.testing.scripted_model import HttpError, Reply, ScriptedModel, Text, ToolUse, reply
 
 from .fixtures.record import EVENTS_DIR, read
+from .gitrepo import NOTES, append, git, git_env, make_repo, status
 from .harness import processes_with_env
 
 PLUGIN = Path(__file__).resolve().parent.parent / "editors" / "nvim"
@@ -43,7 +45,7 @@ pytestmark = pytest.mark.skipif(
 INIT = r"""
 vim.opt.runtimepath:prepend(PLUGIN)
 local coven = require('coven')
-coven.setup({ cmd = SERVER, init_options = { forkMode = 'approve' } })
+coven.setup({ cmd = SERVER, init_options = INIT_OPTIONS })
 
 local finished = false
 local function finish(outcome)
@@ -72,9 +74,17 @@ def lua_string(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid Lua string literal for these paths
 
 
-def run_nvim(tmp_path: Path, model: ScriptedModel, steps: str) -> list[str]:
+def run_nvim(
+    tmp_path: Path,
+    model: ScriptedModel,
+    steps: str,
+    *,
+    init_options: str = "{ forkMode = 'approve' }",
+    prepare: Callable[[Path, dict[str, str]], dict[str, str]] | None = None,
+) -> list[str]:
     """Run Neovim headless on the scenario; returns the tree buffer's lines once it quit, and
-    checks that no `claude` process outlived it."""
+    checks that no `claude` process outlived it. `init_options` is a Lua table; `prepare` gets
+    the workspace and Neovim's environment before it starts, and returns the environment."""
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     out = tmp_path / "result"
@@ -82,6 +92,7 @@ def run_nvim(tmp_path: Path, model: ScriptedModel, steps: str) -> list[str]:
     script = (
         INIT.replace("PLUGIN", lua_string(str(PLUGIN)))
         .replace("SERVER", server)
+        .replace("INIT_OPTIONS", init_options)
         .replace("OUT", lua_string(str(out)))
         .replace("STEPS", steps)
     )
@@ -92,6 +103,8 @@ def run_nvim(tmp_path: Path, model: ScriptedModel, steps: str) -> list[str]:
     env.update(model.cli_env(config_dir))  # Neovim passes its environment on to the server
     for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
         env[name] = str(tmp_path / name.lower())
+    if prepare is not None:
+        env = prepare(workspace, env)
 
     done = subprocess.run(
         [NVIM, "--headless", "--noplugin", "-n", "-i", "NONE", "-u", str(init)],
@@ -295,6 +308,100 @@ vim.cmd('CovenStart Tell me a story')
     assert sum(STORY[:20] in line for line in lines) == 1
 
 
+def test_the_plugin_lists_diffs_applies_and_discards_a_reviewed_childs_changes(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    docs, extra = "Write the docs", "Add a file"
+    model.on("Plan the release", f"Splitting.\n<fork>\n- {docs}\n- {extra}\n</fork>")
+    model.on(f"You were assigned '{docs}'", ToolUse("Bash", append("docs", "notes.txt", "docs-ok")))
+    model.on("docs-ok", "Docs are written.")
+    model.on(f"You were assigned '{extra}'", ToolUse("Bash", append("new", "added.txt", "file-ok")))
+    model.on("file-ok", "File added.")
+    model.on("<fork-results>", "Both reported.")
+    repo_env: dict[str, str] = {}
+
+    def in_a_repo(workspace: Path, env: dict[str, str]) -> dict[str, str]:
+        repo_env.update(git_env(tmp_path, env))
+        make_repo(workspace, repo_env)
+        return repo_env
+
+    lines = run_nvim(
+        tmp_path,
+        model,
+        r"""
+-- The children's Bash calls are asked with Neovim's prompt: a user who picks "Allow".
+vim.lsp.handlers['window/showMessageRequest'] = function(_, params)
+  if params.message:find('wants to use Bash', 1, true) then return { title = 'Allow' } end
+  return vim.NIL
+end
+local function dump(name, lines) vim.fn.writefile(lines, OUT .. '.' .. name) end
+local fork_done = false
+coven.on_event(function(ev)
+  if ev.kind == 'forkReviewing' then
+    vim.schedule(function()
+      vim.cmd('CovenChanges')
+      vim.wait(30000, function() return #vim.fn.getqflist() > 0 end)
+      local qf = { vim.fn.getqflist({ title = 1 }).title }
+      for _, item in ipairs(vim.fn.getqflist()) do
+        table.insert(qf, vim.fn.fnamemodify(vim.fn.bufname(item.bufnr), ':p') .. '|' .. item.text)
+      end
+      dump('qf', qf)
+      -- :CovenChanges left the cursor in the quickfix window: the diff key on its first entry.
+      vim.cmd('normal! 1G')
+      vim.cmd('normal D')
+      vim.wait(30000, function() return vim.fn.tabpagenr('$') > 1 end)
+      local diff = {}
+      for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+        local buf = vim.api.nvim_win_get_buf(win)
+        table.insert(diff, vim.api.nvim_buf_get_name(buf) .. ' diff=' .. tostring(vim.wo[win].diff))
+        vim.list_extend(diff, vim.api.nvim_buf_get_lines(buf, 0, -1, false))
+      end
+      dump('diff', diff)
+      vim.cmd('tabclose')
+      vim.cmd('CovenApply')
+    end)
+  elseif ev.kind == 'changes' and ev.changes.merge == 'applied' then
+    vim.schedule(function() vim.cmd('CovenDiscard') end)
+  elseif ev.kind == 'forkFinished' then
+    fork_done = true
+  elseif ev.sessionId == root and fork_done and ev.kind == 'status' and ev.status == 'idle' then
+    finish_soon()
+  end
+end)
+vim.cmd('CovenStart Plan the release')
+""".replace("OUT", lua_string(str(tmp_path / "result"))),
+        init_options="{ forkMode = 'auto', mergeMode = 'review' }",
+        prepare=in_a_repo,
+    )
+
+    repo = (tmp_path / "workspace").resolve()
+    tree = "\n".join(lines)
+    # The quickfix list: the first child waiting for review, its file in the user's repository.
+    qf = (tmp_path / "result.qf").read_text().splitlines()
+    assert qf == [f"coven: '{docs}' +1 −0 · 1 file · pending", f"{repo}/notes.txt|+1 −0 modified"]
+    # Its diff: the file as the fork started, and as the child left it.
+    base, base_text, child, *child_text = (tmp_path / "result.diff").read_text().splitlines()
+    assert re.fullmatch(r"coven://s-\w+/base/notes\.txt diff=true", base), base
+    assert re.fullmatch(r"coven://s-\w+/child/notes\.txt diff=true", child), child
+    assert [base_text, *child_text] == [*NOTES.splitlines(), *NOTES.splitlines(), "docs"]
+    # :CovenApply applied the docs, :CovenDiscard left the new file out.
+    assert (repo / "notes.txt").read_text() == NOTES + "docs\n"
+    assert not (repo / "added.txt").exists()
+    assert [line[3:] for line in status(repo, repo_env)] == ["notes.txt"]
+    header = lines[find(lines, f"⑂ {docs}")]
+    assert "✓ idle  ± +1 −0 · 1 file · applied" in header, tree
+    assert "✓ idle  ± +1 −0 · 1 file · discarded" in lines[find(lines, f"⑂ {extra}")], tree
+    finished = find(lines, "⑂ Fork done  2 of 2 tasks succeeded")
+    assert lines[finished + 1].strip() == f"✓ {docs}: applied +1 −0 · 1 file", tree
+    kept = re.fullmatch(
+        rf"    ■ {extra}: discarded \+1 −0 · 1 file — work kept on branch (coven/\S+)",
+        lines[finished + 2],
+    )
+    assert kept is not None, tree
+    assert git(repo, repo_env, "show", f"{kept.group(1)}:added.txt") == "new\n"
+    assert "⏺ Both reported." in tree
+
+
 # --- the golden fixtures, replayed into the tree renderer ----------------------------------------
 
 # Feeds a fixture's events to tree.apply in arrival order: the `coven/event`s the plugin gets live
@@ -389,6 +496,8 @@ SPLIT_ANSWER = [
     "    </fork>",
     "  ✓ turn done (…)",
 ]
+# The fixtures' workspace is no git repository: the children share its folder.
+SHARED_FORK = "  ⑂ Fork  2 tasks · shared folder: not a git repository"
 RESULTS_PROMPT = (
     '  › forkResults: <fork-results> <task label="Write the docs"> Docs written. </task> '
     '<task label="Fix the bugs"> Bugs…'
@@ -402,7 +511,7 @@ def test_the_tree_draws_a_recorded_fork(tmp_path: Path) -> None:
         "  › you: Plan the release",
         *SPLIT_ANSWER,
         "  ⑂ Fork proposed  2 tasks: Write the docs; Fix the bugs  (:CovenApprove / :CovenReject)",
-        "  ⑂ Fork  2 tasks",
+        SHARED_FORK,
         "    ⑂ Write the docs  ✓ idle",
         "      › fork: You were assigned 'Write the docs'",
         "      ⏺ Docs written.",
@@ -426,7 +535,7 @@ def test_the_tree_draws_a_recorded_restart_mid_fork(tmp_path: Path) -> None:
         "● Plan the release  ! interrupted",
         "  › you: Plan the release",
         *SPLIT_ANSWER,
-        "  ⑂ Fork  2 tasks",
+        SHARED_FORK,
         "    ⑂ Write the docs  ! interrupted",
         "      › fork: You were assigned 'Write the docs'",
         "    ⑂ Fix the bugs  ! interrupted",
@@ -437,7 +546,7 @@ def test_the_tree_draws_a_recorded_restart_mid_fork(tmp_path: Path) -> None:
         "● Plan the release  ✓ idle",
         "  › you: Plan the release",
         *SPLIT_ANSWER,
-        "  ⑂ Fork  2 tasks",
+        SHARED_FORK,
         "    ⑂ Write the docs  ✓ idle",
         "      › fork: You were assigned 'Write the docs'",
         "      › fork: You were assigned 'Write the docs'",  # run again after the restart
@@ -494,6 +603,54 @@ def test_the_tree_draws_recorded_tool_cancel_and_crash_turns(tmp_path: Path) -> 
         "  ⏺ Back again.",
         "  ✓ turn done (…)",
     ]
+
+
+def test_the_tree_draws_a_recorded_review(tmp_path: Path) -> None:
+    """Two worktree children in merge mode `review`: the fork waits with both children's
+    changes pending, the first is applied, the second discarded."""
+    waiting, lines = render_fixture(tmp_path, "review", snapshot_after="forkReviewing")
+    [finished] = [e for e in read(EVENTS_DIR / "review.jsonl") if e.get("kind") == "forkFinished"]
+    branch = finished["results"][1]["branch"]
+
+    def child(label: str, name: str, merge: str) -> list[str]:
+        command = f"printf '# {label}\\n' > {name} && echo wrote-{name}"
+        return [
+            f"    ⑂ {label}  ✓ idle  ± +1 −0 · 1 file · {merge}",
+            f"      › fork: You were assigned '{label}'",
+            f"      ⚙ Bash  {command}",
+            "      ? Bash asks for permission",
+            "        allowed Bash",
+            f"        ↳ wrote-{name}",
+            f"      ⏺ Wrote {name}.",
+            "      ✓ turn done (…)",
+        ]
+
+    head = ["  › you: Get ready", "  ⏺ Ready.", "  ✓ turn done (…)"]
+    fork = "  ⑂ Fork  2 tasks · worktrees, changes reviewed"
+    review = (
+        "  ⑂ Fork review  changes of 2 tasks wait  (:CovenChanges, :CovenApply / :CovenDiscard)"
+    )
+    assert waiting == [
+        "● Get ready  ? reviewing",
+        *head,
+        fork,
+        *child("Write the docs", "docs.md", "pending"),
+        *child("Write a changelog", "CHANGES.md", "pending"),
+        review,
+    ]
+    disk = f"worktrees take {disk_size(finished['diskBytes'])}"  # as coven-ls run says it
+    assert lines[: len(waiting) + 3] == [
+        "● Get ready  ✓ idle",
+        *head,
+        fork,
+        *child("Write the docs", "docs.md", "applied"),
+        *child("Write a changelog", "CHANGES.md", "discarded"),
+        review,
+        f"  ⑂ Fork done  2 of 2 tasks succeeded · {disk}",
+        "    ✓ Write the docs: applied +1 −0 · 1 file",
+        f"    ■ Write a changelog: discarded +1 −0 · 1 file — work kept on branch {branch}",
+    ]
+    assert lines[-2:] == ["  ⏺ One applied, one discarded.", "  ✓ turn done (…)"]
 
 
 # --- deltas, retries, tasks and queues, fed by hand ----------------------------------------------
@@ -673,3 +830,74 @@ def test_the_tree_shows_retries_tasks_and_queue_positions(tmp_path: Path) -> Non
     assert shot["queued"][-2:] == ["  ⑂ Fork  1 task", "    ⑂ Fix the bugs  · queued (2nd in line)"]
     assert shot["next"][-1] == "    ⑂ Fix the bugs  · queued (next)"
     assert shot["started"][-1] == "    ⑂ Fix the bugs  ▶ running"
+
+
+def worktree_changes(merge: str, *files: tuple[str, int, int]) -> dict:
+    listed = [
+        {"path": p, "status": "modified", "oldPath": None, "binary": False}
+        | {"linesAdded": a, "linesRemoved": r}
+        for p, a, r in files
+    ]
+    return {
+        "merge": merge,
+        "files": listed,
+        "linesAdded": sum(a for _, a, _ in files),
+        "linesRemoved": sum(r for _, _, r in files),
+        "conflicts": [],
+        "commit": "c0ffee" if files else None,
+    }
+
+
+def test_the_tree_shows_worktree_children_changes_and_the_review(tmp_path: Path) -> None:
+    s = Steps("s-parent")
+    s.event("prompt", text="Plan the release", origin="user")
+    children = [{"sessionId": "s-docs", "label": "Docs"}, {"sessionId": "s-bugs", "label": "Bugs"}]
+    base = {"forkId": "f-1", "source": "user", "tasks": ["Docs", "Bugs"], "children": children}
+    s.event("forkStarted", **base, isolation="worktree", mergeMode="review", base="9c1e")
+    tree = {"base": "9c1e", "repository": "/repo"}
+    docs = worktree_changes("pending", ("docs/guide.md", 38, 2), ("README.md", 2, 0))
+    s.of("s-docs").event("status", status="idle")
+    s.event(
+        "changes", worktree={"path": "/w/1", "branch": "coven/f-1/1-docs", **tree}, changes=docs
+    )
+    bugs = worktree_changes("pending", ("src/app.py", 3, 1))
+    s.of("s-bugs").event("status", status="idle")
+    s.event(
+        "changes", worktree={"path": "/w/2", "branch": "coven/f-1/2-bugs", **tree}, changes=bugs
+    )
+    s.of("s-parent").event("status", status="reviewing")
+    s.event("forkReviewing", forkId="f-1", pending=["s-docs", "s-bugs"]).snapshot("reviewing")
+    s.of("s-docs").event("changes", worktree={}, changes={**docs, "merge": "applied"})
+    conflict = [{"path": "src/app.py", "reason": "changed on the same lines"}]
+    s.of("s-bugs").event("changes", worktree={}, changes={**bugs, "merge": "conflict"})
+    results = [
+        {"label": "Docs", "sessionId": "s-docs", "ok": True, "merge": "applied"},
+        {"label": "Bugs", "sessionId": "s-bugs", "ok": True, "merge": "conflict"}
+        | {"branch": "coven/f-1/2-bugs", "conflicts": conflict},
+    ]
+    s.of("s-parent").event("forkFinished", forkId="f-1", results=results, diskBytes=40960)
+    shared = {"forkId": "f-2", "source": "user", "tasks": ["More"], "isolation": "shared"}
+    more = [{"sessionId": "s-more", "label": "More"}]
+    s.event("forkStarted", **shared, children=more, isolationReason="not a git repository")
+    s.snapshot("done")
+
+    shot = feed_tree(tmp_path, s.steps)
+
+    assert shot["reviewing"] == [
+        "● Plan the release  ? reviewing",
+        "  › you: Plan the release",
+        "  ⑂ Fork  2 tasks · worktrees, changes reviewed",
+        "    ⑂ Docs  ✓ idle  ± +40 −2 · 2 files · pending",
+        "    ⑂ Bugs  ✓ idle  ± +3 −1 · 1 file · pending",
+        "  ⑂ Fork review  changes of 2 tasks wait  (:CovenChanges, :CovenApply / :CovenDiscard)",
+    ]
+    assert shot["done"][3:] == [
+        "    ⑂ Docs  ✓ idle  ± +40 −2 · 2 files · applied",
+        "    ⑂ Bugs  ✓ idle  ± +3 −1 · 1 file · conflict",
+        "  ⑂ Fork review  changes of 2 tasks wait  (:CovenChanges, :CovenApply / :CovenDiscard)",
+        "  ⑂ Fork done  2 of 2 tasks succeeded · worktrees take 40 KB",
+        "    ✓ Docs: applied +40 −2 · 2 files",
+        "    ✗ Bugs: conflict in src/app.py — work kept on branch coven/f-1/2-bugs",
+        "  ⑂ Fork  1 task · shared folder: not a git repository",
+        "    ⑂ More",
+    ]

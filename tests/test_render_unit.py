@@ -7,7 +7,14 @@ import io
 import json
 from typing import Any
 
-from coven_ls.term.render import TreePrinter
+from coven_ls.protocol.describe import change_counts
+from coven_ls.term.render import (
+    FILES_LISTED,
+    TreePrinter,
+    file_listing,
+    merge_line,
+    merge_summary,
+)
 
 SID, CHILD = "s-root", "s-child"
 
@@ -138,3 +145,138 @@ def test_json_prints_events_and_deltas_only_when_asked() -> None:
         piece = {"sessionId": SID, "afterSeq": 0, "blockId": "b1", "kind": "text", "text": "Hi"}
         event = {"sessionId": SID, "seq": 1, "kind": "text", "time": "", "text": "Hi"}
         assert printed == [{"delta": piece}, {**event, "blockId": "b1"}][not with_deltas :]
+
+
+# --- isolated children: where they work, their changes, what became of them ---------------------
+
+DOCS, BUGS, TIDY, SAME = "s-docs", "s-bugs", "s-tidy", "s-same"
+BRANCH = "coven/f-1/{}"
+
+
+def changed(path: str, added: int, removed: int, **more: Any) -> dict[str, Any]:
+    file = {"path": path, "status": "modified", "oldPath": None, "binary": False}
+    return {**file, "linesAdded": added, "linesRemoved": removed, **more}
+
+
+def changes(merge: str, *files: dict[str, Any], commit: str | None = "c0ffee") -> dict[str, Any]:
+    return {
+        "merge": merge,
+        "files": list(files),
+        "linesAdded": sum(f["linesAdded"] for f in files),
+        "linesRemoved": sum(f["linesRemoved"] for f in files),
+        "conflicts": [],
+        "commit": commit if files else None,
+    }
+
+
+def worktree(n: int) -> dict[str, str]:
+    branch = BRANCH.format(n)
+    return {"path": f"/state/{branch}", "branch": branch, "base": "9c1e", "repository": "/repo"}
+
+
+def started(*labels: tuple[str, str], **isolation: Any) -> dict[str, Any]:
+    children = [{"sessionId": sid, "label": label} for sid, label in labels]
+    tasks = [label for _, label in labels]
+    return {"forkId": "f-1", "source": "model", "tasks": tasks, "children": children, **isolation}
+
+
+def test_a_worktree_fork_says_where_children_work_and_what_became_of_their_changes() -> None:
+    feed = Feed()
+    labels = [(DOCS, "Write the docs"), (BUGS, "Fix the bugs"), (TIDY, "Tidy up"), (SAME, "Look")]
+    feed.event("forkStarted", **started(*labels, isolation="worktree", mergeMode="auto", base="9c"))
+    docs = changes("pending", changed("docs/guide.md", 38, 2), changed("README.md", 2, 0))
+    feed.event("changes", sid=DOCS, worktree=worktree(1), changes=docs)
+    bugs = changes("pending", changed("src/app.py", 3, 1))
+    feed.event("changes", sid=BUGS, worktree=worktree(2), changes=bugs)
+    tidy = changes("kept", changed("src/util.py", 3, 9))
+    feed.event("changes", sid=TIDY, worktree=worktree(3), changes=tidy)
+    feed.event("changes", sid=SAME, worktree=worktree(4), changes=changes("unchanged"))
+    # Merging them changes only `merge`: not news for the child's lines, it is for the summary.
+    feed.event("changes", sid=DOCS, worktree=worktree(1), changes={**docs, "merge": "applied"})
+    conflict = {"path": "src/app.py", "reason": "changed on the same lines"}
+    feed.event("changes", sid=BUGS, worktree=worktree(2), changes={**bugs, "merge": "conflict"})
+    results = [
+        {"label": "Write the docs", "sessionId": DOCS, "ok": True, "merge": "applied"},
+        {"label": "Fix the bugs", "sessionId": BUGS, "ok": True, "merge": "conflict"},
+        {"label": "Tidy up", "sessionId": TIDY, "ok": False, "error": "cancelled by the user"},
+        {"label": "Look", "sessionId": SAME, "ok": True, "merge": "unchanged"},
+    ]
+    results[1].update(branch=BRANCH.format(2), conflicts=[conflict])
+    results[2].update(merge="kept", branch=BRANCH.format(3))
+    feed.event("forkFinished", forkId="f-1", results=results, diskBytes=1843200)
+
+    assert feed.lines == [
+        "● Tell me",
+        "  ⑂ Fork  4 tasks · worktrees, merged when done",
+        "    [1/4] ● ⑂ Write the docs",
+        "      [1/4] ± +40 −2 · 2 files changed",
+        "    [2/4] ● ⑂ Fix the bugs",
+        "      [2/4] ± +3 −1 · 1 file changed",
+        "    [3/4] ● ⑂ Tidy up",
+        "      [3/4] ± +3 −9 · 1 file changed · kept",
+        "    [4/4] ● ⑂ Look",
+        "      [4/4] ± no files changed",
+        "  ⑂ Fork done  3 of 4 tasks succeeded · worktrees take 1.8 MB",
+        "    ✓ Write the docs: applied +40 −2 · 2 files",
+        "    ✗ Fix the bugs: conflict in src/app.py — work kept on branch coven/f-1/2",
+        "    ! Tidy up: not merged, the task failed (cancelled by the user) — +3 −9 · 1 file kept"
+        " on branch coven/f-1/3",
+        "    · Look: unchanged",
+        "",
+    ]
+
+
+def test_a_reviewed_fork_waits_and_a_shared_fork_has_no_summary() -> None:
+    feed = Feed()
+    feed.event("forkStarted", **started((DOCS, "Docs"), isolation="worktree", mergeMode="review"))
+    docs = changes("pending", changed("docs/guide.md", 4, 0, status="added"))
+    feed.event("changes", sid=DOCS, worktree=worktree(1), changes=docs)
+    feed.event("status", status="reviewing")
+    feed.event("forkReviewing", forkId="f-1", pending=[DOCS])
+    feed.event("changes", sid=DOCS, worktree=worktree(1), changes={**docs, "merge": "discarded"})
+    result = {"label": "Docs", "sessionId": DOCS, "ok": True, "merge": "discarded"}
+    feed.event("forkFinished", forkId="f-1", results=[{**result, "branch": BRANCH.format(1)}])
+    shared = started((BUGS, "Bugs"), isolation="shared", isolationReason="not a git repository")
+    feed.event("forkStarted", **{**shared, "forkId": "f-2"})
+    result = {"label": "Bugs", "sessionId": BUGS, "ok": True}
+    feed.event("forkFinished", forkId="f-2", results=[result])
+
+    assert feed.lines[1:] == [
+        "  ⑂ Fork  1 task · worktrees, changes reviewed",
+        "    [1/1] ● ⑂ Docs",
+        "      [1/1] ± +4 −0 · 1 file changed",
+        "  ? reviewing",
+        "  ⑂ Fork review  changes of 1 task wait: apply or discard each",
+        "  ⑂ Fork done  1 of 1 tasks succeeded",
+        "    ■ Docs: discarded +4 −0 · 1 file — work kept on branch coven/f-1/1",
+        "  ⑂ Fork  1 task · shared folder: not a git repository",
+        "  ⑂ Fork done  1 of 1 tasks succeeded",
+        "",
+    ]
+
+
+def test_json_keeps_the_changes_for_the_summary_and_prints_only_events() -> None:
+    feed = Feed(as_json=True)
+    docs = changes("applied", changed("a.txt", 1, 0))
+    feed.event("changes", sid=DOCS, worktree=worktree(1), changes=docs)
+    result = {"label": "Docs", "sessionId": DOCS, "ok": True, "merge": "applied"}
+    feed.event("forkFinished", forkId="f-1", results=[result])
+    printed = [json.loads(line) for line in feed.out.getvalue().splitlines()]
+    assert [e["kind"] for e in printed] == ["changes", "forkFinished"]
+    assert merge_summary(printed[1], feed.printer.changes) == ["✓ Docs: applied +1 −0 · 1 file"]
+
+
+def test_merge_lines_name_a_few_conflicts_and_listings_cut_long_lists() -> None:
+    conflicts = [{"path": f"f{n}.py", "reason": "same lines"} for n in range(5)]
+    result = {"label": "Fix", "sessionId": BUGS, "ok": True, "merge": "conflict"}
+    assert merge_line({**result, "conflicts": conflicts}, None) == (
+        "✗ Fix: conflict in f0.py, f1.py, f2.py and 2 more"
+    )
+    assert merge_line({"label": "Shared", "sessionId": BUGS, "ok": True}, None) is None
+    moved = changed("new.py", 1, 1, status="renamed", oldPath="old.py")
+    logo = changed("logo.png", 0, 0, status="added", binary=True)
+    many = changes("pending", moved, logo, *(changed(f"m{n}", n, 0) for n in range(FILES_LISTED)))
+    listing = file_listing(many)
+    assert listing[:3] == ["  R old.py → new.py  +1 −1", "  A logo.png  binary", "  M m0  +0 −0"]
+    assert len(listing) == FILES_LISTED + 1 and listing[-1] == "  … and 2 more"
+    assert change_counts(many) == f"+{1 + sum(range(FILES_LISTED))} −1 · 22 files"

@@ -23,6 +23,7 @@ import pytest
 from coven_ls.term.run import NO_TERMINAL_DENIAL, NO_TERMINAL_FORK_REASON
 from coven_ls.testing.scripted_model import HttpError, Reply, ScriptedModel, ToolUse
 
+from .gitrepo import NOTES, append, git, git_env, make_repo, status
 from .harness import processes_with_env
 
 PLAN = "Plan the release"
@@ -327,9 +328,9 @@ def _controlling_terminal() -> None:
 def terminal(tmp_path: Path, model: ScriptedModel):
     started: list[Terminal] = []
 
-    def start(*args: str) -> Terminal:
+    def start(*args: str, env: dict[str, str] | None = None) -> Terminal:
         command = [sys.executable, "-m", "coven_ls", "run", "--cwd", str(workspace(tmp_path))]
-        started.append(Terminal([*command, *args], run_env(model, tmp_path)))
+        started.append(Terminal([*command, *args], env or run_env(model, tmp_path)))
         return started[-1]
 
     yield start
@@ -409,3 +410,152 @@ def test_run_streams_the_answer_on_the_terminal_as_it_arrives(
     assert lines[answer] == f"  ⏺ {STORY}"
     assert lines[answer + 1].startswith("  ✓ turn done (")
     assert USAGE_LINE.match(lines[-1]), lines[-1]
+
+
+# --- fork children in git worktrees --------------------------------------------------------------
+
+DOCS, BUGS, FILE = "Write the docs", "Fix the bugs", "Add a file"
+
+
+def script_children(model: ScriptedModel, *labels: str) -> None:
+    """The model forks into `labels`; each child appends a line to a file in its worktree (the
+    docs and the bugs to the same place of notes.txt: they clash) and reports."""
+    edits = {
+        DOCS: append("docs", "notes.txt", "docs-done"),
+        BUGS: append("bugs", "notes.txt", "bugs-done"),
+        FILE: append("new", "added.txt", "file-done"),
+    }
+    tasks = "".join(f"- {label}\n" for label in labels)
+    model.on(PLAN, f"Splitting.\n<fork>\n{tasks}</fork>")
+    for label in labels:
+        done = edits[label]["command"].rsplit(" ", 1)[-1]
+        model.on(f"You were assigned '{label}'", ToolUse("Bash", edits[label]))
+        model.on(done, f"{label}: done.")
+    model.on("<fork-results>", "Every task reported.")
+
+
+def repo_env(tmp_path: Path, model: ScriptedModel) -> tuple[Path, dict[str, str]]:
+    """The run's workspace as a git repository with one commit, and the run's environment."""
+    env = git_env(tmp_path, run_env(model, tmp_path))
+    return make_repo(workspace(tmp_path), env), env
+
+
+def run_in(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`coven-ls run` in the repository, without a terminal."""
+    return subprocess.run(
+        [sys.executable, "-m", "coven_ls", "run", "--cwd", str(repo), *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+        check=False,
+    )
+
+
+def test_run_merges_worktree_children_and_says_what_became_of_each(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    repo, env = repo_env(tmp_path, model)
+    head = git(repo, env, "rev-parse", "HEAD")
+    script_children(model, DOCS, BUGS, FILE)
+
+    done = run_in(repo, env, "--yes", PLAN)
+    assert_no_process_left(tmp_path)
+
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    fork = next(i for i, line in enumerate(lines) if "⑂ Fork  3 tasks" in line)
+    assert lines[fork] == "  ⑂ Fork  3 tasks · worktrees, merged when done", done.stdout
+    end = next(i for i, line in enumerate(lines) if "⑂ Fork done" in line)
+    assert re.fullmatch(
+        r"  ⑂ Fork done  3 of 3 tasks succeeded · worktrees take [\d.]+ (bytes|KB|MB)", lines[end]
+    ), done.stdout
+    # Merged in task order: the docs go in, the bugs clash with them on the same line of
+    # notes.txt and are left on their branch, the new file goes in.
+    assert lines[end + 1] == f"    ✓ {DOCS}: applied +1 −0 · 1 file", done.stdout
+    clash = re.fullmatch(
+        rf"    ✗ {BUGS}: conflict in notes\.txt — work kept on branch (coven/\S+)", lines[end + 2]
+    )
+    assert clash is not None, done.stdout
+    assert lines[end + 3] == f"    ✓ {FILE}: applied +1 −0 · 1 file", done.stdout
+    # Each child's own lines say what it changed.
+    assert sum("± +1 −0 · 1 file changed" in line for line in lines[fork:end]) == 3, done.stdout
+
+    assert (repo / "notes.txt").read_text() == NOTES + "docs\n"
+    assert (repo / "added.txt").read_text() == "new\n"
+    assert git(repo, env, "rev-parse", "HEAD") == head  # uncommitted changes, HEAD untouched
+    assert sorted(line[3:] for line in status(repo, env)) == ["added.txt", "notes.txt"]
+    assert git(repo, env, "show", f"{clash.group(1)}:notes.txt") == NOTES + "bugs\n"
+
+
+def test_run_json_yes_applies_every_reviewed_child(tmp_path: Path, model: ScriptedModel) -> None:
+    repo, env = repo_env(tmp_path, model)
+    script_children(model, DOCS, FILE)
+
+    done = run_in(repo, env, "--json", "--yes", "--merge", "review", PLAN)
+    assert_no_process_left(tmp_path)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    events = [json.loads(line) for line in done.stdout.splitlines()]  # stdout: events only
+    sid = events[0]["sessionId"]
+    [started] = of(events, sid, "forkStarted")
+    assert (started["isolation"], started["mergeMode"]) == ("worktree", "review")
+    children = [c["sessionId"] for c in started["children"]]
+    [reviewing] = of(events, sid, "forkReviewing")
+    assert reviewing["pending"] == children
+    assert [e["status"] for e in of(events, sid, "status")].count("reviewing") == 1
+    for child in children:
+        merges = [e["changes"]["merge"] for e in of(events, child, "changes")]
+        assert merges == ["pending", "applied"], merges
+    [finished] = of(events, sid, "forkFinished")
+    assert [r["merge"] for r in finished["results"]] == ["applied", "applied"]
+    assert of(events, sid, "turnResult")[-1]["text"] == "Every task reported."
+    # The questions, answered by --yes, and the summary went to stderr.
+    asked = done.stderr.count(f"Apply the changes to {repo}? (n: discard them) → y (--yes)")
+    assert asked == 2, done.stderr
+    assert f"✓ {DOCS}: applied +1 −0 · 1 file" in done.stderr.splitlines()
+    assert f"✓ {FILE}: applied +1 −0 · 1 file" in done.stderr.splitlines()
+    assert (repo / "notes.txt").read_text() == NOTES + "docs\n"
+    assert (repo / "added.txt").read_text() == "new\n"
+
+
+def test_run_review_on_a_terminal_applies_one_child_and_discards_the_other(
+    tmp_path: Path, terminal, model: ScriptedModel
+) -> None:
+    repo, env = repo_env(tmp_path, model)
+    script_children(model, DOCS, FILE)
+
+    term = terminal("--fork-mode", "auto", "--merge", "review", PLAN, env=env)
+    at = 0
+    for _ in range(2):  # the children ask in whichever order they run
+        at = term.expect(rf"Allow Bash in '({DOCS}|{FILE})': printf .*\? \[y/n\] ", at)
+        term.type("y\n")
+    question = rf"\nApply the changes to {re.escape(str(repo))}\? \(n: discard them\) \[y/n\] "
+    at = term.expect(
+        rf"Fork child '{DOCS}' changed \+1 −0 · 1 file:\n  M notes\.txt  \+1 −0" + question, at
+    )
+    term.type("y\n")
+    at = term.expect(rf"✓ applied \+1 −0 · 1 file from '{DOCS}'\n", at)
+    at = term.expect(
+        rf"Fork child '{FILE}' changed \+1 −0 · 1 file:\n  A added\.txt  \+1 −0" + question, at
+    )
+    term.type("n\n")
+    assert term.wait() == 0, term.text[-3000:]
+
+    lines = term.text.splitlines()
+    end = next(i for i, line in enumerate(lines) if "⑂ Fork done" in line)
+    assert lines[end + 1] == f"    ✓ {DOCS}: applied +1 −0 · 1 file", term.text[-3000:]
+    discarded = re.fullmatch(
+        rf"    ■ {FILE}: discarded \+1 −0 · 1 file — work kept on branch (coven/\S+)",
+        lines[end + 2],
+    )
+    assert discarded is not None, term.text[-3000:]
+    assert any(line.strip() == "⏺ Every task reported." for line in lines[end:])
+    assert (repo / "notes.txt").read_text() == NOTES + "docs\n"
+    assert not (repo / "added.txt").exists()
+    assert git(repo, env, "show", f"{discarded.group(1)}:added.txt") == "new\n"
+    # The model was told what became of each child's changes.
+    [results] = model.wait_for_requests(1, predicate=lambda r: "<fork-results>" in r.last_user_text)
+    assert 'merge="applied"' in results.last_user_text
+    assert 'merge="discarded"' in results.last_user_text

@@ -456,19 +456,23 @@ class ForkManager:
         fork.decision = "rejected"
         self._reject(fork, reason, tell_model=True)
 
-    def _reject(self, fork: Fork, reason: str | None, *, tell_model: bool) -> None:
+    def _reject(
+        self, fork: Fork, reason: str | None, *, tell_model: bool, failed: bool = False
+    ) -> None:
+        """The fork will not run: declined or withdrawn (or, `failed`, it could not start)."""
         fork.state = ForkState.REJECTED
         self._host.fork_changed(fork)
         parent = fork.parent
         parent.emit(events.ForkRejected(forkId=fork.id, reason=reason))
         if tell_model and not parent.closed:
-            because = f" Their reason: {reason}" if reason else ""
-            parent.send(
-                "The user declined your proposed fork, so nothing was forked."
-                f"{because}\nCarry on without forking.",
-                origin="forkRejected",
-                first=True,
-            )
+            if failed:
+                text = f"Your fork could not start, so nothing was forked: {reason}."
+            else:
+                because = f" Their reason: {reason}" if reason else ""
+                text = f"The user declined your proposed fork, so nothing was forked.{because}"
+            parent.send(f"{text}\nCarry on without forking.", origin="forkRejected", first=True)
+        elif parent.status in ("awaitingApproval", "forking"):
+            parent.set_status("idle")
         if parent.status == "awaitingApproval":
             parent.set_status("idle")
         parent.release()
@@ -554,6 +558,18 @@ class ForkManager:
     async def _prepare_and_run(self, fork: Fork) -> None:
         try:
             await self._prepare(fork)
+        except Exception as exc:
+            # A bug or a broken state folder: the parent must not wait for children that will
+            # never exist, so the fork ends as refused, and the model and the user are told why.
+            log.exception("fork %s could not start", fork.id)
+            fork.parent.emit(events.Error(message=f"The fork could not start: {exc}"))
+            self._reject(
+                fork,
+                f"the fork could not start: {exc}",
+                tell_model=fork.source == "model",
+                failed=True,
+            )
+            return
         finally:
             fork.prepared.set()
         await self._run(fork, fork.children)

@@ -4,6 +4,7 @@ tree, standard-LSP log lines and progress messages)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from .events import Kind
@@ -14,6 +15,7 @@ STATUS_MARKS = {
     "idle": "✓",
     "awaitingApproval": "?",
     "forking": "⑂",
+    "reviewing": "?",
     "failed": "✗",
     "cancelled": "■",
     "closed": "◼",
@@ -108,6 +110,51 @@ def queue_position(position: int) -> str:
     return f"· queued: {position}{suffix} in line"
 
 
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}{'s' * (count != 1)}"
+
+
+def change_counts(changes: Mapping[str, Any]) -> str:
+    """`+40 −2 · 2 files`: a child's changes in one glance (lines added and removed, files)."""
+    files = len(changes.get("files") or [])
+    added, removed = changes.get("linesAdded") or 0, changes.get("linesRemoved") or 0
+    return f"+{added} −{removed} · {plural(files, 'file')}"
+
+
+def changes_line(changes: Mapping[str, Any]) -> str:
+    """A child's `changes` event: `± +40 −2 · 2 files changed`. (Its `merge` is `pending` in
+    either merge mode until the fork ends: what became of it is the fork's summary.)"""
+    if not changes.get("files"):
+        return "± no files changed"
+    merge = changes.get("merge")
+    done = "" if merge == "pending" else f" · {merge}"
+    return f"± {change_counts(changes)} changed{done}"
+
+
+def isolation_note(event: Mapping[str, Any]) -> str:
+    """` · worktrees, merged when done`, or ` · shared folder: <why>`: where a fork's children
+    work decides whether the user's files change under them."""
+    isolation = event.get("isolation")
+    if isolation == "worktree":
+        review = event.get("mergeMode") == "review"
+        return f" · worktrees, {'changes reviewed' if review else 'merged when done'}"
+    if isolation == "shared":
+        reason = event.get("isolationReason")
+        return " · shared folder" + (f": {reason}" if reason else "")
+    return ""
+
+
+def disk_size(size: int) -> str:
+    """`812 bytes`, `40 KB`, `1.8 MB`, `2.1 GB` (powers of 1024, as `du -h` counts)."""
+    if size < 1024:
+        return f"{size} bytes"
+    if size < 1024**2:
+        return f"{size / 1024:.0f} KB"
+    if size < 1024**3:
+        return f"{size / 1024**2:.1f} MB"
+    return f"{size / 1024**3:.1f} GB"
+
+
 def describe(event: dict[str, Any]) -> str | None:
     """One line for an event, or None for events a reader does not need to see."""
     kind = event["kind"]
@@ -153,11 +200,19 @@ def describe(event: dict[str, Any]) -> str | None:
         return f"⑂ Fork proposed  {len(tasks)} task{'s' * (len(tasks) != 1)}: {'; '.join(tasks)}"
     if kind == Kind.FORK_STARTED:
         count = len(event["children"])
-        return f"⑂ Fork  {count} task{'s' * (count != 1)}"
+        return f"⑂ Fork  {plural(count, 'task')}{isolation_note(event)}"
     if kind == Kind.FORK_FINISHED:
         results = event["results"]
         ok = sum(1 for r in results if r["ok"])
-        return f"⑂ Fork done  {ok} of {len(results)} tasks succeeded"
+        line = f"⑂ Fork done  {ok} of {len(results)} tasks succeeded"
+        if isinstance(event.get("diskBytes"), int):
+            line += f" · worktrees take {disk_size(event['diskBytes'])}"
+        return line
+    if kind == Kind.FORK_REVIEWING:
+        count = len(event.get("pending") or [])
+        return f"⑂ Fork review  changes of {plural(count, 'task')} wait: apply or discard each"
+    if kind == Kind.CHANGES:
+        return changes_line(event["changes"])
     if kind == Kind.FORK_REJECTED:
         reason = event.get("reason")
         return "⑂ Fork rejected" + (f": {reason}" if reason else "")

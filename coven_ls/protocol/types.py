@@ -56,7 +56,8 @@ StreamKind = Literal["text", "thinking"]
 Isolation = Literal["worktree", "shared"]
 # How a worktree fork's changes come back: merged at once, or after the user's review.
 MergeMode = Literal["auto", "review"]
-# What became of a worktree child's changes: `pending` (waiting for review), `applied` (in the
+# What became of a worktree child's changes: `pending` (not brought back yet: merged when the
+# fork ends in merge mode auto, reviewed by the user in review mode), `applied` (in the
 # parent's working tree), `conflict` (not applied: they clash with what is there; kept on the
 # branch), `discarded` (the user said no; kept on the branch), `kept` (the child failed or was
 # cancelled: its partial work stays on the branch), `unchanged` (it changed no file).

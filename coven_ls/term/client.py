@@ -41,6 +41,7 @@ class CovenClient:
         on_permission: PermissionHandler | None = None,
         *,
         handles_forks: bool = False,
+        handles_review: bool = False,
         on_delta: DeltaHandler | None = None,
     ) -> None:
         self._lsp = LanguageClient("coven-ls-client", __version__)
@@ -48,6 +49,9 @@ class CovenClient:
         self._on_delta = on_delta
         self._on_permission = on_permission
         self._handles_forks = handles_forks
+        # Whether the caller decides reviewed children itself (coven/applyChanges,
+        # coven/discardChanges); else the server asks with window/showMessageRequest.
+        self._handles_review = handles_review
         self._changed = asyncio.Event()
         self._stderr_task: asyncio.Task[None] | None = None
         self.events: list[dict[str, Any]] = []
@@ -111,6 +115,7 @@ class CovenClient:
                         "coven": {
                             "permissions": self._on_permission is not None,
                             "forks": self._handles_forks,
+                            "review": self._handles_review,
                         }
                     }
                 ),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -65,7 +67,11 @@ def demo_model() -> ScriptedModel:
         ),
     )
     for task, (name, content, answer) in zip(TASKS, FILES, strict=True):
-        model.on(f"You were assigned '{task}'", ToolUse("Bash", {"command": f"cat {name}"}), **pace)
+        # Each child also writes its summary: in the demo's git repository every child works in
+        # a worktree of its own, and what it wrote is merged back when the fork ends.
+        summary = f"summaries/{name.split('.')[0]}.md"
+        command = f"cat {name} && mkdir -p summaries && printf '%s\\n' '{answer}' > {summary}"
+        model.on(f"You were assigned '{task}'", ToolUse("Bash", {"command": command}), **pace)
         model.on(content.strip(), reply(answer, latency=1.0, chunk_chars=12, chunk_delay=0.02))
     model.on(
         "<fork-results>",
@@ -79,10 +85,16 @@ def demo_model() -> ScriptedModel:
 
 
 def _workspace(root: Path) -> Path:
+    """The demo's project: a git repository with one commit (when git is installed), so that the
+    fork's children get worktrees; without git they share the folder."""
     workspace = root / "workspace"
     workspace.mkdir()
     for name, content, _ in FILES:
         (workspace / name).write_text(content)
+    if shutil.which("git"):
+        git = ["git", "-c", "user.name=coven demo", "-c", "user.email=demo@coven-ls.invalid"]
+        for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "The demo project"]):
+            subprocess.run([*git, *args], cwd=workspace, check=True, capture_output=True)
     return workspace
 
 

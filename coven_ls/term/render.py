@@ -5,21 +5,100 @@ Streamed text is printed as it comes: a block's pieces go on its line one after 
 the block's `text` event then only ends that line (its whole text was printed already). When
 something else must be printed while a block is still streaming (another session's line, a
 question), the block's line is ended there and its next piece starts a new line marked `⏺ …`.
+
+Isolated children (a git worktree each): the fork's line says where they work, a child's
+`changes` event becomes a `± +40 −2 · 2 files changed` line under it, and the fork's end is
+followed by one line per child saying what became of its changes (`merge_summary`).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from ..protocol import Kind
-from ..protocol.describe import describe, one_line
+from ..protocol.describe import change_counts, describe, one_line
 
 # The statuses that run no turn: a block still streaming when one of them comes was cut off.
 _TURN_OVER = frozenset({"idle", "failed", "cancelled", "closed", "interrupted"})
 _MARKS = {"text": "⏺", "thinking": "✻"}
+_FILE_MARKS = {"added": "A", "modified": "M", "deleted": "D", "renamed": "R"}
+# How many changed files a question lists before it says how many more there are.
+FILES_LISTED = 20
+CONFLICTS_NAMED = 3
+
+
+# --- isolated children's changes ------------------------------------------------------------------
+
+
+def file_line(changed: Mapping[str, Any]) -> str:
+    """`M docs/guide.md  +40 −2`, `R old.py → new.py  +1 −1`, `A logo.png  binary`."""
+    mark = _FILE_MARKS.get(str(changed.get("status")), "?")
+    path = str(changed["path"])
+    if changed.get("oldPath"):
+        path = f"{changed['oldPath']} → {path}"
+    if changed.get("binary"):
+        return f"{mark} {path}  binary"
+    return f"{mark} {path}  +{changed.get('linesAdded') or 0} −{changed.get('linesRemoved') or 0}"
+
+
+def file_listing(changes: Mapping[str, Any], indent: str = "  ") -> list[str]:
+    """A child's changed files, one line each, cut after FILES_LISTED."""
+    files = list(changes.get("files") or [])
+    lines = [indent + file_line(f) for f in files[:FILES_LISTED]]
+    if len(files) > FILES_LISTED:
+        lines.append(f"{indent}… and {len(files) - FILES_LISTED} more")
+    return lines
+
+
+def _conflict_paths(conflicts: list[Mapping[str, Any]]) -> str:
+    paths = [str(c.get("path")) for c in conflicts]
+    shown = ", ".join(paths[:CONFLICTS_NAMED])
+    more = len(paths) - CONFLICTS_NAMED
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def merge_line(result: Mapping[str, Any], changes: Mapping[str, Any] | None) -> str | None:
+    """What became of one child's changes, from its `forkFinished` result (and its latest
+    `changes` event, for the counts); None for a child that shared the parent's folder."""
+    merge = result.get("merge") or (changes or {}).get("merge")
+    if merge is None:
+        return None
+    label = one_line(str(result.get("label") or result.get("sessionId")), 60)
+    counts = f" {change_counts(changes)}" if changes else ""
+    branch = result.get("branch")
+    on_branch = f" — work kept on branch {branch}" if branch else ""
+    if merge == "applied":
+        return f"✓ {label}: applied{counts}"
+    if merge == "conflict":
+        conflicts = list(result.get("conflicts") or (changes or {}).get("conflicts") or [])
+        where = f" in {_conflict_paths(conflicts)}" if conflicts else ""
+        return f"✗ {label}: conflict{where}{on_branch}"
+    if merge == "discarded":
+        return f"■ {label}: discarded{counts}{on_branch}"
+    if merge == "kept":
+        why = f" ({one_line(result['error'], 60)})" if result.get("error") else ""
+        kept = f" —{counts} kept on branch {branch}" if branch else ""
+        return f"! {label}: not merged, the task failed{why}{kept}"
+    if merge == "unchanged":
+        return f"· {label}: unchanged"
+    return f"? {label}: {merge}{counts}"
+
+
+def merge_summary(
+    finished: Mapping[str, Any], changes: Mapping[str, Mapping[str, Any]]
+) -> list[str]:
+    """One line per child of a `forkFinished` event (those that worked in a worktree), given
+    each child's latest `changes` by session id."""
+    lines = []
+    for result in finished.get("results") or []:
+        line = merge_line(result, changes.get(str(result.get("sessionId"))))
+        if line is not None:
+            lines.append(line)
+    return lines
 
 
 @dataclass
@@ -61,6 +140,8 @@ class TreePrinter:
         self._blocks: dict[str, _Block] = {}
         self._open: _Block | None = None  # the block whose line the cursor is on
         self._tasks: dict[str, dict[str, Any]] = {}  # task id -> what its events said so far
+        self.changes: dict[str, dict[str, Any]] = {}  # a child's latest `changes`, by session
+        self._shown_commit: dict[str, str | None] = {}  # the work whose `±` line is printed
 
     def add_session(self, session_id: str, name: str, parent_id: str | None = None) -> None:
         """Name a session and place it in the tree before its first event arrives."""
@@ -70,6 +151,9 @@ class TreePrinter:
     # --- events ----------------------------------------------------------------------------------
 
     def __call__(self, event: dict[str, Any]) -> None:
+        if event["kind"] == Kind.CHANGES:
+            # Kept in JSON mode too: the fork's merge summary is made of them.
+            self.changes[event["sessionId"]] = event["changes"]
         if self._json:
             self._out.write(json.dumps(event, ensure_ascii=False) + "\n")
             self._out.flush()
@@ -88,9 +172,13 @@ class TreePrinter:
             for more in rest:
                 self._write(session_id, f"  {more}" if more.strip() else "", extra)
         else:
-            line = describe(event)
+            line = self._line(event)
             if line is not None:
                 self._write(session_id, self._tags.get(session_id, "") + line, extra)
+        if kind == Kind.FORK_FINISHED:
+            # What became of each child's changes, under the fork's last line.
+            for summary in merge_summary(event, self.changes):
+                self._write(session_id, summary, 1)
         if kind in (Kind.TURN_RESULT, Kind.ERROR) or (
             kind == Kind.STATUS and event["status"] in _TURN_OVER
         ):
@@ -135,6 +223,16 @@ class TreePrinter:
             self._open = None
             self._out.write("\n")
             self._out.flush()
+
+    def _line(self, event: dict[str, Any]) -> str | None:
+        kind = event["kind"]
+        if kind == Kind.CHANGES:
+            sid, changes = event["sessionId"], event["changes"]
+            # Printed once per piece of work; a new `merge` alone is for the fork's summary.
+            if sid in self._shown_commit and self._shown_commit[sid] == changes.get("commit"):
+                return None
+            self._shown_commit[sid] = changes.get("commit")
+        return describe(event)
 
     # --- streamed blocks -------------------------------------------------------------------------
 

@@ -8,10 +8,16 @@ shell (a login, `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, ...) works here.
   end, the tokens and cost of the whole tree. With `--json`, one `coven/event` per line instead
   (and with `--deltas`, the streamed pieces as `{"delta": …}` lines among them); the usage line
   then goes to stderr.
-- A proposed fork asks y/n/e (e: type a new task list); a tool that needs permission asks y/n.
-  Questions go to stderr, one at a time, and are answered with a line on stdin.
-- When stdin is not a terminal nothing is asked: forks are rejected and tools denied (the model is
-  told why). `--yes` approves every fork and allows every tool, terminal or not.
+- A proposed fork asks y/n/e (e: type a new task list); a tool that needs permission asks y/n;
+  with `--merge review`, each fork child whose changes wait asks y/n (apply them to the working
+  tree, or discard them: they stay on the child's branch). Questions go to stderr, one at a time,
+  and are answered with a line on stdin.
+- When stdin is not a terminal nothing is asked: forks are rejected, tools denied (the model is
+  told why) and reviewed changes discarded. `--yes` approves every fork, allows every tool and
+  applies every change, terminal or not.
+- When a fork whose children worked in worktrees ends, one line per child says what became of
+  its changes (applied, conflict, discarded, kept, unchanged); with `--json` those lines go to
+  stderr, stdout being for events only.
 - Ctrl+C cancels the running fork or turn (as `coven/cancel` does); a second Ctrl+C quits: the
   server closes every session and exits, so no process is left behind.
 - It ends when the session settles: the first turn, and any fork and reintegration turn it led
@@ -37,10 +43,10 @@ from pygls.exceptions import JsonRpcException
 
 from .. import protocol
 from ..protocol import Kind
-from ..protocol.describe import one_line, summarize_input
-from ..protocol.types import Usage
+from ..protocol.describe import change_counts, one_line, summarize_input
+from ..protocol.types import Isolation, MergeMode, Usage
 from .client import CovenClient, PermissionAnswer
-from .render import TreePrinter
+from .render import TreePrinter, file_listing, merge_summary
 
 T = TypeVar("T")
 
@@ -78,6 +84,17 @@ class RunOptions:
     as_json: bool = False
     json_deltas: bool = False
     yes: bool = False
+    merge_mode: MergeMode | None = None
+    isolation: Isolation | None = None
+
+    def init_options(self) -> dict[str, Any]:
+        """The server's initializationOptions: only what was given, so its defaults apply."""
+        options: dict[str, Any] = {}
+        if self.merge_mode is not None:
+            options["mergeMode"] = self.merge_mode
+        if self.isolation is not None:
+            options["forkIsolation"] = self.isolation
+        return options
 
 
 class Terminal:
@@ -196,6 +213,7 @@ class Runner:
             on_event=self._on_event,
             on_permission=self._on_permission,
             handles_forks=True,
+            handles_review=True,
             on_delta=self._on_delta,
         )
         self._printer = TreePrinter(
@@ -238,7 +256,9 @@ class Runner:
 
     async def _run(self) -> int:
         options = self._options
-        await self.client.start(Path(options.cwd), own_session=True)
+        await self.client.start(
+            Path(options.cwd), init_options=options.init_options(), own_session=True
+        )
         params: dict[str, Any] = {"prompt": options.prompt, "cwd": options.cwd}
         for key, value in (
             ("forkMode", options.fork_mode),
@@ -377,6 +397,12 @@ class Runner:
                 self._names[child["sessionId"]] = child["label"]
         elif kind == Kind.FORK_PROPOSED:
             self._spawn(self._decide_fork(event))
+        elif kind == Kind.FORK_REVIEWING:
+            self._spawn(self._review(event))
+        elif kind == Kind.FORK_FINISHED and self._options.as_json:
+            # The tree prints this summary itself; with --json, stdout is for events only.
+            for line in merge_summary(event, self._printer.changes):
+                self._terminal.say(line)
         elif sid == self.root and kind == Kind.TURN_RESULT:
             self._last_result = event
         elif sid == self.root and kind == Kind.STATUS:
@@ -478,6 +504,49 @@ class Runner:
                     if exc.code != protocol.ErrorCode.InvalidParams:
                         return  # withdrawn or decided meanwhile: nothing left to ask
                     self._terminal.say(exc.message)  # a bad task list: ask again
+
+    async def _review(self, event: dict[str, Any]) -> None:
+        """Ask about each child whose changes wait (in task order): y applies them to the
+        working tree, n discards them (they stay on the child's branch)."""
+        async with self._terminal.lock:
+            for child in event["pending"]:
+                try:
+                    found = await self.client.request(protocol.GET_CHANGES, {"sessionId": child})
+                except JsonRpcException as exc:
+                    self._terminal.say(f"coven-ls run: {exc.message}")
+                    continue
+                changes, repository = found["changes"], found["worktree"]["repository"]
+                if changes["merge"] != "pending":
+                    continue  # decided meanwhile (by another client)
+                name = one_line(self._names.get(child, child), 40)
+                listing = "\n".join(file_listing(changes))
+                answer = await self._terminal.ask(
+                    f"Fork child '{name}' changed {change_counts(changes)}:\n{listing}\n"
+                    f"Apply the changes to {repository}? (n: discard them)",
+                    "yn",
+                    default="n",
+                )
+                if answer is None:
+                    return  # Ctrl+C: leave the rest pending
+                try:
+                    if answer == "y":
+                        done = await self.client.request(
+                            protocol.APPLY_CHANGES, {"sessionId": child}
+                        )
+                        self._terminal.say(applied_line(name, done["changes"]))
+                    else:
+                        await self.client.request(protocol.DISCARD_CHANGES, {"sessionId": child})
+                except JsonRpcException as exc:
+                    # Decided by someone else meanwhile: nothing left to ask about this one.
+                    self._terminal.say(f"coven-ls run: {exc.message}")
+
+
+def applied_line(name: str, changes: dict[str, Any]) -> str:
+    """What coven/applyChanges did: applied, or nothing at all because of a conflict."""
+    if changes["merge"] == "applied":
+        return f"✓ applied {change_counts(changes)} from '{name}'"
+    paths = ", ".join(c["path"] for c in changes.get("conflicts") or [])
+    return f"✗ '{name}' conflicts with the working tree in {paths}: nothing was applied"
 
 
 def usage_line(usage: Usage, cost: float, sessions: int) -> str:

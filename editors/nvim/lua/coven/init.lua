@@ -7,7 +7,9 @@
 -- releases renamed (starting a client, calling its methods) go through `compat` below.
 --
 -- The plugin declares `experimental.coven.forks`: proposed forks show in the tree and wait for
--- :CovenApprove / :CovenReject. It does not declare `permissions`, so a tool that needs
+-- :CovenApprove / :CovenReject. It declares `review` too: a fork in merge mode `review` waits
+-- for :CovenApply / :CovenDiscard per child (:CovenChanges lists a child's files in the
+-- quickfix list, :CovenDiff shows one). It does not declare `permissions`, so a tool that needs
 -- permission is asked about with the standard window/showMessageRequest, which Neovim answers
 -- with its own prompt.
 
@@ -22,6 +24,7 @@ local defaults = {
   root_dir = nil, -- the sessions' default working directory (default: Neovim's cwd)
   open_tree = true, -- open the tree window when a session starts
   tree_width = 60,
+  diff_key = 'D', -- in the quickfix window of :CovenChanges: open the entry's diff
 }
 
 local state = {
@@ -32,6 +35,8 @@ local state = {
   tree = tree.new(),
   current = nil, -- the session :CovenSend / :CovenFork / :CovenCancel act on
   proposals = {}, -- forks waiting for approval, oldest first: { forkId, sessionId }
+  pending = {}, -- children whose changes wait for :CovenApply / :CovenDiscard, in task order
+  changed = {}, -- worktree children that have ended, latest last (the default of :CovenChanges)
   buf = nil,
   render_pending = false,
   listeners = {},
@@ -78,6 +83,22 @@ local function on_event(ev)
         break
       end
     end
+  elseif ev.kind == 'forkReviewing' then
+    for _, sid in ipairs(ev.pending or {}) do
+      if not vim.tbl_contains(state.pending, sid) then
+        table.insert(state.pending, sid)
+      end
+    end
+  elseif ev.kind == 'changes' and type(ev.changes) == 'table' then
+    if ev.changes.merge ~= 'pending' then
+      state.pending = vim.tbl_filter(function(sid)
+        return sid ~= ev.sessionId
+      end, state.pending)
+    end
+    state.changed = vim.tbl_filter(function(sid)
+      return sid ~= ev.sessionId
+    end, state.changed)
+    table.insert(state.changed, ev.sessionId)
   end
   M.schedule_render()
   for _, fn in ipairs(state.listeners) do
@@ -106,7 +127,7 @@ end
 local function capabilities()
   local caps = vim.lsp.protocol.make_client_capabilities()
   caps.experimental = caps.experimental or {}
-  caps.experimental.coven = { forks = true }
+  caps.experimental.coven = { forks = true, review = true }
   return caps
 end
 
@@ -334,6 +355,195 @@ function M.cancel()
   end
 end
 
+-- --- a worktree child's changes -----------------------------------------------------------------
+
+-- A child named by :CovenChanges & co.: its session id, or its task label.
+local function child_named(name)
+  name = vim.trim(name or '')
+  if name == '' then
+    return nil
+  end
+  if state.tree.sessions[name] then
+    return name
+  end
+  for id, s in pairs(state.tree.sessions) do
+    if s.label == name then
+      return id
+    end
+  end
+  return name -- unknown here (another client's session?): the server says whether it exists
+end
+
+-- The quickfix list of :CovenChanges, when it is the current one: { sessionId, paths }.
+local function changes_list()
+  local info = vim.fn.getqflist({ context = 1, idx = 0, title = 1 })
+  local ctx = type(info.context) == 'table' and info.context.coven or nil
+  if type(ctx) == 'table' and ctx.sessionId then
+    return ctx, info.idx
+  end
+  return nil, nil
+end
+
+local function label_of(sid)
+  local s = state.tree.sessions[sid]
+  return s and (s.label or s.title) or sid
+end
+
+-- Fill the quickfix list with a child's changed files (default: the first child waiting for
+-- review, else the child that ended last); each entry is the file in the parent's repository.
+function M.changes(name)
+  local sid = child_named(name) or state.pending[1] or state.changed[#state.changed]
+  if not sid then
+    notify('no fork child has changes yet', vim.log.levels.WARN)
+    return
+  end
+  request('coven/getChanges', { sessionId = sid }, function(result)
+    local changes, repo = result.changes, result.worktree.repository
+    local items, paths = {}, {}
+    for _, f in ipairs(changes.files or {}) do
+      local counts = f.binary and 'binary' or string.format('+%d −%d', f.linesAdded or 0, f.linesRemoved or 0)
+      local renamed = type(f.oldPath) == 'string' and (' from ' .. f.oldPath) or ''
+      table.insert(items, {
+        filename = repo .. '/' .. f.path,
+        lnum = 1,
+        text = counts .. ' ' .. tostring(f.status) .. renamed,
+      })
+      table.insert(paths, f.path)
+    end
+    local title = string.format("coven: '%s' %s · %s", label_of(sid), tree.change_counts(changes), changes.merge)
+    vim.fn.setqflist({}, ' ', {
+      title = title,
+      items = items,
+      context = { coven = { sessionId = sid, paths = paths } },
+    })
+    if #items == 0 then
+      notify("'" .. label_of(sid) .. "' changed no file (" .. tostring(changes.merge) .. ')')
+      return
+    end
+    vim.cmd('copen')
+    -- The quickfix buffer is shared by every list: :CovenDiff says so when it is not this one.
+    vim.api.nvim_buf_set_keymap(0, 'n', state.opts.diff_key, '<cmd>CovenDiff<CR>',
+      { noremap = true, silent = true, desc = 'coven: diff of this file' })
+  end)
+end
+
+local function scratch(name, text, path)
+  for _, b in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_get_name(b) == name then
+      vim.api.nvim_buf_delete(b, { force = true }) -- an earlier diff of the same file
+    end
+  end
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_name(buf, name)
+  local lines = {}
+  if type(text) == 'string' then
+    lines = vim.split(text, '\n', { plain = true })
+    if lines[#lines] == '' then
+      table.remove(lines) -- the file's last newline ends its last line
+    end
+  end
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].bufhidden = 'wipe'
+  vim.bo[buf].modifiable = false
+  -- Highlighting as for the real file, where its type is known by its name.
+  vim.api.nvim_buf_call(buf, function()
+    pcall(vim.cmd, 'doautocmd filetypedetect BufRead ' .. vim.fn.fnameescape(path))
+  end)
+  return buf
+end
+
+-- A diff of one file of a child's changes, the fork's snapshot against the child's work, in a
+-- new tab. `path` (as :CovenChanges lists it) defaults to the quickfix entry under the cursor
+-- (or the list's current one).
+function M.diff(path)
+  local ctx, idx = changes_list()
+  if not ctx then
+    notify('the quickfix list is not a child\'s changes: run :CovenChanges first', vim.log.levels.WARN)
+    return
+  end
+  path = vim.trim(path or '')
+  if path == '' then
+    local info = vim.fn.getwininfo(vim.api.nvim_get_current_win())[1]
+    if info and info.quickfix == 1 and info.loclist == 0 then
+      idx = vim.fn.line('.')
+    end
+    path = ctx.paths[idx]
+    if not path then
+      notify('no file at this entry', vim.log.levels.WARN)
+      return
+    end
+  end
+  local sid = ctx.sessionId
+  request('coven/getChanges', { sessionId = sid, path = path }, function(result)
+    local file = result.file
+    if file.binary then
+      notify(path .. ' is a binary file: no diff to show')
+      return
+    end
+    local base_path = type(file.oldPath) == 'string' and file.oldPath or path
+    vim.cmd('tabnew')
+    local empty = vim.api.nvim_get_current_buf()
+    local base = scratch('coven://' .. sid .. '/base/' .. base_path, file.base, base_path)
+    vim.api.nvim_win_set_buf(0, base)
+    vim.cmd('diffthis')
+    vim.cmd('rightbelow vsplit')
+    local child = scratch('coven://' .. sid .. '/child/' .. path, file.child, path)
+    vim.api.nvim_win_set_buf(0, child)
+    vim.cmd('diffthis')
+    if vim.api.nvim_buf_is_valid(empty) and empty ~= base and empty ~= child then
+      vim.api.nvim_buf_delete(empty, { force = true })
+    end
+  end)
+end
+
+-- The child :CovenApply / :CovenDiscard act on: the one named, else the one whose changes the
+-- quickfix list shows if it waits, else the first that waits.
+local function pending_child(name)
+  local sid = child_named(name)
+  if sid then
+    return sid
+  end
+  local ctx = changes_list()
+  if ctx and vim.tbl_contains(state.pending, ctx.sessionId) then
+    return ctx.sessionId
+  end
+  if not state.pending[1] then
+    notify('no fork child\'s changes wait for review', vim.log.levels.WARN)
+  end
+  return state.pending[1]
+end
+
+-- Apply a reviewed child's changes to the parent's working tree (all or nothing).
+function M.apply(name)
+  local sid = pending_child(name)
+  if not sid then
+    return
+  end
+  request('coven/applyChanges', { sessionId = sid }, function(result)
+    local changes = result.changes
+    if changes.merge == 'applied' then
+      notify("applied '" .. label_of(sid) .. "': " .. tree.change_counts(changes))
+    else
+      local paths = {}
+      for _, c in ipairs(changes.conflicts or {}) do
+        table.insert(paths, c.path)
+      end
+      notify("'" .. label_of(sid) .. "' conflicts in " .. table.concat(paths, ', ')
+        .. ': nothing was applied (its work stays on its branch)', vim.log.levels.WARN)
+    end
+  end)
+end
+
+-- Leave a reviewed child's changes out (they stay on its branch).
+function M.discard(name)
+  local sid = pending_child(name)
+  if sid then
+    request('coven/discardChanges', { sessionId = sid }, function()
+      notify("discarded '" .. label_of(sid) .. "'")
+    end)
+  end
+end
+
 -- Call `fn(event)` for every coven/event, after the tree has taken it in.
 function M.on_event(fn)
   table.insert(state.listeners, fn)
@@ -363,6 +573,10 @@ function M.setup(opts)
   command('CovenReject', M.reject, '?', 'Reject the proposed fork (optionally: a reason)')
   command('CovenCancel', M.cancel, 0, "Cancel the current session's turn or fork")
   command('CovenTree', M.open_tree, 0, 'Open the session tree')
+  command('CovenChanges', M.changes, '?', "A fork child's changed files in the quickfix list")
+  command('CovenDiff', M.diff, '?', 'Diff of a changed file (default: the quickfix entry)')
+  command('CovenApply', M.apply, '?', "Apply a reviewed fork child's changes")
+  command('CovenDiscard', M.discard, '?', "Discard a reviewed fork child's changes")
 end
 
 return M

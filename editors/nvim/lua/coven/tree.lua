@@ -16,6 +16,9 @@
 --         ⏺ Bugs are fixed.
 --     ⑂ Fork done  2 of 2 tasks succeeded
 --     ⏺ Both parts are done.
+--
+-- A child that worked in a git worktree has its changes in its header (`± +40 −2 · 2 files ·
+-- applied`), and the "Fork done" line is followed by what became of each child's changes.
 
 local M = {}
 
@@ -26,6 +29,7 @@ M.STATUS_MARKS = {
   idle = '✓',
   awaitingApproval = '?',
   forking = '⑂',
+  reviewing = '?',
   failed = '✗',
   cancelled = '■',
   closed = '◼',
@@ -123,6 +127,56 @@ local function ordinal(n)
   return n .. (({ 'st', 'nd', 'rd' })[last] or 'th')
 end
 
+-- `+40 −2 · 2 files`: a worktree child's changes at a glance.
+local function change_counts(changes)
+  local files = type(changes.files) == 'table' and #changes.files or 0
+  return string.format('+%d −%d · %s', tonumber(changes.linesAdded) or 0,
+    tonumber(changes.linesRemoved) or 0, plural(files, 'file'))
+end
+M.change_counts = change_counts
+
+local function present(value)
+  return value ~= nil and value ~= vim.NIL
+end
+
+-- What became of one child's changes (its forkFinished result, its latest `changes`); nil for a
+-- child that shared its parent's folder. The same words as `coven-ls run`'s summary.
+function M.merge_line(result, changes)
+  local merge = present(result.merge) and result.merge or (changes and changes.merge)
+  if not present(merge) then
+    return nil
+  end
+  local label = one_line(result.label or result.sessionId, 60)
+  local counts = changes and (' ' .. change_counts(changes)) or ''
+  local branch = present(result.branch) and result.branch or nil
+  local on_branch = branch and (' — work kept on branch ' .. branch) or ''
+  if merge == 'applied' then
+    return '✓ ' .. label .. ': applied' .. counts
+  elseif merge == 'conflict' then
+    local conflicts = present(result.conflicts) and result.conflicts or (changes and changes.conflicts) or {}
+    local paths = {}
+    for i, c in ipairs(conflicts) do
+      if i <= 3 then
+        table.insert(paths, tostring(c.path))
+      end
+    end
+    local where = #paths > 0 and (' in ' .. table.concat(paths, ', ')) or ''
+    if #conflicts > 3 then
+      where = where .. ' and ' .. (#conflicts - 3) .. ' more'
+    end
+    return '✗ ' .. label .. ': conflict' .. where .. on_branch
+  elseif merge == 'discarded' then
+    return '■ ' .. label .. ': discarded' .. counts .. on_branch
+  elseif merge == 'kept' then
+    local why = present(result.error) and (' (' .. one_line(result.error, 60) .. ')') or ''
+    local kept = branch and (' —' .. counts .. ' kept on branch ' .. branch) or ''
+    return '! ' .. label .. ': not merged, the task failed' .. why .. kept
+  elseif merge == 'unchanged' then
+    return '· ' .. label .. ': unchanged'
+  end
+  return '? ' .. label .. ': ' .. tostring(merge) .. counts
+end
+
 local function tool_summary(input)
   if type(input) ~= 'table' then
     return ''
@@ -175,7 +229,17 @@ function M.describe(ev)
     return '⑂ Fork proposed  ' .. plural(#ev.tasks, 'task') .. ': ' .. table.concat(ev.tasks, '; ')
       .. '  (:CovenApprove / :CovenReject)'
   elseif kind == 'forkStarted' then
-    return '⑂ Fork  ' .. plural(#ev.children, 'task')
+    local line = '⑂ Fork  ' .. plural(#ev.children, 'task')
+    if ev.isolation == 'worktree' then
+      line = line .. ' · worktrees, ' .. (ev.mergeMode == 'review' and 'changes reviewed' or 'merged when done')
+    elseif ev.isolation == 'shared' then
+      line = line .. ' · shared folder' .. (present(ev.isolationReason) and (': ' .. ev.isolationReason) or '')
+    end
+    return line
+  elseif kind == 'forkReviewing' then
+    local pending = type(ev.pending) == 'table' and #ev.pending or 0
+    return '⑂ Fork review  changes of ' .. plural(pending, 'task')
+      .. ' wait  (:CovenChanges, :CovenApply / :CovenDiscard)'
   elseif kind == 'forkFinished' then
     local ok = 0
     for _, r in ipairs(ev.results) do
@@ -183,7 +247,11 @@ function M.describe(ev)
         ok = ok + 1
       end
     end
-    return string.format('⑂ Fork done  %d of %d tasks succeeded', ok, #ev.results)
+    local line = string.format('⑂ Fork done  %d of %d tasks succeeded', ok, #ev.results)
+    if tonumber(ev.diskBytes) then
+      line = line .. ' · worktrees take ' .. M.disk_size(ev.diskBytes)
+    end
+    return line
   elseif kind == 'forkRejected' then
     return '⑂ Fork rejected' .. (type(ev.reason) == 'string' and (': ' .. ev.reason) or '')
   elseif kind == 'forkInterrupted' then
@@ -195,6 +263,19 @@ function M.describe(ev)
     return '⑂ Fork tag refused: ' .. one_line(ev.message, 100)
   end
   return nil
+end
+
+-- 812 bytes, 40 KB, 1.8 MB, 2.1 GB
+function M.disk_size(size)
+  size = tonumber(size) or 0
+  if size < 1024 then
+    return string.format('%d bytes', size)
+  elseif size < 1024 ^ 2 then
+    return string.format('%.0f KB', size / 1024)
+  elseif size < 1024 ^ 3 then
+    return string.format('%.1f MB', size / 1024 ^ 2)
+  end
+  return string.format('%.1f GB', size / 1024 ^ 3)
 end
 
 function M.new()
@@ -287,6 +368,11 @@ function M.apply(tree, ev)
     s.queue_position = tonumber(ev.position)
     return
   end
+  if kind == 'changes' then
+    -- In the child's header, updated as its changes are merged or decided.
+    s.changes, s.worktree = ev.changes, ev.worktree
+    return
+  end
   if kind == 'prompt' and not s.title then
     s.title = one_line(ev.text, 60)
   end
@@ -339,6 +425,18 @@ function M.apply(tree, ev)
     return
   end
   local line = M.describe(ev)
+  if kind == 'forkFinished' and line then
+    -- What became of each worktree child's changes, under the fork's last line.
+    local item = add(list, { text = line, sub = {} })
+    for _, result in ipairs(ev.results) do
+      local child = tree.sessions[result.sessionId]
+      local merged = M.merge_line(result, child and child.changes or nil)
+      if merged then
+        add(item.sub, { text = merged })
+      end
+    end
+    return
+  end
   if line then
     local item = add(list, { text = line, retry = kind == 'apiRetry' or nil })
     if kind == 'toolUse' and ev.toolUseId then
@@ -397,6 +495,11 @@ function M.render(tree)
       if s.status == 'queued' and s.queue_position then
         header = header .. ' (' .. (s.queue_position <= 1 and 'next' or (ordinal(s.queue_position) .. ' in line')) .. ')'
       end
+    end
+    if type(s.changes) == 'table' then
+      local files = type(s.changes.files) == 'table' and #s.changes.files or 0
+      header = header .. '  ± ' .. (files > 0 and (change_counts(s.changes) .. ' · ') or '')
+        .. tostring(s.changes.merge)
     end
     if s.usage then
       header = header .. '  · ' .. compact(s.usage.input) .. ' in · ' .. compact(s.usage.output) .. ' out'
