@@ -5,25 +5,41 @@
 import type { ChildChanges, MergeState } from './model';
 import type { ChangedFile, ConflictFile, FileText } from './protocol';
 
-/** A merge state as a tree row says it. */
-export const MERGE_TEXT: Record<MergeState, string> = {
+/**
+ * How a child's pending changes come back: `review`, the user decides (the fork waits for it);
+ * `auto`, they are merged when the whole fork has ended; undefined when not known (yet).
+ */
+export type MergeMode = 'auto' | 'review' | undefined;
+
+const MERGE_TEXT: Record<MergeState, string> = {
   applied: 'applied',
   conflict: 'conflict',
-  pending: 'pending review',
+  pending: 'pending',
   discarded: 'discarded',
   kept: 'kept',
   unchanged: 'unchanged',
 };
 
+/** A merge state as a tree row says it: "applied", "pending review", "not merged yet", … */
+export function mergeText(merge: MergeState, mode: MergeMode): string {
+  if (merge === 'pending' && mode === 'review') return 'pending review';
+  if (merge === 'pending' && mode === 'auto') return 'not merged yet';
+  return MERGE_TEXT[merge];
+}
+
 /** A merge state as a tooltip explains it: where the child's work is now (plain text). */
-export function mergeMeaning(merge: MergeState, repository: string): string {
+export function mergeMeaning(merge: MergeState, repository: string, mode: MergeMode): string {
   switch (merge) {
     case 'applied':
       return `Merged into the working tree of ${repository}, as uncommitted changes.`;
     case 'conflict':
       return 'Not applied: it clashes with what the working tree has. None of it was written; the work stays on its branch.';
     case 'pending':
-      return `Waiting for your review: apply it to ${repository}, or discard it.`;
+      return mode === 'review'
+        ? `Waiting for your review: apply it to ${repository}, or discard it.`
+        : mode === 'auto'
+          ? `Not merged yet: it is merged into ${repository} when the whole fork has ended (or apply or discard it now).`
+          : `Not brought back yet: apply it to ${repository}, or discard it.`;
     case 'discarded':
       return 'Discarded: left out of the working tree. The work stays on its branch.';
     case 'kept':
@@ -40,9 +56,9 @@ export function changesSummary(changes: Pick<ChildChanges, 'files' | 'linesAdded
 }
 
 /** A tree row's words for a child's changes: "+12 −3 · 4 files · pending review", or just "unchanged". */
-export function changesDescription(changes: ChildChanges): string {
-  if (changes.files.length === 0) return MERGE_TEXT[changes.merge];
-  return `${changesSummary(changes)} · ${MERGE_TEXT[changes.merge]}`;
+export function changesDescription(changes: ChildChanges, mode: MergeMode): string {
+  if (changes.files.length === 0) return mergeText(changes.merge, mode);
+  return `${changesSummary(changes)} · ${mergeText(changes.merge, mode)}`;
 }
 
 /** "docs/guide.md (modified, +40 −2)", "src/new.py ← src/old.py (renamed, +1 −1)", "logo.png (added, binary)". */
@@ -146,5 +162,5 @@ export function applyOutcome(title: string, changes: ChildChanges, branch: strin
         `with the working tree: ${files.join('; ')}. Nothing was written; the work stays${where}.`,
     };
   }
-  return { ok: false, message: `The changes of '${title}' are ${MERGE_TEXT[changes.merge]}.` };
+  return { ok: false, message: `The changes of '${title}' are ${mergeText(changes.merge, undefined)}.` };
 }

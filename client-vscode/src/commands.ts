@@ -10,6 +10,7 @@ import {
   firstLine,
   type ForkNode,
   MESSAGEABLE_STATUSES,
+  mergeModeOf,
   mergeStateOf,
   type Node,
   type SessionNode,
@@ -294,7 +295,7 @@ async function forkChild(
   const picked = await vscode.window.showQuickPick(
     candidates.map((session) => ({
       label: titleOf(session),
-      description: session.changes !== undefined ? changesDescription(session.changes) : sessionStatusText(session),
+      description: session.changes !== undefined ? changesDescription(session.changes, mergeModeOf(session)) : sessionStatusText(session),
       detail: `fork child of ${model.session(session.parentId ?? '')?.title ?? session.parentId} · ${session.sessionId}`,
       session,
     })),

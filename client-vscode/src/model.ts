@@ -1377,6 +1377,21 @@ export function mergeStateOf(child: SessionNode): MergeState | undefined {
   return fork?.results?.find((r) => r.sessionId === child.sessionId)?.merge ?? undefined;
 }
 
+/**
+ * How a fork child's pending changes come back: `review` when its fork waits for the user (or was
+ * started in merge mode review), `auto` when the fork merges them as it ends; undefined while the
+ * fork is not known (a child seen in a listing only).
+ */
+export function mergeModeOf(child: SessionNode): 'auto' | 'review' | undefined {
+  const fork = child.parent?.kind === 'fork' ? child.parent : undefined;
+  return fork?.state === 'reviewing' ? 'review' : fork?.mergeMode;
+}
+
+/** Whether a fork child's changes wait for the user: pending, and its fork reviews rather than merges. */
+export function awaitsReview(child: SessionNode): boolean {
+  return mergeStateOf(child) === 'pending' && mergeModeOf(child) === 'review';
+}
+
 /** A reviewing fork's children whose changes still wait: the ones forkReviewing listed, less those decided since. */
 export function pendingChildren(fork: ForkNode): SessionNode[] {
   if (fork.state !== 'reviewing') return [];

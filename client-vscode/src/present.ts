@@ -1,7 +1,7 @@
 // How each node looks: label, description, icon, tooltip, menu key. Pure (no `vscode` import):
 // the tree turns these into TreeItems, and the tests check them without an editor.
 
-import { changesDescription, changesSummary, conflictLine, fileLine, MERGE_TEXT, mergeMeaning } from './changes';
+import { changesDescription, conflictLine, fileLine, mergeMeaning, mergeText } from './changes';
 import {
   type ApiRetry,
   BUSY_STATUSES,
@@ -23,6 +23,8 @@ import {
   treeUsage,
   type TurnNode,
   addUsage,
+  awaitsReview,
+  mergeModeOf,
   pendingChildren,
 } from './model';
 
@@ -225,9 +227,10 @@ function subagentStats(node: SubagentNode): string[] {
 function presentSession(node: SessionNode): Presentation {
   const child = node.parentId !== undefined;
   const merge = child ? mergeStateOf(node) : undefined;
+  const mode = child ? mergeModeOf(node) : undefined;
   const parts = [sessionStatusText(node)];
-  if (node.changes !== undefined) parts.push(changesDescription(node.changes));
-  else if (merge !== undefined) parts.push(MERGE_TEXT[merge]);
+  if (node.changes !== undefined) parts.push(changesDescription(node.changes, mode));
+  else if (merge !== undefined) parts.push(mergeText(merge, mode));
   if (node.retry !== undefined) parts.push(retryText(node.retry));
   if (node.queuedMessages > 0) parts.push(`${node.queuedMessages} queued`);
   if (node.costUsd > 0) parts.push(formatCost(node.costUsd));
@@ -253,7 +256,7 @@ function presentSession(node: SessionNode): Presentation {
     description: parts.join(' · '),
     // Two spaces before a newline: a Markdown line break, so each fact stays on its own line.
     tooltip: rows.join('  \n'),
-    icon: merge === 'conflict' ? CONFLICT_ICON : merge === 'pending' ? PENDING_ICON : sessionIcon(node),
+    icon: merge === 'conflict' ? CONFLICT_ICON : awaitsReview(node) ? PENDING_ICON : sessionIcon(node),
     contextValue: sessionContext(node, child, merge),
     // Fixed from the start, for the same reason as turns (children arrive after the first render).
     collapsible: child ? 'collapsed' : 'expanded',
@@ -288,13 +291,14 @@ function isolationRows(node: SessionNode, merge: MergeState | undefined): string
   }
   const worktree = node.worktree;
   const changes = node.changes;
+  const mode = mergeModeOf(node);
   const branch = worktree?.branch ?? fork?.results?.find((r) => r.sessionId === node.sessionId)?.branch ?? undefined;
   if (isolation !== 'worktree' && worktree === undefined && merge === undefined) return [];
   const rows = [''];
-  if (changes !== undefined && changes.files.length > 0) rows.push(`**Changes:** ${changesSummary(changes)} · ${MERGE_TEXT[changes.merge]}`);
-  else if (merge !== undefined) rows.push(`**Changes:** ${MERGE_TEXT[merge]}`);
+  if (changes !== undefined && changes.files.length > 0) rows.push(`**Changes:** ${changesDescription(changes, mode)}`);
+  else if (merge !== undefined) rows.push(`**Changes:** ${mergeText(merge, mode)}`);
   else rows.push('Works in a git worktree of its own; its changes are known when it ends.');
-  if (merge !== undefined) rows.push(escapeMarkdown(mergeMeaning(merge, worktree?.repository ?? 'the repository')));
+  if (merge !== undefined) rows.push(escapeMarkdown(mergeMeaning(merge, worktree?.repository ?? 'the repository', mode)));
   if (branch !== undefined) rows.push(`Branch: \`${branch}\``);
   if (worktree !== undefined) rows.push(`Worktree: ${escapeMarkdown(worktree.path)}`);
   const shown = changes?.files.slice(0, MAX_FILES_SHOWN) ?? [];
@@ -459,7 +463,7 @@ function mergeTally(fork: ForkNode): string {
     const merge = mergeStateOf(child);
     if (merge !== undefined && merge !== 'unchanged') counts.set(merge, (counts.get(merge) ?? 0) + 1);
   }
-  return [...counts].map(([merge, n]) => `${n} ${MERGE_TEXT[merge]}`).join(' · ');
+  return [...counts].map(([merge, n]) => `${n} ${mergeText(merge, fork.mergeMode)}`).join(' · ');
 }
 
 // --- the status bar -----------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 // A session as a Markdown document: what "Open Transcript" shows, rebuilt live as events arrive.
 // Pure (no `vscode` import); the view side only decides when to re-render.
 
-import { changesDescription, conflictLine, MERGE_TEXT } from './changes';
-import { type CovenModel, type ItemNode, mergeStateOf, type SessionNode, totalTokens, treeUsage } from './model';
+import { changesDescription, conflictLine, mergeText } from './changes';
+import { type CovenModel, type ItemNode, mergeModeOf, mergeStateOf, type SessionNode, totalTokens, treeUsage } from './model';
 import {
   describeToolInput,
   escapeMarkdown,
@@ -84,7 +84,9 @@ function renderChanges(child: SessionNode, out: string[]): void {
   const merge = mergeStateOf(child);
   if (merge === undefined) return;
   const branch = child.worktree !== undefined ? ` · branch \`${child.worktree.branch}\`` : '';
-  out.push(`*Changes: ${escapeMarkdown(child.changes !== undefined ? changesDescription(child.changes) : MERGE_TEXT[merge])}*${branch}`, '');
+  const mode = mergeModeOf(child);
+  const words = child.changes !== undefined ? changesDescription(child.changes, mode) : mergeText(merge, mode);
+  out.push(`*Changes: ${escapeMarkdown(words)}*${branch}`, '');
   for (const conflict of child.changes?.conflicts ?? []) out.push(`- Conflict: ${escapeMarkdown(conflictLine(conflict))}`);
   out.push('');
 }

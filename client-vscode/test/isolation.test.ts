@@ -21,7 +21,7 @@ import {
   sideText,
 } from '../src/changes';
 import { type ChildChanges, CovenModel, type ForkNode, mergeStateOf, type SessionNode } from '../src/model';
-import { present, summarize } from '../src/present';
+import { present, sessionIcon, summarize } from '../src/present';
 import type { CovenEvent, GetChangesResult, SessionInfo } from '../src/protocol';
 import { type ServerConnection, SessionSync } from '../src/sync';
 import { renderTranscript } from '../src/transcript';
@@ -281,6 +281,22 @@ describe('isolated fork children: merge mode auto, with a conflict', () => {
     });
     return [...ended, ...changes, finished];
   }
+
+  test('while the fork runs, a child that ended has changes not merged yet: nothing waits for the user', () => {
+    const s = new Stream();
+    const model = modelOf([
+      ...forkStory(s, { ...WORKTREE_FORK, mergeMode: 'auto' }).filter((e) => e.sessionId !== BUGS),
+      s.ev(DOCS, 'changes', { worktree: DOCS_WORKTREE, changes: docsChanges('pending') }),
+    ]);
+    const docs = present(child(model, DOCS));
+    assert.match(docs.description, /\+40 −2 · 1 file · not merged yet/);
+    assert.match(docs.tooltip, /when the whole fork has ended/);
+    // Not the look of a child waiting for review (its fork merges it by itself): its status's.
+    assert.deepEqual(docs.icon, sessionIcon(child(model, DOCS)));
+    assert.equal(summarize(model).attention, false);
+    // It may still be decided now, in either merge mode.
+    assert.ok(offered(docs.contextValue, true).has('coven.applyChanges'));
+  });
 
   test('the conflicting child is marked, names the files and its branch, and offers to open them', () => {
     const model = modelOf(merged(true));
