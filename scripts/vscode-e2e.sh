@@ -2,6 +2,7 @@
 # End-to-end test of the VS Code client in a real VS Code, offline: code-server (VS Code in the
 # browser, from npm) driven by Debian's headless Chromium through playwright-core, with the
 # extension's own coven-ls talking to the real `claude` CLI, which talks to the scripted model.
+# The workspace is a git repository, so fork children work in git worktrees of their own.
 #
 #   bash scripts/vscode-e2e.sh                 # install what is missing (cached), build, run
 #   bash scripts/vscode-e2e.sh --install-only  # just the toolchain
@@ -39,6 +40,8 @@ dpkg -s fonts-symbola >/dev/null 2>&1 || need_apt+=(fonts-symbola)
 # code-server's kerberos module compiles from source and needs the headers.
 dpkg -s libkrb5-dev >/dev/null 2>&1 || need_apt+=(libkrb5-dev)
 command -v make >/dev/null 2>&1 && command -v g++ >/dev/null 2>&1 || need_apt+=(build-essential)
+# The workspace is a git repository: fork children work in worktrees of their own.
+command -v git >/dev/null 2>&1 || need_apt+=(git)
 if ((${#need_apt[@]})); then
     [[ $(id -u) == 0 ]] || die "missing ${need_apt[*]}: run 'sudo apt-get update && sudo apt-get install -y ${need_apt[*]}'"
     log "apt-get install ${need_apt[*]}"
@@ -183,7 +186,13 @@ cs --install-extension "$WORK/coven.vsix" --force >"$WORK/install-extension.log"
 
 WORKSPACE=$WORK/workspace
 mkdir -p "$WORKSPACE"
-printf '# Release notes\n\n- New --dry-run flag\n' >"$WORKSPACE/RELEASE.md"
+printf '# Release notes\n\n- New --dry-run flag\n\n## Known issues\n\n- None so far.\n' >"$WORKSPACE/RELEASE.md"
+# A git repository with a commit, so that fork children work in git worktrees of their own and
+# their changes are merged back (the isolation stories of drive.mjs). The identity is the commit's
+# only: coven-ls must not need one of its own.
+git -C "$WORKSPACE" init -q
+git -C "$WORKSPACE" add RELEASE.md
+git -C "$WORKSPACE" -c user.name='Coven E2E' -c user.email=e2e@coven.invalid commit -q -m 'Release notes'
 
 mkdir -p "$USER_DATA/Machine"
 "$PYTHON" - "$USER_DATA" "$PYTHON" <<'PY'

@@ -4,12 +4,17 @@
 // nested and finish, and that the parent carries on below the fork. Then a session as alive as the
 // CLI: an API retry, an answer that grows in the tree and the transcript while it streams, and a
 // background subagent nested under its Agent call, with the turn the CLI starts to report it.
+// Then isolated children (issue 11): in the workspace's git repository, a fork whose children edit
+// the same line, each in a worktree of its own: one child's changes merged into the working tree,
+// the other's marked as a conflict, Review Changes opening the multi-file diff editor, and Open
+// Conflicting Files; and, with coven.mergeMode set to review, a fork that waits until the user has
+// looked at the diff and applied it.
 //
 // Started by scripts/vscode-e2e.sh, which sets up code-server, the scripted model and coven-ls.
 // Every assertion reads what a user would see: tree rows (their aria-level is the nesting, their
 // aria-label the label and description), notifications, the editor.
 
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
@@ -35,6 +40,11 @@ const STREAM_PROMPT = 'Explain the release process.';
 const SUBAGENT_PROMPT = 'Survey the TODOs in this workspace.';
 /** The end of a block still streaming, in its tree row and in the transcript. */
 const CURSOR = '▍';
+// The isolation stories (e2e/fork.yaml says what each child does to the files).
+const MERGE_PROMPT = 'Tidy the release notes in parallel.';
+const MERGE_TASKS = ['Note the parser change', 'Reword the flag'];
+const REVIEW_PROMPT = 'Prepare an upgrade guide for users.';
+const REVIEW_TASK = 'Write the upgrade guide';
 
 mkdirSync(ARTIFACTS, { recursive: true });
 const started = Date.now();
@@ -55,9 +65,13 @@ page.on('pageerror', (e) => browserLog.push(`[pageerror] ${e.message}`));
 const sidebar = page.locator('.part.sidebar');
 const rows = sidebar.locator('.monaco-list-row');
 let shot = 0;
-const screenshot = async (name, { hover = false } = {}) => {
+/**
+ * `hover`: a tooltip is showing, and is cleared (Escape) afterwards. `pointer`: the pointer stays
+ * where it is (inline actions show), with no Escape after (it would also hide notifications).
+ */
+const screenshot = async (name, { hover = false, pointer = false } = {}) => {
   const file = join(ARTIFACTS, `${String(++shot).padStart(2, '0')}-${name}.png`);
-  if (!hover) await page.mouse.move(1100, 400); // no hover tooltip over the tree
+  if (!hover && !pointer) await page.mouse.move(1100, 400); // no hover tooltip over the tree
   await page.screenshot({ path: file });
   log(`screenshot ${file}`);
   if (hover) {
@@ -65,6 +79,7 @@ const screenshot = async (name, { hover = false } = {}) => {
     await page.mouse.move(1100, 400);
     await page.keyboard.press('Escape');
   }
+  if (pointer) await page.mouse.move(1100, 400);
 };
 
 /** The tree as [{index, level, label}] in display order (the list is virtualised: sort by index). */
@@ -248,6 +263,109 @@ async function liveStory() {
   if (!/Coven.*tokens/s.test(status)) throw new Error(`no token total in the status bar: ${status}`);
 }
 
+/** Allows the Bash call a fork child asks for (each child asks for its own). */
+async function allowBash(task) {
+  const question = page.locator('.notification-toast', { hasText: `Claude wants to use Bash in '${task}'` });
+  await question.waitFor();
+  await question.locator('.monaco-button', { hasText: 'Allow' }).click();
+}
+
+/** Waits for the multi-file diff editor that Review Changes opened, showing `texts`. */
+async function waitForDiff(title, texts) {
+  await page.locator('.tabs-container .tab', { hasText: title }).first().waitFor();
+  for (const text of texts) await page.locator('.editor-group-container .monaco-editor .view-lines', { hasText: text }).first().waitFor();
+}
+
+const workspaceFile = (name) => readFileSync(join(WORKSPACE, name), 'utf8');
+
+/** Approves the fork the model proposed in the session `title`, from its tree node. */
+async function approveFork(taskCount) {
+  const proposed = `⑂ Fork · ${taskCount} ${taskCount === 1 ? 'task' : 'tasks'}, proposed`;
+  await waitForRow(proposed, 'the proposed fork');
+  await clickInline(row(proposed).first(), 'Approve Fork');
+}
+
+async function isolationStory() {
+  // (a) Merge mode auto: two children change the same line of RELEASE.md in their worktrees; the
+  // first is merged into the working tree, the second clashes with it and is left on its branch.
+  log('New Session whose fork children edit files, each in a worktree of its own');
+  await runCommand('Notifications: Clear All Notifications');
+  await newSession(MERGE_PROMPT);
+  await approveFork(2);
+  for (const task of MERGE_TASKS) await allowBash(task);
+  // The proposal's notification outlives its approval from the tree: out of the screenshots' way.
+  await runCommand('Notifications: Clear All Notifications');
+  const [parser, flag] = MERGE_TASKS;
+  await waitForRow(`${parser}, done · +4 −1 · 2 files · applied`, 'the first child, merged');
+  await waitForRow(`${flag}, done · +1 −1 · 1 file · conflict`, 'the second child, in conflict');
+  await waitForRow('⑂ Fork · 2 tasks, done · 1 applied · 1 conflict', 'the fork, with what became of each child');
+  await waitForRow(`${MERGE_PROMPT}, done`, 'the parent to read the results');
+  const merged = subtree(await treeRows(), MERGE_PROMPT);
+  log(`merged fork:\n${format(merged)}`);
+  // What the user has on disk: the first child's work, not the second's.
+  const notes = workspaceFile('RELEASE.md');
+  if (!notes.includes('(the parser accepts it)') || notes.includes('shows what would change')) {
+    throw new Error(`RELEASE.md is not the first child's version:\n${notes}`);
+  }
+  if (!workspaceFile('PARSER.md').includes('Empty input is handled.')) throw new Error('PARSER.md did not reach the working tree');
+  await screenshot('isolation-merged');
+  await row(`${flag}, done`).first().hover();
+  const conflictHover = page.locator('.monaco-hover, .workbench-hover', { hasText: 'Conflicts' }).first();
+  if (await conflictHover.waitFor({ timeout: 15_000 }).then(() => true, () => false)) await screenshot('isolation-conflict-tooltip', { hover: true });
+  else log('no tooltip showed on the conflicting child; no screenshot of it');
+
+  log('Review Changes on the merged child');
+  await clickInline(row(`${parser}, done`).first(), 'Review Changes');
+  await waitForDiff(`${parser}: +4 −1 (2 files)`, ['Empty input is handled.', '(the parser accepts it)']);
+  await screenshot('isolation-diff');
+
+  log('Open Conflicting Files on the other child');
+  await clickInline(row(`${flag}, done`).first(), 'Open Conflicting Files');
+  await page.locator('.tabs-container .tab.active', { hasText: 'RELEASE.md' }).waitFor();
+  await page.locator('.editor-group-container .monaco-editor .view-lines', { hasText: '(the parser accepts it)' }).first().waitFor();
+  await screenshot('isolation-conflicting-file');
+
+  // (b) Merge mode review: the fork waits until the user has looked at the child's changes.
+  log('coven.mergeMode = review (the server restarts)');
+  await runCommand('View: Close All Editors');
+  await runCommand('Notifications: Clear All Notifications');
+  const settings = JSON.parse(readFileSync(MACHINE_SETTINGS, 'utf8'));
+  writeFileSync(MACHINE_SETTINGS, JSON.stringify({ ...settings, 'coven.mergeMode': 'review' }, null, 2));
+  // The restart shows "Connecting…" above the tree until the rebuild is done (a short while: if it
+  // came and went unseen, the rows below still say whether the new server has the sessions).
+  await sidebar.getByText('Connecting to coven-ls').waitFor({ timeout: 30_000 }).catch(() => log('did not see the server restart'));
+  await sidebar.getByText('Connecting to coven-ls').waitFor({ state: 'hidden' });
+  await waitForRow(`${parser}, done · +4 −1 · 2 files · applied`, 'the merged child, rebuilt from the store');
+
+  await newSession(REVIEW_PROMPT);
+  await approveFork(1);
+  await allowBash(REVIEW_TASK);
+  await runCommand('Notifications: Clear All Notifications');
+  await waitForRow(`${REVIEW_TASK}, done · +6 −0 · 2 files · pending review`, 'the child, waiting for review');
+  await waitForRow(`${REVIEW_PROMPT}, fork changes to review`, 'the parent, waiting for the review');
+  await waitForRow('⑂ Fork · 1 task, 1 child to review', 'the fork, waiting for the review');
+  if (existsSync(join(WORKSPACE, 'UPGRADE.md'))) throw new Error('UPGRADE.md reached the working tree before it was applied');
+  const announcement = page.locator('.notification-toast', { hasText: 'wait for your review' });
+  await announcement.waitFor();
+  await row(`${REVIEW_TASK}, done`).first().hover();
+  await row(`${REVIEW_TASK}, done`).first().locator('.actions .action-label[aria-label="Apply Changes"]').waitFor();
+  await screenshot('review-pending', { pointer: true });
+
+  log('Review Changes from the notification, then Apply');
+  await announcement.locator('.monaco-button', { hasText: 'Review Changes' }).click();
+  await waitForDiff(`${REVIEW_TASK}: +6 −0 (2 files)`, ['# Upgrading to 2.0']);
+  const decision = page.locator('.notification-toast', { hasText: `Apply the changes of '${REVIEW_TASK}'` });
+  await decision.locator('.monaco-button', { hasText: 'Discard' }).waitFor();
+  await screenshot('review-diff');
+  await decision.locator('.monaco-button', { hasText: 'Apply' }).first().click();
+  await waitForRow(`${REVIEW_TASK}, done · +6 −0 · 2 files · applied`, 'the child, applied');
+  await waitForRow('⑂ Fork · 1 task, done · 1 applied', 'the fork to finish');
+  await waitForRow(`${REVIEW_PROMPT}, done`, 'the parent to read the results');
+  if (!workspaceFile('UPGRADE.md').includes('# Upgrading to 2.0')) throw new Error('UPGRADE.md did not reach the working tree');
+  log(`reviewed fork:\n${format(subtree(await treeRows(), REVIEW_PROMPT))}`);
+  await screenshot('review-applied');
+}
+
 const format = (tree) => tree.map((r) => `${'  '.repeat(Math.max(0, r.level - 1))}${r.label}`).join('\n');
 
 let failed = false;
@@ -355,6 +473,7 @@ try {
   await screenshot('rebuilt-after-restart');
 
   await liveStory();
+  await isolationStory();
   log('PASS');
 } catch (error) {
   failed = true;

@@ -10,12 +10,16 @@ import {
   firstLine,
   type ForkNode,
   MESSAGEABLE_STATUSES,
+  mergeModeOf,
+  mergeStateOf,
   type Node,
   type SessionNode,
   type SubagentNode,
 } from './model';
+import { changesDescription } from './changes';
 import { forkStateText, sessionStatusText } from './present';
 import { type DecideForkParams, ErrorCode, Method } from './protocol';
+import type { ChangesReview } from './review';
 import type { CovenServer } from './server';
 import type { SessionSync } from './sync';
 import type { Transcripts } from './transcriptView';
@@ -24,6 +28,7 @@ export interface CommandContext {
   server: CovenServer;
   sync: SessionSync;
   transcripts: Transcripts;
+  review: ChangesReview;
   treeView: vscode.TreeView<Node>;
 }
 
@@ -31,7 +36,7 @@ export interface CommandContext {
 type Target = Node | string | undefined;
 
 export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
-  const { server, sync, transcripts, treeView } = ctx;
+  const { server, sync, transcripts, review, treeView } = ctx;
   const model = sync.model;
 
   const commands: Record<string, (target?: Target) => Promise<unknown>> = {
@@ -191,6 +196,26 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       vscode.window.setStatusBarMessage(`Copied ${session.sessionId}`, 3000);
     },
 
+    'coven.reviewChanges': async (target) => {
+      const child = await forkChild(model, target, (s) => (s.changes?.files.length ?? 0) > 0, 'Review the changes of which fork child?');
+      if (child) await review.review(child, titleOf(child));
+    },
+
+    'coven.applyChanges': async (target) => {
+      const child = await forkChild(model, target, (s) => s.changes?.merge === 'pending', 'Apply the changes of which fork child?');
+      if (child) await review.apply(child, titleOf(child));
+    },
+
+    'coven.discardChanges': async (target) => {
+      const child = await forkChild(model, target, (s) => s.changes?.merge === 'pending', 'Discard the changes of which fork child?');
+      if (child) await review.discard(child, titleOf(child));
+    },
+
+    'coven.openConflicts': async (target) => {
+      const child = await forkChild(model, target, (s) => mergeStateOf(s) === 'conflict', 'Open the conflicting files of which fork child?');
+      if (child) await review.openConflicts(child);
+    },
+
     'coven.showServerLog': async () => server.showLog(),
 
     'coven.restartServer': async () => server.restart(),
@@ -238,6 +263,40 @@ async function sessionFor(
       label: titleOf(session),
       description: sessionStatusText(session),
       detail: session.parentId !== undefined ? `fork child of ${model.session(session.parentId)?.title ?? session.parentId} · ${session.sessionId}` : session.sessionId,
+      session,
+    })),
+    { placeHolder, matchOnDetail: true },
+  );
+  return picked?.session;
+}
+
+/**
+ * The fork child a review command is about: the child it was invoked on (or named by id), one of
+ * a fork's children (a fork node or id), or the user's pick among the eligible ones.
+ */
+async function forkChild(
+  model: CovenModel,
+  target: Target,
+  eligible: (s: SessionNode) => boolean,
+  placeHolder: string,
+): Promise<SessionNode | undefined> {
+  const node = typeof target === 'string' ? (model.session(target) ?? model.fork(target)) : target;
+  if (node?.kind === 'session') return node;
+  if (typeof target === 'string' && node === undefined) {
+    void vscode.window.showInformationMessage(`coven-ls knows no session or fork '${target}' any more.`);
+    return undefined;
+  }
+  const candidates = (node?.kind === 'fork' ? node.children : model.sessions()).filter((s) => s.parentId !== undefined && eligible(s));
+  if (candidates.length === 0) {
+    void vscode.window.showInformationMessage('No fork child fits: its changes are shown once it has ended.');
+    return undefined;
+  }
+  if (candidates.length === 1) return candidates[0];
+  const picked = await vscode.window.showQuickPick(
+    candidates.map((session) => ({
+      label: titleOf(session),
+      description: session.changes !== undefined ? changesDescription(session.changes, mergeModeOf(session)) : sessionStatusText(session),
+      detail: `fork child of ${model.session(session.parentId ?? '')?.title ?? session.parentId} · ${session.sessionId}`,
       session,
     })),
     { placeHolder, matchOnDetail: true },

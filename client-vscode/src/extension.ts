@@ -5,9 +5,10 @@ import * as vscode from 'vscode';
 
 import { registerCommands } from './commands';
 import { onPythonInterpreterChange } from './launch';
-import type { ForkNode, Node } from './model';
+import { type ForkNode, type Node, pendingChildren } from './model';
 import { describeToolInput, summarize } from './present';
 import type { RequestPermissionParams, RequestPermissionResult } from './protocol';
+import { CHANGES_SCHEME, ChangesReview } from './review';
 import { CovenServer, ServerOutput } from './server';
 import { SessionSync } from './sync';
 import { TRANSCRIPT_SCHEME, Transcripts } from './transcriptView';
@@ -33,6 +34,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const tree = new SessionTree(model);
   const treeView = vscode.window.createTreeView<Node>('coven.sessions', { treeDataProvider: tree, showCollapseAll: true });
   const transcripts = new Transcripts(model);
+  const review = new ChangesReview(server);
   const status = vscode.window.createStatusBarItem('coven.status', vscode.StatusBarAlignment.Left, 10);
   status.name = 'Coven';
   status.command = 'coven.sessions.focus';
@@ -87,12 +89,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     status,
     vscode.window.registerFileDecorationProvider(tree),
     vscode.workspace.registerTextDocumentContentProvider(TRANSCRIPT_SCHEME, transcripts),
+    vscode.workspace.registerTextDocumentContentProvider(CHANGES_SCHEME, review),
     sync.onDidChange((changes) => {
       tree.apply(changes);
       transcripts.apply(changes);
       updateStatus();
     }),
     sync.onForkProposed((fork) => void announceFork(fork, sync!)),
+    sync.onForkReviewing((fork) => void announceReview(fork, sync!)),
     server.onDidConnect(async () => {
       rebuilding = true;
       updateViewMessage();
@@ -107,7 +111,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       updateStatus();
       updateViewMessage();
     }),
-    ...registerCommands({ server, sync, transcripts, treeView }),
+    ...registerCommands({ server, sync, transcripts, review, treeView }),
     vscode.workspace.onDidGrantWorkspaceTrust(() => void server!.start()),
     watchSettings(server, sync),
   );
@@ -153,9 +157,8 @@ function watchSettings(server: CovenServer, sync: SessionSync): vscode.Disposabl
 
 /** Every `coven.*` setting except `coven.trace.server`, which the client applies live. */
 function affectsServer(e: vscode.ConfigurationChangeEvent): boolean {
-  return ['server.command', 'claudePath', 'forkMode', 'maxChildren', 'maxParallel', 'maxDepth', 'model', 'permissionMode', 'stateDir'].some((key) =>
-    e.affectsConfiguration(`coven.${key}`),
-  );
+  const keys = ['server.command', 'claudePath', 'forkMode', 'maxChildren', 'maxParallel', 'maxDepth', 'model', 'permissionMode', 'stateDir'];
+  return [...keys, 'forkIsolation', 'mergeMode'].some((key) => e.affectsConfiguration(`coven.${key}`));
 }
 
 async function askPermission(
@@ -188,4 +191,20 @@ async function announceFork(fork: ForkNode, sync: SessionSync): Promise<void> {
   const commands: Record<string, string> = { Approve: 'coven.approveFork', 'Approve with Edits…': 'coven.approveForkWithEdits', Reject: 'coven.rejectFork' };
   const command = choice !== undefined ? commands[choice] : undefined;
   if (command !== undefined) await vscode.commands.executeCommand(command, fork.forkId);
+}
+
+/** The extension reviews forks itself (experimental.coven.review): the user must hear that one waits. */
+async function announceReview(fork: ForkNode, sync: SessionSync): Promise<void> {
+  const session = sync.model.session(fork.sessionId);
+  const waiting = pendingChildren(fork);
+  if (waiting.length === 0) return;
+  const names = waiting.map((c) => `“${c.label ?? c.title}”`).join(', ');
+  const choice = await vscode.window.showInformationMessage(
+    `The fork of${session ? ` '${session.title}'` : ''} has ended: the changes of ${names} wait for your review before they reach the working tree.`,
+    'Review Changes',
+  );
+  if (choice === undefined) return;
+  // With one child waiting, its diff opens; with several, the command asks which.
+  const still = pendingChildren(fork);
+  await vscode.commands.executeCommand('coven.reviewChanges', still.length === 1 ? still[0]!.sessionId : fork.forkId);
 }

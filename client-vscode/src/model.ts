@@ -5,10 +5,15 @@
 // Pure on purpose: no `vscode` import, no timers, no I/O. The extension feeds it what the server
 // says and asks it what changed; the tests drive it the same way in plain node.
 
-import type { CovenEvent, Delta, PartialBlock, SessionInfo, SettledStatus, Status, TaskOutcome } from './protocol';
+import type { Changes as ChildChanges, CovenEvent, Delta, PartialBlock, SessionInfo, SettledStatus, Status, TaskOutcome, Worktree } from './protocol';
 
 /** A status of the protocol, or a newer server's that this client shows as it is. */
 export type SessionStatus = Status | (string & {});
+/** Where fork children work: a git worktree each, or their parent's own folder. */
+export type Isolation = 'worktree' | 'shared';
+/** What became of a worktree child's changes (`Changes.merge`). */
+export type MergeState = ChildChanges['merge'];
+export type { ChildChanges, Worktree };
 
 // --- nodes ---------------------------------------------------------------------------------------
 
@@ -47,6 +52,14 @@ export interface SessionNode extends NodeBase {
   /** Tool calls waiting for the user's Allow / Deny. */
   awaitingPermission: number;
   lastError: string | undefined;
+  /** A fork child's: where it works; undefined for top-level sessions (and before a server says). */
+  isolation: Isolation | undefined;
+  /** A shared child's: why it is not in a worktree of its own. */
+  isolationReason: string | undefined;
+  /** A worktree child's worktree (its branch, the snapshot it started from, the parent's repository). */
+  worktree: Worktree | undefined;
+  /** A worktree child's changes, once it has ended: its files and what became of them. */
+  changes: ChildChanges | undefined;
   /** Highest seq applied; everything up to it has been applied, in order. */
   lastSeq: number;
   /**
@@ -152,8 +165,11 @@ export interface ToolNode extends NodeBase {
   subagent: SubagentNode | undefined;
 }
 
-/** `interrupted`: it was running when the server stopped; it waits for resumeFork or abandonFork. */
-export type ForkState = 'proposed' | 'rejected' | 'running' | 'interrupted' | 'done' | 'cancelled';
+/**
+ * `interrupted`: it was running when the server stopped; it waits for resumeFork or abandonFork.
+ * `reviewing`: its children have ended and their changes wait for the user (merge mode review).
+ */
+export type ForkState = 'proposed' | 'rejected' | 'running' | 'interrupted' | 'reviewing' | 'done' | 'cancelled';
 
 export interface ForkNode extends NodeBase {
   readonly kind: 'fork';
@@ -168,6 +184,18 @@ export interface ForkNode extends NodeBase {
   results: TaskOutcome[] | undefined;
   /** The children's tokens, from forkFinished. */
   usage: TokenUsage | undefined;
+  /** Where its children work (forkStarted; else what a child's SessionInfo says). */
+  isolation: Isolation | undefined;
+  /** In shared mode: why the children are not in worktrees ("not a git repository", …). */
+  isolationReason: string | undefined;
+  /** In worktree mode: whether the children's changes are merged at once or wait for review. */
+  mergeMode: 'auto' | 'review' | undefined;
+  /** In worktree mode: the snapshot commit the children started from. */
+  base: string | undefined;
+  /** In worktree mode: what the children's worktrees take on disk (forkFinished). */
+  diskBytes: number | undefined;
+  /** The children whose changes waited for a decision when the fork began reviewing (forkReviewing). */
+  pending: string[];
   /** Child sessions, in the order the fork listed them. */
   readonly children: SessionNode[];
   /** The proposed tasks, shown until the fork starts (or forever, if it was rejected). */
@@ -257,6 +285,8 @@ interface SessionRecord {
   usageFromEvents: TokenUsage;
   usageFromInfo: TokenUsage;
   backgroundTasksFromInfo: number;
+  /** Whether a `changes` event has been applied: from then on events own the child's changes. */
+  changesFromEvents: boolean;
 }
 
 interface Stream {
@@ -282,6 +312,55 @@ export function tokenUsage(v: unknown): TokenUsage | undefined {
   const o = v as Record<string, unknown>;
   const n = (x: unknown): number => (typeof x === 'number' && Number.isFinite(x) && x > 0 ? x : 0);
   return { inputTokens: n(o.inputTokens), outputTokens: n(o.outputTokens), cacheReadTokens: n(o.cacheReadTokens), cacheCreationTokens: n(o.cacheCreationTokens) };
+}
+
+const MERGE_STATES: ReadonlySet<string> = new Set<MergeState>(['applied', 'conflict', 'discarded', 'kept', 'pending', 'unchanged']);
+const FILE_STATUSES: ReadonlySet<string> = new Set<ChildChanges['files'][number]['status']>(['added', 'deleted', 'modified', 'renamed']);
+
+const isolationOf = (v: unknown): Isolation | undefined => (v === 'worktree' || v === 'shared' ? v : undefined);
+const count = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0);
+
+/** A `Worktree` from the wire, if it has every field. */
+export function worktreeOf(v: unknown): Worktree | undefined {
+  const o = obj(v);
+  const [path, branch, base, repository] = [str(o.path), str(o.branch), str(o.base), str(o.repository)];
+  if (path === undefined || branch === undefined || base === undefined || repository === undefined) return undefined;
+  return { path, branch, base, repository };
+}
+
+/**
+ * A `Changes` from the wire with every field of the right type; undefined without a merge state
+ * this client knows (a newer server's is shown as nothing rather than as something it is not).
+ */
+export function childChanges(v: unknown): ChildChanges | undefined {
+  const o = obj(v);
+  const merge = str(o.merge);
+  if (merge === undefined || !MERGE_STATES.has(merge)) return undefined;
+  const files = (Array.isArray(o.files) ? o.files : []).map(obj).flatMap((f) => {
+    const path = str(f.path);
+    if (path === undefined) return [];
+    const status = str(f.status);
+    return [{
+      path,
+      status: status !== undefined && FILE_STATUSES.has(status) ? (status as ChildChanges['files'][number]['status']) : 'modified',
+      oldPath: str(f.oldPath) ?? null,
+      binary: f.binary === true,
+      linesAdded: count(f.linesAdded),
+      linesRemoved: count(f.linesRemoved),
+    }];
+  });
+  const conflicts = (Array.isArray(o.conflicts) ? o.conflicts : []).map(obj).flatMap((c) => {
+    const path = str(c.path);
+    return path === undefined ? [] : [{ path, reason: str(c.reason) ?? '' }];
+  });
+  return {
+    merge: merge as MergeState,
+    files,
+    linesAdded: count(o.linesAdded),
+    linesRemoved: count(o.linesRemoved),
+    conflicts,
+    commit: str(o.commit) ?? null,
+  };
 }
 
 export function addUsage(a: TokenUsage, b: TokenUsage | undefined): TokenUsage {
@@ -430,6 +509,11 @@ export class CovenModel {
       rec.costFromInfo = num(info.costUsd) ?? rec.costFromInfo;
       rec.usageFromInfo = tokenUsage(info.usage) ?? rec.usageFromInfo;
       if (Array.isArray(info.backgroundTasks)) rec.backgroundTasksFromInfo = info.backgroundTasks.length;
+      node.isolation = isolationOf(info.isolation) ?? node.isolation;
+      node.isolationReason = str(info.isolationReason) ?? node.isolationReason;
+      node.worktree = worktreeOf(info.worktree) ?? node.worktree;
+      // A listing may be older than a `changes` event that raced it: events win, as for the status.
+      if (!rec.changesFromEvents) node.changes = childChanges(info.changes) ?? node.changes;
       if (!rec.statusFromEvents) {
         if (str(info.status)) node.status = info.status;
         node.queuePosition = num(info.queuePosition) ?? undefined;
@@ -439,6 +523,13 @@ export class CovenModel {
       const forkId = str(info.forkId);
       if (parentId !== undefined && forkId !== undefined) {
         this.adoptChild(rec, parentId, forkId, str(info.label));
+        // A fork known only from listings (its forkStarted not fetched yet) still says where its children work.
+        const fork = this.forks.get(forkId);
+        if (fork !== undefined && fork.isolation === undefined && node.isolation !== undefined) {
+          fork.isolation = node.isolation;
+          fork.isolationReason ??= node.isolationReason;
+          this.touch(fork);
+        }
       }
       this.markKnown(rec);
       // listSessions answers for every session; only the ones it tells something new are redrawn.
@@ -553,6 +644,16 @@ export class CovenModel {
     return [...this.forks.values()].filter((f) => f.state === 'interrupted' && f.placed);
   }
 
+  /** Forks whose children's changes wait for the user to apply or discard them. */
+  reviewingForks(): ForkNode[] {
+    return [...this.forks.values()].filter((f) => f.state === 'reviewing' && f.placed);
+  }
+
+  /** Fork children whose changes wait for the user's decision (merge `pending`), in every fork. */
+  pendingChanges(): SessionNode[] {
+    return this.sessions().filter((s) => s.changes?.merge === 'pending');
+  }
+
   /** The CLI's background tasks (subagents) that still run, in every session. */
   runningSubagents(): SubagentNode[] {
     return [...this.records.values()].filter((r) => r.known).flatMap((r) => [...r.tasks.values()].filter((t) => t.state === 'running'));
@@ -602,6 +703,10 @@ export class CovenModel {
         backgroundTasks: 0,
         awaitingPermission: 0,
         lastError: undefined,
+        isolation: undefined,
+        isolationReason: undefined,
+        worktree: undefined,
+        changes: undefined,
         lastSeq: 0,
         items: [],
       };
@@ -622,6 +727,7 @@ export class CovenModel {
         usageFromEvents: NO_USAGE,
         usageFromInfo: NO_USAGE,
         backgroundTasksFromInfo: 0,
+        changesFromEvents: false,
       };
       this.records.set(sessionId, rec);
       this.unknown.add(rec);
@@ -792,6 +898,10 @@ export class CovenModel {
         fork.state = 'running';
         fork.source = str(e.source);
         fork.atMessageId = str(e.atMessageId);
+        fork.isolation = isolationOf(e.isolation) ?? fork.isolation;
+        fork.isolationReason = str(e.isolationReason) ?? fork.isolationReason;
+        fork.mergeMode = e.mergeMode === 'auto' || e.mergeMode === 'review' ? e.mergeMode : fork.mergeMode;
+        fork.base = str(e.base) ?? fork.base;
         const children = (Array.isArray(e.children) ? e.children : []).map(obj);
         this.setTasks(fork, children.map((c) => str(c.label) ?? ''));
         this.place(rec, fork);
@@ -800,6 +910,11 @@ export class CovenModel {
           if (childId === undefined) continue;
           const childRec = this.record(childId, str(e.time));
           this.adoptChild(childRec, node.sessionId, fork.forkId, str(child.label));
+          // The fork says where all its children work; a child's own SessionInfo says the same.
+          if (fork.isolation !== undefined && childRec.node.isolation === undefined) {
+            childRec.node.isolation = fork.isolation;
+            childRec.node.isolationReason ??= fork.isolationReason;
+          }
           this.markKnown(childRec);
         }
         // The fork lists its children in task order; keep that order whatever arrived first.
@@ -810,16 +925,48 @@ export class CovenModel {
       case 'forkFinished': {
         const fork = this.forks.get(str(e.forkId) ?? '');
         if (fork === undefined) return;
-        fork.results = (Array.isArray(e.results) ? e.results : []).map(obj).map((r) => ({
-          label: str(r.label) ?? '',
-          sessionId: str(r.sessionId) ?? '',
-          ok: r.ok === true,
-          ...(str(r.error) !== undefined ? { error: str(r.error) } : {}),
-        }));
+        fork.results = (Array.isArray(e.results) ? e.results : []).map(obj).map((r) => {
+          const merge = str(r.merge);
+          const conflicts = childChanges({ merge: 'conflict', conflicts: r.conflicts })?.conflicts ?? [];
+          return {
+            label: str(r.label) ?? '',
+            sessionId: str(r.sessionId) ?? '',
+            ok: r.ok === true,
+            ...(str(r.error) !== undefined ? { error: str(r.error) } : {}),
+            ...(merge !== undefined && MERGE_STATES.has(merge) ? { merge: merge as MergeState } : {}),
+            ...(str(r.branch) !== undefined ? { branch: str(r.branch) } : {}),
+            ...(conflicts.length > 0 ? { conflicts } : {}),
+          };
+        });
         const cancelled = fork.children.length > 0 && fork.children.every((c) => c.status === 'cancelled');
         fork.state = cancelled ? 'cancelled' : 'done';
         fork.usage = tokenUsage(e.usage) ?? fork.usage;
+        fork.diskBytes = num(e.diskBytes) ?? fork.diskBytes;
+        fork.pending = [];
+        // A child's row shows what became of its changes: redraw the ones the results speak of.
+        for (const child of fork.children) this.touch(child);
         return this.touch(fork);
+      }
+      case 'forkReviewing': {
+        const fork = this.forks.get(str(e.forkId) ?? '');
+        if (fork === undefined) return;
+        fork.state = 'reviewing';
+        fork.pending = strings(e.pending);
+        return this.touch(fork);
+      }
+      case 'changes': {
+        const changes = childChanges(e.changes);
+        if (changes === undefined) return;
+        rec.changesFromEvents = true;
+        node.changes = changes;
+        node.worktree = worktreeOf(e.worktree) ?? node.worktree;
+        // Only worktree children have changes, whatever the fork was known to be so far.
+        node.isolation = 'worktree';
+        this.touch(node);
+        // Its fork counts what still waits for review.
+        const fork = node.forkId !== undefined ? this.forks.get(node.forkId) : undefined;
+        if (fork !== undefined) this.touch(fork);
+        return;
       }
       case 'forkError': {
         // Between turns: the answer with the bad tag has ended, the retry is the next turn.
@@ -867,18 +1014,22 @@ export class CovenModel {
     // The parent's status says when a fork stopped or came back (forkInterrupted/forkResumed say
     // it too, but the status alone is enough, also with servers that send neither). A parent that
     // the server stopped mid-fork comes back `interrupted` (the fork waits for resumeFork or
-    // abandonFork); `forking` again means it was resumed. A parent that ends while its fork is
-    // open took the fork down with it. (Not on `idle`: a parent may pass through idle around a fork.)
+    // abandonFork); `forking` again means it was resumed; `reviewing` means its children's changes
+    // wait for the user. A parent that ends while its fork is open took the fork down with it.
+    // (Not on `idle`: a parent may pass through idle around a fork.)
     for (const f of this.forks.values()) {
       if (f.sessionId !== node.sessionId) continue;
+      const open = f.state === 'running' || f.state === 'proposed' || f.state === 'reviewing';
       const next =
         status === 'interrupted' && f.state === 'running'
           ? 'interrupted'
           : status === 'forking' && f.state === 'interrupted'
             ? 'running'
-            : (status === 'cancelled' || status === 'closed' || status === 'failed') && (f.state === 'running' || f.state === 'proposed')
-              ? 'cancelled'
-              : f.state;
+            : status === 'reviewing' && f.state === 'running'
+              ? 'reviewing'
+              : (status === 'cancelled' || status === 'closed' || status === 'failed') && open
+                ? 'cancelled'
+                : f.state;
       if (next !== f.state) {
         f.state = next;
         this.touch(f);
@@ -1086,7 +1237,8 @@ export class CovenModel {
       fork = {
         kind: 'fork', key: `fork:${forkId}`, parent: undefined, version: 0,
         forkId, sessionId, state: 'running', tasks: [], source: undefined, atMessageId: undefined,
-        reason: undefined, results: undefined, usage: undefined, children: [], taskNodes: [], placed: false,
+        reason: undefined, results: undefined, usage: undefined, isolation: undefined, isolationReason: undefined,
+        mergeMode: undefined, base: undefined, diskBytes: undefined, pending: [], children: [], taskNodes: [], placed: false,
       };
       this.forks.set(forkId, fork);
     }
@@ -1177,6 +1329,7 @@ export class CovenModel {
 function infoSignature(n: SessionNode): string {
   return JSON.stringify([
     n.title, n.label, n.status, n.costUsd, n.queuedMessages, n.model, n.cwd, n.agentSessionId, n.createdAt, n.usage, n.queuePosition, n.backgroundTasks,
+    n.isolation, n.isolationReason, n.worktree, n.changes,
   ]);
 }
 
@@ -1212,6 +1365,37 @@ function note(session: SessionNode, seq: number, severity: NoteNode['severity'],
 export function firstLine(text: string): string {
   const line = text.trim().split('\n', 1)[0] ?? '';
   return line.trim();
+}
+
+/**
+ * What became of a fork child's changes: its own `changes` (events, listings), else what its
+ * fork's results say (a server that sent no `changes` for it); undefined in shared mode.
+ */
+export function mergeStateOf(child: SessionNode): MergeState | undefined {
+  if (child.changes !== undefined) return child.changes.merge;
+  const fork = child.parent?.kind === 'fork' ? child.parent : undefined;
+  return fork?.results?.find((r) => r.sessionId === child.sessionId)?.merge ?? undefined;
+}
+
+/**
+ * How a fork child's pending changes come back: `review` when its fork waits for the user (or was
+ * started in merge mode review), `auto` when the fork merges them as it ends; undefined while the
+ * fork is not known (a child seen in a listing only).
+ */
+export function mergeModeOf(child: SessionNode): 'auto' | 'review' | undefined {
+  const fork = child.parent?.kind === 'fork' ? child.parent : undefined;
+  return fork?.state === 'reviewing' ? 'review' : fork?.mergeMode;
+}
+
+/** Whether a fork child's changes wait for the user: pending, and its fork reviews rather than merges. */
+export function awaitsReview(child: SessionNode): boolean {
+  return mergeStateOf(child) === 'pending' && mergeModeOf(child) === 'review';
+}
+
+/** A reviewing fork's children whose changes still wait: the ones forkReviewing listed, less those decided since. */
+export function pendingChildren(fork: ForkNode): SessionNode[] {
+  if (fork.state !== 'reviewing') return [];
+  return fork.children.filter((c) => (c.changes !== undefined ? c.changes.merge === 'pending' : fork.pending.includes(c.sessionId)));
 }
 
 export function forkProgress(fork: ForkNode): { done: number; total: number; failed: number } {

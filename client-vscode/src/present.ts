@@ -1,6 +1,7 @@
 // How each node looks: label, description, icon, tooltip, menu key. Pure (no `vscode` import):
 // the tree turns these into TreeItems, and the tests check them without an editor.
 
+import { changesDescription, conflictLine, fileLine, mergeMeaning, mergeText } from './changes';
 import {
   type ApiRetry,
   BUSY_STATUSES,
@@ -9,6 +10,8 @@ import {
   forkProgress,
   forkUsage,
   firstLine,
+  type MergeState,
+  mergeStateOf,
   type Node,
   NO_USAGE,
   type SessionNode,
@@ -20,6 +23,9 @@ import {
   treeUsage,
   type TurnNode,
   addUsage,
+  awaitsReview,
+  mergeModeOf,
+  pendingChildren,
 } from './model';
 
 export interface Icon {
@@ -73,6 +79,7 @@ export const STATUS_TEXT: Record<string, string> = {
   idle: 'done',
   awaitingApproval: 'fork awaiting approval',
   forking: 'forking',
+  reviewing: 'fork changes to review',
   failed: 'failed',
   cancelled: 'cancelled',
   closed: 'closed',
@@ -219,7 +226,11 @@ function subagentStats(node: SubagentNode): string[] {
 
 function presentSession(node: SessionNode): Presentation {
   const child = node.parentId !== undefined;
+  const merge = child ? mergeStateOf(node) : undefined;
+  const mode = child ? mergeModeOf(node) : undefined;
   const parts = [sessionStatusText(node)];
+  if (node.changes !== undefined) parts.push(changesDescription(node.changes, mode));
+  else if (merge !== undefined) parts.push(mergeText(merge, mode));
   if (node.retry !== undefined) parts.push(retryText(node.retry));
   if (node.queuedMessages > 0) parts.push(`${node.queuedMessages} queued`);
   if (node.costUsd > 0) parts.push(formatCost(node.costUsd));
@@ -238,19 +249,69 @@ function presentSession(node: SessionNode): Presentation {
   const tree = treeUsage(node);
   if (totalTokens(tree) > totalTokens(node.usage)) rows.push(`With its forks: ${formatUsage(tree)}`);
   if (node.agentSessionId) rows.push(`Claude Code session: \`${node.agentSessionId}\``);
+  if (child) rows.push(...isolationRows(node, merge));
   if (node.lastError && node.status === 'failed') rows.push('', fence(node.lastError));
   return {
     label: child ? (node.label ?? node.title) : node.title,
     description: parts.join(' · '),
     // Two spaces before a newline: a Markdown line break, so each fact stays on its own line.
     tooltip: rows.join('  \n'),
-    icon: sessionIcon(node),
-    contextValue: `session-${node.status}-${child ? 'child' : 'top'}`,
+    icon: merge === 'conflict' ? CONFLICT_ICON : awaitsReview(node) ? PENDING_ICON : sessionIcon(node),
+    contextValue: sessionContext(node, child, merge),
     // Fixed from the start, for the same reason as turns (children arrive after the first render).
     collapsible: child ? 'collapsed' : 'expanded',
     decorated: false,
   };
 }
+
+/** A child whose changes clashed with the working tree: they were not applied, the user should look. */
+const CONFLICT_ICON: Icon = { id: 'warning', color: 'list.warningForeground' };
+/** A child whose changes wait for the user's review. */
+const PENDING_ICON: Icon = { id: 'diff', color: 'charts.yellow' };
+
+/**
+ * `session-<status>-<top|child>`, then for a worktree child `-<merge>`, then `-diff` when it
+ * changed files (there is something to review). Menus key on it: Review Changes on `-diff$`,
+ * Apply/Discard on `-child-pending`, Open Conflicting Files on `-child-conflict`.
+ */
+function sessionContext(node: SessionNode, child: boolean, merge: MergeState | undefined): string {
+  const parts = ['session', node.status, child ? 'child' : 'top'];
+  if (merge !== undefined) parts.push(merge);
+  if ((node.changes?.files.length ?? 0) > 0) parts.push('diff');
+  return parts.join('-');
+}
+
+/** A fork child's tooltip lines about where it works and what became of its changes. */
+function isolationRows(node: SessionNode, merge: MergeState | undefined): string[] {
+  const fork = node.parent?.kind === 'fork' ? node.parent : undefined;
+  const isolation = node.isolation ?? fork?.isolation;
+  if (isolation === 'shared') {
+    const reason = node.isolationReason ?? fork?.isolationReason;
+    return ['', `Works in its parent's folder, not a worktree of its own${reason ? `: ${escapeMarkdown(reason)}` : ''}.`];
+  }
+  const worktree = node.worktree;
+  const changes = node.changes;
+  const mode = mergeModeOf(node);
+  const branch = worktree?.branch ?? fork?.results?.find((r) => r.sessionId === node.sessionId)?.branch ?? undefined;
+  if (isolation !== 'worktree' && worktree === undefined && merge === undefined) return [];
+  const rows = [''];
+  if (changes !== undefined && changes.files.length > 0) rows.push(`**Changes:** ${changesDescription(changes, mode)}`);
+  else if (merge !== undefined) rows.push(`**Changes:** ${mergeText(merge, mode)}`);
+  else rows.push('Works in a git worktree of its own; its changes are known when it ends.');
+  if (merge !== undefined) rows.push(escapeMarkdown(mergeMeaning(merge, worktree?.repository ?? 'the repository', mode)));
+  if (branch !== undefined) rows.push(`Branch: \`${branch}\``);
+  if (worktree !== undefined) rows.push(`Worktree: ${escapeMarkdown(worktree.path)}`);
+  const shown = changes?.files.slice(0, MAX_FILES_SHOWN) ?? [];
+  if (shown.length > 0) rows.push('', ...shown.map((f) => `- ${escapeMarkdown(fileLine(f))}`));
+  const more = (changes?.files.length ?? 0) - shown.length;
+  if (more > 0) rows.push(`- … and ${more} more`);
+  const conflicts = changes?.conflicts ?? fork?.results?.find((r) => r.sessionId === node.sessionId)?.conflicts ?? [];
+  if (conflicts.length > 0) rows.push('', '**Conflicts:**', ...conflicts.map((c) => `- ${escapeMarkdown(conflictLine(c))}`));
+  return rows;
+}
+
+/** A tooltip lists this many changed files at most; Review Changes shows them all. */
+const MAX_FILES_SHOWN = 15;
 
 export function sessionStatusText(node: SessionNode): string {
   if (node.awaitingPermission > 0) return 'needs permission';
@@ -266,6 +327,7 @@ export function sessionStatusText(node: SessionNode): string {
 
 export function sessionIcon(node: SessionNode): Icon {
   if (node.awaitingPermission > 0 || node.status === 'awaitingApproval') return { id: 'question', color: 'charts.yellow' };
+  if (node.status === 'reviewing') return PENDING_ICON;
   if (node.retry !== undefined && BUSY_STATUSES.has(node.status)) return RETRY_ICON;
   if (node.status === 'queued') return { id: 'watch' };
   if (BUSY_STATUSES.has(node.status)) return { id: 'loading~spin' };
@@ -336,6 +398,10 @@ export function forkStateText(fork: ForkNode): string {
       return `running · ${done} of ${total} done`;
     case 'interrupted':
       return `interrupted · ${done} of ${total} done`;
+    case 'reviewing': {
+      const waiting = pendingChildren(fork).length;
+      return `${waiting} ${waiting === 1 ? 'child' : 'children'} to review`;
+    }
     case 'done':
       return failed > 0 ? `done · ${failed} of ${total} failed` : 'done';
     case 'cancelled':
@@ -349,25 +415,55 @@ function presentFork(fork: ForkNode): Presentation {
   const rows = [`**Fork** · ${forkStateText(fork)}`, '', ...fork.tasks.map((t, i) => `${i + 1}. ${escapeMarkdown(t)}`)];
   if (totalTokens(usage) > 0) rows.push('', `Tokens of its children: ${formatUsage(usage)}`);
   if (fork.source === 'user') rows.push('', 'Started by you.');
+  const isolation = isolationText(fork);
+  if (isolation) rows.push('', isolation);
+  if (fork.diskBytes !== undefined) rows.push(`Their worktrees take ${formatBytes(fork.diskBytes)} on disk.`);
   if (fork.state === 'interrupted') rows.push('', 'coven-ls stopped while it ran: resume it (the unfinished children run again) or abandon it (the parent gets what finished).');
+  if (fork.state === 'reviewing') rows.push('', 'Review each waiting child\'s changes, then apply or discard them; the parent carries on once every child is decided.');
   for (const r of fork.results ?? []) {
     if (!r.ok) rows.push('', `${escapeMarkdown(r.label)}: ${escapeMarkdown(r.error ?? 'failed')}`);
   }
   const icon: Icon =
-    fork.state === 'proposed' || fork.state === 'interrupted'
+    fork.state === 'proposed' || fork.state === 'interrupted' || fork.state === 'reviewing'
       ? { id: 'question', color: 'coven.forkForeground' }
       : fork.state === 'running'
         ? { id: 'loading~spin', color: 'coven.forkForeground' }
         : { id: 'repo-forked', color: 'coven.forkForeground' };
   return {
     label: `⑂ Fork · ${count} ${count === 1 ? 'task' : 'tasks'}`,
-    description: [forkStateText(fork), totalTokens(usage) > 0 ? `${formatTokens(totalTokens(usage))} tokens` : ''].filter(Boolean).join(' · '),
+    description: [forkStateText(fork), mergeTally(fork), totalTokens(usage) > 0 ? `${formatTokens(totalTokens(usage))} tokens` : '']
+      .filter(Boolean)
+      .join(' · '),
     tooltip: rows.join('  \n'),
     icon,
     contextValue: `fork-${fork.state}`,
     collapsible: count > 0 ? 'expanded' : 'none',
     decorated: true,
   };
+}
+
+/** Where a fork's children work and how their changes come back, for its tooltip. */
+function isolationText(fork: ForkNode): string {
+  if (fork.isolation === 'shared') {
+    return `The children share the parent's folder${fork.isolationReason ? `, not worktrees: ${escapeMarkdown(fork.isolationReason)}` : ''}.`;
+  }
+  if (fork.isolation !== 'worktree') return '';
+  const how =
+    fork.mergeMode === 'review'
+      ? 'their changes wait for your review before they reach the working tree'
+      : 'their changes are merged into the working tree when the fork ends';
+  return `Each child works in a git worktree of its own${fork.base ? ` from the snapshot \`${fork.base.slice(0, 12)}\`` : ''}; ${how}.`;
+}
+
+/** "2 applied · 1 conflict": what became of a finished worktree fork's children's changes. */
+function mergeTally(fork: ForkNode): string {
+  if (fork.state !== 'done' || fork.isolation === 'shared') return '';
+  const counts = new Map<MergeState, number>();
+  for (const child of fork.children) {
+    const merge = mergeStateOf(child);
+    if (merge !== undefined && merge !== 'unchanged') counts.set(merge, (counts.get(merge) ?? 0) + 1);
+  }
+  return [...counts].map(([merge, n]) => `${n} ${mergeText(merge, fork.mergeMode)}`).join(' · ');
 }
 
 // --- the status bar -----------------------------------------------------------------------------
@@ -388,7 +484,8 @@ export function summarize(model: CovenModel): StatusSummary {
   // A forking parent is shown by its fork's progress, a queued child is not running yet.
   const running = sessions.filter((s) => s.status === 'running' || s.status === 'starting').length;
   const asking =
-    sessions.filter((s) => s.awaitingPermission > 0 || s.status === 'awaitingApproval').length + model.interruptedForks().length;
+    sessions.filter((s) => s.awaitingPermission > 0 || s.status === 'awaitingApproval' || s.status === 'reviewing').length +
+    model.interruptedForks().length;
   const forks = model.runningForks();
   const parts: string[] = [];
   if (running > 0) parts.push(`${running} running`);
@@ -468,6 +565,18 @@ export function retryText(retry: ApiRetry): string {
   const delay = seconds < 10 ? String(Number(seconds.toFixed(1))) : String(Math.round(seconds));
   const count = retry.maxRetries > 0 ? ` (${retry.attempt}/${retry.maxRetries})` : '';
   return `${what} — retrying in ${delay} s${count}`;
+}
+
+/** 950 B, 12.3 kB, 1.8 MB, 2.1 GB (decimal units, as file managers show sizes). */
+export function formatBytes(bytes: number): string {
+  const units = ['B', 'kB', 'MB', 'GB', 'TB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1000 && unit < units.length - 1) {
+    value /= 1000;
+    unit++;
+  }
+  return unit === 0 ? `${Math.round(value)} B` : `${value < 10 ? value.toFixed(1) : Math.round(value)} ${units[unit]}`;
 }
 
 export function formatDuration(ms: number): string {

@@ -52,9 +52,10 @@ class QuietLanguageClient extends LanguageClient {
 
 /**
  * What makes this client a coven client rather than a plain LSP one:
- * - it answers `coven/requestPermission` and shows proposed forks itself (answering with
- *   `coven/decideFork`); without these the server would also ask through
- *   window/showMessageRequest, and the user would see every question twice;
+ * - it answers `coven/requestPermission`, shows proposed forks itself (answering with
+ *   `coven/decideFork`) and reviews a fork's changes itself (Review Changes, then
+ *   `coven/applyChanges` / `coven/discardChanges`); without these the server would also ask
+ *   through window/showMessageRequest, and the user would see every question twice;
  * - it does not take the server's standard-LSP stand-ins for editors without a coven client: no
  *   work-done progress per turn (the tree and the status bar show that), and none of the
  *   `coven.*` executeCommand mirrors, whose ids are this extension's own command ids (the
@@ -63,7 +64,7 @@ class QuietLanguageClient extends LanguageClient {
 const covenClientFeature: StaticFeature = {
   fillClientCapabilities(capabilities) {
     const experimental = (capabilities.experimental ?? {}) as Record<string, unknown>;
-    const coven: CovenClientCapabilities = { ...(experimental.coven as CovenClientCapabilities | undefined), permissions: true, forks: true };
+    const coven: CovenClientCapabilities = { ...(experimental.coven as CovenClientCapabilities | undefined), permissions: true, forks: true, review: true };
     capabilities.experimental = { ...experimental, coven };
     capabilities.window = { ...capabilities.window, workDoneProgress: false };
   },
@@ -104,6 +105,11 @@ export function initializationOptions(config: vscode.WorkspaceConfiguration): In
   if (maxDepth !== undefined) options.maxDepth = maxDepth;
   const stateDir = text('stateDir');
   if (stateDir) options.stateDir = stateDir;
+  // `auto` leaves the choice to the server: worktrees in a git repository with a commit, else shared.
+  const forkIsolation = text('forkIsolation');
+  if (forkIsolation === 'worktree' || forkIsolation === 'shared') options.forkIsolation = forkIsolation;
+  const mergeMode = text('mergeMode');
+  if (mergeMode === 'auto' || mergeMode === 'review') options.mergeMode = mergeMode;
   return options;
 }
 

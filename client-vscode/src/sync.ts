@@ -27,6 +27,9 @@ export class SessionSync implements Disposable {
   private readonly proposalEmitter = new Emitter<ForkNode>();
   /** A fork waits for the user's decision (fired once per fork, after the tree shows it). */
   readonly onForkProposed = this.proposalEmitter.event;
+  private readonly reviewEmitter = new Emitter<ForkNode>();
+  /** A fork's children's changes wait for the user's review (fired once per fork, after the tree shows it). */
+  readonly onForkReviewing = this.reviewEmitter.event;
 
   private flushTimer: ReturnType<typeof setTimeout> | undefined;
   /** Bumped on every rebuild; answers to requests from an older generation are dropped. */
@@ -39,6 +42,8 @@ export class SessionSync implements Disposable {
   private lastUnresolved = '';
   private readonly announced = new Set<string>();
   private proposals: string[] = [];
+  private readonly announcedReviews = new Set<string>();
+  private reviews: string[] = [];
   private readonly waiters = new Map<string, Array<() => void>>();
 
   constructor(
@@ -73,8 +78,9 @@ export class SessionSync implements Disposable {
     } catch (error) {
       this.server.log(`rebuilding the session list failed: ${String(error)}`);
     }
-    // Proposals still open after a reconnect need an answer just as much as live ones.
+    // Proposals and reviews still open after a reconnect need an answer just as much as live ones.
     for (const fork of this.model.proposedForks()) this.proposals.push(fork.forkId);
+    for (const fork of this.model.reviewingForks()) this.reviews.push(fork.forkId);
     this.schedule();
   }
 
@@ -96,11 +102,13 @@ export class SessionSync implements Disposable {
     if (this.flushTimer !== undefined) clearTimeout(this.flushTimer);
     this.changeEmitter.dispose();
     this.proposalEmitter.dispose();
+    this.reviewEmitter.dispose();
   }
 
   private afterIngest(applied: CovenEvent[]): void {
     for (const event of applied) {
       if (event.kind === 'forkProposed' && typeof event.forkId === 'string') this.proposals.push(event.forkId);
+      if (event.kind === 'forkReviewing' && typeof event.forkId === 'string') this.reviews.push(event.forkId);
     }
     this.fetchMissing();
     this.schedule();
@@ -190,6 +198,14 @@ export class SessionSync implements Disposable {
       if (fork?.state !== 'proposed' || !fork.placed || this.announced.has(forkId)) continue;
       this.announced.add(forkId);
       this.proposalEmitter.fire(fork);
+    }
+    const reviews = this.reviews;
+    this.reviews = [];
+    for (const forkId of reviews) {
+      const fork = this.model.fork(forkId);
+      if (fork?.state !== 'reviewing' || !fork.placed || this.announcedReviews.has(forkId)) continue;
+      this.announcedReviews.add(forkId);
+      this.reviewEmitter.fire(fork);
     }
   }
 }

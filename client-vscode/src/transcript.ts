@@ -1,7 +1,8 @@
 // A session as a Markdown document: what "Open Transcript" shows, rebuilt live as events arrive.
 // Pure (no `vscode` import); the view side only decides when to re-render.
 
-import { type CovenModel, type ItemNode, type SessionNode, totalTokens, treeUsage } from './model';
+import { changesDescription, conflictLine, mergeText } from './changes';
+import { type CovenModel, type ItemNode, mergeModeOf, mergeStateOf, type SessionNode, totalTokens, treeUsage } from './model';
 import {
   describeToolInput,
   escapeMarkdown,
@@ -66,6 +67,7 @@ function renderTimeline(session: SessionNode, model: CovenModel, depth: number, 
         if (entry.children.length === 0) out.push(...entry.tasks.map((t) => `- ${escapeMarkdown(t)}`), '');
         for (const child of entry.children) {
           out.push(heading(depth + 1, `${escapeMarkdown(child.label ?? child.title)} — ${sessionStatusText(child)}`), '');
+          renderChanges(child, out);
           renderTimeline(child, model, depth + 2, out);
         }
         break;
@@ -75,6 +77,18 @@ function renderTimeline(session: SessionNode, model: CovenModel, depth: number, 
         break;
     }
   }
+}
+
+/** A worktree child's changes, one line (and its conflicts): what its work did to the files. */
+function renderChanges(child: SessionNode, out: string[]): void {
+  const merge = mergeStateOf(child);
+  if (merge === undefined) return;
+  const branch = child.worktree !== undefined ? ` · branch \`${child.worktree.branch}\`` : '';
+  const mode = mergeModeOf(child);
+  const words = child.changes !== undefined ? changesDescription(child.changes, mode) : mergeText(merge, mode);
+  out.push(`*Changes: ${escapeMarkdown(words)}*${branch}`, '');
+  for (const conflict of child.changes?.conflicts ?? []) out.push(`- Conflict: ${escapeMarkdown(conflictLine(conflict))}`);
+  out.push('');
 }
 
 function renderItems(items: readonly ItemNode[], depth: number, out: string[]): void {

@@ -17,8 +17,8 @@ import { dirname, join } from 'node:path';
 import { CovenModel } from '../src/model';
 import type { CovenEvent, Delta, PartialBlock, SessionInfo } from '../src/protocol';
 
-export type Scenario = 'tool' | 'fork' | 'reject' | 'cancel' | 'failed' | 'crash' | 'subagent' | 'restart';
-export const SCENARIOS: readonly Scenario[] = ['tool', 'fork', 'reject', 'cancel', 'failed', 'crash', 'subagent', 'restart'];
+export type Scenario = 'tool' | 'fork' | 'reject' | 'cancel' | 'failed' | 'crash' | 'subagent' | 'restart' | 'review';
+export const SCENARIOS: readonly Scenario[] = ['tool', 'fork', 'reject', 'cancel', 'failed', 'crash', 'subagent', 'restart', 'review'];
 /** The streams of ./recorded (test/recorded/record.py). */
 export type Recorded = 'stream' | 'background' | 'queue' | 'cancel';
 
@@ -43,7 +43,7 @@ export interface Fixture {
 }
 
 /** The package root (where package.json is), whether this runs bundled (out/test) or not. */
-function packageRoot(): string {
+export function packageRoot(): string {
   for (let dir = __dirname; ; dir = dirname(dir)) {
     if (existsSync(join(dir, 'package.json'))) return dir;
     if (dirname(dir) === dir) throw new Error(`no package.json above ${__dirname}`);
