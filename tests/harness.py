@@ -167,6 +167,7 @@ async def start_coven(
     init_options: dict[str, Any] | None = None,
     custom_permissions: bool = True,
     custom_forks: bool = True,
+    custom_review: bool = True,
     extra_env: dict[str, str] | None = None,
     capabilities: types.ClientCapabilities | None = None,
     on_client: Callable[[LanguageClient], None] | None = None,
@@ -214,7 +215,13 @@ async def start_coven(
         return None if title is None else types.MessageActionItem(title=title)
 
     caps = capabilities or types.ClientCapabilities(
-        experimental={"coven": {"permissions": custom_permissions, "forks": custom_forks}}
+        experimental={
+            "coven": {
+                "permissions": custom_permissions,
+                "forks": custom_forks,
+                "review": custom_review,
+            }
+        }
     )
     coven.init_result = await client.initialize_session(
         types.InitializeParams(

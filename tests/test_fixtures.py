@@ -438,3 +438,34 @@ async def test_the_server_still_sends_the_recorded_tool_stream(tmp_path: Path) -
     [again] = recording.sessions["sessions"]
     [recorded] = fixture.sessions
     assert set(again) == set(recorded) and again["status"] == recorded["status"]
+
+
+def test_review_waits_for_the_client_then_reintegrates() -> None:
+    fixture = Fixture("review")
+    sid = fixture.root
+    [started] = fixture.of(sid, "forkStarted")
+    assert started["isolation"] == "worktree" and started["mergeMode"] == "review"
+    [reviewing] = fixture.of(sid, "forkReviewing")
+    children = [c["sessionId"] for c in started["children"]]
+    assert reviewing["pending"] == children
+    statuses = fixture.statuses(sid)
+    assert statuses[statuses.index("forking") :][:3] == ["forking", "reviewing", "forking"]
+    # Each child said what it changed (pending), then what the client decided.
+    for cid, verdict, name in zip(
+        children, ("applied", "discarded"), ("docs.md", "CHANGES.md"), strict=True
+    ):
+        pending, decided = fixture.of(cid, "changes")
+        assert [f["path"] for f in pending["changes"]["files"]] == [name]
+        assert (pending["changes"]["merge"], decided["changes"]["merge"]) == ("pending", verdict)
+        [info] = [s for s in fixture.sessions if s["sessionId"] == cid]
+        assert info["changes"]["merge"] == verdict and info["cwd"] == info["worktree"]["path"]
+    [got] = fixture.requests(protocol.GET_CHANGES)
+    assert got["result"]["file"]["child"] == "# Write the docs\n"
+    # The decisions came before the fork finished; the results turn says what became of each.
+    [finished] = fixture.of(sid, "forkFinished")
+    assert [r["merge"] for r in finished["results"]] == ["applied", "discarded"]
+    [discard] = fixture.requests(protocol.DISCARD_CHANGES)
+    assert fixture.lines.index(discard) < fixture.lines.index(finished)
+    [results] = [e for e in fixture.of(sid, "prompt") if e["origin"] == "forkResults"]
+    assert 'merge="applied" files="docs.md (+1 -0)"' in results["text"]
+    assert 'merge="discarded"' in results["text"]

@@ -24,9 +24,24 @@ import yaml
 
 from .. import protocol
 from ..protocol import Kind, events
-from ..protocol.types import ForkSource, Usage
+from ..protocol.types import (
+    ChangedFile,
+    Changes,
+    ConflictFile,
+    FileText,
+    ForkSource,
+    GetChangesResult,
+    Isolation,
+    MergeMode,
+    MergeState,
+    Usage,
+    Worktree,
+)
+from . import isolation
 from .agent import AgentSpec
+from .isolation import ForkTrees
 from .session import Outcome, Session, SessionConfig
+from .worktrees import GitError
 
 log = logging.getLogger(__name__)
 
@@ -147,11 +162,24 @@ def problem_message(problem: str) -> str:
     )
 
 
-def child_prompt(label: str, tasks: list[str]) -> str:
+def child_prompt(
+    label: str, tasks: list[str], workdir: str | None = None, parent_dir: str | None = None
+) -> str:
     """A fork child's first message. Its first line is the seeds' contract, word for word; the
     rest keeps the child on its own task: parallel forks that redo each other's work or re-plan
-    the whole job are what users complain of most in fork features."""
+    the whole job are what users complain of most in fork features. A child in a worktree is
+    told where it works: the conversation it resumes names the parent's paths, and writing
+    there would bypass its isolation."""
     lines = [f"You were assigned '{label}'"]
+    if workdir is not None and parent_dir is not None:
+        lines += [
+            "",
+            f"You work in a copy of the project of your own (a git worktree): {workdir}. It "
+            f"holds what {parent_dir} held when you were forked, uncommitted changes included. "
+            f"Read and change files only under {workdir}, never under {parent_dir}, even where "
+            "the conversation so far names paths there. When you end, your changes are merged "
+            f"back into {parent_dir}; you need not commit them.",
+        ]
     others = [t for t in tasks if t != label]
     if others:
         lines += [
@@ -174,11 +202,64 @@ class TaskResult:
     ok: bool
     text: str = ""
     error: str | None = None
+    # A worktree child's changes: what became of them, and where its work is kept.
+    merge: MergeState | None = None
+    files: tuple[ChangedFile, ...] = ()
+    conflicts: tuple[ConflictFile, ...] = ()
+    branch: str | None = None
+    base: str | None = None
 
     def wire(self) -> events.TaskOutcome:
         return events.TaskOutcome(
-            label=self.label, sessionId=self.session_id, ok=self.ok, error=self.error or None
+            label=self.label,
+            sessionId=self.session_id,
+            ok=self.ok,
+            error=self.error or None,
+            merge=self.merge,
+            branch=self.branch if self.merge in _KEPT_ON_BRANCH else None,
+            conflicts=list(self.conflicts) or None,
         )
+
+
+# What became of a child's changes when its work stays on its branch (and only there).
+_KEPT_ON_BRANCH = ("conflict", "discarded", "kept")
+
+
+def _files_attr(files: tuple[ChangedFile, ...]) -> str:
+    return ", ".join(f"{f.path} (+{f.linesAdded} -{f.linesRemoved})" for f in files)
+
+
+def _merge_attrs(r: TaskResult) -> str:
+    """The `<task>` attributes that tell the model what became of a worktree child's changes."""
+    if r.merge is None:
+        return ""
+    attrs = f" merge={_attr(r.merge)}"
+    if r.merge == "conflict":
+        attrs += f" conflicts={_attr(', '.join(c.path for c in r.conflicts))}"
+    elif r.files:
+        attrs += f" files={_attr(_files_attr(r.files))}"
+    if r.merge in _KEPT_ON_BRANCH and r.branch:
+        attrs += f" branch={_attr(r.branch)}"
+    return attrs
+
+
+def _merge_note(r: TaskResult) -> str:
+    """A line ahead of a child's answer when its changes did not reach the working tree."""
+    where = ""
+    if r.branch:
+        where = f" They are on the branch {r.branch}"
+        if r.base:
+            where += f" (see them with `git diff {r.base[:12]} {r.branch}`)"
+        where += "."
+    if r.merge == "conflict":
+        clashes = "; ".join(f"{c.path} ({c.reason})" for c in r.conflicts)
+        return (
+            f"[Not merged: these files conflict with changes already in the working tree: "
+            f"{clashes}. None of this task's changes were applied.{where}]"
+        )
+    if r.merge == "discarded":
+        return f"[Not merged: the user discarded this task's changes.{where}]"
+    return ""
 
 
 def _attr(value: str) -> str:
@@ -197,11 +278,14 @@ def compose_results(results: list[TaskResult]) -> str:
             "Retry them or take another approach.",
         )
     for r in results:
+        merge = _merge_attrs(r)
         if r.ok:
-            parts.append(f"<task label={_attr(r.label)}>\n{r.text}\n</task>")
+            note = _merge_note(r)
+            body = f"{note}\n{r.text}" if note else r.text
+            parts.append(f"<task label={_attr(r.label)}{merge}>\n{body}\n</task>")
         else:
             error = " ".join((r.error or "failed").split())
-            parts.append(f"<task label={_attr(r.label)} error={_attr(error)}>\n</task>")
+            parts.append(f"<task label={_attr(r.label)} error={_attr(error)}{merge}>\n</task>")
     parts.append("</fork-results>")
     return "\n".join(parts)
 
@@ -212,6 +296,7 @@ def compose_results(results: list[TaskResult]) -> str:
 class ForkState(enum.Enum):
     PROPOSED = "proposed"
     RUNNING = "running"
+    REVIEWING = "reviewing"  # the children are done; the user reviews their changes
     REJECTED = "rejected"
     FINISHED = "finished"
     INTERRUPTED = "interrupted"  # the server stopped while it ran: resume or abandon it
@@ -229,6 +314,12 @@ class Fork:
     decision: str | None = None  # approved, rejected, cancelled (None: not asked, or pending)
     children: list[Session] = field(default_factory=list)
     results: list[TaskResult] | None = None
+    # Asked for by coven/fork or coven/decideFork (None: the session's setting).
+    isolation: Isolation | None = None
+    merge_mode: MergeMode | None = None
+    trees: ForkTrees | None = None  # decided when it starts
+    # Set once its children exist (worktrees take a moment): a cancel waits for it.
+    prepared: anyio.Event = field(default_factory=anyio.Event)
 
     def record(self) -> dict[str, Any]:
         """The fork's row in the store."""
@@ -246,6 +337,7 @@ class Fork:
             if self.results is None
             else [msgspec.to_builtins(r.wire()) for r in self.results],
             "reintegrated": self.state is ForkState.FINISHED,
+            "isolation": None if self.trees is None else self.trees.record(),
         }
 
 
@@ -273,6 +365,13 @@ class ForkHost(Protocol):
 
     def tree_usage(self, session: Session) -> Usage:
         """A session's tokens and its descendants'."""
+
+    async def flushed(self) -> None:
+        """Everything published so far is stored."""
+
+    def ask_review(self, fork: Fork, children: list[Session]) -> None:
+        """Ask the user to apply or discard each of these children's changes; the answers come
+        back through `apply_changes` / `discard_changes`."""
 
 
 class ForkManager:
@@ -329,7 +428,13 @@ class ForkManager:
     # --- commands --------------------------------------------------------------------------------
 
     def decide(
-        self, fork_id: str, approve: bool, tasks: list[str] | None, reason: str | None
+        self,
+        fork_id: str,
+        approve: bool,
+        tasks: list[str] | None,
+        reason: str | None,
+        isolation: Isolation | None = None,
+        merge_mode: MergeMode | None = None,
     ) -> None:
         fork = self.get(fork_id)
         if fork.state is not ForkState.PROPOSED:
@@ -345,6 +450,7 @@ class ForkManager:
                 except ForkSyntaxError as exc:
                     raise protocol.invalid_params(protocol.DECIDE_FORK, str(exc)) from exc
             fork.decision = "approved"
+            fork.isolation, fork.merge_mode = isolation, merge_mode
             self._start(fork)
             return
         fork.decision = "rejected"
@@ -367,7 +473,14 @@ class ForkManager:
             parent.set_status("idle")
         parent.release()
 
-    def fork_by_hand(self, session: Session, tasks: list[str], at_message_id: str | None) -> Fork:
+    def fork_by_hand(
+        self,
+        session: Session,
+        tasks: list[str],
+        at_message_id: str | None,
+        isolation: Isolation | None = None,
+        merge_mode: MergeMode | None = None,
+    ) -> Fork:
         if session.closed:
             raise protocol.CovenError(
                 protocol.ErrorCode.InvalidState,
@@ -402,7 +515,14 @@ class ForkManager:
                 f"'atMessageId' {at_message_id!r} is not an assistant message of session "
                 f"{session.id}; use the messageId of one of its text events.",
             )
-        fork = self._new_fork(session, tasks, source="user", at_message_id=at_message_id)
+        fork = self._new_fork(
+            session,
+            tasks,
+            source="user",
+            at_message_id=at_message_id,
+            isolation=isolation,
+            merge_mode=merge_mode,
+        )
         self._start(fork)
         return fork
 
@@ -413,6 +533,7 @@ class ForkManager:
             fork.decision = "cancelled"
             self._reject(fork, "cancelled by the user", tell_model=False)
             return
+        await fork.prepared.wait()  # its children are being made
         async with anyio.create_task_group() as tg:
             for child in fork.children:
                 if not child.closed and not (child.settled and child.last_outcome is not None):
@@ -425,14 +546,56 @@ class ForkManager:
     # --- running ---------------------------------------------------------------------------------
 
     def _start(self, fork: Fork) -> None:
-        parent = fork.parent
         fork.state = ForkState.RUNNING
-        parent.set_status("forking")
-        for label in fork.tasks:
-            fork.children.append(
-                self._host.new_child(parent, fork.id, label, self._child_spec(fork))
-            )
+        fork.parent.set_status("forking")
         self._host.fork_changed(fork)
+        self._host.spawn(self._prepare_and_run(fork), name=f"fork {fork.id}")
+
+    async def _prepare_and_run(self, fork: Fork) -> None:
+        try:
+            await self._prepare(fork)
+        finally:
+            fork.prepared.set()
+        await self._run(fork, fork.children)
+
+    async def _prepare(self, fork: Fork) -> None:
+        """Decide where the children work (making their worktrees), create them, say so, and
+        launch them."""
+        parent, config = fork.parent, fork.parent.config
+        trees = await isolation.plan(
+            config.cwd,
+            fork.isolation or config.fork_isolation,
+            fork.merge_mode or config.merge_mode,
+            config.state_dir,
+            fork.id,
+        )
+        trees_made: list[Worktree] = []
+        if trees.mode == "worktree":
+            places = [
+                isolation.place(trees, fork.id, n, label) for n, label in enumerate(fork.tasks, 1)
+            ]
+            trees.planned = [{"path": p, "branch": b} for p, b in places]
+            fork.trees = trees
+            self._host.fork_changed(fork)
+            await self._host.flushed()  # stored before git makes them: a crash leaves no orphan
+            try:
+                trees_made = await isolation.make(trees, places)
+            except (GitError, OSError) as exc:
+                reason = getattr(exc, "message", None) or str(exc)
+                log.warning("fork %s: worktrees could not be made: %s", fork.id, reason)
+                trees = isolation.shared(
+                    f"the worktrees could not be made: {reason}", trees.merge_mode
+                )
+        fork.trees = trees
+        for n, label in enumerate(fork.tasks):
+            tree = trees_made[n] if trees_made else None
+            cwd = config.cwd if tree is None else isolation.child_cwd(tree, config.cwd)
+            child = self._host.new_child(parent, fork.id, label, self._child_spec(fork, cwd))
+            child.isolation, child.isolation_reason = trees.mode, trees.reason
+            child.worktree = tree
+            fork.children.append(child)
+        self._host.fork_changed(fork)
+        worktree_mode = trees.mode == "worktree"
         parent.emit(
             events.ForkStarted(
                 forkId=fork.id,
@@ -440,17 +603,20 @@ class ForkManager:
                 atMessageId=fork.at_message_id,
                 tasks=fork.tasks,
                 children=_refs(fork.children),
+                isolation=trees.mode,
+                isolationReason=trees.reason,
+                mergeMode=trees.merge_mode if worktree_mode else None,
+                base=trees.base if worktree_mode else None,
             )
         )
         for child in fork.children:
             self._host.launch(child)
-        self._host.spawn(self._run(fork, fork.children), name=f"fork {fork.id}")
 
     @staticmethod
-    def _child_spec(fork: Fork) -> AgentSpec:
+    def _child_spec(fork: Fork, cwd: str) -> AgentSpec:
         parent, config = fork.parent, fork.parent.config
         return AgentSpec(
-            cwd=config.cwd,
+            cwd=cwd,
             model=config.model,
             permission_mode=config.permission_mode,
             resume=parent.agent_session_id,
@@ -472,8 +638,136 @@ class ForkManager:
         finally:
             # When the server stops (killed, or closing every session on its way out), the fork
             # stays `running` in the store: it comes back interrupted, to be resumed or abandoned.
-            if finished and not any(child.stopped_with_server for child in children):
-                self._finish(fork)
+            stopped = any(child.stopped_with_server for child in children)
+        if finished and not stopped:
+            await self._bring_back(fork)
+
+    async def _bring_back(self, fork: Fork, interrupted: str | None = None) -> None:
+        """Every child has ended: in worktree mode, merge their changes in task order (merge mode
+        `auto`) or wait for the user's review; then give the parent the results."""
+        for child in fork.children:
+            if child.worktree is not None and child.changes is None:
+                await self._collect(fork, child, interrupted)
+        trees = fork.trees
+        if trees is not None and trees.mode == "worktree" and trees.merge_mode == "review":
+            pending = [c for c in fork.children if _pending(c)]
+            if pending:
+                fork.state = ForkState.REVIEWING
+                self._host.fork_changed(fork)
+                fork.parent.set_status("reviewing")
+                fork.parent.emit(
+                    events.ForkReviewing(forkId=fork.id, pending=[c.id for c in pending])
+                )
+                self._host.ask_review(fork, pending)
+                return
+        for child in fork.children:
+            if _pending(child):
+                await self._merge(child)
+        self._finish(fork, interrupted)
+
+    async def _collect(self, fork: Fork, child: Session, interrupted: str | None = None) -> None:
+        """A worktree child has ended: commit its work on its branch and say what it changed."""
+        tree = child.worktree
+        assert tree is not None
+        ok = self._result_of(child, interrupted).ok
+        try:
+            changes = await isolation.collect(tree, child.label or "", ok)
+        except GitError as exc:
+            log.warning("session %s: its changes could not be read: %s", child.id, exc)
+            child.emit(events.Error(message=f"Its changes could not be read: {exc.message}"))
+            changes = Changes(
+                merge="kept", files=[], linesAdded=0, linesRemoved=0, conflicts=[], commit=None
+            )
+        self._set_changes(child, changes)
+
+    def _set_changes(self, child: Session, changes: Changes) -> None:
+        assert child.worktree is not None
+        child.changes = changes  # stored with the event's burst (its row goes with it)
+        child.emit(events.ChangesEvent(worktree=child.worktree, changes=changes))
+
+    async def _merge(self, child: Session) -> Changes:
+        tree, changes = child.worktree, child.changes
+        assert tree is not None and changes is not None
+        try:
+            merged = await isolation.merge(tree, changes, child.label or "child")
+        except GitError as exc:
+            merged = msgspec.structs.replace(
+                changes,
+                merge="conflict",
+                conflicts=[ConflictFile(path=f.path, reason=exc.message) for f in changes.files],
+            )
+        self._set_changes(child, merged)
+        return merged
+
+    def _review_target(self, child: Session, method: str) -> Fork | None:
+        if child.worktree is None or child.changes is None or child.changes.merge != "pending":
+            merge = child.changes.merge if child.changes is not None else None
+            what = (
+                "did not work in a worktree"
+                if child.worktree is None
+                else "has not ended yet"
+                if child.changes is None
+                else f"has changes that are {merge}, not pending"
+            )
+            raise protocol.CovenError(
+                protocol.ErrorCode.InvalidState,
+                f"{method}: session {child.id} {what}; only a fork child whose changes wait "
+                "for review can be applied or discarded.",
+                {"sessionId": child.id, "merge": merge},
+            )
+        return self.forks.get(child.fork_id or "")
+
+    async def get_changes(self, child: Session, path: str | None) -> GetChangesResult:
+        """coven/getChanges: a worktree child's changes, and one file's two texts."""
+        tree, changes = child.worktree, child.changes
+        if tree is None or changes is None:
+            raise protocol.CovenError(
+                protocol.ErrorCode.InvalidState,
+                f"Session {child.id} "
+                + ("did not work in a worktree" if tree is None else "has not ended yet")
+                + "; only a worktree fork child that has ended has changes to show.",
+                {"sessionId": child.id, "status": child.status},
+            )
+        text = None
+        if path is not None:
+            try:
+                changed, base, mine = await isolation.file_text(tree, changes, path)
+            except KeyError:
+                raise protocol.invalid_params(
+                    protocol.GET_CHANGES,
+                    f"'path' {path!r} is not one of the files session {child.id} changed; "
+                    "coven/getChanges without 'path' lists them.",
+                    "path",
+                ) from None
+            text = FileText(
+                path=changed.path,
+                oldPath=changed.oldPath,
+                binary=changed.binary,
+                base=None if changed.binary or base is None else base.decode(errors="replace"),
+                child=None if changed.binary or mine is None else mine.decode(errors="replace"),
+            )
+        return GetChangesResult(sessionId=child.id, worktree=tree, changes=changes, file=text)
+
+    async def apply_changes(self, child: Session) -> Changes:
+        """The user applies a reviewed child's changes (all of them, or none on a conflict)."""
+        fork = self._review_target(child, protocol.APPLY_CHANGES)
+        merged = await self._merge(child)
+        if fork is not None:
+            self._reviewed(fork)
+        return merged
+
+    def discard_changes(self, child: Session) -> None:
+        fork = self._review_target(child, protocol.DISCARD_CHANGES)
+        assert child.changes is not None
+        self._set_changes(child, isolation.with_merge(child.changes, "discarded"))
+        if fork is not None:
+            self._reviewed(fork)
+
+    def _reviewed(self, fork: Fork) -> None:
+        """A child's changes were decided: once none waits, the parent gets the results."""
+        if fork.state is ForkState.REVIEWING and not any(_pending(c) for c in fork.children):
+            fork.parent.set_status("forking")
+            self._finish(fork)
 
     def _finish(self, fork: Fork, interrupted: str | None = None) -> None:
         """Every child has ended: report, and give the parent the results (ahead of anything
@@ -483,9 +777,13 @@ class ForkManager:
         fork.state = ForkState.FINISHED
         self._host.fork_changed(fork)
         usage = sum((self._host.tree_usage(c) for c in fork.children), Usage())
+        trees = [c.worktree.path for c in fork.children if c.worktree is not None]
         parent.emit(
             events.ForkFinished(
-                forkId=fork.id, results=[r.wire() for r in fork.results], usage=usage
+                forkId=fork.id,
+                results=[r.wire() for r in fork.results],
+                usage=usage,
+                diskBytes=isolation.disk_usage(trees) if trees else None,
             )
         )
         if not parent.closed:
@@ -493,28 +791,42 @@ class ForkManager:
             parent.send(compose_results(fork.results), origin="forkResults", first=True)
         parent.release()
 
-    @staticmethod
-    async def _run_child(fork: Fork, child: Session) -> None:
+    async def _run_child(self, fork: Fork, child: Session) -> None:
         """One child's part of the fork: its assignment, and every turn that follows from it (a
         fork of its own, and the turn that reads its results). Each of its turns waits for one
         of the server's slots (`maxParallel`, the hub's `Slots`)."""
         if child.closed:
             return  # cancelled before it started
-        child.send(child_prompt(child.label or "", fork.tasks), origin="fork")
+        workdir = parent_dir = None
+        if child.worktree is not None:
+            workdir, parent_dir = child.config.cwd, fork.parent.config.cwd
+        child.send(child_prompt(child.label or "", fork.tasks, workdir, parent_dir), origin="fork")
         await child.wait_settled()
+        if child.worktree is not None and not child.stopped_with_server:
+            await self._collect(fork, child)
 
     @staticmethod
     def _result_of(child: Session, interrupted: str | None = None) -> TaskResult:
         label, sid = child.label or "", child.id
+        changes, tree = child.changes, child.worktree
+        merge: dict[str, Any] = {}
+        if changes is not None and tree is not None:
+            merge = {
+                "merge": changes.merge,
+                "files": tuple(changes.files),
+                "conflicts": tuple(changes.conflicts),
+                "branch": tree.branch,
+                "base": tree.base,
+            }
         if child.status == "cancelled":
-            return TaskResult(label, sid, False, error="cancelled by the user")
+            return TaskResult(label, sid, False, error="cancelled by the user", **merge)
         if interrupted is not None and child.status == "interrupted":
-            return TaskResult(label, sid, False, error=interrupted)
+            return TaskResult(label, sid, False, error=interrupted, **merge)
         outcome: Outcome | None = child.last_outcome
         if outcome is None:
             reason = interrupted or ("it was closed" if child.closed else "it never ran")
-            return TaskResult(label, sid, False, error=f"did not finish: {reason}")
-        return TaskResult(label, sid, outcome.ok, outcome.text, outcome.error)
+            return TaskResult(label, sid, False, error=f"did not finish: {reason}", **merge)
+        return TaskResult(label, sid, outcome.ok, outcome.text, outcome.error, **merge)
 
     # --- after a restart -------------------------------------------------------------------------
 
@@ -538,9 +850,13 @@ class ForkManager:
                 proposed=list(row["tasks_proposed"]),
                 decision=row["decision"],
                 children=[sessions[c] for c in row["children"] or [] if c in sessions],
+                trees=ForkTrees.from_record(row["isolation"]) if row.get("isolation") else None,
             )
+            fork.prepared.set()
             self.forks[fork.id] = fork
-            if state is ForkState.PROPOSED:
+            if state is ForkState.REVIEWING:
+                parent.hold()  # until every child's changes are decided
+            elif state is ForkState.PROPOSED:
                 parent.hold()
                 if parent.status == "interrupted":
                     parent.set_status("awaitingApproval")
@@ -573,9 +889,20 @@ class ForkManager:
         fork.parent.set_status("forking")
         fork.parent.emit(events.ForkResumed(forkId=fork.id, children=_refs(again)))
         for child in again:
-            child.restart_as_fork(self._child_spec(fork))
+            child.changes = None  # collected again when it ends
+            child.restart_as_fork(self._child_spec(fork, child.config.cwd))
         self._host.fork_changed(fork)
-        self._host.spawn(self._run(fork, again), name=f"fork {fork.id}")
+        self._host.spawn(self._resume_run(fork, again), name=f"fork {fork.id}")
+
+    async def _resume_run(self, fork: Fork, again: list[Session]) -> None:
+        for child in again:
+            if child.worktree is not None:
+                try:
+                    await isolation.ensure(child.worktree)
+                except GitError as exc:
+                    child.emit(events.Error(message=exc.message))
+                    await child.close("cancelled")
+        await self._run(fork, again)
 
     @staticmethod
     def _unfinished(fork: Fork) -> list[Session]:
@@ -584,7 +911,12 @@ class ForkManager:
     def abandon(self, fork_id: str) -> None:
         """Give the parent what finished; the rest is reported as interrupted."""
         fork = self._interrupted(fork_id, protocol.ABANDON_FORK)
-        self._finish(fork, interrupted="interrupted: the server stopped before it finished")
+        fork.state = ForkState.RUNNING  # until its finished children's changes are brought back
+        self._host.fork_changed(fork)
+        self._host.spawn(
+            self._bring_back(fork, "interrupted: the server stopped before it finished"),
+            name=f"abandon {fork.id}",
+        )
 
     def _interrupted(self, fork_id: str, method: str) -> Fork:
         fork = self.get(fork_id)
@@ -601,6 +933,10 @@ class ForkManager:
         gone = set(session_ids)
         for fork_id in [f.id for f in self.forks.values() if f.parent.id in gone]:
             del self.forks[fork_id]
+
+
+def _pending(child: Session) -> bool:
+    return child.changes is not None and child.changes.merge == "pending"
 
 
 def _refs(children: list[Session]) -> list[events.ChildRef]:

@@ -22,6 +22,7 @@ from anyio.abc import TaskGroup
 from .. import protocol
 from ..protocol import EventDict, Status, events
 from ..protocol.types import Usage
+from . import isolation
 from .agent import AgentSpec, Backend, ClaudeBackend
 from .fork import Fork, ForkManager, ForkState, fork_prompt
 from .journal import Journal
@@ -69,6 +70,11 @@ class Client(Protocol):
     async def ask_fork_approval(self, session: Session, tasks: list[str]) -> bool | None:
         """Ask the user to approve a proposed fork; None means the client has its own fork UI
         and will answer with coven/decideFork (or that the user dismissed the question)."""
+
+    async def ask_review(self, child: Session) -> bool | None:
+        """Ask the user to apply (True) or discard (False) a fork child's changes; None means
+        the client has its own review UI (coven/applyChanges, coven/discardChanges) or that the
+        user dismissed the question."""
 
 
 BackendFactory = Callable[[str | None], Backend]
@@ -130,6 +136,14 @@ class Hub:
     async def ask_permission(
         self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
     ) -> tuple[bool, str]:
+        if session.worktree is not None:
+            instead = isolation.outside_write(session.worktree, tool_name, tool_input)
+            if instead is not None:
+                return False, (
+                    "Denied: you work in your own worktree, "
+                    f"{session.worktree.path}; that file belongs to the conversation you were "
+                    f"forked from. Write {instead} instead."
+                )
         client = self.client_for(session)
         if client is None:
             return False, "Denied: no editor is connected to coven-ls to approve this tool use."
@@ -167,6 +181,24 @@ class Hub:
             )
 
         self.spawn(ask(), name=f"approval of {fork.id}")
+
+    def ask_review(self, fork: Fork, children: list[Session]) -> None:
+        client = self.client_for(fork.parent)
+        if client is None:
+            return  # they wait for coven/applyChanges or coven/discardChanges
+
+        async def ask() -> None:
+            await self.flushed()  # forkReviewing first, then the questions
+            for child in children:
+                apply = await client.ask_review(child)
+                if apply is None or child.changes is None or child.changes.merge != "pending":
+                    continue
+                if apply:
+                    await self.forks.apply_changes(child)
+                else:
+                    self.forks.discard_changes(child)
+
+        self.spawn(ask(), name=f"review of {fork.id}")
 
     def spawn(self, coro: Any, name: str) -> None:
         """Run background work in the hub's task group; a failure is logged, never swallowed
@@ -212,6 +244,7 @@ class Hub:
             max_children=settings.options.maxChildren,
             max_parallel=settings.options.maxParallel,
             max_depth=settings.options.maxDepth,
+            **_isolation_settings(settings),
         )
         config.append_system_prompt = fork_prompt(config, depth=0)
         session = self._new_session(
@@ -227,7 +260,9 @@ class Hub:
     def new_child(self, parent: Session, fork_id: str, label: str, start: AgentSpec) -> Session:
         """A fork child: a session of its own, starting from its parent's conversation. It is
         not launched yet: clients hear of it in the parent's forkStarted first."""
-        config = dataclasses.replace(parent.config, append_system_prompt=start.append_system_prompt)
+        config = dataclasses.replace(
+            parent.config, cwd=start.cwd, append_system_prompt=start.append_system_prompt
+        )
         return self._new_session(
             parent.backend,
             config,
@@ -357,6 +392,7 @@ class Hub:
                 max_children=row["max_children"],
                 max_parallel=row["max_parallel"],
                 max_depth=row["max_depth"],
+                **_isolation_settings(settings),
             )
             config.append_system_prompt = fork_prompt(config, depth)
             session = self._new_session(
@@ -378,6 +414,19 @@ class Hub:
         self.forks.restore(snapshot.forks)
         for session in restored:
             self.launch(session, announce=False)
+        self.spawn(self._remove_orphans(snapshot.forks), name="worktree recovery")
+
+    async def _remove_orphans(self, forks: list[dict[str, Any]]) -> None:
+        """Remove the worktrees a killed server made but never gave a session (it stores where
+        they go before it makes them), with their branches."""
+        known = {s.worktree.path for s in self.sessions.values() if s.worktree is not None}
+        for row in forks:
+            trees = row.get("isolation") or {}
+            for planned in trees.get("planned") or []:
+                if planned["path"] not in known and trees.get("repository"):
+                    await isolation.remove_quietly(
+                        trees["repository"], planned["path"], planned["branch"]
+                    )
 
     async def delete(self, session: Session, purge: bool) -> list[str]:
         """Remove a session and its subtree from the server and its store; with `purge`, the
@@ -386,6 +435,10 @@ class Hub:
         for node in subtree:
             subtree.extend(self.children_of(node))
         await self.close(session)
+        for node in subtree:
+            if node.worktree is not None:  # its work goes with it
+                tree = node.worktree
+                await isolation.remove_quietly(tree.repository, tree.path, tree.branch)
         ids = [s.id for s in subtree]
         await self.flushed()
         store = self.journal.store_of(session.id)
@@ -406,6 +459,15 @@ class Hub:
         )
         self._deliver(deleted, protocol.event_body(deleted))
         return ids
+
+
+def _isolation_settings(settings: ClientSettings) -> dict[str, Any]:
+    options = settings.options
+    return {
+        "fork_isolation": options.forkIsolation,
+        "merge_mode": options.mergeMode,
+        "state_dir": options.stateDir,
+    }
 
 
 def _purge_transcript(session: Session) -> None:

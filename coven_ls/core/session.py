@@ -34,7 +34,7 @@ from ..protocol import (
     Status,
     events,
 )
-from ..protocol.types import Changes, Isolation, Origin, StreamKind, Usage, Worktree
+from ..protocol.types import Changes, Isolation, MergeMode, Origin, StreamKind, Usage, Worktree
 from .agent import (
     Agent,
     AgentSpec,
@@ -94,6 +94,9 @@ class SessionConfig:
     max_depth: int = _DEFAULTS.maxDepth
     append_system_prompt: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    fork_isolation: Isolation | None = _DEFAULTS.forkIsolation  # None: worktree in a git repo
+    merge_mode: MergeMode = _DEFAULTS.mergeMode
+    state_dir: str | None = None  # where forks' worktrees go (None: the default state folder)
 
 
 @dataclass
@@ -250,6 +253,14 @@ class Session:
             "outcome": None
             if outcome is None
             else {"ok": outcome.ok, "text": outcome.text, "error": outcome.error},
+            "isolation": None
+            if self.isolation is None
+            else {
+                "mode": self.isolation,
+                "reason": self.isolation_reason,
+                "worktree": msgspec.to_builtins(self.worktree),
+                "changes": msgspec.to_builtins(self.changes),
+            },
         }
 
     def restart_as_fork(self, start: AgentSpec) -> None:
@@ -274,6 +285,14 @@ class Session:
             self.last_outcome = Outcome(
                 outcome["ok"], outcome.get("text") or "", outcome.get("error")
             )
+        isolation = row.get("isolation")
+        if isolation is not None:
+            self.isolation = isolation["mode"]
+            self.isolation_reason = isolation.get("reason")
+            if isolation.get("worktree"):
+                self.worktree = msgspec.convert(isolation["worktree"], Worktree)
+            if isolation.get("changes"):
+                self.changes = msgspec.convert(isolation["changes"], Changes)
         if self.status in protocol.BUSY_STATUSES:
             self.set_status("interrupted")
 

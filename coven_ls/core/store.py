@@ -20,7 +20,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Version 1 (the first release's layout): sessions and events, no forks. Kept so that the
 # migration has something real to start from, and tested.
@@ -93,6 +93,12 @@ CREATE UNIQUE INDEX events_by_session ON events (session_id, seq);
     4: """
 ALTER TABLE sessions ADD COLUMN usage TEXT;
 """,
+    # 4 -> 5: where fork children work (JSON): a fork's mode, snapshot and worktree folder; a
+    # child's worktree and changes.
+    5: """
+ALTER TABLE sessions ADD COLUMN isolation TEXT;
+ALTER TABLE forks ADD COLUMN isolation TEXT;
+""",
 }
 
 SESSION_COLUMNS = (
@@ -115,6 +121,7 @@ SESSION_COLUMNS = (
     "max_depth",
     "outcome",
     "usage",
+    "isolation",
 )
 FORK_COLUMNS = (
     "fork_id",
@@ -128,6 +135,7 @@ FORK_COLUMNS = (
     "children",
     "results",
     "reintegrated",
+    "isolation",
 )
 
 
@@ -311,7 +319,7 @@ def _schema_version(db: sqlite3.Connection) -> int:
     return int(row[0])
 
 
-_SESSION_JSON = ("outcome", "usage")
+_SESSION_JSON = ("outcome", "usage", "isolation")
 
 
 def _session_row(s: dict[str, Any]) -> tuple[Any, ...]:
@@ -328,7 +336,7 @@ def _session_dict(row: tuple[Any, ...]) -> dict[str, Any]:
     return d
 
 
-_FORK_JSON = ("tasks_proposed", "tasks_approved", "children", "results")
+_FORK_JSON = ("tasks_proposed", "tasks_approved", "children", "results", "isolation")
 
 
 def _fork_row(f: dict[str, Any]) -> tuple[Any, ...]:

@@ -660,6 +660,15 @@ def changes(repo: RepoInfo, base: str, commit: str) -> list[FileChange]:
     return found
 
 
+def resolve(repo: RepoInfo, rev: str) -> str:
+    """The commit a revision (a branch, say) names."""
+    return _out(
+        _git(
+            repo.toplevel, "rev-parse", "--verify", f"{_rev(rev)}^{{commit}}", what=f"Reading {rev}"
+        )
+    )
+
+
 def show(repo: RepoInfo, rev: str, path: str) -> bytes | None:
     """The content of `path` (relative to the top, `/`-separated) in `rev`, as git stores it (a
     link's target, for a symbolic link); None when `rev` has no file there."""
@@ -1301,6 +1310,33 @@ def remove(
                 what=f"Deleting the branch {branch}",
                 hint="A branch checked out in some worktree cannot be deleted.",
             )
+
+
+def restore(repo: RepoInfo, path: str | os.PathLike[str], branch: str) -> Worktree:
+    """Make a child's worktree again at `path`, on its existing branch `branch`, after its folder
+    was deleted (by hand, or by a clean-up of the state folder): the child's committed work is
+    back; what it had not committed is lost with the folder."""
+    where = Path(path).absolute()
+    stale = [wt for wt in _list_worktrees(repo) if wt.path == where or wt.branch == branch]
+    for wt in stale:
+        if wt.path.exists():
+            raise GitError(
+                f"Cannot make the worktree {where} again: the branch {branch} is checked out in "
+                f"{wt.path}."
+            )
+        _git(repo.toplevel, "worktree", "remove", str(wt.path), what=f"Forgetting {wt.path}")
+    where.parent.mkdir(parents=True, exist_ok=True)
+    _git(
+        repo.toplevel,
+        "worktree",
+        "add",
+        "--quiet",
+        str(where),
+        branch,
+        what=f"Making the worktree {where} again on the branch {branch}",
+        hint=f"`git branch --list '{branch}'` shows whether the branch still exists.",
+    )
+    return Worktree(path=where, branch=branch, head=resolve(repo, branch))
 
 
 def prune(repo: RepoInfo, prefix: str = COVEN_BRANCH_PREFIX) -> list[Worktree]:

@@ -192,6 +192,7 @@ class CovenServer(LanguageServer):
         self.settings = ClientSettings(root=os.getcwd())
         self.custom_permissions = False
         self.custom_forks = False
+        self.custom_review = False
         self.coven_aware = False  # it declared experimental.coven: it speaks coven/* itself
         self.store: Store | None = None
         self.store_warning: str | None = None
@@ -200,6 +201,8 @@ class CovenServer(LanguageServer):
         self._on_exit = on_exit
         # session id -> the scopes of its fork-approval questions still waiting for the user
         self._approvals: dict[str, set[anyio.CancelScope]] = {}
+        # fork child id -> the scope of the review question about its changes
+        self._reviews: dict[str, anyio.CancelScope] = {}
 
     def request_exit(self, code: int) -> None:
         self._on_exit(code)
@@ -221,6 +224,9 @@ class CovenServer(LanguageServer):
         if scopes and _settles_proposal(event):
             for scope in list(scopes):
                 scope.cancel()
+        review = self._reviews.get(event["sessionId"])
+        if review is not None and _settles_review(event):
+            review.cancel()  # applied or discarded some other way: the question is moot
         if self.standard is not None:
             self.standard.observe(event)
 
@@ -279,6 +285,30 @@ class CovenServer(LanguageServer):
             return None
         return True if title == "Approve fork" else False if title == "Reject" else None
 
+    async def ask_review(self, child: Session) -> bool | None:
+        if self.custom_review or child.changes is None or child.worktree is None:
+            return None  # its own UI shows forkReviewing and answers with coven/applyChanges
+        changes = child.changes
+        files = ", ".join(f.path for f in changes.files[:5])
+        if len(changes.files) > 5:
+            files += f" and {len(changes.files) - 5} more"
+        count = len(changes.files)
+        with anyio.CancelScope() as scope:
+            self._reviews[child.id] = scope
+            try:
+                title = await self._choose(
+                    types.MessageType.Info,
+                    f"Fork child '{child.label}' changed {count} file{'s' if count != 1 else ''} "
+                    f"(+{changes.linesAdded} −{changes.linesRemoved}): {files}. Apply the changes "
+                    f"to {child.worktree.repository}?",
+                    ["Apply", "Discard"],
+                )
+            finally:
+                self._reviews.pop(child.id, None)
+        if scope.cancelled_caught:
+            return None
+        return True if title == "Apply" else False if title == "Discard" else None
+
     async def _choose(
         self, kind: types.MessageType, message: str, actions: list[str]
     ) -> str | None:
@@ -304,6 +334,13 @@ def _settles_proposal(event: dict[str, Any]) -> bool:
 
 
 _ENDED = protocol.FINAL_STATUSES | {"failed"}
+
+
+def _settles_review(event: dict[str, Any]) -> bool:
+    """Whether a child's event means its changes wait for review no more."""
+    if event["kind"] == protocol.Kind.CHANGES:
+        return bool(event["changes"]["merge"] != "pending")
+    return event["kind"] == protocol.Kind.STATUS and event.get("status") in _ENDED
 
 
 # --- handlers ------------------------------------------------------------------------------------
@@ -365,7 +402,9 @@ async def close_session(server: CovenServer, params: protocol.SessionIdParams) -
 @handler(protocol.FORK)
 async def fork(server: CovenServer, params: protocol.ForkParams) -> T.ForkResult:
     session = server.hub.get(params.sessionId)
-    started = server.hub.forks.fork_by_hand(session, params.tasks, params.atMessageId)
+    started = server.hub.forks.fork_by_hand(
+        session, params.tasks, params.atMessageId, params.isolation, params.mergeMode
+    )
     return T.ForkResult(forkId=started.id)
 
 
@@ -375,7 +414,19 @@ async def decide_fork(server: CovenServer, params: protocol.DecideForkParams) ->
         raise protocol.invalid_params(
             protocol.DECIDE_FORK, "'tasks' only goes with approve: true", "tasks"
         )
-    server.hub.forks.decide(params.forkId, params.approve, params.tasks, params.reason)
+    for name in ("isolation", "mergeMode"):
+        if getattr(params, name) is not None and not params.approve:
+            raise protocol.invalid_params(
+                protocol.DECIDE_FORK, f"'{name}' only goes with approve: true", name
+            )
+    server.hub.forks.decide(
+        params.forkId,
+        params.approve,
+        params.tasks,
+        params.reason,
+        params.isolation,
+        params.mergeMode,
+    )
     return T.EmptyResult()
 
 
@@ -402,6 +453,25 @@ async def delete_session(
 @handler(protocol.STOP_TASK)
 async def stop_task(server: CovenServer, params: T.StopTaskParams) -> T.EmptyResult:
     await server.hub.get(params.sessionId).stop_task(params.taskId)
+    return T.EmptyResult()
+
+
+@handler(protocol.GET_CHANGES)
+async def get_changes(server: CovenServer, params: T.GetChangesParams) -> T.GetChangesResult:
+    return await server.hub.forks.get_changes(server.hub.get(params.sessionId), params.path)
+
+
+@handler(protocol.APPLY_CHANGES)
+async def apply_changes(
+    server: CovenServer, params: protocol.SessionIdParams
+) -> T.ApplyChangesResult:
+    changes = await server.hub.forks.apply_changes(server.hub.get(params.sessionId))
+    return T.ApplyChangesResult(changes=changes)
+
+
+@handler(protocol.DISCARD_CHANGES)
+async def discard_changes(server: CovenServer, params: protocol.SessionIdParams) -> T.EmptyResult:
+    server.hub.forks.discard_changes(server.hub.get(params.sessionId))
     return T.EmptyResult()
 
 
@@ -444,6 +514,7 @@ def create_server(hub: Hub, on_exit: Callable[[int], None]) -> CovenServer:
         coven = experimental.get("coven") if isinstance(experimental, dict) else None
         ls.custom_permissions = isinstance(coven, dict) and coven.get("permissions") is True
         ls.custom_forks = isinstance(coven, dict) and coven.get("forks") is True
+        ls.custom_review = isinstance(coven, dict) and coven.get("review") is True
         ls.coven_aware = isinstance(coven, dict)
         hub.attach(ls)
 

@@ -1,0 +1,323 @@
+"""Where a fork's children work, and how their changes come back.
+
+A fork in `worktree` mode gives each child a git worktree of its own (`worktrees.py` does the git
+work), started from one snapshot of what the parent sees. When a child ends, its work is
+committed on its branch (`collect`); when the fork ends, each child's changes are merged into the
+parent's working tree (`merge`) or wait for the user's review. Everything here runs git in worker
+threads: a snapshot of a big repository takes a while, and the event loop must not wait on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from ..protocol.types import (
+    ChangedFile,
+    Changes,
+    ConflictFile,
+    Isolation,
+    MergeMode,
+    MergeState,
+    Worktree,
+)
+from . import worktrees
+from .store import default_state_dir
+
+log = logging.getLogger(__name__)
+
+# Tools that write files, and the input field holding the path they write.
+_WRITING_TOOLS = {
+    "Edit": "file_path",
+    "MultiEdit": "file_path",
+    "Write": "file_path",
+    "NotebookEdit": "notebook_path",
+}
+
+# One merge into a working tree at a time: two forks of one repository ending together must not
+# both read the same file and each write their own merge of it.
+_merge_locks: dict[str, anyio.Lock] = {}
+
+
+def _merge_lock(repository: str) -> anyio.Lock:
+    return _merge_locks.setdefault(repository, anyio.Lock())
+
+
+@dataclass
+class ForkTrees:
+    """A fork's isolation: the mode, why it is shared, and for worktrees the snapshot they start
+    from and where they live. Stored with the fork (`record`)."""
+
+    mode: Isolation
+    reason: str | None = None
+    merge_mode: MergeMode = "auto"
+    repository: str | None = None
+    """the parent's work tree (its top folder): where the changes are merged"""
+    base: str | None = None
+    root: str | None = None
+    """`<stateDir>/worktrees/<forkId>`: every child's worktree is in it"""
+    planned: list[dict[str, str]] = field(default_factory=list)
+    """every worktree about to be made ({path, branch}), stored before git makes them, so that a
+    restart can remove those a crash left without a session"""
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "reason": self.reason,
+            "mergeMode": self.merge_mode,
+            "repository": self.repository,
+            "base": self.base,
+            "root": self.root,
+            "planned": self.planned,
+        }
+
+    @classmethod
+    def from_record(cls, row: dict[str, Any]) -> ForkTrees:
+        return cls(
+            mode=row["mode"],
+            reason=row.get("reason"),
+            merge_mode=row.get("mergeMode") or "auto",
+            repository=row.get("repository"),
+            base=row.get("base"),
+            root=row.get("root"),
+            planned=list(row.get("planned") or []),
+        )
+
+
+def shared(reason: str, merge_mode: MergeMode = "auto") -> ForkTrees:
+    return ForkTrees(mode="shared", reason=reason, merge_mode=merge_mode)
+
+
+async def plan(
+    cwd: str,
+    requested: Isolation | None,
+    merge_mode: MergeMode,
+    state_dir: str | None,
+    fork_id: str,
+) -> ForkTrees:
+    """Decide where a fork's children work and, for worktrees, snapshot the parent's tree. Never
+    raises for the repository's sake: anything that keeps worktrees from working makes the fork
+    shared, with the reason."""
+    if requested == "shared":
+        return shared("forkIsolation is shared", merge_mode)
+    try:
+        found = await anyio.to_thread.run_sync(worktrees.inspect, cwd)
+        if isinstance(found, worktrees.NotARepo):
+            return shared(found.reason, merge_mode)
+        base = await anyio.to_thread.run_sync(worktrees.snapshot, found)
+    except worktrees.GitError as exc:
+        return shared(f"the parent's files could not be snapshotted: {exc.message}", merge_mode)
+    root = Path(state_dir).expanduser() if state_dir else default_state_dir()
+    return ForkTrees(
+        mode="worktree",
+        merge_mode=merge_mode,
+        repository=str(found.toplevel),
+        base=base,
+        root=str((root / "worktrees" / fork_id).absolute()),
+    )
+
+
+def slug(label: str, limit: int = 40) -> str:
+    """A label as a branch and folder name part: lower case letters, digits and dashes."""
+    text = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
+    return text[:limit].rstrip("-") or "task"
+
+
+def place(trees: ForkTrees, fork_id: str, number: int, label: str) -> tuple[str, str]:
+    """A child's worktree folder and branch."""
+    assert trees.root is not None
+    name = f"{number}-{slug(label)}"
+    return str(Path(trees.root) / name), f"{worktrees.COVEN_BRANCH_PREFIX}{fork_id}/{name}"
+
+
+async def _repo(repository: str) -> worktrees.RepoInfo:
+    found = await anyio.to_thread.run_sync(worktrees.inspect, repository)
+    if isinstance(found, worktrees.NotARepo):
+        raise worktrees.GitError(f"{repository} is no longer usable: {found.reason}.")
+    return found
+
+
+async def make(trees: ForkTrees, places: Sequence[tuple[str, str]]) -> list[Worktree]:
+    """Make the children's worktrees (in parallel). All or none: when one cannot be made, those
+    made are removed again and the GitError is raised."""
+    assert trees.repository is not None and trees.base is not None
+    repo = await _repo(trees.repository)
+    base = trees.base
+    made: list[tuple[str, str]] = []
+    failure: list[worktrees.GitError] = []
+
+    async def one(path: str, branch: str) -> None:
+        try:
+            await anyio.to_thread.run_sync(worktrees.create, repo, base, path, branch)
+            made.append((path, branch))
+        except worktrees.GitError as exc:
+            failure.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        for path, branch in places:
+            tg.start_soon(one, path, branch)
+    if failure:
+        for path, branch in made:
+            await remove_quietly(trees.repository, path, branch)
+        raise failure[0]
+    return [
+        Worktree(path=path, branch=branch, base=base, repository=trees.repository)
+        for path, branch in places
+    ]
+
+
+def child_cwd(tree: Worktree, parent_cwd: str) -> str:
+    """The child's working directory: the parent's, moved from its repository into the
+    worktree (a parent working in `repo/src` has children in `worktree/src`)."""
+    inside = os.path.relpath(os.path.realpath(parent_cwd), os.path.realpath(tree.repository))
+    if inside.startswith(os.pardir):
+        return tree.path
+    return os.path.normpath(os.path.join(tree.path, inside))
+
+
+async def collect(tree: Worktree, label: str, ok: bool) -> Changes:
+    """Commit what a child changed in its worktree (any tool may have written files) and list it:
+    `pending` when it succeeded and has changes to bring back, `kept` when it failed (its work
+    stays on its branch), `unchanged` when it changed nothing."""
+    repo = await _repo(tree.repository)
+    if Path(tree.path).is_dir():
+        await anyio.to_thread.run_sync(worktrees.commit_all, tree.path, f"coven: {label}")
+    found = await anyio.to_thread.run_sync(worktrees.changes, repo, tree.base, tree.branch)
+    commit = await anyio.to_thread.run_sync(_branch_head, repo, tree.branch)
+    merge: MergeState = "unchanged" if not found else "pending" if ok else "kept"
+    return _changes(merge, found, commit)
+
+
+def _branch_head(repo: worktrees.RepoInfo, branch: str) -> str:
+    return worktrees.resolve(repo, branch)
+
+
+def _changes(
+    merge: MergeState,
+    found: Sequence[worktrees.FileChange],
+    commit: str | None,
+    conflicts: Sequence[worktrees.Conflict] = (),
+) -> Changes:
+    files = [
+        ChangedFile(
+            path=f.path,
+            status=f.status,
+            oldPath=f.old_path if f.status == "renamed" else None,
+            binary=f.binary,
+            linesAdded=f.lines_added,
+            linesRemoved=f.lines_removed,
+        )
+        for f in found
+    ]
+    return Changes(
+        merge=merge,
+        files=files,
+        linesAdded=sum(f.linesAdded for f in files),
+        linesRemoved=sum(f.linesRemoved for f in files),
+        conflicts=[ConflictFile(path=c.path, reason=c.reason) for c in conflicts],
+        commit=commit if files else None,
+    )
+
+
+async def merge(tree: Worktree, changes: Changes, label: str) -> Changes:
+    """Merge a child's committed changes into the parent's working tree: `applied`, or
+    `conflict` with the files (then nothing was written)."""
+    async with _merge_lock(tree.repository):
+        repo = await _repo(tree.repository)
+        result = await anyio.to_thread.run_sync(
+            lambda: worktrees.merge_into_worktree(repo, tree.base, tree.branch, label=label)
+        )
+    if not result.ok:
+        return msgspec.structs.replace(
+            changes,
+            merge="conflict",
+            conflicts=[ConflictFile(path=c.path, reason=c.reason) for c in result.conflicts],
+        )
+    return msgspec.structs.replace(changes, merge="applied", conflicts=[])
+
+
+def with_merge(changes: Changes, merge: MergeState) -> Changes:
+    return msgspec.structs.replace(changes, merge=merge)
+
+
+async def file_text(
+    tree: Worktree, changes: Changes, path: str
+) -> tuple[ChangedFile, bytes | None, bytes | None]:
+    """A changed file's content in the snapshot and in the child's commit."""
+    changed = next((f for f in changes.files if f.path == path), None)
+    if changed is None:
+        raise KeyError(path)
+    repo = await _repo(tree.repository)
+    rev = changes.commit or tree.branch
+    old = changed.oldPath or changed.path
+    base = (
+        None
+        if changed.status == "added"
+        else await anyio.to_thread.run_sync(worktrees.show, repo, tree.base, old)
+    )
+    child = (
+        None
+        if changed.status == "deleted"
+        else await anyio.to_thread.run_sync(worktrees.show, repo, rev, path)
+    )
+    return changed, base, child
+
+
+def outside_write(tree: Worktree, tool_name: str, tool_input: dict[str, Any]) -> str | None:
+    """When a worktree child's tool call would write a file of the parent's repository (a path it
+    remembers from the conversation it was forked from), the path it should write instead."""
+    key = _WRITING_TOOLS.get(tool_name)
+    value = tool_input.get(key) if key else None
+    if not isinstance(value, str) or not os.path.isabs(value):
+        return None
+    target = os.path.realpath(value)
+    repository = os.path.realpath(tree.repository)
+    mine = os.path.realpath(tree.path)
+    if _within(target, mine) or not _within(target, repository):
+        return None
+    return os.path.join(tree.path, os.path.relpath(target, repository))
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+async def remove_quietly(repository: str, path: str, branch: str) -> None:
+    """Remove a child's worktree and branch; a failure is logged (deleting a session must not
+    fail because git did)."""
+    try:
+        found = await anyio.to_thread.run_sync(worktrees.inspect, repository)
+        if isinstance(found, worktrees.NotARepo):
+            return  # the repository itself is gone: nothing of it to clean
+        await anyio.to_thread.run_sync(worktrees.remove, found, path, branch)
+    except (worktrees.GitError, OSError):
+        log.warning("could not remove the worktree %s (branch %s)", path, branch, exc_info=True)
+    _remove_if_empty(Path(path).parent)
+
+
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass  # not empty (other children's worktrees), or already gone
+
+
+async def ensure(tree: Worktree) -> None:
+    """Make sure a child's worktree is there before it runs again (after a restart, its folder may
+    have been deleted by hand): made again from its branch when it is gone."""
+    if Path(tree.path).is_dir():
+        return
+    repo = await _repo(tree.repository)
+    await anyio.to_thread.run_sync(worktrees.restore, repo, tree.path, tree.branch)
+
+
+def disk_usage(paths: Sequence[str]) -> int:
+    return sum(worktrees.disk_usage(p) for p in paths if Path(p).is_dir())
