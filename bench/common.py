@@ -5,12 +5,14 @@ they import this module as ``common``. It is not a package and needs no ``python
 
 Shared here, because each bench would otherwise carry its own copy that drifts:
     - a raw JSON-RPC/LSP client over a server subprocess's stdio that timestamps each frame as
-      soon as it is read, so client-side decoding never counts in a figure;
+      soon as it is read, so client-side decoding never counts in a figure (and one that keeps
+      the ``coven/event`` notifications for a run to wait on);
     - starting and stopping processes, and the /proc scan that finds (and kills) whatever a run
       left behind, so that one run's stragglers cannot load the next;
     - the per-run temp folders and environment for the scripted model (CLAUDE_CONFIG_DIR, and
       XDG_STATE_HOME where a bench wants the server's store kept in the run's folder);
-    - reading ``key: value`` lines from /proc, percentiles, and the "target ...: met" lines.
+    - reading ``key: value`` lines and the machine's CPU ticks from /proc, percentiles, and the
+      "target ...: met" lines.
 """
 
 from __future__ import annotations
@@ -177,6 +179,22 @@ def run_dirs(prefix: str, what: str) -> Iterator[RunDirs]:
 # --------------------------------------------------------------------------- /proc
 
 
+def machine_ticks() -> tuple[int, int]:
+    """(busy, total) CPU ticks of the whole machine so far, from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    idle = values[3] + values[4]  # idle + iowait
+    return sum(values) - idle, sum(values)
+
+
+def busy_cores(seconds: float = 1.0) -> float:
+    """Cores busy machine-wide over the next `seconds` (any process): what a bench prints before
+    its runs, since other work on a small machine shows in every figure."""
+    before = machine_ticks()
+    time.sleep(seconds)
+    after = machine_ticks()
+    return (os.cpu_count() or 1) * (after[0] - before[0]) / max(after[1] - before[1], 1)
+
+
 def proc_value(path: str | Path, key: str) -> int | None:
     """The first number on the ``key:`` line of a /proc file such as ``status``, ``io`` or
     ``meminfo`` (in that file's unit); None if the file cannot be read or has no such line."""
@@ -320,6 +338,47 @@ class LspClient:
             stop_process(self._proc)
             self._reader.join(EXIT_TIMEOUT)
         return self._clock() - started
+
+
+class EventClient(LspClient):
+    """The shared client, keeping every ``coven/event`` notification with the time its frame was
+    read, so that a run can wait for an event that may already have come. `timeout` bounds
+    every request and every wait."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], *, timeout: float) -> None:
+        # Before the reader thread starts (in LspClient.__init__): it appends to these.
+        self.events: list[tuple[float, dict[str, Any]]] = []  # (read at, coven/event params)
+        self._changed = threading.Condition()
+        super().__init__(proc, timeout=timeout)
+
+    def _notification(self, method: str, params: Any, at: float) -> None:
+        if method == "coven/event":
+            with self._changed:
+                self.events.append((at, params))
+                self._changed.notify_all()
+
+    def _eof(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_event(
+        self, predicate: Callable[[dict[str, Any]], bool], what: str
+    ) -> tuple[float, dict[str, Any]]:
+        """The first event (already read or still to come) that matches, with its read time."""
+        deadline = time.monotonic() + self._timeout
+        seen = 0
+        with self._changed:
+            while True:
+                for at, event in self.events[seen:]:
+                    if predicate(event):
+                        return at, event
+                    if event.get("kind") == "error":
+                        raise RuntimeError(f"error event while waiting for {what}: {event}")
+                seen = len(self.events)
+                left = deadline - time.monotonic()
+                if left <= 0 or self._proc.poll() is not None:
+                    raise RuntimeError(f"no {what} after {self._timeout:g} s")
+                self._changed.wait(min(left, 1.0))
 
 
 # --------------------------------------------------------------------------- figures

@@ -54,7 +54,6 @@ import os
 import queue
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -66,8 +65,10 @@ from typing import IO, Any
 
 from common import (
     EXIT_TIMEOUT,
-    LspClient,
+    EventClient,
+    busy_cores,
     daemon_thread,
+    machine_ticks,
     print_target,
     proc_value,
     run_dirs,
@@ -134,13 +135,6 @@ def _read_stat(pid: str) -> tuple[int, str, int, int, int, int] | None:
     return int(fields[1]), fields[0], own, reaped, int(fields[19]), int(fields[21])
 
 
-def _machine_ticks() -> tuple[int, int]:
-    """(busy, total) CPU ticks of the whole machine so far, from /proc/stat."""
-    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    idle = values[3] + values[4]  # idle + iowait
-    return sum(values) - idle, sum(values)
-
-
 def _classify(pid: int, server: int) -> str:
     if pid == server:
         return "server"
@@ -184,7 +178,7 @@ class Sampler:
 
     def sample(self, with_pss: bool) -> None:
         at = time.monotonic()
-        self.machine.append((at, *_machine_ticks()))
+        self.machine.append((at, *machine_ticks()))
         stats = {}
         children: dict[int, list[int]] = {}
         for entry in os.listdir("/proc"):
@@ -242,49 +236,6 @@ class Sampler:
         return cores * (busy1 - busy0) / max(total1 - total0, 1)
 
 
-# --------------------------------------------------------------------------- the LSP client
-
-
-class EventClient(LspClient):
-    """The shared client, keeping every ``coven/event`` notification with the time its frame was
-    read, so that a run can wait for an event that may already have come."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        # Before the reader thread starts (in LspClient.__init__): it appends to these.
-        self.events: list[tuple[float, dict[str, Any]]] = []  # (read at, coven/event params)
-        self._changed = threading.Condition()
-        super().__init__(proc, timeout=STEP_TIMEOUT)
-
-    def _notification(self, method: str, params: Any, at: float) -> None:
-        if method == "coven/event":
-            with self._changed:
-                self.events.append((at, params))
-                self._changed.notify_all()
-
-    def _eof(self) -> None:
-        with self._changed:
-            self._changed.notify_all()
-
-    def wait_event(
-        self, predicate: Callable[[dict[str, Any]], bool], what: str
-    ) -> tuple[float, dict[str, Any]]:
-        """The first event (already read or still to come) that matches, with its read time."""
-        deadline = time.monotonic() + STEP_TIMEOUT
-        seen = 0
-        with self._changed:
-            while True:
-                for at, event in self.events[seen:]:
-                    if predicate(event):
-                        return at, event
-                    if event.get("kind") == "error":
-                        raise RuntimeError(f"error event while waiting for {what}: {event}")
-                seen = len(self.events)
-                left = deadline - time.monotonic()
-                if left <= 0 or self._proc.poll() is not None:
-                    raise RuntimeError(f"no {what} after {STEP_TIMEOUT:g} s")
-                self._changed.wait(min(left, 1.0))
-
-
 # --------------------------------------------------------------------------- one run
 
 
@@ -336,7 +287,7 @@ def run_once(n: int, latency: float, claude: str, stderr: IO[bytes]) -> Result:
         # own_state: a server that keeps a session store keeps it in the run's folder.
         proc = spawn_server(dirs.workspace, dirs.environ(model, own_state=True), stderr)
         sampler = Sampler(proc.pid)
-        client = EventClient(proc)
+        client = EventClient(proc, timeout=STEP_TIMEOUT)
         close_started = close_ended = 0.0
         try:
             client.initialize(
@@ -570,10 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("child counts and --repeat must be at least 1, --warmup and --latency >= 0")
 
     claude = args.claude or resolve_claude(None)[0]
-    before = _machine_ticks()
-    time.sleep(1.0)
-    after = _machine_ticks()
-    idle_busy = (os.cpu_count() or 1) * (after[0] - before[0]) / max(after[1] - before[1], 1)
+    idle_busy = busy_cores(1.0)
     print(f"before the runs: {idle_busy:.2f} cores busy machine-wide (1 s)", end="")
     print(": the machine is not quiet, figures will suffer" if idle_busy > 0.25 else "")
     by_n: dict[int, list[Result]] = {n: [] for n in counts}
