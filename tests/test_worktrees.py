@@ -706,18 +706,24 @@ def test_prune_forgets_a_worktree_deleted_by_hand(tmp_path: Path) -> None:
     assert wt.prune(info) == []
 
 
-def test_disk_usage_counts_files_not_git(tmp_path: Path) -> None:
+def test_disk_usage_counts_what_du_counts_without_git(tmp_path: Path) -> None:
     top = make_repo(tmp_path)
     info = info_of(top)
     base = wt.snapshot(info)
     kid = child(info, base, tmp_path, 1)
-    tracked = sum(
-        int(line.split()[3])
-        for line in git(top, "ls-tree", "-r", "-l", base).splitlines()
-        if not line.startswith("120000")
-    )
-    assert wt.disk_usage(kid.path) == tracked
+
+    def du(path: Path) -> int:
+        out = subprocess.run(
+            ["du", "-s", "-B1", "--exclude=.git", str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return int(out.split()[0])
+
+    assert wt.disk_usage(kid.path) == du(kid.path)
+    before = wt.disk_usage(kid.path)
     (kid.path / "build").mkdir()
-    (kid.path / "build" / "big.bin").write_bytes(b"x" * 10_000)
-    assert wt.disk_usage(kid.path) == tracked + 10_000
-    assert wt.disk_usage(top) >= tracked  # a main worktree: its .git folder is left out
+    (kid.path / "build" / "big.bin").write_bytes(b"x" * 100_000)
+    assert wt.disk_usage(kid.path) == du(kid.path) >= before + 100_000
+    assert wt.disk_usage(top) == du(top)  # a main worktree: its .git folder is left out

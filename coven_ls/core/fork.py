@@ -679,7 +679,14 @@ class ForkManager:
         for child in fork.children:
             if _pending(child):
                 await self._merge(child)
-        self._finish(fork, interrupted)
+        await self._finish_measured(fork, interrupted)
+
+    async def _finish_measured(self, fork: Fork, interrupted: str | None = None) -> None:
+        """`_finish`, with what the worktrees take on disk (a walk of every file: not on the
+        event loop)."""
+        trees = [c.worktree.path for c in fork.children if c.worktree is not None]
+        disk = await anyio.to_thread.run_sync(isolation.disk_usage, trees) if trees else None
+        self._finish(fork, interrupted, disk)
 
     async def _collect(self, fork: Fork, child: Session, interrupted: str | None = None) -> None:
         """A worktree child has ended: commit its work on its branch and say what it changed."""
@@ -782,10 +789,13 @@ class ForkManager:
     def _reviewed(self, fork: Fork) -> None:
         """A child's changes were decided: once none waits, the parent gets the results."""
         if fork.state is ForkState.REVIEWING and not any(_pending(c) for c in fork.children):
+            fork.state = ForkState.RUNNING  # decided; a second decision must not finish it again
             fork.parent.set_status("forking")
-            self._finish(fork)
+            self._host.spawn(self._finish_measured(fork), name=f"fork {fork.id}")
 
-    def _finish(self, fork: Fork, interrupted: str | None = None) -> None:
+    def _finish(
+        self, fork: Fork, interrupted: str | None = None, disk_bytes: int | None = None
+    ) -> None:
         """Every child has ended: report, and give the parent the results (ahead of anything
         that waited)."""
         parent = fork.parent
@@ -793,13 +803,12 @@ class ForkManager:
         fork.state = ForkState.FINISHED
         self._host.fork_changed(fork)
         usage = sum((self._host.tree_usage(c) for c in fork.children), Usage())
-        trees = [c.worktree.path for c in fork.children if c.worktree is not None]
         parent.emit(
             events.ForkFinished(
                 forkId=fork.id,
                 results=[r.wire() for r in fork.results],
                 usage=usage,
-                diskBytes=isolation.disk_usage(trees) if trees else None,
+                diskBytes=disk_bytes,
             )
         )
         if not parent.closed:

@@ -165,6 +165,14 @@ async def make(trees: ForkTrees, places: Sequence[tuple[str, str]]) -> list[Work
         for path, branch in places:
             tg.start_soon(one, path, branch)
     if failure:
+        # `git worktree add`s running side by side can trip over each other (one reads the
+        # others' half-made administrative folders: "failed to read .git/worktrees/…/commondir"):
+        # those that failed get a second go, one at a time.
+        failure.clear()
+        for path, branch in [p for p in places if p not in made]:
+            await remove_quietly(trees.repository, path, branch)  # what the failed try left
+            await one(path, branch)
+    if failure:
         for path, branch in made:
             await remove_quietly(trees.repository, path, branch)
         raise failure[0]
@@ -320,4 +328,5 @@ async def ensure(tree: Worktree) -> None:
 
 
 def disk_usage(paths: Sequence[str]) -> int:
+    """What these worktrees take on disk (blocking: a walk of every file)."""
     return sum(worktrees.disk_usage(p) for p in paths if Path(p).is_dir())

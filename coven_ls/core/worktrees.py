@@ -1357,18 +1357,20 @@ def prune(repo: RepoInfo, prefix: str = COVEN_BRANCH_PREFIX) -> list[Worktree]:
 
 
 def disk_usage(worktree: str | os.PathLike[str]) -> int:
-    """Bytes the files of a worktree take (the sum of their sizes, as `du -b` adds them, links
-    not followed), leaving out `.git`: what a child's worktree costs beyond the shared objects."""
+    """Bytes a worktree takes on disk, as `du --exclude=.git` counts them (blocks of its files
+    and folders, links not followed), leaving out `.git`: what a child's worktree costs beyond
+    the shared objects. File sizes would understate it many times over for a tree of small
+    files, each of which takes at least a block."""
     root = Path(worktree)
     total = 0
     for dirpath, dirnames, filenames in os.walk(root):
         if Path(dirpath) == root and ".git" in dirnames:
             dirnames.remove(".git")
+        with contextlib.suppress(OSError):
+            total += os.lstat(dirpath).st_blocks * 512
         for name in filenames:
             if Path(dirpath) == root and name == ".git":
                 continue  # a linked worktree's .git is a file pointing at its git folder
             with contextlib.suppress(OSError):
-                st = os.lstat(os.path.join(dirpath, name))
-                if stat.S_ISREG(st.st_mode):
-                    total += st.st_size
+                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
     return total
