@@ -29,7 +29,8 @@ class ErrorCode(enum.IntEnum):
     ForkNotFound = -32004
     """no fork has that id; `data.forkId`"""
     StoreUnavailable = -32005
-    """the session database cannot be used; `data.path` is the database file"""
+    """the session database cannot be used (written by a newer coven-ls, or open in another
+    coven-ls process); `data.path` is the database file, `data.pid` the other process"""
 
 
 class CovenError(Exception):
