@@ -9,6 +9,7 @@ echoed.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import subprocess
 from collections.abc import AsyncIterator, Callable
@@ -30,7 +31,7 @@ from coven_ls.core.session import Session
 from coven_ls.core.store import Store, database_path
 from coven_ls.protocol import Kind
 
-from .fakes import FakeBackend, Gate, Step, reply
+from .fakes import Ask, FakeBackend, Gate, Step, reply
 
 LIMIT = 5.0  # seconds any single wait in these tests may take
 PLAN = "Split the work"
@@ -73,6 +74,7 @@ class RecordingClient:
     with `hub.forks.decide`."""
 
     def __init__(self, settings: ClientSettings, store: Store | None) -> None:
+        self.permission_gate: Gate | None = None
         self.settings = settings
         self.store = store
         self.events: list[dict[str, Any]] = []
@@ -96,6 +98,8 @@ class RecordingClient:
     async def ask_permission(
         self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
     ) -> tuple[bool, str]:
+        if self.permission_gate is not None:
+            await self.permission_gate.pass_through()  # a user who takes their time
         return True, ""
 
     async def ask_review(self, child: Session) -> bool | None:
@@ -640,3 +644,71 @@ async def test_a_fork_that_cannot_start_is_refused_and_the_model_told_why(
     assert rig.hub.children_of(parent) == []
     [error] = [e for e in rig.client.of(parent) if e["kind"] == Kind.ERROR]
     assert "could not start" in error["message"]
+
+
+async def test_a_silent_child_is_stopped_and_its_fork_ends(tmp_path: Path) -> None:
+    """A child whose CLI stops talking (frozen) must not hold its fork forever: after
+    childIdleTimeoutSeconds its task fails, saying why, and the others' results go through."""
+    frozen = Gate()  # never opened: the child's CLI says nothing more after starting
+    cfg = settings(tmp_path, forkMode="auto", childIdleTimeoutSeconds=0.3)
+    async with running_hub(cfg, gates={TASKS[1]: frozen}) as rig:
+        parent, _children = await start_fork(rig)
+        finished = await rig.client.wait_for(Kind.FORK_FINISHED, parent)
+        text = await results_turn(rig, parent)
+
+    ok, stuck = finished["results"][0], finished["results"][1]
+    assert ok["ok"] is True
+    assert stuck["ok"] is False and "childIdleTimeoutSeconds" in stuck["error"]
+    assert "said nothing for 0.3 seconds" in text
+    assert frozen.reached.is_set()
+
+
+async def test_waiting_for_the_users_permission_answer_is_not_silence(tmp_path: Path) -> None:
+    cfg = settings(tmp_path, forkMode="auto", childIdleTimeoutSeconds=0.2)
+    async with running_hub(cfg) as rig:
+        rig.client.permission_gate = answered = Gate()
+        rig.backend.default_reply = asking_model(rig.backend.default_reply)
+        quiet = QuietWhileAsking(times=4)  # both children: two idle limits each go by
+        session_log = logging.getLogger("coven_ls.core.session")
+        level = session_log.level
+        session_log.setLevel(logging.DEBUG)
+        session_log.addHandler(quiet)
+        try:
+            parent, _children = await start_fork(rig)
+            await answered.wait_reached()
+            with anyio.fail_after(LIMIT):
+                await quiet.enough.wait()
+        finally:
+            session_log.removeHandler(quiet)
+            session_log.setLevel(level)
+        answered.open()
+        finished = await rig.client.wait_for(Kind.FORK_FINISHED, parent)
+
+    assert [r["ok"] for r in finished["results"]] == [True, True], finished["results"]
+
+
+def asking_model(respond: Callable[[str], list[Step]]) -> Callable[[str], list[Step]]:
+    """The same replies, each child first asking for a tool's permission."""
+
+    def ask_first(text: str) -> list[Step]:
+        steps = respond(text)
+        if text.startswith("You were assigned"):
+            steps.insert(1, Ask("Bash", {"command": "true"}))
+        return steps
+
+    return ask_first
+
+
+class QuietWhileAsking(logging.Handler):
+    """Counts the session's notes that an idle limit went by while the user was being asked."""
+
+    def __init__(self, times: int) -> None:
+        super().__init__(logging.DEBUG)
+        self.enough = anyio.Event()
+        self._left = times
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "quiet while the user answers" in record.getMessage():
+            self._left -= 1
+            if self._left <= 0:
+                self.enough.set()

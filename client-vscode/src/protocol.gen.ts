@@ -1255,6 +1255,10 @@ export interface InitializationOptions {
    */
   forkIsolation?: ('shared' | 'worktree') | null;
   /**
+   * a fork child whose CLI says nothing for this long in a turn (frozen, or stuck on a hung connection) is stopped and its task reported as failed, so that its fork ends (0: never). Time spent waiting for the user's permission answer does not count
+   */
+  childIdleTimeoutSeconds?: number;
+  /**
    * how a worktree fork's changes come back: `auto` (merged when the fork ends) or `review` (the fork waits, `reviewing`, until the user applies or discards each child's changes)
    */
   mergeMode?: 'auto' | 'review';

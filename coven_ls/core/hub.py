@@ -468,6 +468,7 @@ def _isolation_settings(settings: ClientSettings) -> dict[str, Any]:
         "fork_isolation": options.forkIsolation,
         "merge_mode": options.mergeMode,
         "state_dir": options.stateDir,
+        "child_idle_timeout": options.childIdleTimeoutSeconds,
     }
 
 

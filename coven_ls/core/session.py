@@ -97,6 +97,7 @@ class SessionConfig:
     fork_isolation: Isolation | None = _DEFAULTS.forkIsolation  # None: worktree in a git repo
     merge_mode: MergeMode = _DEFAULTS.mergeMode
     state_dir: str | None = None  # where forks' worktrees go (None: the default state folder)
+    child_idle_timeout: float = _DEFAULTS.childIdleTimeoutSeconds  # for its fork children; 0: off
 
 
 @dataclass
@@ -112,6 +113,10 @@ class Outcome:
     ok: bool
     text: str = ""
     error: str | None = None
+
+
+class ChildIdle(Exception):
+    """A fork child's CLI said nothing for `childIdleTimeoutSeconds` in a turn."""
 
 
 class Session:
@@ -191,6 +196,8 @@ class Session:
         self._in_turn = False
         self._turn_no = 0
         self._cancel_requested = anyio.Event()  # set: the running turn was cancelled
+        self._asking = 0  # permission questions waiting for the user (the CLI waits silently)
+        self._heard_at = 0.0  # when the CLI last said something, or the user last answered it
         self._done = anyio.Event()
 
     # --- what clients see ------------------------------------------------------------------------
@@ -522,6 +529,7 @@ class Session:
         # Every request gets a decision event, even when the turn is cut off while the user
         # thinks, so that no client is left showing a question nobody will answer.
         allow, message = False, "Denied: the turn ended before the user answered."
+        self._asking += 1
         try:
             allow, message = await self._sink.ask_permission(
                 self, tool_name, tool_input, tool_use_id
@@ -530,6 +538,8 @@ class Session:
             log.exception("session %s: permission request failed", self.id)
             allow, message = False, f"The editor could not be asked for permission: {exc}"
         finally:
+            self._asking -= 1
+            self._heard_at = anyio.current_time()
             self.emit(
                 events.PermissionDecision(
                     toolUseId=tool_use_id, toolName=tool_name, allow=allow, message=message or None
@@ -578,6 +588,7 @@ class Session:
                 else:
                     self.set_status("running")
                 assert self._agent is not None
+                self._heard_at = anyio.current_time()
                 async with anyio.create_task_group() as watchers:
                     watchers.start_soon(self._repeat_interrupt, self._agent)
                     result = await self._relay()
@@ -590,6 +601,8 @@ class Session:
             exc = _first_error(group)
             if isinstance(exc, protocol.CovenError):
                 failure = exc.message
+            elif isinstance(exc, ChildIdle):
+                failure = str(exc)
             elif isinstance(exc, AgentStartError):
                 failure = str(exc)
             else:
@@ -719,11 +732,33 @@ class Session:
             await self._arrived.wait()
         return self._incoming.popleft()
 
+    async def _next_message_or_idle(self) -> Any:
+        """The CLI's next message; a fork child whose CLI stays silent too long (a frozen
+        process, a connection that hangs without an error) must not hold its fork forever.
+        Silence is counted from its last message or the user's last permission answer."""
+        limit = self.config.child_idle_timeout if self.fork_id else 0
+        if limit <= 0:
+            return await self._next_message()
+        while True:
+            wait = self._heard_at + limit - anyio.current_time()
+            with anyio.move_on_after(max(wait, 0.0)):
+                item = await self._next_message()
+                self._heard_at = anyio.current_time()
+                return item
+            if self._asking:  # the CLI waits for the user, not the other way round
+                log.debug("session %s: quiet while the user answers a permission question", self.id)
+                self._heard_at = anyio.current_time()
+            elif anyio.current_time() >= self._heard_at + limit:
+                raise ChildIdle(
+                    f"Claude Code said nothing for {limit:g} seconds (childIdleTimeoutSeconds), "
+                    "so the fork child was stopped."
+                )
+
     async def _relay(self) -> EventDict | None:
         """Publish the CLI's messages until the turn's result event; None if the process ends
         first (an error it died of is raised)."""
         while True:
-            item = await self._next_message()
+            item = await self._next_message_or_idle()
             if isinstance(item, _StreamEnded):
                 if item.error is not None:
                     raise item.error

@@ -106,6 +106,10 @@ class InitializationOptions(Wire, omit_defaults=True):
     """where fork children work: `worktree` (a git worktree each, merged back) or `shared` (the
     parent's folder). Default: `worktree` when the session's cwd is in a git repository with at
     least one commit, else `shared`"""
+    childIdleTimeoutSeconds: NonNegativeFloat = 900.0
+    """a fork child whose CLI says nothing for this long in a turn (frozen, or stuck on a hung
+    connection) is stopped and its task reported as failed, so that its fork ends (0: never).
+    Time spent waiting for the user's permission answer does not count"""
     mergeMode: MergeMode = "auto"
     """how a worktree fork's changes come back: `auto` (merged when the fork ends) or `review`
     (the fork waits, `reviewing`, until the user applies or discards each child's changes)"""
