@@ -6,6 +6,8 @@ The scripted model never prompts a syntax: the parent "decides" to fork by answe
 
 from __future__ import annotations
 
+import os
+import signal
 from typing import Any
 
 import pytest
@@ -472,3 +474,29 @@ async def test_a_forks_tokens_add_up_to_its_tree(coven_factory, model: ScriptedM
     assert finished["usage"]["outputTokens"] > 0
     parent = sessions[sid]
     assert parent["treeUsage"] == {k: parent["usage"][k] + finished["usage"][k] for k in keys}
+
+
+async def test_a_frozen_child_is_stopped_after_the_idle_limit_and_its_fork_ends(
+    coven_factory, model: ScriptedModel
+) -> None:
+    """A child's CLI frozen with SIGSTOP mid-fork: after childIdleTimeoutSeconds it is stopped
+    (no process is left), its task fails saying why, and the parent gets the others' results."""
+    coven = await coven_factory(init_options={"forkMode": "auto", "childIdleTimeoutSeconds": 3})
+    model.on(PLAN, FORK_TWO)
+    model.on(assigned("Write the docs"), "Docs are written.")
+    model.on(assigned('Fix <bugs> & "tests"'), "Bugs are fixed.", latency=60)
+    model.on("<fork-results>", "One of two.")
+
+    sid = await coven.start(PLAN)
+    started = await coven.wait_kind(sid, "forkStarted")
+    frozen_child = started["children"][1]["sessionId"]
+    agent = await coven.wait_kind(frozen_child, "agent")
+    [pid] = coven.pids_running(agent["agentSessionId"])
+    os.kill(pid, signal.SIGSTOP)
+    after = await wait_reintegrated(coven, sid)
+
+    [finished] = coven.of(sid, "forkFinished")
+    assert [r["ok"] for r in finished["results"]] == [True, False]
+    assert "said nothing for 3 seconds" in finished["results"][1]["error"]
+    assert after["text"] == "One of two."
+    await wait_until(lambda: not coven.pids_running(agent["agentSessionId"]), 30, "the frozen CLI")
