@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sqlite3
 import subprocess
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -75,6 +76,7 @@ class RecordingClient:
 
     def __init__(self, settings: ClientSettings, store: Store | None) -> None:
         self.permission_gate: Gate | None = None
+        self.messages: list[tuple[str, bool]] = []
         self.settings = settings
         self.store = store
         self.events: list[dict[str, Any]] = []
@@ -104,6 +106,9 @@ class RecordingClient:
 
     async def ask_review(self, child: Session) -> bool | None:
         return None  # like a client with its own review UI
+
+    def show_message(self, message: str, warning: bool) -> None:
+        self.messages.append((message, warning))
 
     async def ask_fork_approval(self, session: Session, tasks: list[str]) -> bool | None:
         proposed = any(e["kind"] == Kind.FORK_PROPOSED for e in self.of(session))
@@ -712,3 +717,39 @@ class QuietWhileAsking(logging.Handler):
             self._left -= 1
             if self._left <= 0:
                 self.enough.set()
+
+
+async def test_a_store_that_cannot_be_written_is_said_and_caught_up_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk: sessions keep running, the user is told nothing is being saved, and once
+    the store can be written again everything that happened meanwhile is in it, gapless."""
+    full = True
+    write = Store.write
+
+    def write_unless_full(self: Store, *args: Any, **kw: Any) -> None:
+        if full:
+            raise sqlite3.OperationalError("database or disk is full")
+        write(self, *args, **kw)
+
+    monkeypatch.setattr(Store, "write", write_unless_full)
+    cfg = settings(tmp_path, stateDir=str(tmp_path / "state"))
+    async with running_hub(cfg) as rig:
+        session = await start(rig, "hello")
+        await rig.client.wait_for(Kind.STATUS, session, status="idle")
+        [warning] = rig.client.messages
+        assert warning[1] is True and "cannot save its sessions" in warning[0]
+        assert "database or disk is full" in warning[0] and "Free some disk space" in warning[0]
+
+        full = False
+        session.send("again")
+        turn = await rig.client.wait_for(Kind.PROMPT, session, text="again")
+        await rig.client.wait_for(Kind.STATUS, session, after=turn["seq"], status="idle")
+        await rig.hub.flushed()
+        assert rig.client.messages[1] == (
+            f"coven-ls can save its sessions to {rig.client.store.path} again; nothing was lost.",
+            False,
+        )
+        stored = await anyio.to_thread.run_sync(rig.client.store.load)
+    seqs = [e["seq"] for e in stored.events[session.id]]
+    assert seqs == list(range(1, len(session.events) + 1))

@@ -63,6 +63,9 @@ class Client(Protocol):
     def observe(self, event: dict[str, Any]) -> None:
         """React to an event beyond forwarding it (standard-LSP progress and log lines)."""
 
+    def show_message(self, message: str, warning: bool) -> None:
+        """Tell the user something about the server itself (the store, say)."""
+
     async def ask_permission(
         self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
     ) -> tuple[bool, str]: ...
@@ -91,7 +94,7 @@ class Hub:
         self.forks = ForkManager(self)
         self.stores: dict[Path, Store] = {}
         # Events of stored sessions are committed before they are sent, in bursts.
-        self.journal = Journal(task_group, self._deliver, self._send_frame)
+        self.journal = Journal(task_group, self._deliver, self._send_frame, self._store_trouble)
         # Fork children's turns, server-wide: at most maxParallel run at once.
         self.slots = Slots(protocol.InitializationOptions().maxParallel)
 
@@ -132,6 +135,23 @@ class Hub:
     def _deliver(self, event: EventDict, body: bytes) -> None:
         """Send an event (encoded once) to every connected client."""
         self._send_frame(protocol.event_frame(body), event)
+
+    def _store_trouble(self, store: Store, error: Exception | None) -> None:
+        """Tell every client when sessions stop being saved (and when they are again)."""
+        if error is None:
+            message = f"coven-ls can save its sessions to {store.path} again; nothing was lost."
+        else:
+            message = (
+                f"coven-ls cannot save its sessions to {store.path} ({error}). Sessions keep "
+                "running, and what they do is kept in memory and saved once it can be, but a "
+                "restart now would lose it. Free some disk space, or make the folder writable "
+                "(or set initializationOptions.stateDir to another folder and restart)."
+            )
+        for client in list(self.clients):
+            try:
+                client.show_message(message, warning=error is not None)
+            except Exception:
+                log.warning("could not tell a client about the store", exc_info=True)
 
     async def ask_permission(
         self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None

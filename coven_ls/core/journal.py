@@ -26,6 +26,8 @@ FLUSH_SLICE = 1000
 
 Deliver = Callable[[EventDict, bytes], None]
 SendFrame = Callable[[bytes], None]
+# A store could not be written (the error), or can be again (None).
+StoreTrouble = Callable[[Store, Exception | None], None]
 
 
 @dataclass(frozen=True)
@@ -37,9 +39,19 @@ class _Transient:
 
 
 class Journal:
-    def __init__(self, task_group: TaskGroup, deliver: Deliver, send_frame: SendFrame) -> None:
+    def __init__(
+        self,
+        task_group: TaskGroup,
+        deliver: Deliver,
+        send_frame: SendFrame,
+        on_trouble: StoreTrouble | None = None,
+    ) -> None:
         self._deliver = deliver
         self._send_frame = send_frame
+        self._on_trouble = on_trouble
+        # What a store could not take (a full disk, a read-only folder): written with its next
+        # burst, so that once it can be written again its sessions' logs have no gap.
+        self._unsaved: dict[Store, _Batch] = {}
         self._stored: dict[str, tuple[Session, Store]] = {}  # session id -> it and its store
         self._outbox: list[EventDict | _Transient] = []
         self._dirty_forks: dict[str, Fork] = {}
@@ -60,6 +72,11 @@ class Journal:
         """Deleted sessions: what of theirs still waits is dropped."""
         for sid in session_ids:
             self._stored.pop(sid, None)
+        gone = set(session_ids)
+        for batch in self._unsaved.values():  # never written back after they were deleted
+            batch.events = [(e, b) for e, b in batch.events if e["sessionId"] not in gone]
+            batch.sessions = {k: v for k, v in batch.sessions.items() if k not in gone}
+            batch.forks = [f for f in batch.forks if f["parent_id"] not in gone]
 
     def store_of(self, session_id: str) -> Store | None:
         kept = self._stored.get(session_id)
@@ -131,14 +148,23 @@ class Journal:
             if fork_store is not None:
                 batches.setdefault(fork_store, _Batch()).forks.append(fork.record())
         for store, batch in batches.items():
+            earlier = self._unsaved.pop(store, None)
+            if earlier is not None:
+                batch = earlier.then(batch)
             rows = [s.record() for s in batch.sessions.values()]
             try:
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(store.write, batch.events, rows, batch.forks)
-            except Exception:
-                # The events still go out (a session must not stall), but say loudly that
-                # they are not kept.
+            except Exception as exc:
+                # The events still go out (a session must not stall); they are kept here to be
+                # written later, and the user is told that nothing is being saved meanwhile.
                 log.exception("could not write %d events to %s", len(batch.events), store.path)
+                self._unsaved[store] = batch
+                if earlier is None and self._on_trouble is not None:
+                    self._on_trouble(store, exc)
+            else:
+                if earlier is not None and self._on_trouble is not None:
+                    self._on_trouble(store, None)
         encoded = iter(bodies)
         for item in items:
             if isinstance(item, _Transient):
@@ -159,3 +185,10 @@ class _Batch:
         self.events: list[tuple[EventDict, bytes]] = []
         self.sessions: dict[str, Session] = {}
         self.forks: list[dict[str, Any]] = []
+
+    def then(self, later: _Batch) -> _Batch:
+        """This batch (unsaved) followed by a later one, as one write."""
+        self.events.extend(later.events)
+        self.sessions.update(later.sessions)
+        self.forks.extend(later.forks)  # upserted in order: the later row of a fork wins
+        return self

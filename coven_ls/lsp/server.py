@@ -219,6 +219,10 @@ class CovenServer(LanguageServer):
         if self.protocol.writer is not None:
             self.protocol.writer.write(frame)
 
+    def show_message(self, message: str, warning: bool) -> None:
+        kind = types.MessageType.Warning if warning else types.MessageType.Info
+        self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+
     def observe(self, event: dict[str, Any]) -> None:
         scopes = self._approvals.get(event["sessionId"])
         if scopes and _settles_proposal(event):
