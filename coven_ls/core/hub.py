@@ -193,7 +193,10 @@ class Hub:
 
         async def ask() -> None:
             await self.flushed()  # forkProposed first, then the question
-            approved = await client.ask_fork_approval(session, list(fork.tasks))
+            try:
+                approved = await client.ask_fork_approval(session, list(fork.tasks))
+            except ConnectionError:
+                return  # the editor went away: the proposal waits for coven/decideFork
             if approved is None or fork.state is not ForkState.PROPOSED:
                 return
             self.forks.decide(
@@ -210,7 +213,10 @@ class Hub:
         async def ask() -> None:
             await self.flushed()  # forkReviewing first, then the questions
             for child in children:
-                apply = await client.ask_review(child)
+                try:
+                    apply = await client.ask_review(child)
+                except ConnectionError:
+                    return  # the editor went away: the changes wait for applyChanges
                 if apply is None or child.changes is None or child.changes.merge != "pending":
                     continue
                 if apply:

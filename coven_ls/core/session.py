@@ -534,6 +534,8 @@ class Session:
             allow, message = await self._sink.ask_permission(
                 self, tool_name, tool_input, tool_use_id
             )
+        except ConnectionError as exc:  # the editor went away while the user thought
+            allow, message = False, f"Denied: {exc}."
         except Exception as exc:
             log.exception("session %s: permission request failed", self.id)
             allow, message = False, f"The editor could not be asked for permission: {exc}"

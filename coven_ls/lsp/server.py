@@ -146,6 +146,17 @@ class CovenProtocol(LanguageServerProtocol):
         finally:
             self.withdraw(msg_id)
 
+    def connection_lost(self) -> None:
+        """The editor is gone: its unanswered questions (a tool's permission, a fork's approval)
+        fail now, instead of holding their sessions until they time out; a session then goes
+        on as if the user had said no (or, for a fork, waits for coven/decideFork from another
+        editor)."""
+        for msg_id, pending in list(self._request_futures.items()):
+            self._request_futures.pop(msg_id, None)
+            self._result_types.pop(msg_id, None)
+            if not pending.done():
+                pending.set_exception(ConnectionError("the editor disconnected before it answered"))
+
     def withdraw(self, msg_id: MsgId) -> None:
         """Take back a request to the client that is still unanswered (a no-op once answered:
         the answer removed it from `_request_futures`)."""
@@ -594,6 +605,7 @@ async def _run_connection(hub: Hub, reader: Any, writer: Any) -> int:
             )
     finally:
         hub.detach(server)
+        server.protocol.connection_lost()
     return exit_code
 
 

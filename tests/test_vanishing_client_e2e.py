@@ -1,0 +1,109 @@
+"""An editor that goes away mid-question: over TCP the server (and its sessions) stay, so a
+question the editor never answered must not hold its session until it times out."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+
+from coven_ls.protocol import to_plain
+from coven_ls.testing.scripted_model import ScriptedModel, ToolUse
+
+from .harness import processes_with_env, wait_until
+
+
+@pytest.fixture
+async def tcp_server(tmp_path: Path, model: ScriptedModel) -> AsyncIterator[int]:
+    config = tmp_path / "claude-config"
+    env = {**os.environ, **model.cli_env(config)}
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "coven_ls", "--tcp", "127.0.0.1:0",
+        env=env, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        port = None
+        while port is None:
+            line = (await asyncio.wait_for(server.stderr.readline(), 30)).decode()
+            assert line, "the server ended before it listened"
+            if found := re.search(r"listening on 127\.0\.0\.1:(\d+)", line):
+                port = int(found.group(1))
+        yield port
+    finally:
+        if server.returncode is None:
+            server.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(server.wait(), 60)
+    await wait_until(lambda: not processes_with_env(str(config)), 30, "agent processes to end")
+
+
+async def connect(
+    port: int, root: Path, events: list[dict[str, Any]], asked: asyncio.Event | None = None
+) -> LanguageClient:
+    """A coven-aware client; with `asked`, one that is asked for permissions and never answers
+    (the event is set when it is asked)."""
+    client = LanguageClient("tcp-test", "1")
+
+    @client.feature("coven/event")
+    def on_event(params: Any) -> None:
+        events.append(to_plain(params))
+
+    @client.feature("coven/requestPermission")
+    async def on_permission(params: Any) -> Any:
+        assert asked is not None
+        asked.set()
+        await asyncio.Event().wait()  # the user walks away
+
+    await client.start_tcp("127.0.0.1", port)
+    coven = {"permissions": asked is not None, "forks": True}
+    await client.initialize_async(
+        types.InitializeParams(
+            capabilities=types.ClientCapabilities(experimental={"coven": coven}),
+            root_uri=root.as_uri(),
+        )
+    )
+    client.initialized(types.InitializedParams())
+    return client
+
+
+async def disconnect(client: LanguageClient) -> None:
+    client.protocol.writer.close()
+    await asyncio.wait_for(client.stop(), 30)
+
+
+async def test_a_permission_question_dies_with_the_editor_that_was_asked(
+    tcp_server: int, tmp_path: Path, model: ScriptedModel
+) -> None:
+    model.on("Tidy up", ToolUse("Bash", {"command": "touch tidy.txt && echo tidied"}))
+    model.on("denied", "The tool was denied, so I stopped.")
+    model.on("tidied", "Tidied.")
+    asked = asyncio.Event()
+    events: list[dict[str, Any]] = []
+    watcher_events: list[dict[str, Any]] = []
+    editor = await connect(tcp_server, tmp_path, events, asked)
+    watcher = await connect(tcp_server, tmp_path, watcher_events)
+    started = await editor.protocol.send_request_async("coven/startSession", {"prompt": "Tidy up"})
+    sid = to_plain(started)["sessionId"]
+    await asyncio.wait_for(asked.wait(), 90)
+
+    await disconnect(editor)  # gone, with the question unanswered
+
+    def decided() -> bool:
+        return any(e["kind"] == "permissionDecision" for e in watcher_events)
+
+    await wait_until(decided, 30, "the question to be settled without the editor")
+    decision = next(e for e in watcher_events if e["kind"] == "permissionDecision")
+    assert decision["sessionId"] == sid and decision["allow"] is False
+    assert "disconnected" in decision["message"]
+    await wait_until(
+        lambda: any(e["kind"] == "turnResult" for e in watcher_events), 60, "the turn to end"
+    )
+    await disconnect(watcher)
