@@ -38,6 +38,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--tcp", type=_host_port, metavar="HOST:PORT", help="serve on a socket instead of stdio"
     )
+    parser.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help=(
+            "with --tcp: the token clients must send (initializationOptions.token), read from "
+            "PATH (mode 0600). Default: $COVEN_TOKEN, else a new one, printed and written to a "
+            "file of mode 0600"
+        ),
+    )
     # Language clients (vscode-languageclient's stdio transport, for one) append --stdio.
     parser.add_argument("--stdio", action="store_true", help="serve on stdio (the default)")
     parser.add_argument("--log-file", help="write the server log here (default: stderr)")
@@ -162,13 +171,22 @@ def main(argv: list[str] | None = None) -> int:
         return run_demo(json_output=args.json)
     if args.command == "run":
         return _run(args)
+    if args.token_file and not args.tcp:
+        print("coven-ls: --token-file goes with --tcp", file=sys.stderr)
+        return 2
     _setup_logging(args)
+    from .lsp.auth import TokenError, resolve_token
     from .lsp.server import serve_stdio, serve_tcp
 
     try:
         if args.tcp:
             host, port = args.tcp
-            anyio.run(serve_tcp, host, port)
+            try:
+                auth = resolve_token(args.token_file)
+            except TokenError as exc:
+                print(f"coven-ls: {exc}", file=sys.stderr)
+                return 2
+            anyio.run(serve_tcp, host, port, auth)
             return 0
         return anyio.run(serve_stdio)
     except KeyboardInterrupt:

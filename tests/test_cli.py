@@ -23,3 +23,13 @@ def test_version_names_the_sdk_and_the_bundled_cli() -> None:
         f"coven-ls {coven_ls.__version__} (claude-agent-sdk {version('claude-agent-sdk')}, "
         f"bundled Claude Code {__cli_version__})"
     )
+
+
+def test_a_token_file_goes_with_tcp() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "coven_ls", "--token-file", "/nonexistent"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "--token-file goes with --tcp" in done.stderr

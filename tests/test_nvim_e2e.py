@@ -45,7 +45,7 @@ pytestmark = pytest.mark.skipif(
 INIT = r"""
 vim.opt.runtimepath:prepend(PLUGIN)
 local coven = require('coven')
-coven.setup({ cmd = SERVER, init_options = INIT_OPTIONS })
+coven.setup({ cmd = SERVER, init_options = INIT_OPTIONS, SETUP })
 
 local finished = false
 local function finish(outcome)
@@ -81,10 +81,14 @@ def run_nvim(
     *,
     init_options: str = "{ forkMode = 'approve' }",
     prepare: Callable[[Path, dict[str, str]], dict[str, str]] | None = None,
+    setup: str = "",
+    server_pid: int | None = None,
 ) -> list[str]:
     """Run Neovim headless on the scenario; returns the tree buffer's lines once it quit, and
     checks that no `claude` process outlived it. `init_options` is a Lua table; `prepare` gets
-    the workspace and Neovim's environment before it starts, and returns the environment."""
+    the workspace and Neovim's environment before it starts, and returns the environment;
+    `setup` adds Lua fields to setup{}; `server_pid` is a server Neovim connects to rather than
+    starts (whose environment also names this test's config dir)."""
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     out = tmp_path / "result"
@@ -94,6 +98,7 @@ def run_nvim(
         .replace("SERVER", server)
         .replace("INIT_OPTIONS", init_options)
         .replace("OUT", lua_string(str(out)))
+        .replace("SETUP", setup)
         .replace("STEPS", steps)
     )
     init = tmp_path / "init.lua"
@@ -124,10 +129,59 @@ def run_nvim(
 
     # Quitting Neovim shut the server down, and with it every `claude` process.
     deadline = time.monotonic() + 30
-    while processes_with_env(str(config_dir)):
+    while processes_with_env(str(config_dir), exclude=(server_pid,) if server_pid else ()):
         assert time.monotonic() < deadline, "agent processes outlived Neovim"
         time.sleep(0.1)
     return tree.splitlines()
+
+
+def nvim_version() -> tuple[int, ...]:
+    if NVIM is None:
+        return (0,)
+    first = subprocess.run([NVIM, "--version"], capture_output=True, text=True, timeout=30).stdout
+    found = re.search(r"NVIM v(\d+)\.(\d+)", first)
+    return (int(found.group(1)), int(found.group(2))) if found else (0,)
+
+
+@pytest.mark.skipif(nvim_version() < (0, 8), reason="vim.lsp.rpc.connect needs Neovim 0.8")
+def test_the_plugin_connects_to_a_tcp_server_with_its_token(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    model.on("hello over tcp", "Hi over TCP.")
+    token_file = tmp_path / "token"
+    token_file.write_text("nvim-s3cret\n")
+    token_file.chmod(0o600)
+    env = {k: v for k, v in os.environ.items() if k != "COVEN_TOKEN"}
+    env.update(model.cli_env(tmp_path / "claude-config"))
+    server = subprocess.Popen(
+        [sys.executable, "-m", "coven_ls", "--tcp", "127.0.0.1:0", "--token-file", str(token_file)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        line = server.stderr.readline()  # the server prints it first, or ends (then: "")
+        found = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+        assert found, line
+        lines = run_nvim(
+            tmp_path,
+            model,
+            r"""
+coven.on_event(function(ev)
+  if ev.kind == 'turnResult' and ev.text == 'Hi over TCP.' then finish_soon() end
+end)
+vim.cmd('CovenStart Say hello over tcp')
+""",
+            setup=f"tcp = '127.0.0.1:{found.group(1)}', token_file = {lua_string(str(token_file))}",
+            server_pid=server.pid,
+        )
+        assert any("Hi over TCP." in line for line in lines), lines
+        assert server.poll() is None, "Neovim's exit ended the shared server"
+    finally:
+        server.terminate()
+        server.wait(60)
 
 
 def indent(line: str) -> int:

@@ -27,7 +27,8 @@ export async function resolveLaunchCommand(log: (line: string) => void): Promise
   return { command: 'python3', args: MODULE_ARGS, source: 'PATH' };
 }
 
-function expand(part: string, folder: vscode.WorkspaceFolder | undefined): string {
+/** A setting's path with `${workspaceFolder}` and a leading `~` expanded. */
+export function expand(part: string, folder: vscode.WorkspaceFolder | undefined): string {
   let out = part.replace(/\$\{workspaceFolder\}/g, folder?.uri.fsPath ?? '');
   if (out === '~' || out.startsWith('~/')) out = (process.env.HOME ?? '') + out.slice(1);
   return out;
@@ -86,6 +87,8 @@ export interface LaunchProblem {
   message: string;
   /** A shell command that fixes it, when there is one. */
   fix?: string;
+  /** The setting "Open Setting" shows (default: coven.server.command). */
+  setting?: string;
 }
 
 interface RunResult {

@@ -1262,6 +1262,10 @@ export interface InitializationOptions {
    * how a worktree fork's changes come back: `auto` (merged when the fork ends) or `review` (the fork waits, `reviewing`, until the user applies or discards each child's changes)
    */
   mergeMode?: 'auto' | 'review';
+  /**
+   * the server's token, which a `--tcp` server requires (its `--token-file`, `$COVEN_TOKEN`, or the one it generated and printed); ignored on stdio. Never logged nor sent back
+   */
+  token?: string | null;
 }
 /**
  * `capabilities.experimental.coven` in `initialize`: what the client does itself. A client that sends this object (even empty) is coven-aware: it renders `coven/event` itself, so it gets no `window/logMessage` lines and no `executeCommandProvider`.
@@ -1286,7 +1290,7 @@ export interface CovenClientCapabilities {
 }
 
 /**
- * JSON-RPC error codes: -32700 ParseError: the body is not JSON (JSON-RPC); the response's `id` is null; -32600 InvalidRequest: not a JSON-RPC 2.0 request, or a request after `shutdown` (JSON-RPC); -32601 MethodNotFound: no such method (JSON-RPC); `data.method` names it; -32602 InvalidParams: a missing or wrongly typed field, a blank prompt or text, a bad `cwd`; the message names the method and the field, `data.field` the field; -32001 SessionNotFound: no session has that id; `data.sessionId`; -32002 ClaudeUnavailable: no usable `claude` binary; `data.claudePath` and `data.source` say which and from where; -32003 InvalidState: the session or fork cannot do that now (closed, busy, already decided); `data` has the `sessionId` or `forkId` and its current `status` or `state`; -32004 ForkNotFound: no fork has that id; `data.forkId`; -32005 StoreUnavailable: the session database cannot be used (written by a newer coven-ls, or open in another coven-ls process); `data.path` is the database file, `data.pid` the other process
+ * JSON-RPC error codes: -32700 ParseError: the body is not JSON (JSON-RPC); the response's `id` is null; -32600 InvalidRequest: not a JSON-RPC 2.0 request, or a request after `shutdown` (JSON-RPC); -32601 MethodNotFound: no such method (JSON-RPC); `data.method` names it; -32602 InvalidParams: a missing or wrongly typed field, a blank prompt or text, a bad `cwd`; the message names the method and the field, `data.field` the field; -32001 SessionNotFound: no session has that id; `data.sessionId`; -32002 ClaudeUnavailable: no usable `claude` binary; `data.claudePath` and `data.source` say which and from where; -32003 InvalidState: the session or fork cannot do that now (closed, busy, already decided); `data` has the `sessionId` or `forkId` and its current `status` or `state`; -32004 ForkNotFound: no fork has that id; `data.forkId`; -32005 StoreUnavailable: the session database cannot be used (written by a newer coven-ls, or open in another coven-ls process); `data.path` is the database file, `data.pid` the other process; -32006 Unauthorized: a `--tcp` connection whose first message is not an `initialize` with the server's `initializationOptions.token`; the server closes the connection after this answer
  */
 export enum ErrorCode {
   ParseError = -32700,
@@ -1298,4 +1302,5 @@ export enum ErrorCode {
   InvalidState = -32003,
   ForkNotFound = -32004,
   StoreUnavailable = -32005,
+  Unauthorized = -32006,
 }

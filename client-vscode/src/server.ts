@@ -13,7 +13,7 @@ import {
   type StaticFeature,
 } from 'vscode-languageclient/node';
 
-import { type LaunchProblem, preflight, resolveLaunchCommand } from './launch';
+import { expand, type LaunchProblem, preflight, resolveLaunchCommand } from './launch';
 import {
   type CovenClientCapabilities,
   type CovenEvent,
@@ -26,6 +26,7 @@ import {
   type RequestPermissionResult,
   type ResultOf,
 } from './protocol';
+import { connectTcp, defaultTokenFile, parseHostPort, readToken } from './tcp';
 
 export type ServerState = 'stopped' | 'starting' | 'running' | 'failed' | 'untrusted';
 
@@ -260,28 +261,55 @@ export class CovenServer implements vscode.Disposable {
       return;
     }
     this.setState('starting');
-    const launch = await resolveLaunchCommand((line) => this.log(line));
-    this.log(`starting ${[launch.command, ...launch.args].join(' ')} (from ${launch.source})`);
     const folder = vscode.workspace.workspaceFolders?.[0];
-    const problem = await preflight(launch, folder?.uri.fsPath);
-    if (problem !== undefined) {
-      this.fail(problem);
-      return;
+    const config = vscode.workspace.getConfiguration('coven', folder);
+    const tcp = config.get<string>('server.tcp')?.trim();
+    let serverOptions: ServerOptions;
+    let token: string | undefined;
+    if (tcp) {
+      // A server someone else started (`coven-ls --tcp`), shared with other editors: connect to
+      // it with its token instead of launching one.
+      const address = parseHostPort(tcp);
+      if (address === undefined) {
+        this.fail({ message: `coven.server.tcp must be host:port (e.g. 127.0.0.1:7000), not '${tcp}'.`, setting: 'coven.server.tcp' });
+        return;
+      }
+      const configured = config.get<string>('server.tokenFile')?.trim();
+      const tokenFile = configured ? expand(configured, folder) : defaultTokenFile(address.port);
+      try {
+        token = await readToken(tokenFile);
+      } catch (error) {
+        this.fail({ message: `coven-ls: ${error instanceof Error ? error.message : String(error)}`, setting: 'coven.server.tokenFile' });
+        return;
+      }
+      this.log(`connecting to coven-ls at ${address.host}:${address.port} (token from ${tokenFile})`);
+      serverOptions = async () => {
+        const socket = await connectTcp(address);
+        return { reader: socket, writer: socket };
+      };
+    } else {
+      const launch = await resolveLaunchCommand((line) => this.log(line));
+      this.log(`starting ${[launch.command, ...launch.args].join(' ')} (from ${launch.source})`);
+      const problem = await preflight(launch, folder?.uri.fsPath);
+      if (problem !== undefined) {
+        this.fail(problem);
+        return;
+      }
+      serverOptions = {
+        command: launch.command,
+        args: launch.args,
+        // No `transport`: with TransportKind.stdio the client appends `--stdio`, which coven-ls
+        // (stdio by default) rejects. Left out, it is still stdio, with our arguments only.
+        // The server passes its environment to the CLI: ANTHROPIC_* and CLAUDE_* set for the
+        // editor reach every session.
+        options: { cwd: folder?.uri.fsPath, env: process.env },
+      };
     }
-    const serverOptions: ServerOptions = {
-      command: launch.command,
-      args: launch.args,
-      // No `transport`: with TransportKind.stdio the client appends `--stdio`, which coven-ls
-      // (stdio by default) rejects. Left out, it is still stdio, with our arguments only.
-      // The server passes its environment to the CLI: ANTHROPIC_* and CLAUDE_* set for the editor
-      // reach every session.
-      options: { cwd: folder?.uri.fsPath, env: process.env },
-    };
     const clientOptions: LanguageClientOptions = {
       // coven-ls works on sessions, not documents.
       documentSelector: [],
       outputChannel: this.output,
-      initializationOptions: initializationOptions(vscode.workspace.getConfiguration('coven', folder)),
+      initializationOptions: { ...initializationOptions(config), ...(token === undefined ? {} : { token }) },
       initializationFailedHandler: () => false,
       errorHandler: {
         error: () => ({ action: ErrorAction.Continue, handled: true }),
@@ -361,7 +389,7 @@ export class CovenServer implements vscode.Disposable {
     const actions = ['Open Setting', 'Show Log', ...(problem.fix ? ['Copy Command'] : [])];
     void vscode.window.showErrorMessage(problem.message, ...actions).then(async (choice) => {
       this.notifying = false;
-      if (choice === 'Open Setting') await vscode.commands.executeCommand('workbench.action.openSettings', 'coven.server.command');
+      if (choice === 'Open Setting') await vscode.commands.executeCommand('workbench.action.openSettings', problem.setting ?? 'coven.server.command');
       else if (choice === 'Show Log') this.showLog();
       else if (choice === 'Copy Command' && problem.fix) await vscode.env.clipboard.writeText(problem.fix);
     });

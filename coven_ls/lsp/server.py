@@ -43,6 +43,7 @@ from ..core.store import Store
 from ..protocol import types as T
 from ..protocol.describe import summarize_input
 from ..protocol.events import GetEventsResult
+from .auth import TcpAuth, authenticate
 from .standard import StandardLsp, install_standard_lsp
 
 log = logging.getLogger(__name__)
@@ -641,9 +642,11 @@ async def serve_stdio(hub_factory: Callable[[Any], Hub] = Hub) -> int:
     return code
 
 
-async def serve_tcp(host: str, port: int, hub_factory: Callable[[Any], Hub] = Hub) -> None:
+async def serve_tcp(
+    host: str, port: int, auth: TcpAuth, hub_factory: Callable[[Any], Hub] = Hub
+) -> None:
     """Serve LSP on a socket, to any number of clients at once, until cancelled. Sessions outlive
-    the connections that started them."""
+    the connections that started them. Only connections that open with `auth`'s token get in."""
     for name in ("CLAUDECODE", "CLAUDE_CODE_SESSION_ID"):
         os.environ.pop(name, None)
 
@@ -663,7 +666,8 @@ async def serve_tcp(host: str, port: int, hub_factory: Callable[[Any], Hub] = Hu
         async def connection(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
             log.info("client connected from %s", w.get_extra_info("peername"))
             try:
-                await _run_connection(hub, r, _Writer(w))
+                if (authenticated := await authenticate(r, w, auth.token)) is not None:
+                    await _run_connection(hub, authenticated, _Writer(w))
             finally:
                 w.close()
                 log.info("client disconnected")
@@ -671,13 +675,15 @@ async def serve_tcp(host: str, port: int, hub_factory: Callable[[Any], Hub] = Hu
         srv = await asyncio.start_server(connection, host, port, limit=2**26)
         host_, port_ = srv.sockets[0].getsockname()[:2]
         # On stderr, one line, so that whoever started us with port 0 can learn the port.
-        print(f"coven-ls listening on {host_}:{port_}", file=sys.stderr, flush=True)
+        announce = auth.announce(port_)
+        print(f"coven-ls listening on {host_}:{port_}{announce}", file=sys.stderr, flush=True)
         try:
             with anyio.CancelScope() as serving:
                 tg.start_soon(_cancel_on_signal, serving)
                 async with srv:
                     await srv.serve_forever()
         finally:
+            auth.forget()
             with anyio.CancelScope(shield=True):
                 await hub.close_all()
             tg.cancel_scope.cancel()

@@ -31,6 +31,9 @@ class ErrorCode(enum.IntEnum):
     StoreUnavailable = -32005
     """the session database cannot be used (written by a newer coven-ls, or open in another
     coven-ls process); `data.path` is the database file, `data.pid` the other process"""
+    Unauthorized = -32006
+    """a `--tcp` connection whose first message is not an `initialize` with the server's
+    `initializationOptions.token`; the server closes the connection after this answer"""
 
 
 class CovenError(Exception):

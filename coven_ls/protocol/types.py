@@ -113,6 +113,9 @@ class InitializationOptions(Wire, omit_defaults=True):
     mergeMode: MergeMode = "auto"
     """how a worktree fork's changes come back: `auto` (merged when the fork ends) or `review`
     (the fork waits, `reviewing`, until the user applies or discards each child's changes)"""
+    token: str | None = None
+    """the server's token, which a `--tcp` server requires (its `--token-file`, `$COVEN_TOKEN`, or
+    the one it generated and printed); ignored on stdio. Never logged nor sent back"""
 
 
 class CovenClientCapabilities(Wire, omit_defaults=True):

@@ -20,6 +20,8 @@ local M = {}
 local defaults = {
   cmd = { 'coven-ls' }, -- how to start the server
   cmd_env = nil, -- extra environment for the server (it passes its own on to `claude`)
+  tcp = nil, -- 'host:port' of a running `coven-ls --tcp` to connect to instead of `cmd`
+  token_file = nil, -- with `tcp`: the file holding its token (default: the one it generated)
   init_options = {}, -- coven-ls initializationOptions (model, forkMode, permissionMode, ...)
   root_dir = nil, -- the sessions' default working directory (default: Neovim's cwd)
   open_tree = true, -- open the tree window when a session starts
@@ -131,18 +133,68 @@ local function capabilities()
   return caps
 end
 
+-- Where a `coven-ls --tcp` server that generated its token wrote it (the server's own rule).
+local function default_token_file(port)
+  local runtime = os.getenv('XDG_RUNTIME_DIR')
+  local folder = runtime and runtime ~= '' and runtime .. '/coven-ls'
+  if not folder then
+    local state_home = os.getenv('XDG_STATE_HOME')
+    if not state_home or state_home == '' then
+      state_home = vim.fn.expand('~') .. '/.local/state'
+    end
+    folder = state_home .. '/coven-ls'
+  end
+  return folder .. '/tcp-' .. port .. '.token'
+end
+
+-- The `cmd` and `init_options` that connect to a running `coven-ls --tcp` with its token; nil
+-- and a message when that cannot be done.
+local function tcp_connection(opts)
+  local host, port = tostring(opts.tcp):match('^%[?(.-)%]?:(%d+)$')
+  if not port then
+    return nil, nil, "tcp must be 'host:port', e.g. '127.0.0.1:7000', not " .. vim.inspect(opts.tcp)
+  end
+  if host == '' then
+    host = '127.0.0.1'
+  end
+  if not (vim.lsp.rpc and vim.lsp.rpc.connect) then
+    return nil, nil, 'connecting to a coven-ls --tcp server needs Neovim 0.8 or later'
+  end
+  local path = opts.token_file and vim.fn.expand(opts.token_file) or default_token_file(port)
+  local file = io.open(path, 'r')
+  local token = file and vim.trim(file:read('*a') or '')
+  if file then
+    file:close()
+  end
+  if not token or token == '' then
+    return nil, nil, 'cannot read the coven-ls token from ' .. path
+      .. ' (set token_file to the file the server was started with, or the one it printed)'
+  end
+  local init_options = vim.tbl_extend('force', opts.init_options or {}, { token = token })
+  return vim.lsp.rpc.connect(host, tonumber(port)), init_options
+end
+
 local function start_server()
   if state.client_id and vim.lsp.get_client_by_id(state.client_id) then
     return true
   end
   local opts = state.opts
   state.ready, state.waiting = false, {}
+  local cmd, init_options = opts.cmd, opts.init_options
+  if opts.tcp then
+    local problem
+    cmd, init_options, problem = tcp_connection(opts)
+    if not cmd then
+      notify(problem, vim.log.levels.ERROR)
+      return false
+    end
+  end
   local id = compat.start_client({
     name = 'coven-ls',
-    cmd = opts.cmd,
+    cmd = cmd,
     cmd_env = opts.cmd_env,
     root_dir = opts.root_dir or vim.fn.getcwd(),
-    init_options = opts.init_options,
+    init_options = init_options,
     capabilities = capabilities(),
     handlers = {
       ['coven/event'] = function(_, ev)
@@ -173,7 +225,8 @@ local function start_server()
     end,
   })
   if not id then
-    notify('could not start ' .. table.concat(opts.cmd, ' '), vim.log.levels.ERROR)
+    notify('could not start ' .. (opts.tcp and 'a connection to ' .. opts.tcp
+      or table.concat(opts.cmd, ' ')), vim.log.levels.ERROR)
     return false
   end
   state.client_id = id
