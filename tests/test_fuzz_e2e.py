@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import math
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
@@ -29,8 +30,10 @@ from .rawlsp import (
     RawLsp,
     assert_documented_error,
     connect_tcp,
+    frame,
     server_env,
     server_log,
+    start_stdio,
     start_tcp,
 )
 
@@ -284,3 +287,185 @@ async def test_fuzzed_params_get_documented_errors(tmp_path: Path, model: Script
                 await process.wait()
     await wait_until(lambda: not processes_with_env(str(config)), 30, "agent processes to end")
     assert "Traceback" not in server_log(tmp_path)
+
+
+# --- frames --------------------------------------------------------------------------------------
+
+
+def request_body(msg_id: Any, method: str = protocol.LIST_SESSIONS, params: Any = None) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}).encode()
+
+
+def nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+def peak_rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+@pytest.fixture
+async def stdio(tmp_path: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, RawLsp]]:
+    """`python -m coven_ls` on a raw pipe, initialized; checked at the end to have left no
+    process and logged no traceback."""
+    env = server_env(tmp_path)
+    process, conn = await start_stdio(tmp_path, env)
+    try:
+        await conn.initialize(tmp_path)
+        yield process, conn
+        if process.returncode is None and not conn.writer.is_closing():
+            await conn.send({"jsonrpc": "2.0", "method": "exit"})
+            conn.writer.close()
+        await asyncio.wait_for(process.wait(), 30)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert not processes_with_env(env["CLAUDE_CONFIG_DIR"]), "the server left a process behind"
+    assert "Traceback" not in server_log(tmp_path)
+
+
+async def answered_after(conn: RawLsp, msg_id: str) -> None:
+    """A well-formed request right after is answered as usual: the connection goes on."""
+    assert (await conn.result(msg_id, protocol.LIST_SESSIONS))["sessions"] == []
+
+
+async def test_recoverable_frames_are_answered_and_the_connection_goes_on(
+    stdio: tuple[asyncio.subprocess.Process, RawLsp],
+) -> None:
+    process, conn = stdio
+    # Headers as clients really send them: other fields, any casing, bare LF, stray blank lines.
+    body = request_body("casing")
+    await conn.write(
+        b"\r\n\r\ncontent-LENGTH:   %d  \nContent-Type: application/vscode-jsonrpc; charset=utf-8"
+        b"\r\nX-Client: fuzz\r\n\r\n%s" % (len(body), body)
+    )
+    assert (await conn.response("casing"))["result"] == {"sessions": []}
+
+    parse_errors: list[bytes] = [
+        b"",  # Content-Length: 0
+        b"\xff\xfe{}",  # not UTF-8
+        b'{"jsonrpc": "2.0", "id": "cut", "method": "coven/listSe',  # truncated
+        b"not json at all",
+        b'{"jsonrpc": "2.0", "id": "n", "method": "coven/getEvents", "params": '
+        b'{"sessionId": "s", "afterSeq": ' + b"9" * 5000 + b"}}",  # too long for Python's int()
+        nested(100_000),  # too deep for the JSON parser
+    ]
+    for i, bad in enumerate(parse_errors):
+        await conn.write(frame(bad))
+        error = assert_documented_error(await conn.response(None), None)
+        assert error["code"] == protocol.ErrorCode.ParseError, (bad[:80], error)
+        await answered_after(conn, f"after-parse-error-{i}")
+
+    invalid_requests: list[tuple[bytes, Any]] = [
+        (b"5", None),
+        (b'"coven/listSessions"', None),
+        (b"null", None),
+        (b"[]", None),
+        # A batch: LSP has none, and neither request in it may run.
+        (b"[" + request_body("b1") + b"," + request_body("b2") + b"]", None),
+        (b"{}", None),
+        (b'{"jsonrpc": "2.0", "id": 7}', 7),
+        (b'{"jsonrpc": "2.0", "id": 8, "method": 5}', 8),
+        (b'{"jsonrpc": "2.0", "id": 9.5, "method": "coven/listSessions"}', None),
+        (b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "coven/listSessions"}', None),
+        (request_body(10, protocol.GET_EVENTS, json.loads(nested(100))), 10),
+    ]
+    for i, (bad, msg_id) in enumerate(invalid_requests):
+        await conn.write(frame(bad))
+        error = assert_documented_error(await conn.response(msg_id), msg_id)
+        assert error["code"] == protocol.ErrorCode.InvalidRequest, (bad[:80], error)
+        await answered_after(conn, f"after-invalid-request-{i}")
+
+    # 50 MB: skipped unread (the server's memory does not grow by it) and refused with a reason.
+    before = peak_rss_kib(process.pid)
+    big = request_body("big", protocol.START_SESSION, {"prompt": "x" * (50 * 2**20)})
+    await conn.write(frame(big))
+    error = assert_documented_error(await conn.response(None, timeout=60), None)
+    assert error["code"] == protocol.ErrorCode.InvalidRequest
+    assert f"a message of {len(big)} bytes" in error["message"]
+    assert "larger than" in error["message"] and "skipped" in error["message"]
+    assert peak_rss_kib(process.pid) - before < 20 * 2**10
+    await answered_after(conn, "after-big")
+
+    # Arbitrary bodies in good frames: each a ParseError or an InvalidRequest, then business as
+    # usual.
+    run = on_loop(asyncio.get_running_loop())
+    counter = itertools.count()
+    bodies = st.binary(max_size=200) | json_values.map(lambda v: json.dumps(v).encode()).filter(
+        lambda b: not b.startswith(b"{")
+    )
+
+    @fuzz_settings(80)
+    @given(bodies)
+    def fuzz(body: bytes) -> None:
+        try:
+            value = json.loads(body.decode("utf-8"))
+            expected = protocol.ErrorCode.InvalidRequest
+            if isinstance(value, dict):
+                return  # a real message, perhaps; the params fuzzing covers those
+        except ValueError:
+            expected = protocol.ErrorCode.ParseError
+        run(conn.write(frame(body)))
+        error = assert_documented_error(run(conn.response(None)), None)
+        assert error["code"] == expected, (body, error)
+        run(answered_after(conn, f"after-fuzz-{next(counter)}"))
+
+    await asyncio.to_thread(fuzz)
+    assert process.returncode is None and conn.server_requests == []
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        pytest.param(
+            b"Content-Type: application/json\r\n\r\n{}", "without Content-Length", id="missing"
+        ),
+        pytest.param(b"Content-Length: -5\r\n\r\n{}", "'-5' is not a number", id="negative"),
+        pytest.param(b"Content-Length: twelve\r\n\r\n{}", "'twelve' is not", id="non-numeric"),
+        pytest.param(b"Content-Length: 2e3\r\n\r\n{}", "'2e3' is not", id="float"),
+        pytest.param(b"Content-Length 2\r\n\r\n{}", "not 'Name: value'", id="no-colon"),
+        pytest.param(
+            b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}", "disagree", id="two-lengths"
+        ),
+        pytest.param(b"X-Long: " + b"a" * 100_000, "too long", id="endless-header-line"),
+        pytest.param(b"Content-Length: 9999\r\n\r\n{}", "ended inside a body", id="too-big"),
+        pytest.param(b"Content-Length: 2\r\n", "ended inside a header", id="truncated-header"),
+    ],
+)
+async def test_lost_framing_ends_the_connection_cleanly(
+    stdio: tuple[asyncio.subprocess.Process, RawLsp], data: bytes, reason: str
+) -> None:
+    """Where the next message starts is unknown: one ParseError says why and how to frame a
+    message, then the server closes the connection (on stdio: exits, its sessions closed) rather
+    than read bodies as headers, silently, for good."""
+    process, conn = stdio
+    await conn.write(data)
+    if reason.startswith("ended inside"):
+        conn.writer.close()  # the end of the input is what makes these unrecoverable
+    error = assert_documented_error(await conn.response(None), None)
+    assert error["code"] == protocol.ErrorCode.ParseError
+    assert reason in error["message"] and "Content-Length: N" in error["message"], error
+    with pytest.raises(EOFError):
+        await conn.response("nothing more", timeout=30)
+    assert await asyncio.wait_for(process.wait(), 30) == 1
+
+
+async def test_a_too_short_content_length_loses_the_framing(
+    stdio: tuple[asyncio.subprocess.Process, RawLsp],
+) -> None:
+    """The body is cut short (a ParseError), and the rest of it is then read as a header: the
+    framing is lost and the connection ends, instead of every later message being swallowed."""
+    process, conn = stdio
+    body = request_body("short")
+    await conn.write(b"Content-Length: %d\r\n\r\n%s" % (len(body) - 5, body))
+    assert assert_documented_error(await conn.response(None), None)["code"] == -32700
+    await conn.write(frame(request_body("next")))
+    lost = assert_documented_error(await conn.response(None), None)
+    assert "framing of the input is lost" in lost["message"]
+    with pytest.raises(EOFError):
+        await conn.response("next", timeout=30)
+    assert await asyncio.wait_for(process.wait(), 30) == 1
