@@ -253,6 +253,18 @@ async def test_fuzzed_params_get_documented_errors(tmp_path: Path, model: Script
         codes = protocol.ErrorCode
         assert {codes.SessionNotFound, codes.ForkNotFound, codes.InvalidState} <= reached, seen
 
+        # Half a surrogate pair is valid JSON but no UTF-8: refused up front, for the session
+        # that is running too (such a prompt used to hang its session in `starting`).
+        for conn, method, params in [
+            (fuzzer, protocol.START_SESSION, {"prompt": "Hello \ud800 there"}),
+            (owner, protocol.SEND_MESSAGE, {"sessionId": sid, "text": "After \udfff"}),
+            (owner, protocol.FORK, {"sessionId": sid, "tasks": ["a", "b\ud83d"]}),
+        ]:
+            msg_id = next(counter)
+            error = assert_documented_error(await conn.call(msg_id, method, params), msg_id)
+            assert error["code"] == protocol.ErrorCode.InvalidParams, error
+            assert "unpaired surrogate" in error["message"], error
+
         assert process.returncode is None, "the server died"
         listed = (await owner.result(next(counter), protocol.LIST_SESSIONS))["sessions"]
         assert [(s["sessionId"], s["status"]) for s in listed] == [(sid, "idle")]

@@ -98,10 +98,29 @@ def _check(method: str, name: str, value: Any, annotation: Any) -> Any:
             raise invalid_params(
                 method, f"'{name}' must be {expected} (got {json_type(value)})", name
             )
+        if isinstance(value, str) and not _is_unicode(value):
+            # JSON can spell half a UTF-16 surrogate pair ("\ud800"), but no UTF-8 can: such a
+            # string could be neither stored nor sent on, and the session it was for hung.
+            raise invalid_params(
+                method,
+                f"'{name}' must be Unicode text: it holds an unpaired surrogate (a '\\uD800'"
+                "-'\\uDFFF' escape without its other half)",
+                name,
+            )
         return value
     if annotation is Any:
         return value
     raise TypeError(f"unsupported annotation {annotation!r}")  # a bug in the schema, not input
+
+
+def _is_unicode(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse(method: str, cls: type[W], raw: Any) -> W:
