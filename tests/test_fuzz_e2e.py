@@ -13,6 +13,8 @@ import asyncio
 import itertools
 import json
 import math
+import socket
+import struct
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
@@ -481,3 +483,32 @@ async def test_a_too_short_content_length_loses_the_framing(
     with pytest.raises(EOFError):
         await conn.response("next", timeout=30)
     assert await asyncio.wait_for(process.wait(), 30) == 1
+
+
+async def test_a_reset_tcp_connection_ends_quietly(tmp_path: Path) -> None:
+    """A client whose connection is reset (not closed in order) is one that went away: the
+    server logs no traceback for it and goes on serving others."""
+    process, port = await start_tcp(tmp_path, server_env(tmp_path))
+    try:
+        for _ in range(3):
+            reset = await connect_tcp(port)
+            await reset.initialize(tmp_path)
+            await reset.write(b"Content-Length: 40\r\n")  # the server waits for the rest
+            sock = reset.writer.get_extra_info("socket")
+            # Linger 0: close() sends a reset instead of a FIN.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            reset.writer.transport.abort()
+        other = await connect_tcp(port)
+        await other.initialize(tmp_path)
+        assert (await other.result(1, protocol.LIST_SESSIONS))["sessions"] == []
+        other.writer.close()
+        await wait_until(lambda: server_log(tmp_path).count("connection broke") == 3, 30, "resets")
+    finally:
+        process.terminate()
+        try:
+            await asyncio.wait_for(process.wait(), 30)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    assert "Traceback" not in server_log(tmp_path)

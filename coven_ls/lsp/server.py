@@ -657,6 +657,9 @@ async def _serve(reader: framing.Reader, protocol_: CovenProtocol) -> None:
                 ),
             )
             continue
+        except ConnectionError as exc:  # a TCP client that went away without closing in order
+            log.info("the client's connection broke: %s", exc)
+            return
         except framing.FramingLost as lost:
             log.error("closing the connection: its framing is lost (%s)", lost)
             protocol_._answer_error(
