@@ -31,6 +31,7 @@ from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.session import Session
 from coven_ls.core.store import Store, database_path
 from coven_ls.protocol import Kind
+from coven_ls.protocol.types import Usage
 
 from .fakes import Ask, FakeBackend, Gate, Step, reply
 
@@ -753,3 +754,34 @@ async def test_a_store_that_cannot_be_written_is_said_and_caught_up_later(
         stored = await anyio.to_thread.run_sync(rig.client.store.load)
     seqs = [e["seq"] for e in stored.events[session.id]]
     assert seqs == list(range(1, len(session.events) + 1))
+
+
+async def test_listed_tree_usage_adds_up_every_descendant() -> None:
+    """list_sessions totals each tree in one pass (10,000 sessions must not take n² steps); its
+    totals are what tree_usage says of each session, whatever order the sessions were made in."""
+
+    @dataclass
+    class Node:
+        id: str
+        parent_id: str | None
+        usage: Usage
+
+        def info(self, tree_usage: Usage) -> Usage:
+            return tree_usage
+
+    # root ← a ← a1, a2 (a2 listed before its parent), root ← b; lone; an orphan whose parent
+    # is gone.
+    shape = [
+        ("a2", "a"), ("root", None), ("a", "root"), ("a1", "a"), ("b", "root"),
+        ("lone", None), ("orphan", "deleted"),
+    ]  # fmt: skip
+    async with anyio.create_task_group() as tg:
+        hub = Hub(tg)
+        for n, (sid, parent) in enumerate(shape):
+            hub.sessions[sid] = Node(sid, parent, Usage(inputTokens=10**n))  # type: ignore[assignment]
+        listed = dict(zip(hub.sessions, hub.list_sessions(), strict=True))
+        assert listed == {sid: hub.tree_usage(s) for sid, s in hub.sessions.items()}
+        assert listed["root"].inputTokens == 1 + 10 + 100 + 1000 + 10_000
+        assert listed["a"].inputTokens == 1 + 100 + 1000
+        assert listed["orphan"].inputTokens == 10**6
+        tg.cancel_scope.cancel()

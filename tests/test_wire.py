@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from collections import namedtuple
 from typing import Any
@@ -16,6 +17,7 @@ from pygls.protocol import _dict_to_object
 from coven_ls import protocol
 from coven_ls.protocol import (
     CovenError,
+    ForkParams,
     GetEventsParams,
     NoParams,
     SendMessageParams,
@@ -162,6 +164,23 @@ def test_unknown_fields_are_ignored() -> None:
 def test_params_must_be_an_object(raw: Any, shown: str) -> None:
     error = parse_error(protocol.CANCEL, SessionIdParams, raw)
     assert error.message == f"coven/cancel: params must be an object (got {shown})"
+
+
+@pytest.mark.parametrize("text", ["\ud800", "ok \udfff", "\U0001f600\ud83d"])
+def test_unpaired_surrogates_are_refused(text: str) -> None:
+    # json.loads reads "\\ud800" into a str that no UTF-8 encoder takes.
+    error = parse_error(protocol.SEND_MESSAGE, SendMessageParams, {"sessionId": "s", "text": text})
+    assert "'text' must be Unicode text" in error.message and error.data == {"field": "text"}
+    parse_error(protocol.FORK, ForkParams, {"sessionId": "s", "tasks": ["a", text]})
+    # A surrogate pair is one character: fine.
+    assert (
+        parse(
+            protocol.SEND_MESSAGE,
+            SendMessageParams,
+            json.loads('{"sessionId": "s", "text": "\\ud83d\\ude00"}'),
+        ).text
+        == "\U0001f600"
+    )
 
 
 def test_missing_params_are_an_empty_object() -> None:

@@ -363,7 +363,29 @@ class Hub:
         await session.close()
 
     def list_sessions(self) -> list[protocol.SessionInfo]:
-        return [s.info(self.tree_usage(s)) for s in self.sessions.values()]
+        # Every session's tree usage in one pass over the sessions: asking `tree_usage` of each
+        # would look at every pair of sessions (15 s for 10,000 of them).
+        children: dict[str, list[Session]] = {}
+        for session in self.sessions.values():
+            if session.parent_id is not None:
+                children.setdefault(session.parent_id, []).append(session)
+        totals: dict[str, Usage] = {}
+        for root in self.sessions.values():
+            if root.id in totals:
+                continue
+            # Post-order without recursion: a child's total is known before its parent's.
+            stack: list[tuple[Session, bool]] = [(root, False)]
+            while stack:
+                node, expanded = stack.pop()
+                if expanded:
+                    total = node.usage
+                    for child in children.get(node.id, ()):
+                        total = total + totals[child.id]
+                    totals[node.id] = total
+                elif node.id not in totals:
+                    stack.append((node, True))
+                    stack.extend((c, False) for c in children.get(node.id, ()))
+        return [s.info(totals[s.id]) for s in self.sessions.values()]
 
     def tree_usage(self, session: Session) -> Usage:
         """A session's tokens and those of its fork children, theirs, and so on."""

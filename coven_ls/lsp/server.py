@@ -13,7 +13,6 @@ import logging
 import os
 import signal
 import sys
-import threading
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, get_type_hints
@@ -43,6 +42,7 @@ from ..core.store import Store
 from ..protocol import types as T
 from ..protocol.describe import summarize_input
 from ..protocol.events import GetEventsResult
+from . import framing
 from .auth import TcpAuth, authenticate
 from .standard import StandardLsp, install_standard_lsp
 
@@ -57,19 +57,85 @@ def _valid_id(msg_id: Any) -> MsgId | None:
     return msg_id if isinstance(msg_id, (str, int)) and not isinstance(msg_id, bool) else None
 
 
+MAX_DEPTH = 64
+"""How deeply a message may nest its arrays and objects. No LSP or coven/* message comes close;
+a deeper one would only exhaust the stack of whatever walks it."""
+
+
+def _not_a_message(data: Any) -> str | None:
+    """Why the decoded body is no JSON-RPC message (a batch counts as none: LSP has no
+    batches), or None."""
+    if isinstance(data, list):
+        return "batches are not supported; send each message in a frame of its own"
+    if not isinstance(data, dict):
+        return f"a message is a JSON object, not {protocol.json_type(data)}"
+    if "method" in data:
+        if not isinstance(data["method"], str):
+            return f"'method' must be a string (got {protocol.json_type(data['method'])})"
+    elif "result" not in data and "error" not in data:
+        return "a message has a 'method' (a request or notification) or a 'result' or 'error'"
+    if _depth(data) > MAX_DEPTH:
+        return f"the message nests arrays and objects more than {MAX_DEPTH} levels deep"
+    return None
+
+
+def _depth(value: Any) -> int:
+    """How deeply `value` nests (walked without recursion: the point is to refuse deep ones)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            if depth > MAX_DEPTH:
+                return depth
+            deepest = max(deepest, depth)
+            todo.extend((child, depth + 1) for child in item)
+    return deepest
+
+
 class CovenProtocol(LanguageServerProtocol):
     """pygls' protocol, held to one rule: every request gets a response.
 
-    pygls drops, unanswered, a request it cannot decode: `structure_message` (the `object_hook`
-    of `json.loads` in `pygls.io_.run_async`) raises, and `run_async` only logs. That happened to
-    any request without a `params` member (which JSON-RPC 2.0 allows), since pygls' generic
-    `JsonRPCRequestMessage` requires one, and to a standard LSP request whose params do not fit
-    its lsprotocol type. Here such a request is answered with an error instead, and absent params
-    are read as `null` (which the coven/* handlers take for an empty object)."""
+    pygls drops, unanswered, a request it cannot decode: `structure_message` raises, and pygls'
+    read loop only logs. That happened to any request without a `params` member (which JSON-RPC
+    2.0 allows), since pygls' generic `JsonRPCRequestMessage` requires one, and to a standard LSP
+    request whose params do not fit its lsprotocol type. Here such a request is answered with an
+    error instead, and absent params are read as `null` (which the coven/* handlers take for an
+    empty object). Bodies come in through `receive` (see `_serve`), not pygls' loop."""
 
     _server: CovenServer  # pygls' attribute; only a CovenServer creates this protocol
 
     # --- incoming --------------------------------------------------------------------------------
+
+    def receive(self, body: bytes) -> None:
+        """Handle one message's body.
+
+        pygls decodes with `json.loads(body, object_hook=structure_message)`, which runs the hook
+        on every object in the body, nested ones included: an object inside params that happened
+        to have `jsonrpc` and `id` members was taken for a message of its own (answered, or
+        consumed as the response to one of our requests), and when it did not fit, the request
+        around it was dropped unanswered. Here the body is decoded as plain JSON and only the
+        top-level object is a message."""
+        try:
+            data = json.loads(body.decode("utf-8"))
+        except (ValueError, RecursionError) as exc:
+            # ValueError: not UTF-8, not JSON, or an integer too long for Python to read.
+            # RecursionError: nested too deep for the JSON parser itself.
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
+            self._answer_error(None, JsonRpcParseError(f"Parse error: {reason}"))
+            return
+        problem = _not_a_message(data)
+        if problem is not None:
+            msg_id = _valid_id(data.get("id")) if isinstance(data, dict) else None
+            self._answer_error(msg_id, JsonRpcInvalidRequest(f"Invalid request: {problem}"))
+            return
+        try:
+            message = self.structure_message(data)
+        except JsonRpcException:  # a response or a notification that does not decode
+            log.warning("ignoring a message that does not decode: %.200s", body)
+            return
+        self.handle_message(message)
 
     def structure_message(self, data: dict[str, Any]) -> Any:
         if "jsonrpc" in data and "method" in data and "params" not in data:
@@ -115,16 +181,23 @@ class CovenProtocol(LanguageServerProtocol):
                 return
         super().handle_message(message)
 
-    def on_unreadable(self, error: Exception, _source: Any) -> None:
-        """`run_async`'s error handler: a body that is not JSON gets a Parse error (id null)."""
-        if isinstance(error, (json.JSONDecodeError, UnicodeDecodeError)):
-            self._answer_error(None, JsonRpcParseError(f"Parse error: {error}"))
-
     def _get_handler(self, feature_name: str) -> Any:
         try:
             return super()._get_handler(feature_name)
         except JsonRpcMethodNotFound as exc:
             raise JsonRpcMethodNotFound(exc.message, data={"method": feature_name}) from None
+
+    def _send_handler_result(self, future: Any, *, msg_id: MsgId) -> None:
+        # pygls logs a traceback, as an error, for every request answered with an error, the
+        # documented ones (a session id that names nothing, a missing field) included: the log
+        # keeps tracebacks for what is not expected (an InternalError is still logged so).
+        error = None if future.cancelled() else future.exception()
+        if isinstance(error, JsonRpcException):
+            self._request_futures.pop(msg_id, None)
+            log.info("answering %r with error %s: %s", msg_id, error.code, error.message)
+            self._send_response(msg_id, error=error.to_response_error())
+            return
+        super()._send_handler_result(future, msg_id=msg_id)
 
     def _answer_error(self, msg_id: MsgId | None, error: JsonRpcException) -> None:
         log.warning("answering %r with error %s: %s", msg_id, error.code, error.message)
@@ -569,21 +642,62 @@ def _adapt(fn: Handler) -> Callable[[CovenServer, Any], Awaitable[Any]]:
 # --- transports ----------------------------------------------------------------------------------
 
 
+# The readers' line limit (headers are far shorter: framing.MAX_HEADER_BYTES), and what they
+# buffer before they stop reading from the client until the server catches up.
+_READ_LIMIT = 2**16
+
+
 async def _stdin_reader() -> Any:
     """An asyncio reader on stdin that needs no thread, so that nothing blocks interpreter exit
     while the editor keeps the pipe open."""
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=2**26)
+    reader = asyncio.StreamReader(limit=_READ_LIMIT)
     await loop.connect_read_pipe(
         lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(sys.stdin.fileno(), "rb", 0)
     )
     return reader
 
 
-async def _run_connection(hub: Hub, reader: Any, writer: Any) -> int:
-    """Serve one connection until it ends (EOF or `exit`); returns the LSP exit code."""
-    from pygls.io_ import run_async
+async def _serve(reader: framing.Reader, protocol_: CovenProtocol) -> None:
+    """Read messages until the stream ends or its framing is lost (then the client is told why,
+    with a last ParseError, and the connection ends: no later byte can be trusted)."""
+    while True:
+        try:
+            body = await framing.read_frame(reader)
+        except framing.Oversized as big:
+            protocol_._answer_error(
+                None,
+                JsonRpcInvalidRequest(
+                    f"Invalid request: a message of {big.length} bytes is larger than the "
+                    f"{framing.MAX_BODY_BYTES} bytes coven-ls reads; it was skipped unread"
+                ),
+            )
+            continue
+        except ConnectionError as exc:  # a TCP client that went away without closing in order
+            log.info("the client's connection broke: %s", exc)
+            return
+        except framing.FramingLost as lost:
+            log.error("closing the connection: its framing is lost (%s)", lost)
+            protocol_._answer_error(
+                None,
+                JsonRpcParseError(
+                    f"Parse error: {lost}; the framing of the input is lost, so coven-ls closes "
+                    "the connection. Frame each message as 'Content-Length: N' (its body's "
+                    "length in bytes), an empty line, and the body."
+                ),
+            )
+            return
+        if body is None:
+            return
+        try:
+            protocol_.receive(body)
+        except Exception:  # a bug of ours: the connection, and every other request, goes on
+            log.exception("could not handle a message")
 
+
+async def _run_connection(hub: Hub, reader: Any, writer: Any) -> int:
+    """Serve one connection until it ends (EOF, lost framing or `exit`); returns the LSP exit
+    code."""
     exit_code = 1  # LSP: exit without shutdown is an error
     scope = anyio.CancelScope()
 
@@ -594,16 +708,9 @@ async def _run_connection(hub: Hub, reader: Any, writer: Any) -> int:
 
     server = create_server(hub, on_exit)
     server.protocol.set_writer(writer)
-    stop = threading.Event()  # pygls' loop wants one; `scope` is what really ends it
     try:
         with scope:
-            await run_async(
-                stop_event=stop,
-                reader=reader,
-                protocol=server.protocol,
-                logger=log,
-                error_handler=server.protocol.on_unreadable,
-            )
+            await _serve(reader, server.protocol)
     finally:
         hub.detach(server)
         server.protocol.connection_lost()
@@ -672,7 +779,7 @@ async def serve_tcp(
                 w.close()
                 log.info("client disconnected")
 
-        srv = await asyncio.start_server(connection, host, port, limit=2**26)
+        srv = await asyncio.start_server(connection, host, port, limit=_READ_LIMIT)
         host_, port_ = srv.sockets[0].getsockname()[:2]
         # On stderr, one line, so that whoever started us with port 0 can learn the port.
         announce = auth.announce(port_)

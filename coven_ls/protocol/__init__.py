@@ -6,7 +6,16 @@
 else of coven-ls, so every other part (and any Python client) can depend on it.
 """
 
-from .codec import delta_frame, event_body, event_frame, now_iso, parse, to_json, to_plain
+from .codec import (
+    delta_frame,
+    event_body,
+    event_frame,
+    json_type,
+    now_iso,
+    parse,
+    to_json,
+    to_plain,
+)
 from .errors import CovenError, ErrorCode, fork_not_found, invalid_params, session_not_found
 from .events import KINDS, EventDict, Kind, Payload, event_dict
 from .methods import (
@@ -101,6 +110,7 @@ __all__ = [
     "event_frame",
     "fork_not_found",
     "invalid_params",
+    "json_type",
     "now_iso",
     "parse",
     "session_not_found",

@@ -19,7 +19,8 @@ W = TypeVar("W", bound=msgspec.Struct)
 _JSON_TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", float: "a number"}
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """How a message names the JSON type of `value`: "a string", "an array", "null"…"""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -70,37 +71,56 @@ def _check(method: str, name: str, value: Any, annotation: Any) -> Any:
         (item_type,) = get_args(annotation)
         if not isinstance(value, list):
             raise invalid_params(
-                method, f"'{name}' must be an array (got {_json_type(value)})", name
+                method, f"'{name}' must be an array (got {json_type(value)})", name
             )
         return [_check(method, f"{name}[{i}]", v, item_type) for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, Mapping):
             raise invalid_params(
-                method, f"'{name}' must be an object (got {_json_type(value)})", name
+                method, f"'{name}' must be an object (got {json_type(value)})", name
             )
         return dict(value)
     if annotation is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise invalid_params(
-                method, f"'{name}' must be an integer (got {_json_type(value)})", name
+                method, f"'{name}' must be an integer (got {json_type(value)})", name
             )
         return value
     if annotation is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise invalid_params(
-                method, f"'{name}' must be a number (got {_json_type(value)})", name
+                method, f"'{name}' must be a number (got {json_type(value)})", name
             )
         return float(value)
     if annotation in (str, bool):
         if not isinstance(value, annotation):
             expected = _JSON_TYPE_NAMES[annotation]
             raise invalid_params(
-                method, f"'{name}' must be {expected} (got {_json_type(value)})", name
+                method, f"'{name}' must be {expected} (got {json_type(value)})", name
+            )
+        if isinstance(value, str) and not _is_unicode(value):
+            # JSON can spell half a UTF-16 surrogate pair ("\ud800"), but no UTF-8 can: such a
+            # string could be neither stored nor sent on, and the session it was for hung.
+            raise invalid_params(
+                method,
+                f"'{name}' must be Unicode text: it holds an unpaired surrogate (a '\\uD800'"
+                "-'\\uDFFF' escape without its other half)",
+                name,
             )
         return value
     if annotation is Any:
         return value
     raise TypeError(f"unsupported annotation {annotation!r}")  # a bug in the schema, not input
+
+
+def _is_unicode(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse(method: str, cls: type[W], raw: Any) -> W:
@@ -110,7 +130,7 @@ def parse(method: str, cls: type[W], raw: Any) -> W:
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
-        raise invalid_params(method, f"params must be an object (got {_json_type(raw)})")
+        raise invalid_params(method, f"params must be an object (got {json_type(raw)})")
     hints = get_type_hints(cls, include_extras=True)
     values: dict[str, Any] = {}
     for field in msgspec.structs.fields(cls):
