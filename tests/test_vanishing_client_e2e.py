@@ -22,10 +22,13 @@ from coven_ls.testing.scripted_model import ScriptedModel, ToolUse
 from .harness import processes_with_env, wait_until
 
 
+TOKEN = "vanishing-client-test-token"
+
+
 @pytest.fixture
 async def tcp_server(tmp_path: Path, model: ScriptedModel) -> AsyncIterator[int]:
     config = tmp_path / "claude-config"
-    env = {**os.environ, **model.cli_env(config)}
+    env = {**os.environ, **model.cli_env(config), "COVEN_TOKEN": TOKEN}
     server = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "coven_ls", "--tcp", "127.0.0.1:0",
         env=env, stderr=asyncio.subprocess.PIPE,
@@ -68,6 +71,7 @@ async def connect(
         types.InitializeParams(
             capabilities=types.ClientCapabilities(experimental={"coven": coven}),
             root_uri=root.as_uri(),
+            initialization_options={"token": TOKEN},
         )
     )
     client.initialized(types.InitializedParams())
