@@ -21,7 +21,6 @@ from coven_ls.testing.scripted_model import ScriptedModel, ToolUse
 
 from .harness import processes_with_env, wait_until
 
-
 TOKEN = "vanishing-client-test-token"
 
 
