@@ -13,14 +13,16 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Version 1 (the first release's layout): sessions and events, no forks. Kept so that the
 # migration has something real to start from, and tested.
@@ -99,6 +101,15 @@ ALTER TABLE sessions ADD COLUMN usage TEXT;
 ALTER TABLE sessions ADD COLUMN isolation TEXT;
 ALTER TABLE forks ADD COLUMN isolation TEXT;
 """,
+    # 5 -> 6: a restart loads sessions, not their events. A session's last seq is kept with it
+    # (so that its log goes on without reading it); forkFinished events get an index of their
+    # own (a restart asks which finished forks reached their parent: a few rows, not the log).
+    6: """
+ALTER TABLE sessions ADD COLUMN last_seq INTEGER NOT NULL DEFAULT 0;
+UPDATE sessions SET last_seq = coalesce(
+    (SELECT max(seq) FROM events WHERE events.session_id = sessions.session_id), 0);
+CREATE INDEX events_fork_finished ON events (session_id, seq) WHERE kind = 'forkFinished';
+""",
 }
 
 SESSION_COLUMNS = (
@@ -122,6 +133,7 @@ SESSION_COLUMNS = (
     "outcome",
     "usage",
     "isolation",
+    "last_seq",
 )
 FORK_COLUMNS = (
     "fork_id",
@@ -158,11 +170,10 @@ def database_path(root: str, state_dir: str | None) -> Path:
 
 @dataclass
 class Snapshot:
-    """Everything a store holds, as plain rows."""
+    """The sessions and forks a store holds, as plain rows; not their events (read on demand)."""
 
     sessions: list[dict[str, Any]] = field(default_factory=list)
     forks: list[dict[str, Any]] = field(default_factory=list)
-    events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 class Store:
@@ -244,20 +255,54 @@ class Store:
             snapshot.sessions = [_session_dict(row) for row in cursor]
             cursor = self._db.execute(f"SELECT {', '.join(FORK_COLUMNS)} FROM forks")
             snapshot.forks = [_fork_dict(row) for row in cursor]
-            cursor = self._db.execute(
-                "SELECT session_id, body FROM events ORDER BY session_id, seq"
-            )
-            for session_id, body in cursor:
-                snapshot.events.setdefault(session_id, []).append(json.loads(body))
             return snapshot
 
-    def events_after(self, session_id: str, after_seq: int) -> list[dict[str, Any]]:
+    def events_between(
+        self, session_id: str, after_seq: int, upto_seq: int | None = None
+    ) -> list[dict[str, Any]]:
+        """A session's events with after_seq < seq <= upto_seq (None: no upper bound)."""
         with self._lock:
             cursor = self._db.execute(
-                "SELECT body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq",
-                (session_id, after_seq),
+                "SELECT body FROM events WHERE session_id = ? AND seq > ? AND seq <= ? "
+                "ORDER BY seq",
+                (session_id, after_seq, _MAX_SEQ if upto_seq is None else upto_seq),
             )
-            return [json.loads(body) for (body,) in cursor]
+            return [_decode(body) for (body,) in cursor]
+
+    def first_seq(
+        self,
+        session_id: str,
+        kinds: Sequence[str],
+        fields: Mapping[str, str] | None = None,
+        after_seq: int = 0,
+        upto_seq: int | None = None,
+    ) -> int | None:
+        """The seq of a session's first event after `after_seq` (and up to `upto_seq`) of one of
+        `kinds` whose top-level `fields` have these values; None if there is none. Reads only
+        that session's rows (or, for forkFinished, its index)."""
+        for kind in kinds:
+            if not _KIND.fullmatch(kind):
+                raise ValueError(f"not an event kind: {kind!r}")
+        # The kinds are written into the SQL, not bound, and one kind as `kind = '...'`: only
+        # so does sqlite see that a query for forkFinished may use its partial index.
+        if len(kinds) == 1:
+            kind_is = f"kind = '{kinds[0]}'"
+        else:
+            kind_is = "kind IN (" + ", ".join(f"'{kind}'" for kind in kinds) + ")"
+        sql = f"SELECT seq FROM events WHERE session_id = ? AND {kind_is} "
+        sql += "AND seq > ? AND seq <= ?"
+        args: list[Any] = [session_id, after_seq, _MAX_SEQ if upto_seq is None else upto_seq]
+        for name, value in (fields or {}).items():
+            sql += " AND json_extract(body, ?) = ?"
+            args += [f"$.{json.dumps(name)}", value]
+        with self._lock:
+            row = self._db.execute(sql + " ORDER BY seq LIMIT 1", args).fetchone()
+        return None if row is None else int(row[0])
+
+
+_MAX_SEQ = 2**63 - 1
+_decode = msgspec.json.Decoder().decode  # the same dicts as json.loads, in half the time
+_KIND = re.compile(r"[A-Za-z]+")
 
 
 def _upsert(table: str, columns: tuple[str, ...]) -> str:
