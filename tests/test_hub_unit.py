@@ -656,6 +656,21 @@ async def turn(rig: Rig, session: Session, text: str) -> None:
     await rig.client.wait_for(Kind.STATUS, session, after=mark, status="idle")
 
 
+async def assert_log(session: Session, log: list[dict[str, Any]]) -> None:
+    """getEvents, from every point and in pages of every size, gives exactly `log`."""
+    for limit in (None, 1, 2, 3, 5, 8):
+        for k in range(len(log) + 2):
+            wanted = log[k:] if limit is None else log[k : k + limit]
+            assert await session.events_after(k, limit) == wanted, (k, limit)
+        pages: list[dict[str, Any]] = []
+        while limit is not None:
+            page = await session.events_after(pages[-1]["seq"] if pages else 0, limit)
+            pages += page
+            if len(page) < limit:
+                assert pages == log
+                break
+
+
 async def test_the_log_is_read_from_memory_and_store_alike_and_survives_a_restart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -669,9 +684,7 @@ async def test_the_log_is_read_from_memory_and_store_alike_and_survives_a_restar
         await rig.hub.flushed()
         seen = rig.client.of(session)
         assert len(seen) > 20 and len(session.recent) < 6  # the rest is only in the store
-        assert [await session.events_after(k) for k in range(len(seen) + 2)] == [
-            seen[k:] for k in range(len(seen) + 2)
-        ]
+        await assert_log(session, seen)
         # An event the store does not have yet is not given out.
         pending = session.emit(events.Error(message="not stored yet"))
         assert await session.events_after(pending["seq"] - 1) == []
@@ -682,14 +695,12 @@ async def test_the_log_is_read_from_memory_and_store_alike_and_survives_a_restar
     async with running_hub(cfg) as rig:
         restored = rig.hub.get(session.id)
         assert restored.recent == [] and restored.last_seq == seen[-1]["seq"]
-        assert [await restored.events_after(k) for k in range(len(seen) + 2)] == [
-            seen[k:] for k in range(len(seen) + 2)
-        ]
+        await assert_log(restored, seen)
         await turn(rig, restored, "after the restart")
         await rig.hub.flushed()
         new = rig.client.of(restored)
         assert [e["seq"] for e in new] == list(range(len(seen) + 1, len(seen) + len(new) + 1))
-        assert await restored.events_after(0) == seen + new
+        await assert_log(restored, seen + new)  # from the store, then from memory
 
     async with running_hub(cfg) as rig:
         assert await rig.hub.get(session.id).events_after(len(seen) - 1) == seen[-1:] + new

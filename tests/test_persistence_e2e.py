@@ -74,6 +74,18 @@ async def test_restart_after_a_fork_rebuilds_the_same_tree(coven_factory, model)
     assert await tree(second) == before_tree
     assert len(before_tree) == 3 and [t[1] for t in before_tree] == [None, sid, sid]
     assert await history(second) == before_events
+    for session_id, events in before_events.items():  # the same log, in pages of 3
+        pages: list[dict[str, Any]] = []
+        while True:
+            params = {"sessionId": session_id, "afterSeq": len(pages), "limit": 3}
+            page = (await second.request("coven/getEvents", params))["events"]
+            pages += page
+            if len(page) < 3:
+                break
+        assert pages == events
+    with pytest.raises(JsonRpcException) as refused:
+        await second.request("coven/getEvents", {"sessionId": sid, "limit": 0})
+    assert refused.value.code == -32602
     statuses = {
         s["sessionId"]: s["status"]
         for s in (await second.request("coven/listSessions", {}))["sessions"]

@@ -233,24 +233,34 @@ class Session:
             changes=self.changes,
         )
 
-    async def events_after(self, after_seq: int) -> list[EventDict]:
-        """Events after `after_seq` that are safely stored (a client must never hold an event
-        that a crash could take back): from memory, and from the store what memory no longer
-        holds."""
+    async def events_after(self, after_seq: int, limit: int | None = None) -> list[EventDict]:
+        """Events after `after_seq` (the first `limit` of them) that are safely stored (a client
+        must never hold an event that a crash could take back): from memory, and from the store
+        what memory no longer holds."""
         after = max(after_seq, 0)
         older: list[EventDict] = []
-        while True:
+        while limit is None or len(older) < limit:
             # Everything before the memory's first event is committed (only committed events
             # are dropped from memory), so the store has it.
             first = self.last_seq - len(self.recent) + 1
-            if after + 1 >= first or self.store is None:
-                break
             store = self.store
-            older += await anyio.to_thread.run_sync(store.events_between, self.id, after, first - 1)
+            if after + 1 >= first or store is None:
+                break
+            wanted = None if limit is None else limit - len(older)
+            read = await anyio.to_thread.run_sync(
+                store.events_between, self.id, after, first - 1, wanted
+            )
+            older += read
+            if wanted is not None and len(read) == wanted:
+                return older
             after = first - 1  # memory may have dropped more meanwhile: go round again
         upto = self.last_seq if self.committed_seq is None else self.committed_seq
         first = self.last_seq - len(self.recent) + 1
-        return older + self.recent[max(after + 1 - first, 0) : max(upto + 1 - first, 0)]
+        start = max(after + 1 - first, 0)
+        end = max(upto + 1 - first, start)
+        if limit is not None:
+            end = min(end, start + limit - len(older))
+        return older + self.recent[start:end]
 
     async def has_message(self, message_id: str) -> bool:
         """Whether an assistant message of this session has this id."""

@@ -258,14 +258,20 @@ class Store:
             return snapshot
 
     def events_between(
-        self, session_id: str, after_seq: int, upto_seq: int | None = None
+        self, session_id: str, after_seq: int, upto_seq: int | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
-        """A session's events with after_seq < seq <= upto_seq (None: no upper bound)."""
+        """A session's events with after_seq < seq <= upto_seq (None: no upper bound), the first
+        `limit` of them (None: all)."""
         with self._lock:
             cursor = self._db.execute(
                 "SELECT body FROM events WHERE session_id = ? AND seq > ? AND seq <= ? "
-                "ORDER BY seq",
-                (session_id, after_seq, _MAX_SEQ if upto_seq is None else upto_seq),
+                "ORDER BY seq LIMIT ?",
+                (
+                    session_id,
+                    after_seq,
+                    _MAX_SEQ if upto_seq is None else upto_seq,
+                    -1 if limit is None else limit,
+                ),
             )
             return [_decode(body) for (body,) in cursor]
 

@@ -484,7 +484,8 @@ async def list_sessions(server: CovenServer, params: protocol.NoParams) -> T.Lis
 async def get_events(server: CovenServer, params: protocol.GetEventsParams) -> GetEventsResult:
     session = server.hub.get(params.sessionId)
     return GetEventsResult(
-        events=await session.events_after(params.afterSeq), partial=session.streams.partial()
+        events=await session.events_after(params.afterSeq, params.limit),
+        partial=session.streams.partial(),
     )
 
 
