@@ -181,6 +181,12 @@ class Store:
         self.path = path
         self._db = connection
         self._lock = threading.Lock()  # one writer at a time, whichever worker thread it is on
+        # Reads (a client's getEvents) go through a connection of their own: in WAL mode they
+        # never wait for a commit, nor does a commit (and so every event's delivery) wait for
+        # a long read.
+        self._reader = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._reader.execute("PRAGMA query_only=ON")
+        self._read_lock = threading.Lock()
 
     # --- opening ---------------------------------------------------------------------------------
 
@@ -206,6 +212,8 @@ class Store:
             return cls(path, _connect(path)), warning
 
     def close(self) -> None:
+        with self._read_lock:
+            self._reader.close()
         with self._lock:
             self._db.close()
 
@@ -247,13 +255,13 @@ class Store:
     # --- reading ---------------------------------------------------------------------------------
 
     def load(self) -> Snapshot:
-        with self._lock:
+        with self._read_lock:
             snapshot = Snapshot()
-            cursor = self._db.execute(
+            cursor = self._reader.execute(
                 f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions ORDER BY rowid"
             )
             snapshot.sessions = [_session_dict(row) for row in cursor]
-            cursor = self._db.execute(f"SELECT {', '.join(FORK_COLUMNS)} FROM forks")
+            cursor = self._reader.execute(f"SELECT {', '.join(FORK_COLUMNS)} FROM forks")
             snapshot.forks = [_fork_dict(row) for row in cursor]
             return snapshot
 
@@ -262,8 +270,8 @@ class Store:
     ) -> list[dict[str, Any]]:
         """A session's events with after_seq < seq <= upto_seq (None: no upper bound), the first
         `limit` of them (None: all)."""
-        with self._lock:
-            cursor = self._db.execute(
+        with self._read_lock:
+            cursor = self._reader.execute(
                 "SELECT body FROM events WHERE session_id = ? AND seq > ? AND seq <= ? "
                 "ORDER BY seq LIMIT ?",
                 (
@@ -301,8 +309,8 @@ class Store:
         for name, value in (fields or {}).items():
             sql += " AND json_extract(body, ?) = ?"
             args += [f"$.{json.dumps(name)}", value]
-        with self._lock:
-            row = self._db.execute(sql + " ORDER BY seq LIMIT 1", args).fetchone()
+        with self._read_lock:
+            row = self._reader.execute(sql + " ORDER BY seq LIMIT 1", args).fetchone()
         return None if row is None else int(row[0])
 
 
@@ -349,7 +357,8 @@ def _connect(path: Path) -> sqlite3.Connection:
                 f"UPDATE meta SET value = '{target}' WHERE key = 'schema_version'; COMMIT;"
             )
             log.info("migrated %s to schema %d", path, target)
-        db.execute("SELECT count(*) FROM events").fetchone()
+        # One row, not a count: a count would read the whole log at every start.
+        db.execute("SELECT seq FROM events LIMIT 1").fetchone()
         db.isolation_level = "DEFERRED"
         return db
     except sqlite3.DatabaseError:
