@@ -765,10 +765,7 @@ async def test_a_restart_gives_a_finished_forks_results_only_if_the_parent_never
         db.execute(
             "DELETE FROM events WHERE session_id = ? AND seq >= ?", (parent.id, given["seq"])
         )
-        db.execute(
-            "UPDATE sessions SET last_seq = ?, status = 'forking' WHERE session_id = ?",
-            (given["seq"] - 1, parent.id),
-        )
+        db.execute("UPDATE sessions SET status = 'forking' WHERE session_id = ?", (parent.id,))
     db.close()
     async with running_hub(cfg) as rig:
         again = await rig.client.wait_for(Kind.PROMPT, parent.id, origin="forkResults")

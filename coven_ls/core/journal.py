@@ -127,17 +127,12 @@ class Journal:
             batch = batches.setdefault(store, _Batch())
             batch.events.append((event, body))
             batch.sessions[session.id] = session
-            batch.last_seq[session.id] = event["seq"]
         for fork in forks:
             fork_store = self.store_of(fork.parent.id)
             if fork_store is not None:
                 batches.setdefault(fork_store, _Batch()).forks.append(fork.record())
         for store, batch in batches.items():
-            # A row's last_seq is its last event in this transaction (the session may be
-            # further on already): a restart's log goes on exactly where the store's ends.
-            rows = [
-                s.record() | {"last_seq": batch.last_seq[s.id]} for s in batch.sessions.values()
-            ]
+            rows = [s.record() for s in batch.sessions.values()]
             try:
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(store.write, batch.events, rows, batch.forks)
@@ -164,5 +159,4 @@ class _Batch:
     def __init__(self) -> None:
         self.events: list[tuple[EventDict, bytes]] = []
         self.sessions: dict[str, Session] = {}
-        self.last_seq: dict[str, int] = {}
         self.forks: list[dict[str, Any]] = []

@@ -282,8 +282,6 @@ class Session:
         outcome = self.last_outcome
         return {
             "session_id": self.id,
-            # What the store holds so far; the journal writes the last seq of what it commits.
-            "last_seq": self.committed_seq or 0,
             "parent_id": self.parent_id,
             "fork_id": self.fork_id,
             "label": self.label,

@@ -101,13 +101,11 @@ ALTER TABLE sessions ADD COLUMN usage TEXT;
 ALTER TABLE sessions ADD COLUMN isolation TEXT;
 ALTER TABLE forks ADD COLUMN isolation TEXT;
 """,
-    # 5 -> 6: a restart loads sessions, not their events. A session's last seq is kept with it
-    # (so that its log goes on without reading it); forkFinished events get an index of their
-    # own (a restart asks which finished forks reached their parent: a few rows, not the log).
+    # 5 -> 6: a restart loads sessions, not their events, and asks which finished forks gave
+    # their parent the results: forkFinished events get an index of their own (a few rows, so
+    # that no log is read for it). A session's last seq is not stored: the index on
+    # (session_id, seq) gives it in one lookup, and a column would cost every commit a page.
     6: """
-ALTER TABLE sessions ADD COLUMN last_seq INTEGER NOT NULL DEFAULT 0;
-UPDATE sessions SET last_seq = coalesce(
-    (SELECT max(seq) FROM events WHERE events.session_id = sessions.session_id), 0);
 CREATE INDEX events_fork_finished ON events (session_id, seq) WHERE kind = 'forkFinished';
 """,
 }
@@ -133,7 +131,6 @@ SESSION_COLUMNS = (
     "outcome",
     "usage",
     "isolation",
-    "last_seq",
 )
 FORK_COLUMNS = (
     "fork_id",
@@ -170,7 +167,8 @@ def database_path(root: str, state_dir: str | None) -> Path:
 
 @dataclass
 class Snapshot:
-    """The sessions and forks a store holds, as plain rows; not their events (read on demand)."""
+    """The sessions (each with its last_seq) and forks a store holds, as plain rows; not their
+    events (read on demand)."""
 
     sessions: list[dict[str, Any]] = field(default_factory=list)
     forks: list[dict[str, Any]] = field(default_factory=list)
@@ -257,10 +255,14 @@ class Store:
     def load(self) -> Snapshot:
         with self._read_lock:
             snapshot = Snapshot()
+            # Each session's last seq: one index lookup per session, however long its log.
             cursor = self._reader.execute(
-                f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions ORDER BY rowid"
+                f"SELECT {', '.join(SESSION_COLUMNS)}, (SELECT max(seq) FROM events "
+                "WHERE events.session_id = sessions.session_id) FROM sessions ORDER BY rowid"
             )
-            snapshot.sessions = [_session_dict(row) for row in cursor]
+            snapshot.sessions = [
+                _session_dict(row[:-1]) | {"last_seq": row[-1] or 0} for row in cursor
+            ]
             cursor = self._reader.execute(f"SELECT {', '.join(FORK_COLUMNS)} FROM forks")
             snapshot.forks = [_fork_dict(row) for row in cursor]
             return snapshot
