@@ -32,7 +32,10 @@ What is measured
        spawn -> initialize answered (the store is opened and loaded inside initialize);
        baseline: the same server on an empty stateDir. Then ``--repeat`` round trips of
        coven/listSessions and coven/getEvents (afterSeq 0: a whole session; the last 10
-       events: a client catching up), the server's RSS, and the database's size on disk.
+       events: a client catching up), the server's RSS right after initialize and after those
+       reads (sessions are restored without their events, which are read from the store when
+       asked for: the reads fill sqlite's page cache, 16 MiB at most), and the database's size
+       on disk.
 
 How to read the output
     p50/p99/max in milliseconds; "ratio" is with store / without, measured in the same run.
@@ -45,8 +48,10 @@ How to read the output
     events/s lost, and paced p50 latency added as a % of the no-store p50 (that p50 is only the
     in-process step of the relay, tens of microseconds, so the % is harsh; the added time is
     also set against bench/relay.py's 5 ms p50 budget for all of coven-ls' overhead).
-    listSessions target: p50 under 50 ms. The loaded runs depend on how the OS schedules the
-    threads and vary a lot from run to run; p99 is indicative.
+    listSessions target: p50 under 50 ms. Restart targets (issue #12, a restart that does not
+    grow with history): initialize on the full store within 1.3x of an empty store, and the
+    server's RSS (after the reads) within 30 MiB of the empty store's. The loaded runs depend
+    on how the OS schedules the threads and vary a lot from run to run; p99 is indicative.
 
 Usage: python bench/store.py [--sessions 100] [--events 2000] [--load-events 200] [--rate 1000]
        [--heavy-rate 5000] [--paced-seconds 4] [--repeat 30]
@@ -85,6 +90,10 @@ from coven_ls.protocol.events import Payload, Text, ToolResult, ToolUse
 
 TARGET_RELAY_COST = 0.10  # the store may cost the relay under 10%
 TARGET_LIST_MS = 50.0  # listSessions under 50 ms
+# A restart does not grow with history (issue #12): initialize on the full store within 1.3x of
+# an empty one, and the server's RSS within 30 MiB of it.
+TARGET_STARTUP_RATIO = 1.3
+TARGET_RSS_ADDED_MIB = 30.0
 RELAY_BUDGET_MS = 5.0  # bench/relay.py: coven-ls' whole overhead, p50
 REQUEST_TIMEOUT = 120.0
 
@@ -317,7 +326,7 @@ async def run_hub(
                     due += rng.expovariate(burst_rate)
                     await anyio.sleep_until(due)
                 for payload in burst:
-                    stamps[len(session.events) + 1] = time.perf_counter()
+                    stamps[session.last_seq + 1] = time.perf_counter()
                     session.emit(payload)
                 if not pace:
                     # One burst per turn of the loop, as the SDK relay yields between messages.
@@ -351,6 +360,7 @@ async def run_hub(
 @dataclass
 class Served:
     startup: float = 0.0  # spawn -> initialize answered
+    init_rss_mib: float = 0.0
     rss_mib: float = 0.0
     hwm_mib: float = 0.0
     sessions: int = 0
@@ -379,6 +389,7 @@ def serve(workspace: Path, state_dir: Path, repeat: int, stderr: IO[bytes]) -> S
     try:
         client.initialize(workspace, {"stateDir": str(state_dir)}, forks=True)
         served.startup = time.perf_counter() - spawned
+        served.init_rss_mib = _proc_mib(proc.pid, "VmRSS")
         client.notify("initialized", {})
         ids: list[str] = []
         for _ in range(repeat):
@@ -604,7 +615,8 @@ def main(argv: list[str] | None = None) -> int:
     row("startup: spawn -> init", 1000 * empty.startup, 1000 * full.startup)
     row("listSessions p50", percentile(empty.list_ms, 0.5, 1), percentile(full.list_ms, 0.5, 1))
     row("listSessions p99", percentile(empty.list_ms, 0.99, 1), percentile(full.list_ms, 0.99, 1))
-    row("server RSS", empty.rss_mib, full.rss_mib, "Mi")
+    row("server RSS after init", empty.init_rss_mib, full.init_rss_mib, "Mi")
+    row("server RSS at the end", empty.rss_mib, full.rss_mib, "Mi")
     row("server peak RSS", empty.hwm_mib, full.hwm_mib, "Mi")
     row("shutdown", 1000 * empty.shutdown, 1000 * full.shutdown)
     print(f"  listSessions answer: {full.list_bytes / 1024:.0f} KiB")
@@ -651,6 +663,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     print_target(
         f"listSessions p50 < {TARGET_LIST_MS:g} ms ({listed:.1f} ms)", listed < TARGET_LIST_MS
+    )
+    startup_ratio = full.startup / empty.startup
+    print_target(
+        f"restart: initialize within {TARGET_STARTUP_RATIO:g}x of an empty store "
+        f"({startup_ratio:.2f}x)",
+        startup_ratio <= TARGET_STARTUP_RATIO,
+    )
+    added = full.rss_mib - empty.rss_mib
+    print_target(
+        f"restart: server RSS within +{TARGET_RSS_ADDED_MIB:g} MiB of an empty store "
+        f"(+{added:.1f} MiB after the reads; +{full.init_rss_mib - empty.init_rss_mib:.1f} MiB "
+        "after initialize)",
+        added <= TARGET_RSS_ADDED_MIB,
     )
     print(f"(took {time.perf_counter() - started:.0f} s)")
     return 0

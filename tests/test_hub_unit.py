@@ -26,11 +26,12 @@ from anyio.abc import TaskGroup
 
 from coven_ls import protocol
 from coven_ls.core import isolation, worktrees
+from coven_ls.core import session as session_module
 from coven_ls.core.fork import ForkState, child_prompt
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.session import Session
 from coven_ls.core.store import Store, database_path
-from coven_ls.protocol import Kind
+from coven_ls.protocol import Kind, events
 from coven_ls.protocol.types import Usage
 
 from .fakes import Ask, FakeBackend, Gate, Step, reply
@@ -504,7 +505,9 @@ async def test_restart_mid_fork_then_resume(tmp_path: Path) -> None:
         parent = hub.get(stopped.parent_id)
         await hub.flushed()
         # The restart says that the fork was cut off, and which children did not finish.
-        interrupted = [e for e in parent.events_after(0) if e["kind"] == Kind.FORK_INTERRUPTED]
+        interrupted = [
+            e for e in await parent.events_after(0) if e["kind"] == Kind.FORK_INTERRUPTED
+        ]
         assert [(e["forkId"], e["unfinished"]) for e in interrupted] == [(stopped.fork_id, [beta])]
         assert hub.forks.get(stopped.fork_id).state is ForkState.INTERRUPTED
         statuses = [hub.get(sid).status for sid in (stopped.parent_id, alpha, beta)]
@@ -558,14 +561,14 @@ async def test_fork_by_hand_waits_for_the_turn_to_end(tmp_path: Path) -> None:
         session = await start(rig, "Look around")
         await gate.wait_reached()
         with pytest.raises(protocol.CovenError) as busy:
-            rig.hub.forks.fork_by_hand(session, ["alpha"], None)
+            await rig.hub.forks.fork_by_hand(session, ["alpha"], None)
         assert busy.value.code == protocol.ErrorCode.InvalidState == -32003
         assert busy.value.data == {"sessionId": session.id, "status": "running"}
         assert rig.hub.children_of(session) == []
 
         gate.open()
         await rig.client.wait_for(Kind.STATUS, session, status="idle")
-        fork = rig.hub.forks.fork_by_hand(session, ["alpha"], None)
+        fork = await rig.hub.forks.fork_by_hand(session, ["alpha"], None)
         started = await rig.client.wait_for(Kind.FORK_STARTED, session)
         text = await results_turn(rig, session)
 
@@ -580,7 +583,7 @@ async def test_graceful_stop_mid_fork_also_leaves_it_interrupted(tmp_path: Path)
     async with running_hub(stopped.settings) as rig:
         parent = rig.hub.get(stopped.parent_id)
         await rig.hub.flushed()
-        forks = [e["kind"] for e in parent.events_after(0) if e["kind"].startswith("fork")]
+        forks = [e["kind"] for e in await parent.events_after(0) if e["kind"].startswith("fork")]
         assert forks == [Kind.FORK_STARTED, Kind.FORK_INTERRUPTED]
         assert rig.hub.forks.get(stopped.fork_id).state is ForkState.INTERRUPTED
 
@@ -751,9 +754,9 @@ async def test_a_store_that_cannot_be_written_is_said_and_caught_up_later(
             f"coven-ls can save its sessions to {rig.client.store.path} again; nothing was lost.",
             False,
         )
-        stored = await anyio.to_thread.run_sync(rig.client.store.load)
-    seqs = [e["seq"] for e in stored.events[session.id]]
-    assert seqs == list(range(1, len(session.events) + 1))
+        store = rig.client.store
+        stored = await anyio.to_thread.run_sync(store.events_between, session.id, 0)
+    assert [e["seq"] for e in stored] == list(range(1, session.last_seq + 1))
 
 
 async def test_listed_tree_usage_adds_up_every_descendant() -> None:
@@ -785,3 +788,132 @@ async def test_listed_tree_usage_adds_up_every_descendant() -> None:
         assert listed["a"].inputTokens == 1 + 100 + 1000
         assert listed["orphan"].inputTokens == 10**6
         tg.cancel_scope.cancel()
+
+
+# --- history on demand ---------------------------------------------------------------------------
+
+
+async def turn(rig: Rig, session: Session, text: str) -> None:
+    """Send a message and wait until the turn it starts has ended."""
+    mark = session.last_seq
+    session.send(text)
+    await rig.client.wait_for(Kind.STATUS, session, after=mark, status="idle")
+
+
+async def assert_log(session: Session, log: list[dict[str, Any]]) -> None:
+    """getEvents, from every point and in pages of every size, gives exactly `log`."""
+    for limit in (None, 1, 2, 3, 5, 8):
+        for k in range(len(log) + 2):
+            wanted = log[k:] if limit is None else log[k : k + limit]
+            assert await session.events_after(k, limit) == wanted, (k, limit)
+        pages: list[dict[str, Any]] = []
+        while limit is not None:
+            page = await session.events_after(pages[-1]["seq"] if pages else 0, limit)
+            pages += page
+            if len(page) < limit:
+                assert pages == log
+                break
+
+
+async def test_the_log_is_read_from_memory_and_store_alike_and_survives_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(session_module, "RECENT_EVENTS", 3)
+    cfg = settings(tmp_path, stateDir=str(tmp_path / "state"))
+    async with running_hub(cfg) as rig:
+        session = await start(rig, "one")
+        await rig.client.wait_for(Kind.STATUS, session, status="idle")
+        for n in range(4):
+            await turn(rig, session, f"turn {n}")
+        await rig.hub.flushed()
+        seen = rig.client.of(session)
+        assert len(seen) > 20 and len(session.recent) < 6  # the rest is only in the store
+        await assert_log(session, seen)
+        # An event the store does not have yet is not given out.
+        pending = session.emit(events.Error(message="not stored yet"))
+        assert await session.events_after(pending["seq"] - 1) == []
+        await rig.hub.flushed()
+        assert await session.events_after(pending["seq"] - 1) == [pending]
+        seen.append(pending)
+
+    async with running_hub(cfg) as rig:
+        restored = rig.hub.get(session.id)
+        assert restored.recent == [] and restored.last_seq == seen[-1]["seq"]
+        await assert_log(restored, seen)
+        await turn(rig, restored, "after the restart")
+        await rig.hub.flushed()
+        new = rig.client.of(restored)
+        assert [e["seq"] for e in new] == list(range(len(seen) + 1, len(seen) + len(new) + 1))
+        await assert_log(restored, seen + new)  # from the store, then from memory
+
+    async with running_hub(cfg) as rig:
+        assert await rig.hub.get(session.id).events_after(len(seen) - 1) == seen[-1:] + new
+
+
+@pytest.mark.parametrize("stored", [True, False])
+async def test_fork_at_a_message_no_longer_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stored: bool
+) -> None:
+    monkeypatch.setattr(session_module, "RECENT_EVENTS", 2)
+    cfg = settings(tmp_path, **({"stateDir": str(tmp_path / "state")} if stored else {}))
+    async with running_hub(cfg) as rig:
+        session = await start(rig, "Look around")
+        await rig.client.wait_for(Kind.STATUS, session, status="idle")
+        early = await rig.client.wait_for(Kind.TEXT, session)
+        for n in range(3):
+            await turn(rig, session, f"more {n}")
+        await rig.hub.flushed()
+        assert (early in session.recent) is not stored
+
+        with pytest.raises(protocol.CovenError) as unknown:
+            await rig.hub.forks.fork_by_hand(session, ["alpha"], "msg-nowhere")
+        fork = await rig.hub.forks.fork_by_hand(session, ["alpha"], early["messageId"])
+        started = await rig.client.wait_for(Kind.FORK_STARTED, session)
+        await results_turn(rig, session)
+    assert unknown.value.code == -32602 and "msg-nowhere" in unknown.value.message
+    assert started["forkId"] == fork.id and started["atMessageId"] == early["messageId"]
+    assert child_agents(rig.backend)["alpha"].spec.resume_at == early["messageId"]
+    if not stored:
+        return
+
+    async with running_hub(cfg) as rig:
+        restored = rig.hub.get(session.id)
+        assert restored.recent == []
+        with pytest.raises(protocol.CovenError) as unknown:
+            await rig.hub.forks.fork_by_hand(restored, ["beta"], "msg-nowhere")
+        await rig.hub.forks.fork_by_hand(restored, ["beta"], early["messageId"])
+        await results_turn(rig, restored)
+    assert unknown.value.code == -32602
+    assert child_agents(rig.backend)["beta"].spec.resume_at == early["messageId"]
+
+
+async def test_a_restart_gives_a_finished_forks_results_only_if_the_parent_never_got_them(
+    tmp_path: Path,
+) -> None:
+    cfg = settings(tmp_path, forkMode="auto", stateDir=str(tmp_path / "state"))
+    async with running_hub(cfg) as rig:
+        parent, _children = await start_fork(rig)
+        await results_turn(rig, parent)
+        await rig.hub.flushed()
+    given = await rig.client.wait_for(Kind.PROMPT, parent, origin="forkResults")
+    last = rig.client.of(parent)[-1]["seq"]
+
+    async with running_hub(cfg) as rig:
+        await rig.hub.flushed()
+        assert rig.client.of(parent.id) == [] and rig.hub.get(parent.id).last_seq == last
+    assert parent_heard(rig.backend) == []
+
+    # As if the server had been killed between the fork's end and the results' turn.
+    db = sqlite3.connect(database_path(cfg.root, cfg.options.stateDir))
+    with db:
+        db.execute(
+            "DELETE FROM events WHERE session_id = ? AND seq >= ?", (parent.id, given["seq"])
+        )
+        db.execute("UPDATE sessions SET status = 'forking' WHERE session_id = ?", (parent.id,))
+    db.close()
+    async with running_hub(cfg) as rig:
+        again = await rig.client.wait_for(Kind.PROMPT, parent.id, origin="forkResults")
+        await rig.client.wait_for(Kind.STATUS, parent.id, after=again["seq"], status="idle")
+        after = rig.client.of(parent.id)
+    assert after[0]["seq"] == given["seq"]  # the log goes on where the store's ends
+    assert again["text"] == given["text"] and parent_heard(rig.backend) == [given["text"]]

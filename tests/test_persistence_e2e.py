@@ -74,6 +74,18 @@ async def test_restart_after_a_fork_rebuilds_the_same_tree(coven_factory, model)
     assert await tree(second) == before_tree
     assert len(before_tree) == 3 and [t[1] for t in before_tree] == [None, sid, sid]
     assert await history(second) == before_events
+    for session_id, events in before_events.items():  # the same log, in pages of 3
+        pages: list[dict[str, Any]] = []
+        while True:
+            params = {"sessionId": session_id, "afterSeq": len(pages), "limit": 3}
+            page = (await second.request("coven/getEvents", params))["events"]
+            pages += page
+            if len(page) < 3:
+                break
+        assert pages == events
+    with pytest.raises(JsonRpcException) as refused:
+        await second.request("coven/getEvents", {"sessionId": sid, "limit": 0})
+    assert refused.value.code == -32602
     statuses = {
         s["sessionId"]: s["status"]
         for s in (await second.request("coven/listSessions", {}))["sessions"]
@@ -197,7 +209,9 @@ async def test_a_v1_database_is_migrated(
         " ?, NULL, NULL, 'approve', '2026-01-01T00:00:00.000Z', 0.5)",
         (str(root),),
     )
-    db.execute("INSERT INTO events VALUES ('s-old', 1, 'status', ?)", (json.dumps(event),))
+    later = {**event, "seq": 2, "time": "2026-01-01T00:00:01.000Z"}
+    for e in (event, later):
+        db.execute("INSERT INTO events VALUES ('s-old', ?, 'status', ?)", (e["seq"], json.dumps(e)))
     db.commit()
     db.close()
 
@@ -208,9 +222,16 @@ async def test_a_v1_database_is_migrated(
         "An old one",
         0.5,
     )
-    assert (await coven.request("coven/getEvents", {"sessionId": "s-old"}))["events"] == [event]
+    got = await coven.request("coven/getEvents", {"sessionId": "s-old"})
+    assert got["events"] == [event, later]
     version = sqlite3.connect(path).execute("SELECT value FROM meta").fetchone()[0]
     assert int(version) == SCHEMA_VERSION
+    # The migration found where the log ends: it goes on from there.
+    await coven.request("coven/closeSession", {"sessionId": "s-old"})
+    closed = await coven.wait_status("s-old", "closed")
+    assert closed["seq"] == 3
+    got = await coven.request("coven/getEvents", {"sessionId": "s-old", "afterSeq": 1})
+    assert got["events"] == [later, closed]
 
 
 async def test_a_corrupt_database_is_moved_aside(coven_factory, tmp_path: Path) -> None:

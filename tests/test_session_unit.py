@@ -89,9 +89,9 @@ async def turn_done(session: Session, after: int = 0) -> dict[str, Any]:
 
 def assert_gapless(session: Session, sink: RecordingSink | None = None) -> None:
     sink = sink or sink_of(session)
-    assert sink.events == session.events
-    assert [e["seq"] for e in session.events] == list(range(1, len(session.events) + 1))
-    assert {e["sessionId"] for e in session.events} == {"s-test"}
+    assert sink.events == session.recent
+    assert [e["seq"] for e in session.recent] == list(range(1, len(session.recent) + 1))
+    assert {e["sessionId"] for e in session.recent} == {"s-test"}
 
 
 def assert_closed_where_opened(backend: FakeBackend) -> None:
@@ -152,7 +152,7 @@ async def test_prompt_event_has_text_and_origin() -> None:
         session.send("do it")
         await turn_done(session)
         session.send("fork results here", origin="forkResults")
-        await turn_done(session, after=session.events[-1]["seq"])
+        await turn_done(session, after=session.recent[-1]["seq"])
         prompts = sink_of(session).of(Kind.PROMPT)
         assert [(p["text"], p["origin"]) for p in prompts] == [
             ("do it", "user"),
@@ -165,12 +165,14 @@ async def test_second_turn_reuses_the_agent() -> None:
     async with running(backend) as session:
         session.send("one")
         await turn_done(session)
-        mark = session.events[-1]["seq"]
+        mark = session.recent[-1]["seq"]
         session.send("two")
         await turn_done(session, after=mark)
         assert len(backend.agents) == 1
         assert backend.agent.sent == ["one", "two"]
-        statuses = [e["status"] for e in session.events_after(mark) if e["kind"] == Kind.STATUS]
+        statuses = [
+            e["status"] for e in await session.events_after(mark) if e["kind"] == Kind.STATUS
+        ]
         assert statuses == ["running", "idle"]
     assert_closed_where_opened(backend)
 
@@ -198,13 +200,13 @@ async def test_events_after() -> None:
     async with running(FakeBackend()) as session:
         session.send("hi")
         await turn_done(session)
-        events = session.events
-        assert session.events_after(0) == events
-        assert session.events_after(-3) == events
-        assert session.events_after(3) == events[3:]
-        assert session.events_after(3)[0]["seq"] == 4
-        assert session.events_after(len(events)) == []
-        assert session.events_after(len(events) + 10) == []
+        events = session.recent
+        assert await session.events_after(0) == events
+        assert await session.events_after(-3) == events
+        assert await session.events_after(3) == events[3:]
+        assert (await session.events_after(3))[0]["seq"] == 4
+        assert await session.events_after(len(events)) == []
+        assert await session.events_after(len(events) + 10) == []
 
 
 # --- queueing ------------------------------------------------------------------------------------
@@ -275,7 +277,7 @@ async def test_cancel_interrupts_the_turn_and_drops_the_queue() -> None:
         assert [p["text"] for p in sink_of(session).of(Kind.PROMPT)] == ["long task"]
         assert session.info().queued == 0
         # the agent answered the interrupt, so it is kept and the next message goes to it
-        mark = session.events[-1]["seq"]
+        mark = session.recent[-1]["seq"]
         assert session.send("next") == 0
         nxt = await turn_done(session, after=mark)
         assert "cancelled" not in nxt
@@ -289,9 +291,9 @@ async def test_cancel_when_idle_does_nothing() -> None:
     async with running(backend) as session:
         session.send("hi")
         await turn_done(session)
-        count = len(session.events)
+        count = len(session.recent)
         assert await session.cancel() == 0
-        assert len(session.events) == count
+        assert len(session.recent) == count
         assert backend.agent.interrupts == 0
 
 
@@ -313,7 +315,7 @@ async def test_cancel_while_the_agent_is_starting() -> None:
         assert backend.agents == []  # the open was abandoned
         assert backend.sent == []
         # the next message starts an agent afresh
-        mark = session.events[-1]["seq"]
+        mark = session.recent[-1]["seq"]
         session.send("again")
         await turn_done(session, after=mark)
         assert backend.opens_started == 2
@@ -338,7 +340,7 @@ async def test_cancel_stops_the_agent_when_the_interrupt_is_not_answered(
         assert turn["cancelled"] is True and turn["subtype"] == "cancelled"
         assert session.status == "idle"
         assert backend.agents[0].closed  # the process was stopped
-        mark = session.events[-1]["seq"]
+        mark = session.recent[-1]["seq"]
         session.send("after")
         await turn_done(session, after=mark)
         assert backend.specs[1].resume == "agent-9"
@@ -377,7 +379,7 @@ async def test_stream_ending_without_result_fails_and_next_turn_resumes() -> Non
         assert backend.agents[0].closed
         assert session.agent_session_id == "agent-abc"
 
-        mark = session.events[-1]["seq"]
+        mark = session.recent[-1]["seq"]
         assert session.send("second") == 0
         await turn_done(session, after=mark)
         assert len(backend.agents) == 2
@@ -419,7 +421,7 @@ async def test_open_raising_coven_error() -> None:
         await sink_of(session).wait_for(Kind.STATUS, status="failed", limit=LIMIT)
         assert session.status == "failed"
         # a later message tries again
-        mark = session.events[-1]["seq"]
+        mark = session.recent[-1]["seq"]
         session.send("again")
         await turn_done(session, after=mark)
         assert backend.opens_started == 2
@@ -769,12 +771,10 @@ async def test_text_streams_as_deltas_and_the_whole_block_replaces_them() -> Non
         assert [d.text for d in sink.deltas] == ["Hel", "lo "]
         (partial,) = session.streams.partial()
         assert (partial.blockId, partial.kind, partial.text) == ("msg_1:0", "text", "Hello ")
-        assert all(
-            d.blockId == "msg_1:0" and d.afterSeq == len(session.events) for d in sink.deltas
-        )
+        assert all(d.blockId == "msg_1:0" and d.afterSeq == session.last_seq for d in sink.deltas)
         gate.open()
         await turn_done(session)
-        (text,) = [e for e in session.events if e["kind"] == Kind.TEXT]
+        (text,) = [e for e in session.recent if e["kind"] == Kind.TEXT]
         assert text["text"] == "Hello there" and text["blockId"] == "msg_1:0"
         assert "".join(d.text for d in sink.deltas) == "Hello there"
         assert session.streams.partial() == []

@@ -380,6 +380,10 @@ export interface GetEventsParams {
    * events with a greater `seq` (0: all of them)
    */
   afterSeq?: number;
+  /**
+   * at most this many events, the first ones after `afterSeq` (absent: every one); fewer means that the log ends there
+   */
+  limit?: number | null;
 }
 export interface GetEventsResult {
   /**

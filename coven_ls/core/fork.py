@@ -41,6 +41,7 @@ from . import isolation
 from .agent import AgentSpec
 from .isolation import ForkTrees
 from .session import Outcome, Session, SessionConfig
+from .store import Store
 from .worktrees import GitError
 
 log = logging.getLogger(__name__)
@@ -477,7 +478,7 @@ class ForkManager:
             parent.set_status("idle")
         parent.release()
 
-    def fork_by_hand(
+    async def fork_by_hand(
         self,
         session: Session,
         tasks: list[str],
@@ -485,6 +486,9 @@ class ForkManager:
         isolation: Isolation | None = None,
         merge_mode: MergeMode | None = None,
     ) -> Fork:
+        # Looked up first (maybe in the store): the checks below and the start of the fork must
+        # not be separated by an await, lest the session get busy in between.
+        message_found = at_message_id is None or await session.has_message(at_message_id)
         if session.closed:
             raise protocol.CovenError(
                 protocol.ErrorCode.InvalidState,
@@ -509,11 +513,7 @@ class ForkManager:
             tasks = check_tasks(tasks, session.config.max_children)
         except ForkSyntaxError as exc:
             raise protocol.invalid_params(protocol.FORK, str(exc)) from exc
-        if at_message_id is not None and not any(
-            e.get("messageId") == at_message_id
-            for e in session.events
-            if e["kind"] in (Kind.TEXT, Kind.THINKING, Kind.TOOL_USE)
-        ):
+        if not message_found:
             raise protocol.invalid_params(
                 protocol.FORK,
                 f"'atMessageId' {at_message_id!r} is not an assistant message of session "
@@ -855,10 +855,11 @@ class ForkManager:
 
     # --- after a restart -------------------------------------------------------------------------
 
-    def restore(self, rows: list[dict[str, Any]]) -> None:
+    def restore(self, rows: list[dict[str, Any]], reached: set[str]) -> None:
         """Forks as a stopped server left them. A proposal is still open; a fork that was running
         is interrupted (its parent waits for coven/resumeFork or coven/abandonFork); a finished
-        fork whose results never reached its parent gives them now."""
+        fork whose results never reached its parent (it is not in `reached`, see
+        `results_reached`) gives them now."""
         sessions = self._host.sessions
         for row in rows:
             parent = sessions.get(row["parent_id"])
@@ -895,7 +896,7 @@ class ForkManager:
                             forkId=fork.id, unfinished=[c.id for c in self._unfinished(fork)]
                         )
                     )
-            elif state is ForkState.FINISHED and not _results_reached(parent, fork.id):
+            elif state is ForkState.FINISHED and fork.id not in reached:
                 parent.hold()  # _finish releases it
                 self._finish(fork)
 
@@ -968,16 +969,20 @@ def _refs(children: list[Session]) -> list[events.ChildRef]:
     return [events.ChildRef(sessionId=c.id, label=c.label or "") for c in children]
 
 
-def _results_reached(parent: Session, fork_id: str) -> bool:
-    """Whether the parent's log shows it was given this fork's results."""
-    finished_seq = None
-    for event in parent.events:
-        if event["kind"] == Kind.FORK_FINISHED and event.get("forkId") == fork_id:
-            finished_seq = event["seq"]
-        elif (
-            finished_seq is not None
-            and event["kind"] == Kind.PROMPT
-            and event.get("origin") == "forkResults"
+def results_reached(store: Store, rows: list[dict[str, Any]]) -> set[str]:
+    """Of the finished forks among these rows, those whose parent's log shows it was given
+    their results. Blocking (it reads the store): a few indexed lookups per finished fork, never
+    a whole log."""
+    reached = set()
+    for row in rows:
+        if row["state"] != ForkState.FINISHED.value:
+            continue
+        parent = row["parent_id"]
+        finished = store.first_seq(parent, (Kind.FORK_FINISHED,), {"forkId": row["fork_id"]})
+        if (
+            finished is not None
+            and store.first_seq(parent, (Kind.PROMPT,), {"origin": "forkResults"}, finished)
+            is not None
         ):
-            return True
-    return False
+            reached.add(row["fork_id"])
+    return reached

@@ -24,7 +24,7 @@ from ..protocol import EventDict, Status, events
 from ..protocol.types import Usage
 from . import isolation
 from .agent import AgentSpec, Backend, ClaudeBackend
-from .fork import Fork, ForkManager, ForkState, fork_prompt
+from .fork import Fork, ForkManager, ForkState, fork_prompt, results_reached
 from .journal import Journal
 from .session import Session, SessionConfig
 from .slots import Slots
@@ -423,11 +423,14 @@ class Hub:
             raise protocol.CovenError(protocol.ErrorCode.StoreUnavailable, str(exc), data) from exc
         self.stores[path] = store
         snapshot = await anyio.to_thread.run_sync(store.load)
-        self._restore(store, snapshot, settings)
+        reached = await anyio.to_thread.run_sync(results_reached, store, snapshot.forks)
+        self._restore(store, snapshot, reached, settings)
         await self._remove_orphans(snapshot.forks)  # git runs only when there are orphans
         return store, warning
 
-    def _restore(self, store: Store, snapshot: Snapshot, settings: ClientSettings) -> None:
+    def _restore(
+        self, store: Store, snapshot: Snapshot, reached: set[str], settings: ClientSettings
+    ) -> None:
         backend = self.backend(settings.options.claudePath)
         restored: list[Session] = []
         for row in snapshot.sessions:
@@ -459,9 +462,9 @@ class Hub:
                 depth=depth,
             )
             session.created_at = row["created_at"]
-            session.restore(row, snapshot.events.get(session.id, []))
+            session.restore(row)
             restored.append(session)
-        self.forks.restore(snapshot.forks)
+        self.forks.restore(snapshot.forks, reached)
         for session in restored:
             self.launch(session, announce=False)
 
@@ -504,7 +507,7 @@ class Hub:
         # Not stored (there is nothing left to store it in): it tells watching clients to drop
         # the session and everything under it.
         deleted = protocol.event_dict(
-            session.id, len(session.events) + 1, protocol.now_iso(), events.Deleted(sessionIds=ids)
+            session.id, session.last_seq + 1, protocol.now_iso(), events.Deleted(sessionIds=ids)
         )
         self._deliver(deleted, protocol.event_body(deleted))
         return ids

@@ -65,6 +65,7 @@ class Journal:
     def keep(self, session: Session, store: Store) -> None:
         """From now on, `session`'s events are committed to `store` before they are sent."""
         self._stored[session.id] = (session, store)
+        session.store = store
         if session.committed_seq is None:
             session.committed_seq = 0
 

@@ -45,12 +45,20 @@ from .agent import (
 )
 from .mapping import map_message
 from .status import check_transition
+from .store import Store
 from .streaming import Streams
 
 if sys.version_info < (3, 11):  # anyio brings the backport there
     from exceptiongroup import BaseExceptionGroup
 
 log = logging.getLogger(__name__)
+
+# A stored session keeps this many of its latest committed events in memory (up to twice as many
+# between trims), for the clients that catch up on what they just missed; older ones are read
+# from the store when asked for. A session without a store keeps all of its events.
+RECENT_EVENTS = 100
+# Assistant message events: the ones that carry the messageId a fork by hand may start at.
+MESSAGE_KINDS = (protocol.Kind.TEXT, protocol.Kind.THINKING, protocol.Kind.TOOL_USE)
 
 # How long an interrupt may take to end a turn before the agent process is stopped outright.
 INTERRUPT_GRACE_SECONDS = 10.0
@@ -148,14 +156,18 @@ class Session:
         self.depth = depth  # 0 for a top-level session, 1 for its fork children, ...
         self.status: Status = status
         self.last_outcome: Outcome | None = None
-        # The store has every event up to here (the hub advances it); None: no store.
+        # The store has every event up to here (the journal advances it); None: no store.
         self.committed_seq: int | None = None
+        self.store: Store | None = None  # where older events are read from (set by the journal)
+        self.last_seq = 0  # the seq of the session's latest event
         self.agent_session_id: str | None = None
         self.cost_usd: float = 0.0
         self.usage = Usage()
         # The CLI's background tasks that still run (task id -> the last word on each).
         self.tasks: dict[str, events.Task] = {}
-        self.events: list[dict[str, Any]] = []
+        # The latest events, up to last_seq with no gap: all of them without a store; with one,
+        # those not committed yet and the RECENT_EVENTS before them (none of a restored log).
+        self.recent: list[EventDict] = []
         # A fork child's place: its fork's isolation mode (and why it is shared), its worktree,
         # and its changes once it has ended (set by the fork's Isolation).
         self.isolation: Isolation | None = None
@@ -228,12 +240,49 @@ class Session:
             changes=self.changes,
         )
 
-    def events_after(self, after_seq: int) -> list[dict[str, Any]]:
-        """Events after `after_seq` that are safely stored (a client must never hold an event
-        that a crash could take back)."""
-        # seq n is at index n - 1: the log never skips.
-        upto = len(self.events) if self.committed_seq is None else self.committed_seq
-        return self.events[max(after_seq, 0) : upto]
+    async def events_after(self, after_seq: int, limit: int | None = None) -> list[EventDict]:
+        """Events after `after_seq` (the first `limit` of them) that are safely stored (a client
+        must never hold an event that a crash could take back): from memory, and from the store
+        what memory no longer holds."""
+        after = max(after_seq, 0)
+        older: list[EventDict] = []
+        while limit is None or len(older) < limit:
+            # Everything before the memory's first event is committed (only committed events
+            # are dropped from memory), so the store has it.
+            first = self.last_seq - len(self.recent) + 1
+            store = self.store
+            if after + 1 >= first or store is None:
+                break
+            wanted = None if limit is None else limit - len(older)
+            read = await anyio.to_thread.run_sync(
+                store.events_between, self.id, after, first - 1, wanted
+            )
+            older += read
+            if wanted is not None and len(read) == wanted:
+                return older
+            after = first - 1  # memory may have dropped more meanwhile: go round again
+        upto = self.last_seq if self.committed_seq is None else self.committed_seq
+        first = self.last_seq - len(self.recent) + 1
+        start = max(after + 1 - first, 0)
+        end = max(upto + 1 - first, start)
+        if limit is not None:
+            end = min(end, start + limit - len(older))
+        return older + self.recent[start:end]
+
+    async def has_message(self, message_id: str) -> bool:
+        """Whether an assistant message of this session has this id."""
+        if any(e.get("messageId") == message_id for e in self.recent if e["kind"] in MESSAGE_KINDS):
+            return True
+        first = self.last_seq - len(self.recent) + 1
+        store = self.store
+        if store is None or first <= 1:
+            return False
+        seq = await anyio.to_thread.run_sync(
+            lambda: store.first_seq(
+                self.id, MESSAGE_KINDS, {"messageId": message_id}, upto_seq=first - 1
+            )
+        )
+        return seq is not None
 
     def record(self) -> dict[str, Any]:
         """The session's row in the store."""
@@ -278,11 +327,12 @@ class Session:
         self.last_outcome = None
         self.set_status("queued")
 
-    def restore(self, row: dict[str, Any], events: list[dict[str, Any]]) -> None:
-        """Take up where a stopped server left off: its log, cost, agent session and outcome.
-        Whatever was under way is `interrupted`, and says so in a new event."""
-        self.events = list(events)
-        self.committed_seq = len(self.events)
+    def restore(self, row: dict[str, Any]) -> None:
+        """Take up where a stopped server left off: its log (where it ends; the events stay in
+        the store until a client asks for them), cost, agent session and outcome. Whatever was
+        under way is `interrupted`, and says so in a new event."""
+        self.recent = []
+        self.last_seq = self.committed_seq = row["last_seq"] or 0
         self.agent_session_id = row["agent_session_id"]
         self.cost_usd = row["cost_usd"] or 0.0
         if row.get("usage"):
@@ -304,10 +354,21 @@ class Session:
             self.set_status("interrupted")
 
     def emit(self, payload: events.Payload) -> EventDict:
-        event = protocol.event_dict(self.id, len(self.events) + 1, protocol.now_iso(), payload)
-        self.events.append(event)
+        self.last_seq += 1
+        event = protocol.event_dict(self.id, self.last_seq, protocol.now_iso(), payload)
+        self.recent.append(event)
+        if self.committed_seq is not None and len(self.recent) >= 2 * RECENT_EVENTS:
+            self._forget_committed()
         self._sink.publish(event)
         return event
+
+    def _forget_committed(self) -> None:
+        """Keep RECENT_EVENTS committed events in memory (and every uncommitted one)."""
+        first = self.last_seq - len(self.recent) + 1
+        committed = (self.committed_seq or 0) - first + 1
+        drop = min(len(self.recent) - RECENT_EVENTS, committed)
+        if drop > 0:
+            del self.recent[:drop]
 
     def set_status(self, status: Status) -> None:
         """The one place a session's status changes (and says so in a `status` event)."""
@@ -781,7 +842,7 @@ class Session:
                 self._sink.publish_delta(
                     events.Delta(
                         sessionId=self.id,
-                        afterSeq=len(self.events),
+                        afterSeq=self.last_seq,
                         blockId=piece.block_id,
                         kind=piece.kind,
                         text=piece.text,

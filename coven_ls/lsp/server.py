@@ -491,7 +491,7 @@ async def close_session(server: CovenServer, params: protocol.SessionIdParams) -
 @handler(protocol.FORK)
 async def fork(server: CovenServer, params: protocol.ForkParams) -> T.ForkResult:
     session = server.hub.get(params.sessionId)
-    started = server.hub.forks.fork_by_hand(
+    started = await server.hub.forks.fork_by_hand(
         session, params.tasks, params.atMessageId, params.isolation, params.mergeMode
     )
     return T.ForkResult(forkId=started.id)
@@ -573,7 +573,8 @@ async def list_sessions(server: CovenServer, params: protocol.NoParams) -> T.Lis
 async def get_events(server: CovenServer, params: protocol.GetEventsParams) -> GetEventsResult:
     session = server.hub.get(params.sessionId)
     return GetEventsResult(
-        events=session.events_after(params.afterSeq), partial=session.streams.partial()
+        events=await session.events_after(params.afterSeq, params.limit),
+        partial=session.streams.partial(),
     )
 
 

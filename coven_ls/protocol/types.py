@@ -209,6 +209,9 @@ class GetEventsParams(Wire):
     sessionId: str
     afterSeq: NonNegativeInt = 0
     """events with a greater `seq` (0: all of them)"""
+    limit: PositiveInt | None = None
+    """at most this many events, the first ones after `afterSeq` (absent: every one); fewer
+    means that the log ends there"""
 
 
 class RequestPermissionParams(Wire):
