@@ -100,7 +100,8 @@ class RawLsp:
             "processId": None,
             "rootUri": root.as_uri(),
             "capabilities": {"experimental": {"coven": {}}},
-            "initializationOptions": options or {},
+            # A --tcp server lets in only its token (server_env sets it); stdio ignores it.
+            "initializationOptions": {"token": TOKEN, **(options or {})},
         }
         assert "capabilities" in await self.result("init", "initialize", params)
         await self.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
@@ -118,6 +119,9 @@ def assert_documented_error(answer: dict[str, Any], msg_id: Any) -> dict[str, An
     return error
 
 
+TOKEN = "raw-lsp-test-token"
+
+
 def server_env(tmp_path: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a test's server: its own HOME and CLI config (XDG_STATE_HOME is the
     test's own already, see conftest.isolated_state)."""
@@ -125,7 +129,7 @@ def server_env(tmp_path: Path, extra: dict[str, str] | None = None) -> dict[str,
     home.mkdir(exist_ok=True)
     config.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in ("CLAUDECODE", "CLAUDE_CODE_SESSION_ID")}
-    env.update(HOME=str(home), CLAUDE_CONFIG_DIR=str(config))
+    env.update(HOME=str(home), CLAUDE_CONFIG_DIR=str(config), COVEN_TOKEN=TOKEN)
     env.update(extra or {})
     return env
 
