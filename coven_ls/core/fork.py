@@ -465,16 +465,16 @@ class ForkManager:
         self._host.fork_changed(fork)
         parent = fork.parent
         parent.emit(events.ForkRejected(forkId=fork.id, reason=reason))
-        if tell_model and not parent.closed:
+        told = tell_model and not parent.closed
+        if told:
             if failed:
                 text = f"Your fork could not start, so nothing was forked: {reason}."
             else:
                 because = f" Their reason: {reason}" if reason else ""
                 text = f"The user declined your proposed fork, so nothing was forked.{because}"
             parent.send(f"{text}\nCarry on without forking.", origin="forkRejected", first=True)
-        elif parent.status in ("awaitingApproval", "forking"):
-            parent.set_status("idle")
-        if parent.status == "awaitingApproval":
+        # A parent told why goes on from `forking` into that turn; otherwise it is done waiting.
+        if parent.status == "awaitingApproval" or (parent.status == "forking" and not told):
             parent.set_status("idle")
         parent.release()
 

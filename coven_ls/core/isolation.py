@@ -199,13 +199,9 @@ async def collect(tree: Worktree, label: str, ok: bool) -> Changes:
     if Path(tree.path).is_dir():
         await anyio.to_thread.run_sync(worktrees.commit_all, tree.path, f"coven: {label}")
     found = await anyio.to_thread.run_sync(worktrees.changes, repo, tree.base, tree.branch)
-    commit = await anyio.to_thread.run_sync(_branch_head, repo, tree.branch)
+    commit = await anyio.to_thread.run_sync(worktrees.resolve, repo, tree.branch)
     merge: MergeState = "unchanged" if not found else "pending" if ok else "kept"
     return _changes(merge, found, commit)
-
-
-def _branch_head(repo: worktrees.RepoInfo, branch: str) -> str:
-    return worktrees.resolve(repo, branch)
 
 
 def _changes(
