@@ -7,8 +7,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import re
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -231,3 +235,47 @@ async def start_coven(
         )
     )
     return coven
+
+
+# --- a `coven-ls --tcp` server ---------------------------------------------------------------
+
+
+@dataclass
+class TcpServer:
+    process: asyncio.subprocess.Process
+    port: int
+    listening: str  # the whole "listening on" line
+    token: str | None  # the generated one, as printed
+    token_file: Path | None  # where the generated one was written
+
+
+@asynccontextmanager
+async def tcp_server(env: dict[str, str], *args: str) -> AsyncIterator[TcpServer]:
+    """`coven-ls --tcp` on a free port until the block ends (then SIGTERM, in order)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "coven_ls", "--tcp", "127.0.0.1:0", *args,
+        env=env, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stderr is not None
+    try:
+        while True:
+            line = (await asyncio.wait_for(process.stderr.readline(), 30)).decode()
+            assert line, "the server ended before it listened"
+            if found := re.search(
+                r"listening on 127\.0\.0\.1:(\d+)(?: token (\S+) token-file (.+))?$", line
+            ):
+                break
+        token_file = Path(found.group(3)) if found.group(3) else None
+        yield TcpServer(process, int(found.group(1)), line, found.group(2), token_file)
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(process.wait(), 60)
+
+
+def tcp_server_env(tmp_path: Path, model: ScriptedModel, **extra: str) -> dict[str, str]:
+    """A TCP server's environment: the model's, no token of the machine's, a runtime folder of
+    the test's own (where a generated token's file goes)."""
+    env = {**os.environ, **model.cli_env(tmp_path / "claude-config")}
+    env.pop("COVEN_TOKEN", None)
+    return {**env, "XDG_RUNTIME_DIR": str(tmp_path / "run"), **extra}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 
 from coven_ls.testing.scripted_model import ModelRequest, ScriptedModel, ToolUse
 
+from .fixtures.record import make_repository
 from .harness import Coven, wait_until
 
 PLAN = "Plan the release"
@@ -158,11 +158,3 @@ async def test_sigkill_at_each_point_of_a_fork(
     if point == "reviewing":
         workspace = tmp_path / "ws" / "workspace"
         assert (workspace / "docs.txt").exists() and (workspace / "bugs.txt").exists()
-
-
-def make_repository(path: Path) -> None:
-    path.mkdir(parents=True)
-    (path / "README.md").write_text("# Release\n")
-    git = ["git", "-c", "user.name=T", "-c", "user.email=t@example.com"]
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "initial"]):
-        subprocess.run([*git, *args], cwd=path, check=True, capture_output=True)

@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import signal
 import stat
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,45 +19,7 @@ from pygls.lsp.client import LanguageClient
 from coven_ls.protocol import ErrorCode, to_plain
 from coven_ls.testing.scripted_model import ScriptedModel
 
-from .harness import processes_with_env, wait_until
-
-
-@dataclass
-class TcpServer:
-    process: asyncio.subprocess.Process
-    port: int
-    listening: str  # the whole "listening on" line
-    token: str | None  # the generated one, as printed
-    token_file: Path | None  # where the generated one was written
-
-
-@asynccontextmanager
-async def tcp_server(env: dict[str, str], *args: str) -> AsyncIterator[TcpServer]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "coven_ls", "--tcp", "127.0.0.1:0", *args,
-        env=env, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    assert process.stderr is not None
-    try:
-        while True:
-            line = (await asyncio.wait_for(process.stderr.readline(), 30)).decode()
-            assert line, "the server ended before it listened"
-            if found := re.search(
-                r"listening on 127\.0\.0\.1:(\d+)(?: token (\S+) token-file (.+))?$", line
-            ):
-                break
-        token_file = Path(found.group(3)) if found.group(3) else None
-        yield TcpServer(process, int(found.group(1)), line, found.group(2), token_file)
-    finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-        await asyncio.wait_for(process.wait(), 60)
-
-
-def server_env(tmp_path: Path, model: ScriptedModel, **extra: str) -> dict[str, str]:
-    env = {**os.environ, **model.cli_env(tmp_path / "claude-config")}
-    env.pop("COVEN_TOKEN", None)
-    return {**env, "XDG_RUNTIME_DIR": str(tmp_path / "run"), **extra}
+from .harness import processes_with_env, tcp_server, tcp_server_env, wait_until
 
 
 async def connect(
@@ -95,7 +52,7 @@ async def disconnect(client: LanguageClient) -> None:
 async def test_sessions_outlive_a_tcp_connection(tmp_path: Path, model: ScriptedModel) -> None:
     model.on("slow tcp question", "Answered over TCP.", latency=1.5)
     config = tmp_path / "claude-config"
-    async with tcp_server(server_env(tmp_path, model)) as server:
+    async with tcp_server(tcp_server_env(tmp_path, model)) as server:
         port, token = server.port, server.token
         first_events: list[dict[str, Any]] = []
         second_events: list[dict[str, Any]] = []
@@ -162,7 +119,7 @@ async def test_a_connection_without_the_token_is_refused_and_closed(
     model.on("hello", "Should never be asked.")
     config = tmp_path / "claude-config"
     log_file = tmp_path / "server.log"
-    env = server_env(tmp_path, model)
+    env = tcp_server_env(tmp_path, model)
     async with tcp_server(env, "--log-file", str(log_file), "--log-level", "DEBUG") as server:
         assert server.token and server.token_file
         wrong = server.token[:-1] + ("A" if server.token[-1] != "A" else "B")
@@ -200,7 +157,7 @@ async def test_a_connection_without_the_token_is_refused_and_closed(
 async def test_the_generated_token_is_written_for_the_user_alone(
     tmp_path: Path, model: ScriptedModel
 ) -> None:
-    async with tcp_server(server_env(tmp_path, model)) as server:
+    async with tcp_server(tcp_server_env(tmp_path, model)) as server:
         assert server.token and server.token_file
         assert server.token_file.is_relative_to(tmp_path / "run")
         assert stat.S_IMODE(server.token_file.stat().st_mode) == 0o600
@@ -214,7 +171,7 @@ async def test_the_generated_token_is_written_for_the_user_alone(
 async def test_a_token_from_the_environment_or_a_private_file(
     tmp_path: Path, model: ScriptedModel
 ) -> None:
-    async with tcp_server(server_env(tmp_path, model, COVEN_TOKEN="from-the-env")) as server:
+    async with tcp_server(tcp_server_env(tmp_path, model, COVEN_TOKEN="from-the-env")) as server:
         assert server.token is None and "from-the-env" not in server.listening
         answer, _ = await first_answer(server.port, frame(initialize(1, token="guess")))
         assert answer["error"]["code"] == ErrorCode.Unauthorized
@@ -223,7 +180,7 @@ async def test_a_token_from_the_environment_or_a_private_file(
     token_file = tmp_path / "token"
     token_file.write_text("from-a-file\n")
     token_file.chmod(0o600)
-    env = server_env(tmp_path, model, COVEN_TOKEN="from-the-env")  # the file comes first
+    env = tcp_server_env(tmp_path, model, COVEN_TOKEN="from-the-env")  # the file comes first
     async with tcp_server(env, "--token-file", str(token_file)) as server:
         assert server.token is None
         answer, _ = await first_answer(server.port, frame(initialize(1, token="from-the-env")))

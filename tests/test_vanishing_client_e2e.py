@@ -4,10 +4,6 @@ question the editor never answered must not hold its session until it times out.
 from __future__ import annotations
 
 import asyncio
-import os
-import re
-import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,31 +15,17 @@ from pygls.lsp.client import LanguageClient
 from coven_ls.protocol import to_plain
 from coven_ls.testing.scripted_model import ScriptedModel, ToolUse
 
-from .harness import processes_with_env, wait_until
+from .harness import processes_with_env, tcp_server, tcp_server_env, wait_until
 
 TOKEN = "vanishing-client-test-token"
 
 
 @pytest.fixture
-async def tcp_server(tmp_path: Path, model: ScriptedModel) -> AsyncIterator[int]:
+async def tcp_port(tmp_path: Path, model: ScriptedModel) -> AsyncIterator[int]:
+    env = tcp_server_env(tmp_path, model, COVEN_TOKEN=TOKEN)
+    async with tcp_server(env) as server:
+        yield server.port
     config = tmp_path / "claude-config"
-    env = {**os.environ, **model.cli_env(config), "COVEN_TOKEN": TOKEN}
-    server = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "coven_ls", "--tcp", "127.0.0.1:0",
-        env=env, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        port = None
-        while port is None:
-            line = (await asyncio.wait_for(server.stderr.readline(), 30)).decode()
-            assert line, "the server ended before it listened"
-            if found := re.search(r"listening on 127\.0\.0\.1:(\d+)", line):
-                port = int(found.group(1))
-        yield port
-    finally:
-        if server.returncode is None:
-            server.send_signal(signal.SIGTERM)
-        await asyncio.wait_for(server.wait(), 60)
     await wait_until(lambda: not processes_with_env(str(config)), 30, "agent processes to end")
 
 
@@ -83,7 +65,7 @@ async def disconnect(client: LanguageClient) -> None:
 
 
 async def test_a_permission_question_dies_with_the_editor_that_was_asked(
-    tcp_server: int, tmp_path: Path, model: ScriptedModel
+    tcp_port: int, tmp_path: Path, model: ScriptedModel
 ) -> None:
     model.on("Tidy up", ToolUse("Bash", {"command": "touch tidy.txt && echo tidied"}))
     model.on("denied", "The tool was denied, so I stopped.")
@@ -91,8 +73,8 @@ async def test_a_permission_question_dies_with_the_editor_that_was_asked(
     asked = asyncio.Event()
     events: list[dict[str, Any]] = []
     watcher_events: list[dict[str, Any]] = []
-    editor = await connect(tcp_server, tmp_path, events, asked)
-    watcher = await connect(tcp_server, tmp_path, watcher_events)
+    editor = await connect(tcp_port, tmp_path, events, asked)
+    watcher = await connect(tcp_port, tmp_path, watcher_events)
     started = await editor.protocol.send_request_async("coven/startSession", {"prompt": "Tidy up"})
     sid = to_plain(started)["sessionId"]
     await asyncio.wait_for(asked.wait(), 90)
