@@ -361,6 +361,24 @@ class EventClient(LspClient):
         with self._changed:
             self._changed.notify_all()
 
+    def wait_answer_to_fork(self, session_id: str) -> dict[str, Any]:
+        """The turn in which a parent answers its fork's `<fork-results>`; raises if it failed."""
+
+        def of_parent(kind: str) -> Callable[[dict[str, Any]], bool]:
+            return lambda e: e["sessionId"] == session_id and e["kind"] == kind
+
+        _, prompt = self.wait_event(
+            lambda e: of_parent("prompt")(e) and e.get("origin") == "forkResults",
+            "the <fork-results> prompt",
+        )
+        _, after = self.wait_event(
+            lambda e: of_parent("turnResult")(e) and e["seq"] > prompt["seq"],
+            "the parent's turn after the fork",
+        )
+        if after.get("isError"):
+            raise RuntimeError(f"the parent's turn after the fork failed: {after}")
+        return after
+
     def wait_event(
         self, predicate: Callable[[dict[str, Any]], bool], what: str
     ) -> tuple[float, dict[str, Any]]:

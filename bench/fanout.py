@@ -310,16 +310,7 @@ def run_once(n: int, latency: float, claude: str, stderr: IO[bytes]) -> Result:
             failed = [r for r in finished["results"] if not r["ok"]]
             if len(finished["results"]) != n or failed:
                 raise RuntimeError(f"fork of {n} did not succeed: {finished['results']}")
-            _, prompt = client.wait_event(
-                lambda e: on_parent("prompt")(e) and e.get("origin") == "forkResults",
-                "the <fork-results> prompt",
-            )
-            _, after = client.wait_event(
-                lambda e: on_parent("turnResult")(e) and e["seq"] > prompt["seq"],
-                "the parent's turn after the fork",
-            )
-            if after.get("isError"):
-                raise RuntimeError(f"the parent's turn after the fork failed: {after}")
+            client.wait_answer_to_fork(sid)
             asked = [r for r in model.requests if ASSIGNED in r.last_user_text]
             if len(asked) != n or any(r.finished is None for r in asked):
                 raise RuntimeError(f"expected {n} child model calls, got {len(asked)}")

@@ -576,16 +576,7 @@ def run_fork(
                 if unmerged:
                     raise RuntimeError(f"children not merged: {unmerged}")
             check_result(repo, targets, before, env)
-            _, prompt = client.wait_event(
-                lambda e: on_parent("prompt")(e) and e.get("origin") == "forkResults",
-                "the <fork-results> prompt",
-            )
-            _, after = client.wait_event(
-                lambda e: on_parent("turnResult")(e) and e["seq"] > prompt["seq"],
-                "the parent's turn after the fork",
-            )
-            if after.get("isError"):
-                raise RuntimeError(f"the parent's turn after the fork failed: {after}")
+            client.wait_answer_to_fork(sid)
         finally:
             client.close(EXIT_TIMEOUT + 30)
     requests = model.requests
