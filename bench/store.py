@@ -6,8 +6,9 @@ What is measured
        group, a fake LSP client whose ``send_frame`` counts frames, and ``--sessions`` sessions
        made by the hub itself (``Hub._new_session``, a backend that never starts an agent) whose
        events go out through ``Session.emit`` -> ``Hub.publish`` -> [with the store: outbox ->
-       ``Journal._flush_once`` -> ``Store.write`` in a worker thread, one transaction] ->
-       ``Hub._deliver`` -> ``send_frame``. Each session emits ``--events`` events shaped like a
+       ``Journal._flush_once`` -> ``Store.write``, one statement and one transaction, on the
+       loop for a small burst, in a worker thread for a big one] -> ``Hub._deliver`` ->
+       ``send_frame``. Each session emits ``--events`` events shaped like a
        real turn: bursts of [text ~200 chars, toolUse with a small input] (one assistant
        message) and [toolResult ~1 KB] (one user message). "Saturated": every session is a task
        that emits a burst, yields to the loop, and emits the next at once. Once with the
@@ -89,6 +90,12 @@ from coven_ls.core.store import Store, database_path
 from coven_ls.protocol.events import Payload, Text, ToolResult, ToolUse
 
 TARGET_RELAY_COST = 0.10  # the store may cost the relay under 10%
+# An event path that does not starve (issue #12): beside a CPU-bound thread, paced events are
+# delivered at >= 95% of the offered rate with p99 emit->frame under 50 ms; saturated, the
+# store keeps >= 80% of the throughput without it.
+TARGET_LOADED_DELIVERED = 0.95
+TARGET_LOADED_P99_MS = 50.0
+TARGET_SATURATED_KEPT = 0.80
 TARGET_LIST_MS = 50.0  # listSessions under 50 ms
 # A restart does not grow with history (issue #12): initialize on the full store within 1.3x of
 # an empty one, and the server's RSS within 30 MiB of it.
@@ -222,6 +229,7 @@ class Run:
     written: int = 0  # bytes this process passed to write() meanwhile (/proc/self/io wchar)
     writes: list[float] = field(default_factory=list)  # Store.write durations, s
     flushes: list[float] = field(default_factory=list)  # Journal._flush_once durations, s
+    checkpoints: list[float] = field(default_factory=list)  # Store.checkpoint durations, s
     events_written: int = 0
     files: dict[str, int] = field(default_factory=dict)  # database file sizes after the run
 
@@ -299,7 +307,15 @@ async def run_hub(
                 await plain_flush()
                 run.flushes.append(time.perf_counter() - began)
 
+            plain_checkpoint = store.checkpoint
+
+            def timed_checkpoint() -> None:
+                began = time.perf_counter()
+                plain_checkpoint()
+                run.checkpoints.append(time.perf_counter() - began)
+
             store.write = timed_write  # type: ignore[method-assign]
+            store.checkpoint = timed_checkpoint  # type: ignore[method-assign]
             hub.journal._flush_once = timed_flush  # type: ignore[method-assign]
         hub.attach(client)
         made = [
@@ -461,6 +477,12 @@ def print_runs(title: str, plain: Run, stored: Run) -> None:
             f"Store.write p50 {w50:.2f} ms, p99 {w99:.1f}, max {wmax:.0f}; whole flush "
             f"(rows, thread hop, write, send) p50 {f50:.2f} ms, p99 {f99:.1f}"
         )
+        if stored.checkpoints:
+            print(
+                f"  {len(stored.checkpoints)} WAL checkpoints in a worker thread, beside the "
+                f"commits: p50 {percentile(stored.checkpoints, 0.5):.1f} ms, "
+                f"max {percentile(stored.checkpoints, 1.0):.1f}"
+            )
     for run in (plain, stored):
         if run.frames != run.events:
             print(f"  {run.label}: {run.frames} frames for {run.events} events")
@@ -647,8 +669,21 @@ def main(argv: list[str] | None = None) -> int:
     added = percentile(runs["paced-stored"].latencies, 0.5) - base
     listed = percentile(full.list_ms, 0.5, 1)
     print()
+    print_target(
+        f"saturated throughput with the store >= {TARGET_SATURATED_KEPT:.0%} of without "
+        f"({stored.rate / plain.rate:.0%}; -{100 * lost:.1f}%)",
+        stored.rate / plain.rate >= TARGET_SATURATED_KEPT,
+    )
+    loaded_plain, loaded = runs["paced-load-plain"], runs["paced-load-stored"]
+    delivered = loaded.rate / loaded_plain.rate
+    loaded_p99 = percentile(loaded.latencies, 0.99)
+    print_target(
+        f"beside a CPU-bound thread, {args.rate:g} events/s: >= {TARGET_LOADED_DELIVERED:.0%} "
+        f"delivered ({delivered:.1%}), p99 emit->frame < {TARGET_LOADED_P99_MS:g} ms "
+        f"({loaded_p99:.1f} ms)",
+        delivered >= TARGET_LOADED_DELIVERED and loaded_p99 < TARGET_LOADED_P99_MS,
+    )
     verdicts = [
-        (f"store costs the relay < 10%, saturated throughput: -{100 * lost:.1f}%", lost),
         (
             f"store costs the relay < 10%, paced p50 emit->frame: +{added:.3f} ms "
             f"= +{100 * added / base:.0f}%",

@@ -23,6 +23,15 @@ log = logging.getLogger(__name__)
 
 # The most events one store transaction takes: bigger bursts are committed (and sent) in slices.
 FLUSH_SLICE = 1000
+# Bursts up to this many events are committed on the event loop, bigger ones in a worker thread.
+# A commit lets the GIL go once (Store.write), and taking it back costs up to the interpreter's
+# switch interval (5 ms) whenever another thread is busy; a hop to a worker thread and back
+# costs that two or three times more. So the small bursts of agents at their usual pace (a
+# few events each) go out soonest from the loop, and a commit there takes tens of
+# microseconds (no fsync: WAL + synchronous=NORMAL, and checkpoints are not on this path).
+# A big burst means the loop is saturated: committing it in a thread lets sqlite work on the
+# other core while the loop goes on producing the next one (bench/store.py, part 1 and 2).
+ON_LOOP_EVENTS = 64
 
 Deliver = Callable[[EventDict, bytes], None]
 SendFrame = Callable[[bytes], None]
@@ -46,6 +55,7 @@ class Journal:
         send_frame: SendFrame,
         on_trouble: StoreTrouble | None = None,
     ) -> None:
+        self._tg = task_group
         self._deliver = deliver
         self._send_frame = send_frame
         self._on_trouble = on_trouble
@@ -58,6 +68,7 @@ class Journal:
         self._flush_wanted = anyio.Event()
         self._flushed = anyio.Event()
         self._flushing = False
+        self._checkpointing: set[Store] = set()
         task_group.start_soon(self._flush_loop, name="store writer")
 
     # --- which store keeps which session ---------------------------------------------------------
@@ -120,11 +131,23 @@ class Journal:
             self._flushing = True
             try:
                 while self._outbox or self._dirty_forks:
+                    await self._gather()
                     await self._flush_once()
             finally:
                 self._flushing = False
                 self._flushed.set()
                 self._flushed = anyio.Event()
+
+    async def _gather(self) -> None:
+        """Let the tasks that are ready run before committing, for as long as they add to the
+        burst: when the loop is saturated, one commit then takes hundreds of events instead of
+        each round's few (a commit's cost is mostly per page it touches, not per event). At an
+        agent's pace nothing more comes, and this costs one turn of the loop."""
+        while len(self._outbox) < FLUSH_SLICE:
+            waiting = len(self._outbox)
+            await anyio.lowlevel.checkpoint()
+            if len(self._outbox) == waiting:
+                return
 
     async def _flush_once(self) -> None:
         """Commit what the last burst produced in one transaction per store, then send it. A
@@ -154,8 +177,7 @@ class Journal:
                 batch = earlier.then(batch)
             rows = [s.record() for s in batch.sessions.values()]
             try:
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(store.write, batch.events, rows, batch.forks)
+                await _write(store, batch.events, rows, batch.forks)
             except Exception as exc:
                 # The events still go out (a session must not stall); they are kept here to be
                 # written later, and the user is told that nothing is being saved meanwhile.
@@ -166,6 +188,9 @@ class Journal:
             else:
                 if earlier is not None and self._on_trouble is not None:
                     self._on_trouble(store, None)
+                if store.checkpoint_due() and store not in self._checkpointing:
+                    self._checkpointing.add(store)
+                    self._tg.start_soon(self._checkpoint, store, name="store checkpoint")
         encoded = iter(bodies)
         for item in items:
             if isinstance(item, _Transient):
@@ -177,6 +202,30 @@ class Journal:
                 session = kept[0]
                 session.committed_seq = max(session.committed_seq or 0, item["seq"])
             self._deliver(item, body)
+
+    async def _checkpoint(self, store: Store) -> None:
+        """Copy a store's WAL back into its database beside the event path, which goes on
+        committing meanwhile."""
+        try:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(store.checkpoint)
+        except Exception:  # the WAL only grows until the next one succeeds: worth a line, no more
+            log.warning("could not checkpoint %s", store.path, exc_info=True)
+        finally:
+            self._checkpointing.discard(store)
+
+
+async def _write(
+    store: Store,
+    events: list[tuple[EventDict, bytes]],
+    sessions: list[dict[str, Any]],
+    forks: list[dict[str, Any]],
+) -> None:
+    if len(events) <= ON_LOOP_EVENTS:
+        store.write(events, sessions, forks)
+        return
+    with anyio.CancelScope(shield=True):  # a cancelled flush must not leave a commit behind
+        await anyio.to_thread.run_sync(store.write, events, sessions, forks)
 
 
 class _Batch:
