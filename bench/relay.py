@@ -108,13 +108,16 @@ from coven_ls.core.agent import resolve_claude
 from coven_ls.testing import scripted_model
 from coven_ls.testing.scripted_model import ModelRequest, Reply, ScriptedModel, Text, ToolUse
 
-# What claude-agent-sdk passes the CLI for a coven-ls session (no model or permission mode set).
+# What claude-agent-sdk passes the CLI for a coven-ls session (no model or permission mode set),
+# so that both paths ask the same of the CLI: with --include-partial-messages it also writes a
+# stream event per token, before the message they make up.
 DIRECT_FLAGS = (
     "--output-format",
     "stream-json",
     "--verbose",
     "--permission-prompt-tool",
     "stdio",
+    "--include-partial-messages",
     "--input-format",
     "stream-json",
 )

@@ -13,6 +13,7 @@ import pytest
 from coven_ls import protocol
 from coven_ls.core import journal as journal_module
 from coven_ls.core import store as store_module
+from coven_ls.core.journal import Journal
 from coven_ls.core.store import Store
 from coven_ls.protocol import Kind
 
@@ -173,3 +174,43 @@ async def test_the_journal_checkpoints_beside_the_event_path(
         stored = await anyio.to_thread.run_sync(rig.client.store.events_between, session.id, 0)
         assert [e["seq"] for e in stored] == list(range(1, session.last_seq + 1))
         release.set()
+
+
+async def test_a_session_row_is_written_again_only_when_it_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writing a session's row with every burst would double what a commit costs; a burst that
+    changed nothing of the session writes its events alone."""
+
+    class Sess:  # a session as the journal sees it
+        id = "s-1"
+        store: Store | None = None
+        committed_seq: int | None = None
+        title = "one"
+
+        def record(self) -> dict[str, Any]:
+            return session_row(self.id, self.title)
+
+    written: list[tuple[int, list[str]]] = []
+    write = Store.write
+
+    def recorded(self: Store, events: Any, sessions: Any = (), forks: Any = ()) -> None:
+        written.append((len(events), [row["title"] for row in sessions]))
+        write(self, events, sessions, forks)
+
+    monkeypatch.setattr(Store, "write", recorded)
+    opened, _ = Store.open(tmp_path / "w.sqlite3")
+    sent: list[int] = []
+    async with anyio.create_task_group() as tg:
+        journal = Journal(tg, lambda e, _body: sent.append(e["seq"]), lambda _frame: None)
+        session = Sess()
+        journal.keep(session, opened)  # type: ignore[arg-type]
+        for seq, title in ((1, "one"), (2, "one"), (3, "two"), (4, "two")):
+            session.title = title
+            journal.publish(event("s-1", seq)[0])
+            await journal.flushed()
+        tg.cancel_scope.cancel()
+    assert written == [(1, ["one"]), (1, []), (1, ["two"]), (1, [])]
+    assert sent == [1, 2, 3, 4]
+    assert [s["title"] for s in opened.load().sessions] == ["two"]
+    opened.close()

@@ -32,6 +32,8 @@ FLUSH_SLICE = 1000
 # A big burst means the loop is saturated: committing it in a thread lets sqlite work on the
 # other core while the loop goes on producing the next one (bench/store.py, part 1 and 2).
 ON_LOOP_EVENTS = 64
+# A turn of the loop that left this many events waiting means the loop is saturated.
+GATHER_FROM = 16
 
 Deliver = Callable[[EventDict, bytes], None]
 SendFrame = Callable[[bytes], None]
@@ -63,6 +65,7 @@ class Journal:
         # burst, so that once it can be written again its sessions' logs have no gap.
         self._unsaved: dict[Store, _Batch] = {}
         self._stored: dict[str, tuple[Session, Store]] = {}  # session id -> it and its store
+        self._rows: dict[str, dict[str, Any]] = {}  # session id -> its row as last written
         self._outbox: list[EventDict | _Transient] = []
         self._dirty_forks: dict[str, Fork] = {}
         self._flush_wanted = anyio.Event()
@@ -84,6 +87,7 @@ class Journal:
         """Deleted sessions: what of theirs still waits is dropped."""
         for sid in session_ids:
             self._stored.pop(sid, None)
+            self._rows.pop(sid, None)
         gone = set(session_ids)
         for batch in self._unsaved.values():  # never written back after they were deleted
             batch.events = [(e, b) for e, b in batch.events if e["sessionId"] not in gone]
@@ -139,10 +143,13 @@ class Journal:
                 self._flushed = anyio.Event()
 
     async def _gather(self) -> None:
-        """Let the tasks that are ready run before committing, for as long as they add to the
-        burst: when the loop is saturated, one commit then takes hundreds of events instead of
-        each round's few (a commit's cost is mostly per page it touches, not per event). At an
-        agent's pace nothing more comes, and this costs one turn of the loop."""
+        """When the loop is saturated (a turn of it left many events), let the tasks that are
+        ready run before committing, for as long as they add to the burst: one commit then
+        takes hundreds of events instead of each turn's few (a commit's cost is mostly per page
+        it touches, not per event). An agent at its pace leaves one or two events a turn, and
+        they are committed at once."""
+        if len(self._outbox) < GATHER_FROM:
+            return
         while len(self._outbox) < FLUSH_SLICE:
             waiting = len(self._outbox)
             await anyio.lowlevel.checkpoint()
@@ -175,7 +182,13 @@ class Journal:
             earlier = self._unsaved.pop(store, None)
             if earlier is not None:
                 batch = earlier.then(batch)
-            rows = [s.record() for s in batch.sessions.values()]
+            # Most bursts change nothing of their sessions' rows; an unchanged row is not
+            # written again (a commit costs about twice as much with one).
+            rows = [
+                row
+                for session in batch.sessions.values()
+                if (row := session.record()) != self._rows.get(session.id)
+            ]
             try:
                 await _write(store, batch.events, rows, batch.forks)
             except Exception as exc:
@@ -186,6 +199,7 @@ class Journal:
                 if earlier is None and self._on_trouble is not None:
                     self._on_trouble(store, exc)
             else:
+                self._rows.update((row["session_id"], row) for row in rows)
                 if earlier is not None and self._on_trouble is not None:
                     self._on_trouble(store, None)
                 if store.checkpoint_due() and store not in self._checkpointing:
