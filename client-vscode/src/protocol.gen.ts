@@ -1294,13 +1294,15 @@ export interface CovenClientCapabilities {
 }
 
 /**
- * JSON-RPC error codes: -32700 ParseError: the body is not JSON (JSON-RPC); the response's `id` is null; -32600 InvalidRequest: not a JSON-RPC 2.0 request, or a request after `shutdown` (JSON-RPC); -32601 MethodNotFound: no such method (JSON-RPC); `data.method` names it; -32602 InvalidParams: a missing or wrongly typed field, a blank prompt or text, a bad `cwd`; the message names the method and the field, `data.field` the field; -32001 SessionNotFound: no session has that id; `data.sessionId`; -32002 ClaudeUnavailable: no usable `claude` binary; `data.claudePath` and `data.source` say which and from where; -32003 InvalidState: the session or fork cannot do that now (closed, busy, already decided); `data` has the `sessionId` or `forkId` and its current `status` or `state`; -32004 ForkNotFound: no fork has that id; `data.forkId`; -32005 StoreUnavailable: the session database cannot be used (written by a newer coven-ls, or open in another coven-ls process); `data.path` is the database file, `data.pid` the other process; -32006 Unauthorized: a `--tcp` connection whose first message is not an `initialize` with the server's `initializationOptions.token`; the server closes the connection after this answer
+ * JSON-RPC error codes: -32700 ParseError: the body is not JSON (JSON-RPC); the response's `id` is null; -32600 InvalidRequest: not a JSON-RPC 2.0 request, or a request after `shutdown` (JSON-RPC); -32601 MethodNotFound: no such method (JSON-RPC); `data.method` names it; -32602 InvalidParams: a missing or wrongly typed field, a blank prompt or text, a bad `cwd`; the message names the method and the field, `data.field` the field; -32603 InternalError: a fault in coven-ls itself (JSON-RPC), never an answer to bad input: the message is the exception's, its traceback is in the server's log; please report it; -32800 RequestCancelled: the client withdrew the request with `$/cancelRequest` before it was answered (LSP); -32001 SessionNotFound: no session has that id; `data.sessionId`; -32002 ClaudeUnavailable: no usable `claude` binary; `data.claudePath` and `data.source` say which and from where; -32003 InvalidState: the session or fork cannot do that now (closed, busy, already decided); `data` has the `sessionId` or `forkId` and its current `status` or `state`; -32004 ForkNotFound: no fork has that id; `data.forkId`; -32005 StoreUnavailable: the session database cannot be used (written by a newer coven-ls, or open in another coven-ls process); `data.path` is the database file, `data.pid` the other process; -32006 Unauthorized: a `--tcp` connection whose first message is not an `initialize` with the server's `initializationOptions.token`; the server closes the connection after this answer
  */
 export enum ErrorCode {
   ParseError = -32700,
   InvalidRequest = -32600,
   MethodNotFound = -32601,
   InvalidParams = -32602,
+  InternalError = -32603,
+  RequestCancelled = -32800,
   SessionNotFound = -32001,
   ClaudeUnavailable = -32002,
   InvalidState = -32003,

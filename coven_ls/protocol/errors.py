@@ -19,6 +19,11 @@ class ErrorCode(enum.IntEnum):
     InvalidParams = -32602
     """a missing or wrongly typed field, a blank prompt or text, a bad `cwd`; the message names
     the method and the field, `data.field` the field"""
+    InternalError = -32603
+    """a fault in coven-ls itself (JSON-RPC), never an answer to bad input: the message is the
+    exception's, its traceback is in the server's log; please report it"""
+    RequestCancelled = -32800
+    """the client withdrew the request with `$/cancelRequest` before it was answered (LSP)"""
     SessionNotFound = -32001
     """no session has that id; `data.sessionId`"""
     ClaudeUnavailable = -32002
