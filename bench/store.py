@@ -287,6 +287,7 @@ async def run_hub(
         store: Store | None = None
         if isinstance(store_at, ClientSettings):
             store, _warning = await hub.open_store(store_at)
+            assert store is not None, _warning
         elif store_at is not None:
             store, _warning = await anyio.to_thread.run_sync(Store.open, store_at)
             hub.stores[store_at] = store

@@ -14,7 +14,7 @@ import pytest
 
 from coven_ls.testing.scripted_model import ScriptedModel
 
-from .harness import Coven, start_coven
+from .harness import Coven, FaultRecord, start_coven
 
 
 @pytest.fixture(autouse=True)
@@ -54,3 +54,13 @@ async def coven_factory(
 @pytest.fixture
 async def coven(coven_factory: Callable[..., Awaitable[Coven]]) -> Coven:
     return await coven_factory()
+
+
+@pytest.fixture
+def fault(request: pytest.FixtureRequest) -> Iterator[FaultRecord]:
+    """What a fault test measured (bench/faults.py prints it as a table): when the fault was
+    injected and when things were usable again, and how many events a client saw that were
+    not kept. Processes left behind are counted by bench/faults.py after the test's teardown."""
+    record = FaultRecord()
+    yield record
+    request.node.user_properties.append(("fault", record.figures()))

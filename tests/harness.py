@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -24,6 +25,37 @@ from coven_ls.protocol import to_plain
 from coven_ls.testing.scripted_model import ScriptedModel
 
 Predicate = Callable[[dict[str, Any]], bool]
+
+
+class FaultRecord:
+    """A fault test's figures (the `fault` fixture): inject() when the fault happens,
+    recovered() once the session (or server) is usable again, lost() for what a client saw
+    before it and what is kept after."""
+
+    def __init__(self) -> None:
+        self._injected: float | None = None
+        self._recovered: float | None = None
+        self.events_lost: int | None = None
+
+    def inject(self) -> None:
+        self._injected = time.monotonic()
+
+    def recovered(self) -> None:
+        assert self._injected is not None, "recovered() before inject()"
+        self._recovered = time.monotonic()
+
+    def lost(self, seen: list[dict[str, Any]], kept: list[dict[str, Any]]) -> int:
+        """How many of the events a client saw are not (the same) among those kept; adds up
+        over calls (one per session)."""
+        missing = sum(1 for event in seen if event not in kept)
+        self.events_lost = (self.events_lost or 0) + missing
+        return missing
+
+    def figures(self) -> dict[str, Any]:
+        recover = None
+        if self._injected is not None and self._recovered is not None:
+            recover = self._recovered - self._injected
+        return {"recoverSeconds": recover, "eventsLost": self.events_lost}
 
 
 def processes_with_env(marker: str, exclude: tuple[int, ...] = ()) -> list[int]:

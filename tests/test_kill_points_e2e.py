@@ -17,7 +17,7 @@ import pytest
 from coven_ls.testing.scripted_model import ModelRequest, ScriptedModel, ToolUse
 
 from .fixtures.record import make_repository
-from .harness import Coven, wait_until
+from .harness import Coven, FaultRecord, wait_until
 
 PLAN = "Plan the release"
 FORK = "Splitting.\n<fork>\n- Write the docs\n- Fix the bugs\n</fork>"
@@ -123,6 +123,7 @@ async def test_sigkill_at_each_point_of_a_fork(
     model: ScriptedModel,
     tmp_path: Path,
     point: str,
+    fault: FaultRecord,
 ) -> None:
     options: dict[str, Any] = {"forkMode": "approve" if point == "proposed" else "auto"}
     if point == "reviewing":
@@ -139,6 +140,7 @@ async def test_sigkill_at_each_point_of_a_fork(
     server = first.client._server
     assert server is not None
     os.kill(server.pid, signal.SIGKILL)
+    fault.inject()
     killed.set()
     await asyncio.wait_for(server.wait(), 30)
     await wait_until(lambda: not first.agent_pids(), 30, "the killed server's agents to die")
@@ -146,7 +148,9 @@ async def test_sigkill_at_each_point_of_a_fork(
     second = await coven_factory(home="ws", init_options=options)
     for session_id, events in seen.items():
         stored = await second.request("coven/getEvents", {"sessionId": session_id})
-        assert stored["events"][: len(events)] == events, f"{session_id} lost events"
+        assert fault.lost(events, stored["events"]) == 0, f"{session_id} lost events"
+        assert stored["events"][: len(events)] == events, f"{session_id}'s log changed"
+    fault.recovered()
     answer = await carry_on(second, sid, point)
 
     expected = (

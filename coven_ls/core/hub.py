@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import sqlite3
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -408,9 +409,11 @@ class Hub:
 
     # --- persistence -----------------------------------------------------------------------------
 
-    async def open_store(self, settings: ClientSettings) -> tuple[Store, str | None]:
+    async def open_store(self, settings: ClientSettings) -> tuple[Store | None, str | None]:
         """The store of a client's workspace root, opened (and its sessions restored) once per
-        server. Returns it and a warning for the user, if there is one."""
+        server. Returns it and a warning for the user, if there is one. A state dir that cannot
+        be written at all (read-only, missing permissions) gives no store: sessions then run
+        unsaved, and the warning says so and what to do."""
         path = database_path(settings.root, settings.options.stateDir)
         if path in self.stores:
             return self.stores[path], None
@@ -421,6 +424,13 @@ class Hub:
             if isinstance(exc, StoreInUse) and exc.pid is not None:
                 data["pid"] = exc.pid
             raise protocol.CovenError(protocol.ErrorCode.StoreUnavailable, str(exc), data) from exc
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("cannot open the session database %s", path, exc_info=True)
+            return None, (
+                f"coven-ls cannot keep its sessions in {path.parent} ({exc}). Sessions run, but "
+                "nothing of them is saved: a restart loses them. Make that folder writable, or "
+                "set initializationOptions.stateDir to one that is, then restart coven-ls."
+            )
         self.stores[path] = store
         snapshot = await anyio.to_thread.run_sync(store.load)
         reached = await anyio.to_thread.run_sync(results_reached, store, snapshot.forks)
