@@ -10,7 +10,7 @@ import pytest
 
 from coven_ls.testing.scripted_model import HttpError, Reply, ScriptedModel
 
-from .harness import Coven, wait_until
+from .harness import Coven, FaultRecord, wait_until
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the CLI refuses this mode only to root")
@@ -24,7 +24,9 @@ async def test_the_clis_reason_is_in_the_error(coven: Coven, model: ScriptedMode
     assert error["message"].startswith("Claude Code exited with code 1")
 
 
-async def test_a_killed_cli_is_named_by_its_signal(coven: Coven, model: ScriptedModel) -> None:
+async def test_a_killed_cli_is_named_by_its_signal(
+    coven: Coven, model: ScriptedModel, fault: FaultRecord
+) -> None:
     model.on("Start", "Started.")
     model.on("Take your time", "Too late.", latency=120)
     sid = await coven.start("Start")
@@ -36,21 +38,29 @@ async def test_a_killed_cli_is_named_by_its_signal(coven: Coven, model: Scripted
     await wait_until(lambda: bool(coven.agent_pids()), 30, "the CLI")
     for pid in coven.agent_pids():
         os.kill(pid, signal.SIGKILL)
+    fault.inject()
     error = await coven.wait_kind(sid, "error")
     assert "SIGKILL" in error["message"], error
     await coven.wait_status(sid, "failed")
+    fault.recovered()  # the user knows, and why
+    kept = (await coven.request("coven/getEvents", {"sessionId": sid}))["events"]
+    assert fault.lost(coven.of(sid), kept) == 0
 
 
-async def test_each_retry_is_an_event(coven: Coven, model: ScriptedModel) -> None:
+async def test_each_retry_is_an_event(
+    coven: Coven, model: ScriptedModel, fault: FaultRecord
+) -> None:
     # Two overloaded answers, then the real one: the CLI retries, and says so each time.
     overloaded = HttpError(529, "Overloaded", "overloaded_error", should_retry=True)
     model.on("Hello", Reply(error=overloaded), times=2)
     model.on("Hello", "Hi after the retries.")
+    fault.inject()
     sid = await coven.start("Hello")
     first = await coven.wait_kind(sid, "apiRetry")
     assert first["attempt"] == 1 and first["errorStatus"] == 529
     assert first["maxRetries"] >= 2 and first["retryDelayMs"] > 0
     done = await coven.wait_kind(sid, "turnResult")
+    fault.recovered()
     assert done["text"] == "Hi after the retries." and done["isError"] is False
     retries = coven.of(sid, "apiRetry")
     assert [r["attempt"] for r in retries] == [1, 2]

@@ -15,7 +15,7 @@ from pygls.exceptions import JsonRpcException
 
 from coven_ls.testing.scripted_model import HttpError, ModelRequest, Reply, ScriptedModel
 
-from .harness import Coven, wait_until
+from .harness import Coven, FaultRecord, wait_until
 
 PLAN = "Plan the release"
 FORK_TWO = 'I will split this.\n<fork>\n- Write the docs\n- Fix <bugs> & "tests"\n</fork>'
@@ -477,7 +477,7 @@ async def test_a_forks_tokens_add_up_to_its_tree(coven_factory, model: ScriptedM
 
 
 async def test_a_frozen_child_is_stopped_after_the_idle_limit_and_its_fork_ends(
-    coven_factory, model: ScriptedModel
+    coven_factory, model: ScriptedModel, fault: FaultRecord
 ) -> None:
     """A child's CLI frozen with SIGSTOP mid-fork: after childIdleTimeoutSeconds it is stopped
     (no process is left), its task fails saying why, and the parent gets the others' results."""
@@ -493,7 +493,11 @@ async def test_a_frozen_child_is_stopped_after_the_idle_limit_and_its_fork_ends(
     agent = await coven.wait_kind(frozen_child, "agent")
     [pid] = coven.pids_running(agent["agentSessionId"])
     os.kill(pid, signal.SIGSTOP)
+    fault.inject()
     after = await wait_reintegrated(coven, sid)
+    fault.recovered()
+    kept = (await coven.request("coven/getEvents", {"sessionId": sid}))["events"]
+    assert fault.lost(coven.of(sid), kept) == 0
 
     [finished] = coven.of(sid, "forkFinished")
     assert [r["ok"] for r in finished["results"]] == [True, False]

@@ -15,7 +15,7 @@ from pygls.lsp.client import LanguageClient
 from coven_ls.protocol import to_plain
 from coven_ls.testing.scripted_model import ScriptedModel, ToolUse
 
-from .harness import processes_with_env, tcp_server, tcp_server_env, wait_until
+from .harness import FaultRecord, processes_with_env, tcp_server, tcp_server_env, wait_until
 
 TOKEN = "vanishing-client-test-token"
 
@@ -65,7 +65,7 @@ async def disconnect(client: LanguageClient) -> None:
 
 
 async def test_a_permission_question_dies_with_the_editor_that_was_asked(
-    tcp_port: int, tmp_path: Path, model: ScriptedModel
+    tcp_port: int, tmp_path: Path, model: ScriptedModel, fault: FaultRecord
 ) -> None:
     model.on("Tidy up", ToolUse("Bash", {"command": "touch tidy.txt && echo tidied"}))
     model.on("denied", "The tool was denied, so I stopped.")
@@ -80,6 +80,7 @@ async def test_a_permission_question_dies_with_the_editor_that_was_asked(
     await asyncio.wait_for(asked.wait(), 90)
 
     await disconnect(editor)  # gone, with the question unanswered
+    fault.inject()
 
     def decided() -> bool:
         return any(e["kind"] == "permissionDecision" for e in watcher_events)
@@ -91,4 +92,5 @@ async def test_a_permission_question_dies_with_the_editor_that_was_asked(
     await wait_until(
         lambda: any(e["kind"] == "turnResult" for e in watcher_events), 60, "the turn to end"
     )
+    fault.recovered()
     await disconnect(watcher)
