@@ -134,13 +134,13 @@ def _name(nodeid: str) -> str:
 
 def print_table(rows: list[Row]) -> None:
     print(
-        f"  {'fault':<36}{'survived':>9}{'events lost':>13}{'processes left':>16}{'recover s':>11}"
+        f"  {'fault':<40}{'survived':>9}{'events lost':>13}{'processes left':>16}{'recover s':>11}"
     )
     for r in rows:
         lost = "-" if r.lost is None else str(r.lost)
         recover = "-" if r.recover is None else f"{r.recover:.1f}"
         survived = "yes" if r.survived else "NO"
-        print(f"  {r.name:<36}{survived:>9}{lost:>13}{r.left:>16}{recover:>11}")
+        print(f"  {r.name:<40}{survived:>9}{lost:>13}{r.left:>16}{recover:>11}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,7 +24,7 @@ def test_the_fault_table_has_a_measured_row_per_fault(tmp_path: Path) -> None:
     rows = {
         m["name"].strip(): m.groupdict()
         for m in re.finditer(
-            r"^  (?P<name>.{36})(?P<survived>\s*\S+)\s+(?P<lost>\S+)\s+(?P<left>\d+)\s+"
+            r"^  (?P<name>.{40})(?P<survived>\s*\S+)\s+(?P<lost>\S+)\s+(?P<left>\d+)\s+"
             r"(?P<recover>[\d.]+)$",
             run.stdout,
             re.MULTILINE,
