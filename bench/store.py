@@ -203,6 +203,9 @@ class BenchClient:
         self.frames += 1
         self.bytes += len(frame)
 
+    def observe_delta(self, delta: Any) -> None:
+        pass
+
     def observe(self, event: dict[str, Any]) -> None:
         # Called by the hub right after send_frame for the same event.
         self.latencies.append(self._sent_at - self._emitted[event["sessionId"]][event["seq"]])

@@ -58,6 +58,16 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="run a scripted session through the real CLI, no API key needed"
     )
     demo.add_argument("--json", action="store_true", help="print raw events, one per line")
+    sub.add_parser(
+        "acp",
+        help="serve the Agent Client Protocol on stdio (Zed, JetBrains, CodeCompanion, ...)",
+        description=(
+            "Be an ACP agent on stdio: an editor's agent panel starts `coven-ls acp` and talks "
+            "ACP to it (protocol.md, 'ACP'). Sessions are the same as the language server's, in "
+            "the same per-workspace store. --log-file and --log-level apply; nothing but ACP "
+            "is written to stdout."
+        ),
+    )
     run = sub.add_parser(
         "run",
         help="run one session in the terminal with your own Claude setup",
@@ -171,6 +181,14 @@ def main(argv: list[str] | None = None) -> int:
         return run_demo(json_output=args.json)
     if args.command == "run":
         return _run(args)
+    if args.command == "acp":
+        _setup_logging(args)
+        from .acp.serve import serve_acp
+
+        try:
+            return anyio.run(serve_acp)
+        except KeyboardInterrupt:
+            return 130
     if args.token_file and not args.tcp:
         print("coven-ls: --token-file goes with --tcp", file=sys.stderr)
         return 2

@@ -91,6 +91,9 @@ class RecordingClient:
     def send_frame(self, frame: bytes) -> None:
         self.frames.append(json.loads(frame.split(b"\r\n\r\n", 1)[1])["params"])
 
+    def observe_delta(self, delta: Any) -> None:
+        pass
+
     def observe(self, event: dict[str, Any]) -> None:
         self.events.append(event)
         self._notify()

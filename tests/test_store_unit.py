@@ -202,7 +202,7 @@ async def test_a_session_row_is_written_again_only_when_it_changed(
     opened, _ = Store.open(tmp_path / "w.sqlite3")
     sent: list[int] = []
     async with anyio.create_task_group() as tg:
-        journal = Journal(tg, lambda e, _body: sent.append(e["seq"]), lambda _frame: None)
+        journal = Journal(tg, lambda e, _body: sent.append(e["seq"]), lambda _frame, _delta: None)
         session = Sess()
         journal.keep(session, opened)  # type: ignore[arg-type]
         for seq, title in ((1, "one"), (2, "one"), (3, "two"), (4, "two")):

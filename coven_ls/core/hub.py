@@ -64,6 +64,9 @@ class Client(Protocol):
     def observe(self, event: dict[str, Any]) -> None:
         """React to an event beyond forwarding it (standard-LSP progress and log lines)."""
 
+    def observe_delta(self, delta: events.Delta) -> None:
+        """React to a streamed piece beyond forwarding it (a client that is not LSP)."""
+
     def show_message(self, message: str, warning: bool) -> None:
         """Tell the user something about the server itself (the store, say)."""
 
@@ -95,7 +98,7 @@ class Hub:
         self.forks = ForkManager(self)
         self.stores: dict[Path, Store] = {}
         # Events of stored sessions are committed before they are sent, in bursts.
-        self.journal = Journal(task_group, self._deliver, self._send_frame, self._store_trouble)
+        self.journal = Journal(task_group, self._deliver, self._send_delta, self._store_trouble)
         # Fork children's turns, server-wide: at most maxParallel run at once.
         self.slots = Slots(protocol.InitializationOptions().maxParallel)
 
@@ -122,16 +125,23 @@ class Hub:
         """Wait until everything published so far is stored and sent."""
         await self.journal.flushed()
 
-    def _send_frame(self, frame: bytes, event: EventDict | None = None) -> None:
-        """Send an encoded notification to every connected client; an event is also observed
-        (standard-LSP progress and log lines), a streamed piece is not."""
+    def _send_frame(
+        self, frame: bytes, event: EventDict | None = None, delta: events.Delta | None = None
+    ) -> None:
+        """Send an encoded notification to every connected client, who also observe the event
+        or streamed piece it carries."""
         for client in list(self.clients):
             try:
                 client.send_frame(frame)
                 if event is not None:
                     client.observe(event)
+                elif delta is not None:
+                    client.observe_delta(delta)
             except Exception:  # one broken connection must not starve the others
                 log.warning("could not send to a client", exc_info=True)
+
+    def _send_delta(self, frame: bytes, delta: events.Delta) -> None:
+        self._send_frame(frame, delta=delta)
 
     def _deliver(self, event: EventDict, body: bytes) -> None:
         """Send an event (encoded once) to every connected client."""
@@ -252,7 +262,10 @@ class Hub:
             raise protocol.session_not_found(session_id)
         return session
 
-    async def start_session(self, client: Client, params: protocol.StartSessionParams) -> Session:
+    async def start_session(
+        self, client: Client, params: protocol.StartSessionParams, session_id: str | None = None
+    ) -> Session:
+        """`session_id`: one the client chose (ACP names a session before its first prompt)."""
         settings = client.settings
         cwd = os.path.abspath(os.path.expanduser(params.cwd or settings.root))
         if not Path(cwd).is_dir():
@@ -279,6 +292,7 @@ class Hub:
             config,
             store=client.store,
             title=params.title or _title(params.prompt),
+            session_id=session_id,
         )
         self._owners[session.id] = client
         session.send(params.prompt)

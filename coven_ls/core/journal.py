@@ -36,7 +36,7 @@ ON_LOOP_EVENTS = 64
 GATHER_FROM = 16
 
 Deliver = Callable[[EventDict, bytes], None]
-SendFrame = Callable[[bytes], None]
+SendDelta = Callable[[bytes, Delta], None]  # its encoded frame, and itself
 # A store could not be written (the error), or can be again (None).
 StoreTrouble = Callable[[Store, Exception | None], None]
 
@@ -47,6 +47,7 @@ class _Transient:
     never stored."""
 
     frame: bytes
+    delta: Delta
 
 
 class Journal:
@@ -54,12 +55,12 @@ class Journal:
         self,
         task_group: TaskGroup,
         deliver: Deliver,
-        send_frame: SendFrame,
+        send_delta: SendDelta,
         on_trouble: StoreTrouble | None = None,
     ) -> None:
         self._tg = task_group
         self._deliver = deliver
-        self._send_frame = send_frame
+        self._send_delta = send_delta
         self._on_trouble = on_trouble
         # What a store could not take (a full disk, a read-only folder): written with its next
         # burst, so that once it can be written again its sessions' logs have no gap.
@@ -112,10 +113,10 @@ class Journal:
         wait for the store: then it waits behind them, so that no client sees it before them."""
         frame = protocol.delta_frame(delta)
         if self._outbox or self._flushing:
-            self._outbox.append(_Transient(frame))
+            self._outbox.append(_Transient(frame, delta))
             self._flush_wanted.set()
         else:
-            self._send_frame(frame)
+            self._send_delta(frame, delta)
 
     def fork_changed(self, fork: Fork) -> None:
         """A fork's row must be written (with the next burst of events)."""
@@ -208,7 +209,7 @@ class Journal:
         encoded = iter(bodies)
         for item in items:
             if isinstance(item, _Transient):
-                self._send_frame(item.frame)
+                self._send_delta(item.frame, item.delta)
                 continue
             body = next(encoded)
             kept = self._stored.get(item["sessionId"])

@@ -41,7 +41,7 @@ from ..core.session import Session
 from ..core.store import Store
 from ..protocol import types as T
 from ..protocol.describe import summarize_input
-from ..protocol.events import GetEventsResult
+from ..protocol.events import Delta, GetEventsResult
 from . import framing
 from .auth import TcpAuth, authenticate
 from .standard import StandardLsp, install_standard_lsp
@@ -307,6 +307,9 @@ class CovenServer(LanguageServer):
     def show_message(self, message: str, warning: bool) -> None:
         kind = types.MessageType.Warning if warning else types.MessageType.Info
         self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+
+    def observe_delta(self, delta: Delta) -> None:
+        pass  # the frame has it all
 
     def observe(self, event: dict[str, Any]) -> None:
         scopes = self._approvals.get(event["sessionId"])

@@ -1,0 +1,479 @@
+"""coven-ls as an ACP agent: ACP's methods over the same hub (and store) as the LSP server. The
+agent is also the hub's client: it turns events into `session/update`s and the hub's questions
+(a tool's permission, a fork's approval, a child's changes) into `session/request_permission`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from typing import Any
+
+from acp import (
+    PROTOCOL_VERSION,
+    RequestError,
+    text_block,
+    tool_content,
+    update_agent_message_text,
+)
+from acp.interfaces import Client as AcpClient
+from acp.schema import (
+    AgentCapabilities,
+    AllowedOutcome,
+    CloseSessionResponse,
+    ForkSessionResponse,
+    Implementation,
+    InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PermissionOption,
+    PromptCapabilities,
+    PromptResponse,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionCloseCapabilities,
+    SessionForkCapabilities,
+    SessionInfo,
+    SessionListCapabilities,
+    SessionMode,
+    SessionModeState,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
+    ToolCallUpdate,
+)
+
+from .. import __version__, protocol
+from ..core.hub import ClientSettings, Hub
+from ..core.session import Session
+from ..core.store import Store
+from ..protocol.events import Delta
+from . import updates
+
+log = logging.getLogger(__name__)
+
+# Claude Code's permission modes, as ACP session modes.
+MODES = [
+    SessionMode(id="default", name="Ask", description="Ask before each tool that changes anything"),
+    SessionMode(id="acceptEdits", name="Accept edits", description="Edit files without asking"),
+    SessionMode(id="plan", name="Plan", description="Plan only: no edits, no commands"),
+    SessionMode(id="bypassPermissions", name="Bypass", description="Never ask (not as root)"),
+]
+# A prompt's answer waits until its session rests in one of these (a fork's results turn
+# included: `forking` and `reviewing` are not rest).
+AT_REST = frozenset({"idle", "failed", "closed", "interrupted"})
+ALLOW_ONCE, ALLOW_ALWAYS, REJECT = "allow_once", "allow_always", "reject_once"
+
+
+class CovenAgent:
+    """One ACP connection's agent (the `acp.Agent` interface) and the hub's client for it."""
+
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+        self.conn: AcpClient | None = None
+        # hub.Client: where sessions start by default (ACP names a cwd with every session).
+        self.settings = ClientSettings.parse({}, os.getcwd())
+        self.store: Store | None = None
+        self._pending: dict[str, tuple[str, str]] = {}  # session id -> (cwd, mode): no prompt yet
+        self._open: set[str] = set()  # sessions whose updates this client gets
+        self._views: dict[str, updates.SessionView] = {}
+        self._rests: dict[str, asyncio.Future[str]] = {}  # session id -> its prompt's answer
+        self._always: set[tuple[str, str]] = set()  # (asked-in session, tool) allowed for good
+        self._cancelled: set[str] = set()  # sessions whose running prompt was cancelled
+        self._updates: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self._sender: asyncio.Task[None] | None = None
+
+    def on_connect(self, conn: AcpClient) -> None:
+        self.conn = conn
+        # Updates go out in order, one at a time, from one task: events arrive synchronously.
+        self._sender = asyncio.get_running_loop().create_task(self._send_updates())
+        self.hub.attach(self)
+
+    async def _send_updates(self) -> None:
+        while True:
+            session_id, update = await self._updates.get()
+            try:
+                assert self.conn is not None
+                await self.conn.session_update(session_id=session_id, update=update)
+            except Exception:  # a client that is gone: the next read of stdin ends us
+                log.warning("could not send an update to the ACP client", exc_info=True)
+            finally:
+                self._updates.task_done()
+
+    def _view(self, session_id: str) -> updates.SessionView:
+        return self._views.setdefault(session_id, updates.SessionView())
+
+    # --- ACP: the agent's methods --------------------------------------------------------------
+
+    async def initialize(
+        self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:  # fmt: skip
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(embedded_context=True),
+                session_capabilities=SessionCapabilities(
+                    list=SessionListCapabilities(),
+                    close=SessionCloseCapabilities(),
+                    fork=SessionForkCapabilities(),
+                ),
+            ),
+            agent_info=Implementation(name="coven-ls", title="coven-ls", version=__version__),
+        )
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> None:
+        return None  # the CLI authenticates itself (its login or ANTHROPIC_API_KEY)
+
+    async def new_session(
+        self,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: Any = None,
+        **kwargs: Any,
+    ) -> NewSessionResponse:
+        await self._open_workspace(cwd)
+        session_id = f"s-{uuid.uuid4().hex[:12]}"
+        self._pending[session_id] = (cwd, "default")
+        self._open.add(session_id)
+        return NewSessionResponse(session_id=session_id, modes=_modes("default"))
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: Any = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> LoadSessionResponse:
+        await self._open_workspace(cwd)
+        session = self._session(session_id)
+        view = self._view(session_id)
+        for event in await session.events_after(0):
+            for update in _replayed(event, view, self.hub):
+                await self._send_now(session_id, update)
+        self._open.add(session_id)
+        return LoadSessionResponse(modes=_modes(session.config.permission_mode or "default"))
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        if cwd is not None:
+            await self._open_workspace(cwd)
+        listed = []
+        for info in self.hub.list_sessions():
+            session = self.hub.sessions.get(info.sessionId)
+            where = session.config.cwd if session is not None else cwd or ""
+            if cwd is not None and os.path.abspath(where) != os.path.abspath(cwd):
+                continue
+            meta = {"coven": {"status": info.status, "parentId": info.parentId,
+                              "forkId": info.forkId, "label": info.label}}  # fmt: skip
+            listed.append(
+                SessionInfo(session_id=info.sessionId, cwd=where, title=info.title, field_meta=meta)
+            )
+        return ListSessionsResponse(sessions=listed)
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> SetSessionModeResponse:
+        if mode_id not in {m.id for m in MODES}:
+            raise RequestError.invalid_params({"modeId": mode_id, "modes": [m.id for m in MODES]})
+        if session_id in self._pending:
+            self._pending[session_id] = (self._pending[session_id][0], mode_id)
+            return SetSessionModeResponse()
+        session = self._session(session_id)
+        session.config.permission_mode = mode_id  # type: ignore[assignment]
+        return SetSessionModeResponse()
+
+    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+        text = _prompt_text(prompt)
+        if not text.strip():
+            raise RequestError.invalid_params({"prompt": "has no text"})
+        if session_id in self._rests:
+            raise RequestError.invalid_request(
+                {"sessionId": session_id, "reason": "a prompt of this session is still running"}
+            )
+        rest: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._rests[session_id] = rest
+        try:
+            if session_id in self._pending:
+                cwd, mode = self._pending.pop(session_id)
+                params = protocol.StartSessionParams(
+                    prompt=text,
+                    cwd=cwd,
+                    permissionMode=mode,  # type: ignore[arg-type]
+                )
+                try:
+                    session = await self.hub.start_session(self, params, session_id=session_id)
+                except protocol.CovenError:
+                    self._pending[session_id] = (cwd, mode)
+                    raise
+                self._queue(session_id, updates.title_update(session.title))
+            else:
+                self._session(session_id).send(text)
+            stop = await rest
+        except protocol.CovenError as exc:
+            raise RequestError(exc.code, exc.message, exc.data) from exc
+        finally:
+            self._rests.pop(session_id, None)
+        return PromptResponse(stop_reason=stop)  # type: ignore[arg-type]
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        session = self.hub.sessions.get(session_id)
+        if session is None:
+            return  # a notification: nothing to answer
+        self._cancelled.add(session_id)
+        await self.hub.cancel(session)
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        if self._pending.pop(session_id, None) is None:
+            await self.hub.close(self._session(session_id))
+        self._open.discard(session_id)
+        return CloseSessionResponse()
+
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: Any = None,
+        **kwargs: Any,
+    ) -> ForkSessionResponse:
+        """ACP's fork (one copy of a conversation) is a coven manual fork into one child, named
+        after the task in `_meta.coven.task` (or "Fork"); its answer comes back to the parent
+        as any fork's does. The child is a session of its own, ready for `session/prompt`."""
+        session = self._session(session_id)
+        meta = (kwargs.get("field_meta") or {}).get("coven") or {}
+        task = meta["task"] if isinstance(meta.get("task"), str) else "Fork"
+        try:
+            fork = await self.hub.forks.fork_by_hand(session, [task], None, None, None)
+        except protocol.CovenError as exc:
+            raise RequestError(exc.code, exc.message, exc.data) from exc
+        child = fork.children[0].id
+        self._open.add(child)
+        return ForkSessionResponse(session_id=child, modes=_modes(session.config.permission_mode))
+
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: Any = None,
+        **kwargs: Any,
+    ) -> ResumeSessionResponse:
+        """Like session/load, without the replay."""
+        await self._open_workspace(cwd)
+        session = self._session(session_id)
+        self._open.add(session_id)
+        return ResumeSessionResponse(modes=_modes(session.config.permission_mode))
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> SetSessionConfigOptionResponse | None:
+        raise RequestError.invalid_params({"configId": config_id, "reason": "no config options"})
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(method)
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    # --- hub.Client ------------------------------------------------------------------------------
+
+    def send_frame(self, frame: bytes) -> None:
+        pass  # an LSP frame: this client speaks ACP (observe and observe_delta)
+
+    def show_message(self, message: str, warning: bool) -> None:
+        # ACP has no notification for the agent itself: said in every open session.
+        for session_id in self._open:
+            self._queue(session_id, update_agent_message_text(f"\n{message}\n"))
+
+    def observe_delta(self, delta: Delta) -> None:
+        if delta.sessionId in self._open and delta.parentToolUseId is None:
+            self._view(delta.sessionId).streamed.add(delta.blockId)
+            self._queue(delta.sessionId, updates.delta_update(delta))
+
+    def observe(self, event: dict[str, Any]) -> None:
+        sid = event["sessionId"]
+        if sid in self._open and event.get("parentToolUseId") is None:
+            for update in updates.event_updates(event, self._view(sid)):
+                self._queue(sid, update)
+        parent = self._parent_of(sid)
+        if parent is not None and parent in self._open:
+            for update in updates.child_updates(event, self._view(parent)):
+                self._queue(parent, update)
+        if event["kind"] == "turnResult" and event.get("cancelled"):
+            self._cancelled.add(sid)
+        if event["kind"] == "status" and event["status"] in AT_REST:
+            rest = self._rests.get(sid)
+            if rest is not None and not rest.done():
+                stop = "cancelled" if sid in self._cancelled else "end_turn"
+                self._cancelled.discard(sid)
+                rest.set_result(stop)
+
+    async def ask_permission(
+        self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
+    ) -> tuple[bool, str]:
+        asked = self._asked_in(session)
+        if (asked, tool_name) in self._always:
+            return True, ""
+        choice = await self._ask(
+            asked,
+            ToolCallUpdate(
+                tool_call_id=tool_use_id or f"permission-{uuid.uuid4().hex[:8]}",
+                title=updates.tool_title(tool_name, tool_input),
+                kind=updates.tool_kind(tool_name),
+                status="pending",
+                raw_input=tool_input,
+                locations=updates.tool_locations(tool_input),
+            ),
+            [
+                PermissionOption(option_id=ALLOW_ONCE, name="Allow", kind="allow_once"),
+                PermissionOption(option_id=ALLOW_ALWAYS, name="Always allow", kind="allow_always"),
+                PermissionOption(option_id=REJECT, name="Reject", kind="reject_once"),
+            ],
+        )
+        if choice == ALLOW_ALWAYS:
+            self._always.add((asked, tool_name))
+        if choice in (ALLOW_ONCE, ALLOW_ALWAYS):
+            return True, ""
+        if choice == REJECT:
+            return False, "Denied by the user."
+        return False, "Denied: the permission request was dismissed."
+
+    async def ask_fork_approval(self, session: Session, tasks: list[str]) -> bool | None:
+        listed = "\n".join(f"- {t}" for t in tasks)
+        choice = await self._ask(
+            self._asked_in(session),
+            ToolCallUpdate(
+                tool_call_id=f"fork-proposal-{uuid.uuid4().hex[:8]}",
+                title=f"Fork into {len(tasks)} parallel task{'s' if len(tasks) != 1 else ''}",
+                kind="think",
+                status="pending",
+                raw_input={"tasks": tasks},
+                content=[tool_content(text_block(listed))],
+            ),
+            [
+                PermissionOption(option_id=ALLOW_ONCE, name="Approve fork", kind="allow_once"),
+                PermissionOption(option_id=REJECT, name="Reject", kind="reject_once"),
+            ],
+        )
+        return True if choice == ALLOW_ONCE else False if choice == REJECT else None
+
+    async def ask_review(self, child: Session) -> bool | None:
+        changes = child.changes
+        if changes is None:
+            return None
+        files = "\n".join(f"{f.path} (+{f.linesAdded} -{f.linesRemoved})" for f in changes.files)
+        choice = await self._ask(
+            self._asked_in(child),
+            ToolCallUpdate(
+                tool_call_id=f"review-{child.id}",
+                title=f"Apply the changes of fork child '{child.label}'",
+                kind="edit",
+                status="pending",
+                content=[tool_content(text_block(files or "(no files)"))],
+            ),
+            [
+                PermissionOption(option_id=ALLOW_ONCE, name="Apply", kind="allow_once"),
+                PermissionOption(option_id=REJECT, name="Discard", kind="reject_once"),
+            ],
+        )
+        return True if choice == ALLOW_ONCE else False if choice == REJECT else None
+
+    # --- helpers ---------------------------------------------------------------------------------
+
+    async def _open_workspace(self, cwd: str) -> None:
+        if not os.path.isabs(cwd) or not os.path.isdir(cwd):
+            raise RequestError.invalid_params(
+                {"cwd": cwd, "reason": "not an existing absolute path"}
+            )
+        settings = ClientSettings.parse({}, cwd)
+        try:
+            store, warning = await self.hub.open_store(settings)
+        except protocol.CovenError as exc:
+            raise RequestError(exc.code, exc.message, exc.data) from exc
+        if self.store is None:
+            self.settings, self.store = settings, store
+        if warning:
+            log.warning("%s", warning)
+
+    def _session(self, session_id: str) -> Session:
+        try:
+            return self.hub.get(session_id)
+        except protocol.CovenError as exc:
+            raise RequestError(exc.code, exc.message, exc.data) from exc
+
+    def _parent_of(self, session_id: str) -> str | None:
+        session = self.hub.sessions.get(session_id)
+        return session.parent_id if session is not None else None
+
+    def _asked_in(self, session: Session) -> str:
+        """The ACP session a question about `session` is asked in: itself if the client has it
+        open, else the nearest ancestor it has (a fork child's tool asks in its parent)."""
+        current: Session | None = session
+        while current is not None:
+            if current.id in self._open:
+                return current.id
+            current = self.hub.sessions.get(current.parent_id) if current.parent_id else None
+        return session.id
+
+    async def _ask(
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption]
+    ) -> str | None:
+        """The option the user picked, or None (cancelled, or the client is gone)."""
+        if self.conn is None:
+            return None
+        await self._flush_updates()  # what led to the question is shown before it
+        try:
+            answer = await self.conn.request_permission(
+                session_id=session_id, tool_call=tool_call, options=options
+            )
+        except Exception:
+            log.warning("the ACP client did not answer a permission request", exc_info=True)
+            return None
+        outcome = answer.outcome
+        return outcome.option_id if isinstance(outcome, AllowedOutcome) else None
+
+    def _queue(self, session_id: str, update: Any) -> None:
+        self._updates.put_nowait((session_id, update))
+
+    async def _send_now(self, session_id: str, update: Any) -> None:
+        if self.conn is not None:
+            await self.conn.session_update(session_id=session_id, update=update)
+
+    async def _flush_updates(self) -> None:
+        await self._updates.join()
+
+    async def close(self) -> None:
+        if self._sender is not None:
+            self._sender.cancel()
+        self.hub.detach(self)
+
+
+def _modes(current: str | None) -> SessionModeState:
+    return SessionModeState(current_mode_id=current or "default", available_modes=MODES)
+
+
+def _prompt_text(blocks: list[Any]) -> str:
+    """The prompt as text: text blocks as they are, embedded text resources with their URI,
+    links to resources as @-mentions (the CLI reads the file when it needs it)."""
+    parts = []
+    for block in blocks:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "resource" and hasattr(block.resource, "text"):
+            parts.append(f'<context uri="{block.resource.uri}">\n{block.resource.text}\n</context>')
+        elif kind == "resource_link":
+            uri = str(block.uri)
+            parts.append("@" + (uri[len("file://") :] if uri.startswith("file://") else uri))
+    return "\n".join(parts)
+
+
+def _replayed(event: dict[str, Any], view: updates.SessionView, hub: Hub) -> list[Any]:
+    if event.get("parentToolUseId") is not None:
+        return []
+    return updates.event_updates(event, view, replay=True)
