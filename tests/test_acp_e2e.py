@@ -48,6 +48,17 @@ class Editor:
             outcome=AllowedOutcome(outcome="selected", option_id=choice)
         )
 
+    async def wait(self, check: Callable[[], bool], what: str, timeout: float = 60) -> None:
+        async def until() -> None:
+            while not check():
+                self._changed.clear()
+                await self._changed.wait()
+
+        try:
+            await asyncio.wait_for(until(), timeout)
+        except asyncio.TimeoutError:
+            raise AssertionError(f"timed out waiting for {what}") from None
+
     def of(self, session_id: str, kind: str) -> list[Any]:
         return [u for s, u in self.updates if s == session_id and u.session_update == kind]
 
@@ -214,3 +225,58 @@ async def test_bad_params_are_json_rpc_errors(home: Path, model: ScriptedModel) 
         with pytest.raises(RequestError) as caught:
             await agent.conn.set_session_mode(session_id=sid, mode_id="sideways")
         assert caught.value.code == -32602
+
+
+async def test_cancel_mid_fork_answers_cancelled(home: Path, model: ScriptedModel) -> None:
+    model.on("Plan the release", FORK, times=1)
+    model.on("You were assigned", "Too late.", latency=120)
+    model.on("Again", "Answered after the fork.")
+    async with acp_agent(home, model) as agent:
+        sid = await agent.new()
+        running = asyncio.create_task(agent.prompt(sid, "Plan the release"))
+
+        def children_running() -> bool:
+            plans = agent.editor.of(sid, "plan")
+            return bool(plans) and all(e.status == "in_progress" for e in plans[-1].entries)
+
+        await agent.editor.wait(children_running, "both children to run")
+        await agent.conn.cancel(session_id=sid)
+        assert (await asyncio.wait_for(running, 60)).stop_reason == "cancelled"
+        assert (await agent.prompt(sid, "Again")).stop_reason == "end_turn"
+        assert agent.editor.text(sid).endswith("Answered after the fork.")
+
+
+async def test_acp_fork_is_a_coven_fork_into_one_child(home: Path, model: ScriptedModel) -> None:
+    model.on("Look around", "Looked.")
+    model.on("You were assigned 'Summarize it'", "The summary.")
+    model.on("<fork-results>", "Got the summary back.")
+    async with acp_agent(home, model) as agent:
+        sid = await agent.new()
+        await agent.prompt(sid, "Look around")
+        forked = await agent.conn.fork_session(
+            session_id=sid, cwd=str(agent.workspace), coven={"task": "Summarize it"}
+        )
+        child = forked.session_id
+        await agent.editor.wait(
+            lambda: agent.editor.text(sid).endswith("Got the summary back."), "the results turn"
+        )
+        assert agent.editor.text(child).strip() == "The summary."
+        listed = (await agent.conn.list_sessions(cwd=str(agent.workspace))).sessions
+        [info] = [s for s in listed if s.session_id == child]
+        assert info.field_meta["coven"]["parentId"] == sid
+        assert info.field_meta["coven"]["label"] == "Summarize it"
+
+
+async def test_a_store_held_by_a_language_server_is_named(
+    home: Path, model: ScriptedModel, coven_factory: Any
+) -> None:
+    """One store, one process at a time: while a language server has the folder's sessions,
+    session/new there says whose they are."""
+    server = await coven_factory(
+        home="lsp", init_options={"stateDir": str(home / "state" / "coven-ls")}
+    )
+    async with acp_agent(home, model) as agent:
+        with pytest.raises(RequestError) as caught:
+            await agent.conn.new_session(cwd=str(server.workspace), mcp_servers=[])
+        assert caught.value.code == -32005
+        assert str(server.client._server.pid) in str(caught.value)

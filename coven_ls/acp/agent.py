@@ -245,12 +245,15 @@ class CovenAgent:
         after the task in `_meta.coven.task` (or "Fork"); its answer comes back to the parent
         as any fork's does. The child is a session of its own, ready for `session/prompt`."""
         session = self._session(session_id)
-        meta = (kwargs.get("field_meta") or {}).get("coven") or {}
+        meta = kwargs.get("coven") or {}  # the SDK hands _meta's keys in as keyword arguments
         task = meta["task"] if isinstance(meta.get("task"), str) else "Fork"
         try:
             fork = await self.hub.forks.fork_by_hand(session, [task], None, None, None)
         except protocol.CovenError as exc:
             raise RequestError(exc.code, exc.message, exc.data) from exc
+        await fork.prepared.wait()  # its child exists once its worktree does
+        if not fork.children:
+            raise RequestError.internal_error({"forkId": fork.id, "reason": "the fork was refused"})
         child = fork.children[0].id
         self._open.add(child)
         return ForkSessionResponse(session_id=child, modes=_modes(session.config.permission_mode))
