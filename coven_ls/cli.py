@@ -58,6 +58,20 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="run a scripted session through the real CLI, no API key needed"
     )
     demo.add_argument("--json", action="store_true", help="print raw events, one per line")
+    doctor = sub.add_parser(
+        "doctor",
+        help="check what a session needs (Python, the claude CLI, its login, git, the state dir)",
+        description=(
+            "Check what a session needs without starting one (no model request is made): "
+            "Python and packages, which claude CLI would be used and whether it can "
+            "authenticate, git for worktrees, the state folder and this workspace's database. "
+            "Each finding says how to fix it. Exit code 0 when nothing is an error."
+        ),
+    )
+    doctor.add_argument("--json", action="store_true", help="print a DoctorReport (protocol.md)")
+    doctor.add_argument("--root", default=".", help="the workspace (default: this folder)")
+    doctor.add_argument("--state-dir", help="as initializationOptions.stateDir")
+    doctor.add_argument("--claude", help="as initializationOptions.claudePath")
     sub.add_parser(
         "acp",
         help="serve the Agent Client Protocol on stdio (Zed, JetBrains, CodeCompanion, ...)",
@@ -181,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
         return run_demo(json_output=args.json)
     if args.command == "run":
         return _run(args)
+    if args.command == "doctor":
+        from .doctor.checks import main as doctor_main
+
+        return doctor_main(args.root, args.state_dir, args.claude, args.json)
     if args.command == "acp":
         _setup_logging(args)
         from .acp.serve import serve_acp

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 
 # A status change missing from core/status.py's table fails the test that makes it, here and in
 # every server the tests start (they inherit the environment), instead of only being logged.
@@ -64,3 +65,26 @@ def fault(request: pytest.FixtureRequest) -> Iterator[FaultRecord]:
     record = FaultRecord()
     yield record
     request.node.user_properties.append(("fault", record.figures()))
+
+
+@pytest.fixture
+def read_only_folder(tmp_path: Path) -> Iterator[Path]:
+    """A folder nothing can be written in: a read-only tmpfs where mounting is allowed (root, as
+    in CI, where file modes do not stop writes), else a folder of mode 0500."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(folder)],
+        capture_output=True, check=False,
+    ).returncode == 0  # fmt: skip
+    if not mounted:
+        if os.geteuid() == 0:
+            pytest.skip("running as root and cannot mount: nothing makes a folder read-only")
+        folder.chmod(0o500)
+    try:
+        yield folder
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", str(folder)], check=False)
+        else:
+            folder.chmod(0o700)

@@ -83,15 +83,22 @@ def test_every_payload_field_is_required_or_absent_when_unset() -> None:
 
 PACKAGE = ROOT / "coven_ls"
 # Who may import whom. The core is used by every front end and uses none; the protocol uses
-# nothing of coven-ls at all; the terminal client talks to the server only over LSP.
+# nothing of coven-ls at all; the terminal client talks to the server only over LSP; the LSP and
+# ACP front ends (and doctor) are adapters over the core, each unaware of the others.
 ALLOWED = {
     "protocol": {"protocol"},
     "core": {"protocol", "core"},
     "lsp": {"protocol", "core", "lsp"},
+    "acp": {"protocol", "core", "acp"},
+    "doctor": {"protocol", "core", "doctor"},
     "term": {"protocol", "term", "testing"},
     "testing": {"testing"},
 }
-FORBIDDEN_THIRD_PARTY = {"core": {"pygls", "lsprotocol"}, "protocol": {"pygls", "lsprotocol"}}
+FORBIDDEN_THIRD_PARTY = {
+    "core": {"pygls", "lsprotocol", "acp"},
+    "protocol": {"pygls", "lsprotocol", "acp"},
+    "acp": {"pygls", "lsprotocol"},
+}
 
 
 def _imports(path: Path) -> list[str]:

@@ -114,6 +114,7 @@ export interface CovenProtocol {
   InitializationOptions?: InitializationOptions;
   CovenClientCapabilities?: CovenClientCapabilities;
   SessionInfo?: SessionInfo;
+  DoctorReport?: DoctorReport;
 }
 /**
  * Client → server requests: params and result of each.
@@ -1291,6 +1292,30 @@ export interface CovenClientCapabilities {
    * the client shows a fork's changes for review itself (`coven/getChanges`, `coven/applyChanges`, `coven/discardChanges`); else it is asked with `window/showMessageRequest`
    */
   review?: boolean;
+}
+/**
+ * `coven-ls doctor --json`: the exit code is 0 when `ok`, 1 otherwise.
+ */
+export interface DoctorReport {
+  /**
+   * no finding is an `error`
+   */
+  ok: boolean;
+  /**
+   * coven-ls's own
+   */
+  version: string;
+  findings: Finding[];
+}
+/**
+ * One thing `coven-ls doctor` checked.
+ */
+export interface Finding {
+  id: string;
+  status: 'error' | 'ok' | 'warning';
+  title: string;
+  found: string;
+  fix?: string | null;
 }
 
 /**

@@ -361,7 +361,7 @@ def _version_text(version: tuple[int, int, int]) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _git_version(executable: str) -> tuple[int, int, int] | None:
+def git_version(executable: str) -> tuple[int, int, int] | None:
     """The version of the git at that path (cached per path: installs do not change under a
     running server), or None if it does not say one we can read."""
     done = subprocess.run(
@@ -390,7 +390,7 @@ def inspect(cwd: str | os.PathLike[str]) -> RepoInfo | NotARepo:
     executable = shutil.which("git")
     if executable is None:
         return NotARepo(where, "git is not installed")
-    version = _git_version(executable)
+    version = git_version(executable)
     if version is None:
         return NotARepo(where, f"{executable} does not report a git version")
     if version < MIN_GIT_VERSION:

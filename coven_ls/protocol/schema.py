@@ -153,6 +153,7 @@ def build_schema() -> dict[str, Any]:
         types.InitializationOptions,
         types.CovenClientCapabilities,
         types.SessionInfo,
+        types.DoctorReport,
         events.Envelope,
         events.ChildRef,
         events.TaskOutcome,
@@ -216,6 +217,7 @@ def build_schema() -> dict[str, Any]:
     }
     roots = ["Requests", "ServerRequests", "Notifications", "Event", "EventKind", "ErrorCode"]
     roots += [*_ENUMS, "InitializationOptions", "CovenClientCapabilities", "SessionInfo"]
+    roots += ["DoctorReport"]
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://github.com/coven-ls/coven-ls/protocol/schema.json",

@@ -1,0 +1,233 @@
+"""`coven-ls doctor`: what a session needs, checked without starting one (and without a model
+request anyone pays for), each finding with its fix. `--json` prints a DoctorReport
+(protocol.md, "coven-ls doctor"); the exit code is 0 only when no finding is an error."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+
+import msgspec
+
+from .. import __version__, protocol
+from ..core import worktrees
+from ..core.agent import INSTALL_HINT, probe_claude, resolve_claude
+from ..core.store import SCHEMA_VERSION, database_path
+from ..protocol.types import DoctorReport, Finding
+
+PACKAGES = ("claude-agent-sdk", "pygls", "lsprotocol", "anyio", "msgspec", "agent-client-protocol")
+AUTH_SECONDS = 20.0
+
+
+def check(root: str, state_dir: str | None, claude: str | None) -> DoctorReport:
+    findings = [python(), packages()]
+    found = claude_cli(claude)
+    findings.append(found[0])
+    if found[1] is not None:
+        findings.append(auth(found[1]))
+    findings.append(git())
+    findings.extend(state(root, state_dir))
+    return DoctorReport(
+        ok=all(f.status != "error" for f in findings), version=__version__, findings=findings
+    )
+
+
+def python() -> Finding:
+    # Always fine when this runs: coven-ls installs on, and imports in, Python 3.10+ only.
+    version = ".".join(map(str, sys.version_info[:3]))
+    return Finding("python", "ok", "Python", f"Python {version} at {sys.executable}")
+
+
+def packages() -> Finding:
+    versions, missing = [], []
+    for name in PACKAGES:
+        try:
+            versions.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            missing.append(name)
+    found = f"coven-ls {__version__}; " + ", ".join(versions)
+    if missing:
+        return Finding(
+            "packages", "error", "Python packages", found + f"; missing: {', '.join(missing)}",
+            f"Reinstall coven-ls (pip install --force-reinstall coven-ls) to bring back "
+            f"{', '.join(missing)}.",
+        )  # fmt: skip
+    return Finding("packages", "ok", "Python packages", found)
+
+
+def claude_cli(configured: str | None) -> tuple[Finding, str | None]:
+    """The CLI a session would use, and its path when it runs."""
+    title = "Claude Code CLI"
+    try:
+        path, source = resolve_claude(configured)
+        version = probe_claude(path, source)
+    except protocol.CovenError as exc:
+        return Finding("claude", "error", title, exc.message, INSTALL_HINT), None
+    return Finding("claude", "ok", title, f"{version} at {path} (from {source})"), path
+
+
+def auth(claude: str) -> Finding:
+    """Whether the CLI can authenticate, by its own `claude auth status` (no model request)."""
+    title = "Claude Code authentication"
+    try:
+        done = subprocess.run(
+            [claude, "auth", "status"], capture_output=True, text=True, timeout=AUTH_SECONDS,
+            check=False,
+        )  # fmt: skip
+        status = json.loads(done.stdout)
+    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+        return Finding(
+            "auth", "warning", title, f"`claude auth status` did not say ({exc})",
+            "Check by hand: run `claude` once and log in, or set ANTHROPIC_API_KEY.",
+        )  # fmt: skip
+    if status.get("loggedIn"):
+        how = status.get("apiKeySource") or status.get("authMethod") or "logged in"
+        return Finding("auth", "ok", title, f"{how} ({status.get('apiProvider', 'firstParty')})")
+    return Finding(
+        "auth", "error", title,
+        f"not logged in (config directory {status.get('configDirectory', '?')})",
+        "Run `claude` once and log in with /login, or set ANTHROPIC_API_KEY in the environment "
+        "coven-ls starts in (your editor's).",
+    )  # fmt: skip
+
+
+def git() -> Finding:
+    title = "git (worktrees for fork children)"
+    executable = shutil.which("git")
+    minimum = ".".join(map(str, worktrees.MIN_GIT_VERSION))
+    if executable is None:
+        return Finding(
+            "git", "warning", title, "git is not installed",
+            f"Install git {minimum} or newer; until then fork children share the parent's "
+            "folder.",
+        )  # fmt: skip
+    version = worktrees.git_version(executable)
+    shown = ".".join(map(str, version)) if version else "an unknown version"
+    if version is None or version < worktrees.MIN_GIT_VERSION:
+        return Finding(
+            "git", "warning", title, f"git {shown} at {executable}",
+            f"Install git {minimum} or newer; until then fork children share the parent's "
+            "folder.",
+        )  # fmt: skip
+    return Finding("git", "ok", title, f"git {shown} at {executable}")
+
+
+def state(root: str, state_dir: str | None) -> list[Finding]:
+    """The state dir (can a database be made there) and the workspace's database."""
+    path = database_path(root, state_dir)
+    folder = path.parent
+    title = "State folder"
+    fix = (
+        f"Make {folder} writable, or set initializationOptions.stateDir (--state-dir here) to a "
+        "folder that is; until then sessions run but are not saved."
+    )
+    trouble = _unwritable(folder)
+    if trouble is not None:
+        return [Finding("stateDir", "error", title, f"{folder}: {trouble}", fix)]
+    findings = [Finding("stateDir", "ok", title, f"{folder} (writable)")]
+    findings.append(_database(path))
+    return findings
+
+
+def _unwritable(folder: Path) -> str | None:
+    """Why nothing can be written in `folder` (or where it would be made), or None."""
+    existing = folder
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a folder"
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".coven-doctor-"):
+            pass
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def _database(path: Path) -> Finding:
+    title = "Session database"
+    if not path.exists():
+        return Finding("database", "ok", title, f"{path} (not made yet: the first session will)")
+    size = path.stat().st_size + _size(Path(f"{path}-wal"))
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        return Finding(
+            "database", "warning", title, f"{path} cannot be read ({exc})",
+            "The server will set it aside (renamed .corrupt-<time>) and start a new one; "
+            "sessions in it will not be listed.",
+        )  # fmt: skip
+    version = int(row[0]) if row else 0
+    found = f"{path}, schema {version}, {size / 2**20:.1f} MiB"
+    holder = _holder(path)
+    if holder is not None:
+        found += f"; open in coven-ls process {holder}"
+    if version > SCHEMA_VERSION:
+        return Finding(
+            "database", "error", title, found + f" (this coven-ls knows up to {SCHEMA_VERSION})",
+            "Upgrade coven-ls, or set initializationOptions.stateDir to use another folder.",
+        )  # fmt: skip
+    if holder is not None:
+        return Finding(
+            "database", "warning", title, found,
+            "Another editor window has this folder's sessions; a second server there is "
+            "refused until it closes (a TCP server, --tcp, is how several editors share one).",
+        )  # fmt: skip
+    return Finding("database", "ok", title, found)
+
+
+def _holder(path: Path) -> int | None:
+    """The pid of a running coven-ls that has the database, by its lock (never taken here)."""
+    lock = Path(f"{path}.lock")
+    if not lock.exists():
+        return None
+    try:
+        import fcntl
+
+        with lock.open("rb") as held:
+            try:
+                fcntl.flock(held.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                text = held.read(32).decode(errors="replace").strip()
+                return int(text) if text.isdigit() else -1
+            fcntl.flock(held.fileno(), fcntl.LOCK_UN)
+    except (ImportError, OSError):
+        return None
+    return None
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+MARKS = {"ok": "✓", "warning": "!", "error": "✗"}
+
+
+def render(report: DoctorReport, write: Callable[[str], object] = print) -> None:
+    for f in report.findings:
+        write(f"{MARKS[f.status]} {f.title}: {f.found}")
+        if f.fix:
+            write(f"    → {f.fix}")
+    verdict = "ready" if report.ok else "not ready: fix the ✗ lines above"
+    write(f"coven-ls {report.version}: {verdict}")
+
+
+def main(root: str, state_dir: str | None, claude: str | None, as_json: bool) -> int:
+    report = check(os.path.abspath(root), state_dir, claude)
+    if as_json:
+        sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
+    else:
+        render(report)
+    return 0 if report.ok else 1
