@@ -21,6 +21,7 @@ import { forkStateText, sessionStatusText } from './present';
 import { type DecideForkParams, ErrorCode, Method } from './protocol';
 import type { ChangesReview } from './review';
 import type { CovenServer } from './server';
+import { showSetupCheck } from './setup';
 import type { SessionSync } from './sync';
 import type { Transcripts } from './transcriptView';
 
@@ -219,6 +220,8 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
     'coven.showServerLog': async () => server.showLog(),
 
     'coven.restartServer': async () => server.restart(),
+
+    'coven.checkSetup': async () => showSetupCheck(server.launched, server.problem),
   };
 
   async function decide(params: DecideForkParams): Promise<void> {

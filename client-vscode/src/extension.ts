@@ -4,12 +4,13 @@
 import * as vscode from 'vscode';
 
 import { registerCommands } from './commands';
-import { onPythonInterpreterChange } from './launch';
+import { onPythonInterpreterChange, pythonFromExtension } from './launch';
 import { type ForkNode, type Node, pendingChildren } from './model';
 import { describeToolInput, summarize } from './present';
 import type { RequestPermissionParams, RequestPermissionResult } from './protocol';
 import { CHANGES_SCHEME, ChangesReview } from './review';
 import { CovenServer, ServerOutput } from './server';
+import { OwnServer } from './setup';
 import { SessionSync } from './sync';
 import { TRANSCRIPT_SCHEME, Transcripts } from './transcriptView';
 import { SessionTree } from './tree';
@@ -23,7 +24,17 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const output = new ServerOutput('Coven Server');
   // The sync needs the server and the server needs the sync's handler: tie them through a closure.
   let sync: SessionSync | undefined;
+  const own = new OwnServer(
+    context,
+    (line) => server?.log(line),
+    async () => {
+      const folder = vscode.workspace.workspaceFolders?.[0];
+      const chosen = await pythonFromExtension(folder?.uri, (line) => server?.log(line));
+      return [...(chosen === undefined ? [] : [chosen]), 'python3', 'python'];
+    },
+  );
   server = new CovenServer(
+    own,
     output,
     (event) => sync?.onEvent(event),
     (delta) => sync?.onDelta(delta),

@@ -51,7 +51,7 @@ async function pythonApi(): Promise<PythonApi | undefined> {
   return ext.isActive ? ext.exports : await ext.activate();
 }
 
-async function pythonFromExtension(resource: vscode.Uri | undefined, log: (line: string) => void): Promise<string | undefined> {
+export async function pythonFromExtension(resource: vscode.Uri | undefined, log: (line: string) => void): Promise<string | undefined> {
   try {
     const api = await pythonApi();
     const envs = api?.environments;
@@ -89,6 +89,8 @@ export interface LaunchProblem {
   fix?: string;
   /** The setting "Open Setting" shows (default: coven.server.command). */
   setting?: string;
+  /** Setting up the extension's own coven-ls failed: offer Retry, Open Log and Check Setup. */
+  retry?: boolean;
 }
 
 interface RunResult {

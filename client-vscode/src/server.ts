@@ -13,7 +13,7 @@ import {
   type StaticFeature,
 } from 'vscode-languageclient/node';
 
-import { expand, type LaunchProblem, preflight, resolveLaunchCommand } from './launch';
+import { expand, type LaunchCommand, type LaunchProblem, preflight, resolveLaunchCommand } from './launch';
 import {
   type CovenClientCapabilities,
   type CovenEvent,
@@ -26,6 +26,7 @@ import {
   type RequestPermissionResult,
   type ResultOf,
 } from './protocol';
+import type { OwnServer } from './setup';
 import { connectTcp, defaultTokenFile, parseHostPort, readToken } from './tcp';
 
 export type ServerState = 'stopped' | 'starting' | 'running' | 'failed' | 'untrusted';
@@ -180,7 +181,11 @@ export class CovenServer implements vscode.Disposable {
   /** The server is (again) ready: the session list must be rebuilt from it. */
   readonly onDidConnect = this.connectEmitter.event;
 
+  /** The command the last start ran (or would have), for "Coven: Check Setup". */
+  launched: LaunchCommand | undefined;
+
   constructor(
+    private readonly own: OwnServer,
     private readonly output: ServerOutput,
     private readonly onEvent: (event: CovenEvent) => void,
     private readonly onDelta: (delta: Delta) => void,
@@ -288,9 +293,23 @@ export class CovenServer implements vscode.Disposable {
         return { reader: socket, writer: socket };
       };
     } else {
-      const launch = await resolveLaunchCommand((line) => this.log(line));
+      // coven.server.command if set; else the extension's own coven-ls when it is set up; else
+      // a Python that has coven-ls (the Python extension's, python3); else the own one, set up
+      // now from the wheel the .vsix carries.
+      let launch = await resolveLaunchCommand((line) => this.log(line));
+      if (launch.source !== 'coven.server.command') launch = (await this.own.ready()) ?? launch;
+      this.launched = launch;
       this.log(`starting ${[launch.command, ...launch.args].join(' ')} (from ${launch.source})`);
-      const problem = await preflight(launch, folder?.uri.fsPath);
+      let problem = await preflight(launch, folder?.uri.fsPath);
+      if (problem !== undefined && launch.source !== 'coven.server.command') {
+        this.log(`${problem.message} Setting up the extension's own coven-ls instead.`);
+        const own = await this.own.setUp();
+        if (own !== undefined && 'message' in own) problem = own;
+        else if (own !== undefined) {
+          launch = this.launched = own;
+          problem = await preflight(launch, folder?.uri.fsPath);
+        }
+      }
       if (problem !== undefined) {
         this.fail(problem);
         return;
@@ -386,11 +405,15 @@ export class CovenServer implements vscode.Disposable {
     // One notification at a time: a failing restart loop must not stack them up.
     if (this.notifying) return;
     this.notifying = true;
-    const actions = ['Open Setting', 'Show Log', ...(problem.fix ? ['Copy Command'] : [])];
+    const actions = problem.retry
+      ? ['Retry', 'Open Log', 'Check Setup']
+      : ['Open Setting', 'Show Log', ...(problem.fix ? ['Copy Command'] : [])];
     void vscode.window.showErrorMessage(problem.message, ...actions).then(async (choice) => {
       this.notifying = false;
       if (choice === 'Open Setting') await vscode.commands.executeCommand('workbench.action.openSettings', problem.setting ?? 'coven.server.command');
-      else if (choice === 'Show Log') this.showLog();
+      else if (choice === 'Show Log' || choice === 'Open Log') this.showLog();
+      else if (choice === 'Retry') await this.restart();
+      else if (choice === 'Check Setup') await vscode.commands.executeCommand('coven.checkSetup');
       else if (choice === 'Copy Command' && problem.fix) await vscode.env.clipboard.writeText(problem.fix);
     });
   }
