@@ -175,12 +175,13 @@ USER_DATA=$WORK/user-data
 EXTENSIONS=$WORK/extensions
 mkdir -p "$USER_DATA/User" "$EXTENSIONS" "$WORK/claude-config" \
     "$WORK/xdg/config" "$WORK/xdg/data" "$WORK/xdg/cache" "$WORK/xdg/state"
-cs() { # code-server with node 24 and nothing written outside $WORK
+install_extension() { # USER_DATA EXTENSIONS: the .vsix into a code-server profile
     env PATH="$N24/bin:$PATH" XDG_CONFIG_HOME="$WORK/xdg/config" XDG_DATA_HOME="$WORK/xdg/data" \
-        XDG_CACHE_HOME="$WORK/xdg/cache" "$CODE_SERVER" --user-data-dir "$USER_DATA" --extensions-dir "$EXTENSIONS" "$@"
+        XDG_CACHE_HOME="$WORK/xdg/cache" "$CODE_SERVER" --user-data-dir "$1" --extensions-dir "$2" \
+        --install-extension "$WORK/coven.vsix" --force >"$WORK/install-extension.log" 2>&1 ||
+        { cat "$WORK/install-extension.log" >&2; die "installing the .vsix into code-server failed"; }
 }
-cs --install-extension "$WORK/coven.vsix" --force >"$WORK/install-extension.log" 2>&1 ||
-    { cat "$WORK/install-extension.log" >&2; die "installing the .vsix into code-server failed"; }
+install_extension "$USER_DATA" "$EXTENSIONS"
 
 # --- the workspace, the scripted model, code-server ---------------------------------------------
 
@@ -230,23 +231,27 @@ start_group "$WORK/scripted-model.log" "$PYTHON" -m coven_ls.testing.scripted_mo
 wait_for "the scripted model" 30 test -s "$WORK/model.port"
 MODEL_PORT=$(cat "$WORK/model.port")
 
-PORT=$(free_port)
-log "starting code-server on 127.0.0.1:$PORT"
 # The extension host inherits this environment, coven-ls inherits it from there and passes it to
 # every `claude`: that is how the real CLI reaches the scripted model. Variables that would send
 # the CLI elsewhere, or make it think it is nested in another Claude Code, are dropped.
-start_group "$WORK/code-server.log" env \
-    -u CLAUDECODE -u CLAUDE_CODE_SESSION_ID -u CLAUDE_CODE_ENTRYPOINT -u ANTHROPIC_AUTH_TOKEN \
-    -u CLAUDE_CODE_OAUTH_TOKEN -u CLAUDE_CODE_USE_BEDROCK -u CLAUDE_CODE_USE_VERTEX \
-    -u ANTHROPIC_MODEL -u ANTHROPIC_SMALL_FAST_MODEL \
-    ANTHROPIC_BASE_URL="http://127.0.0.1:$MODEL_PORT" ANTHROPIC_API_KEY=scripted-model-key \
-    CLAUDE_CONFIG_DIR="$WORK/claude-config" CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
-    PATH="$N24/bin:$PATH" XDG_CONFIG_HOME="$WORK/xdg/config" XDG_DATA_HOME="$WORK/xdg/data" \
-    XDG_CACHE_HOME="$WORK/xdg/cache" XDG_STATE_HOME="$WORK/xdg/state" \
-    "$CODE_SERVER" --user-data-dir "$USER_DATA" --extensions-dir "$EXTENSIONS" \
-    --bind-addr "127.0.0.1:$PORT" --auth none --disable-telemetry --disable-update-check \
-    --disable-workspace-trust --disable-getting-started-override "$WORKSPACE"
-wait_for "code-server's /healthz" 120 curl -sf "http://127.0.0.1:$PORT/healthz"
+start_code_server() { # LOG USER_DATA EXTENSIONS PORT WORKSPACE SEARCH_PATH
+    start_group "$1" env \
+        -u CLAUDECODE -u CLAUDE_CODE_SESSION_ID -u CLAUDE_CODE_ENTRYPOINT -u ANTHROPIC_AUTH_TOKEN \
+        -u CLAUDE_CODE_OAUTH_TOKEN -u CLAUDE_CODE_USE_BEDROCK -u CLAUDE_CODE_USE_VERTEX \
+        -u ANTHROPIC_MODEL -u ANTHROPIC_SMALL_FAST_MODEL -u VIRTUAL_ENV \
+        ANTHROPIC_BASE_URL="http://127.0.0.1:$MODEL_PORT" ANTHROPIC_API_KEY=scripted-model-key \
+        CLAUDE_CONFIG_DIR="$WORK/claude-config" CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
+        PATH="$N24/bin:$6" XDG_CONFIG_HOME="$WORK/xdg/config" XDG_DATA_HOME="$WORK/xdg/data" \
+        XDG_CACHE_HOME="$WORK/xdg/cache" XDG_STATE_HOME="$WORK/xdg/state" \
+        PIP_CACHE_DIR="${PIP_CACHE_DIR:-$HOME/.cache/pip}" \
+        "$CODE_SERVER" --user-data-dir "$2" --extensions-dir "$3" \
+        --bind-addr "127.0.0.1:$4" --auth none --disable-telemetry --disable-update-check \
+        --disable-workspace-trust --disable-getting-started-override "$5"
+    wait_for "code-server's /healthz" 120 curl -sf "http://127.0.0.1:$4/healthz"
+}
+PORT=$(free_port)
+log "starting code-server on 127.0.0.1:$PORT"
+start_code_server "$WORK/code-server.log" "$USER_DATA" "$EXTENSIONS" "$PORT" "$WORKSPACE" "$PATH"
 
 # --- the browser --------------------------------------------------------------------------------
 
@@ -281,6 +286,66 @@ for _ in range(50):
         print("the client rebuilt its tree after the last restart", file=sys.stderr)
         sys.exit(0)
     time.sleep(0.2)
+sys.exit(1)
+PY
+# --- the first run: a VS Code with no coven-ls at all ------------------------------------------
+# A fresh profile with no coven.server.command, and a PATH without this checkout's .venv: the
+# extension finds no usable coven-ls and sets up its own from the wheel in the .vsix (its
+# dependencies from pip's cache, or the package index). e2e/firstrun.mjs drives it.
+
+USER_DATA2=$WORK/firstrun-user-data
+EXTENSIONS2=$WORK/firstrun-extensions
+WORKSPACE2=$WORK/firstrun-workspace
+mkdir -p "$USER_DATA2/User" "$USER_DATA2/Machine" "$EXTENSIONS2" "$WORKSPACE2"
+install_extension "$USER_DATA2" "$EXTENSIONS2"
+"$PYTHON" - "$USER_DATA2" "$WORK" <<'PY'
+import json, sys
+user_data, work = sys.argv[1], sys.argv[2]
+json.dump({"coven.stateDir": f"{work}/firstrun-state"}, open(f"{user_data}/Machine/settings.json", "w"))
+json.dump({
+    "workbench.startupEditor": "none", "chat.disableAIFeatures": True,
+    "workbench.secondarySideBar.defaultVisibility": "hidden", "workbench.tips.enabled": False,
+    "telemetry.telemetryLevel": "off", "extensions.autoCheckUpdates": False,
+    "extensions.autoUpdate": False, "update.mode": "none",
+}, open(f"{user_data}/User/settings.json", "w"))
+PY
+BARE_PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -v "^$ROOT/.venv" | paste -sd: -)
+if (cd / && PATH=$BARE_PATH python3 -c 'import coven_ls' 2>/dev/null); then
+    die "python3 on the first run's PATH already has coven_ls: nothing to set up"
+fi
+PORT2=$(free_port)
+log "starting a second code-server on 127.0.0.1:$PORT2 (no coven-ls anywhere)"
+start_code_server "$WORK/firstrun-code-server.log" "$USER_DATA2" "$EXTENSIONS2" "$PORT2" "$WORKSPACE2" "$BARE_PATH"
+OWN_ENV=$USER_DATA2/User/globalStorage/coven.coven-vscode/coven-env
+start_group "$WORK/firstrun.log" env \
+    COVEN_E2E_URL="http://127.0.0.1:$PORT2" COVEN_E2E_WORKSPACE="$WORKSPACE2" \
+    COVEN_E2E_ARTIFACTS="$ARTIFACTS" COVEN_E2E_BROWSER_PROFILE="$WORK/firstrun-browser-profile" \
+    COVEN_E2E_CHROMIUM="$CHROMIUM" COVEN_E2E_TOOLS="$TOOLS_DIR" COVEN_E2E_OWN_ENV="$OWN_ENV" \
+    COVEN_E2E_USER_DATA="$USER_DATA2" \
+    timeout --kill-after=10 1500 "$N24/bin/node" "$CLIENT/e2e/firstrun.mjs"
+DRIVER=${PGIDS[-1]}
+tail -f "$WORK/firstrun.log" --pid "$DRIVER" >&2 &
+TAIL=$!
+set +e
+wait "$DRIVER"
+status=$?
+set -e
+wait "$TAIL" 2>/dev/null || true
+((status == 0)) || die "the first run failed (exit $status); screenshots and logs in $ARTIFACTS"
+# The server log says what the extension did: set up once, reused on the restart, set up again
+# once the environment was broken.
+SERVER_LOG2=$(find "$USER_DATA2/logs" -name '*Coven Server.log' | head -n 1)
+[[ -n $SERVER_LOG2 ]] || die "no Coven Server log under $USER_DATA2/logs"
+"$PYTHON" - "$SERVER_LOG2" <<'PY' || die "the first run's server log does not show set-up, reuse and rebuild (log: $SERVER_LOG2)"
+import sys, time
+for _ in range(50):
+    log = open(sys.argv[1], encoding="utf-8").read()
+    counts = [log.count(s) for s in ("setting up coven-ls in", "using the extension's coven-ls in", "is broken (its Python")]
+    if counts[0] == 2 and counts[1] >= 1 and counts[2] == 1:
+        print(f"set up twice, reused {counts[1]} time(s), found broken once", file=sys.stderr)
+        sys.exit(0)
+    time.sleep(0.2)
+print(f"set up {counts[0]} times, reused {counts[1]}, found broken {counts[2]}", file=sys.stderr)
 sys.exit(1)
 PY
 log "PASS in ${SECONDS}s; screenshots in $ARTIFACTS"

@@ -88,7 +88,7 @@ def test_a_read_only_state_dir_is_an_error(
     assert found["stateDir"].fix is not None and "stateDir" in found["stateDir"].fix
 
 
-async def test_a_database_open_in_a_server_is_named_with_its_pid(
+async def test_a_database_in_use_by_a_server_is_named_with_its_pid(
     tmp_path: Path, model: ScriptedModel, coven_factory: Callable[..., Awaitable[Coven]]
 ) -> None:
     state = tmp_path / "shared-state"
@@ -100,9 +100,9 @@ async def test_a_database_open_in_a_server_is_named_with_its_pid(
         tmp_path, model, "--state-dir", str(state), "--root", str(server.workspace)
     )
     database = found["database"]
-    assert code == 0 and database.status == "warning"
+    assert code == 0 and database.status == "ok"
     assert server.client._server is not None
-    assert f"open in coven-ls process {server.client._server.pid}" in database.found
+    assert f"in use by coven-ls process {server.client._server.pid}" in database.found
     assert "schema" in database.found
 
 

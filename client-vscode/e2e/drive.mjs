@@ -14,25 +14,17 @@
 // Every assertion reads what a user would see: tree rows (their aria-level is the nesting, their
 // aria-label the label and description), notifications, the editor.
 
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-const env = (name) => {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set (run scripts/vscode-e2e.sh)`);
-  return value;
-};
+import { env, openBrowser, STEP_MS } from './ui.mjs';
+
 const URL_ = env('COVEN_E2E_URL');
 const WORKSPACE = env('COVEN_E2E_WORKSPACE');
 const ARTIFACTS = env('COVEN_E2E_ARTIFACTS');
-const PROFILE = env('COVEN_E2E_BROWSER_PROFILE');
-const CHROMIUM = env('COVEN_E2E_CHROMIUM');
 /** code-server's remote ("Machine") settings, where coven.server.command lives. */
 const MACHINE_SETTINGS = env('COVEN_E2E_MACHINE_SETTINGS');
-const { chromium } = createRequire(join(env('COVEN_E2E_TOOLS'), 'package.json'))('playwright-core');
 
-const STEP_MS = 120_000;
 const PROMPT = 'Prepare the release: check the notes, then the parser and the docs.';
 const SESSION_TITLE = PROMPT.split('\n')[0];
 const TASKS = ['Check the parser', 'Check the docs'];
@@ -46,42 +38,10 @@ const MERGE_TASKS = ['Note the parser change', 'Reword the flag'];
 const REVIEW_PROMPT = 'Prepare an upgrade guide for users.';
 const REVIEW_TASK = 'Write the upgrade guide';
 
-mkdirSync(ARTIFACTS, { recursive: true });
-const started = Date.now();
-const log = (message) => console.log(`[drive +${((Date.now() - started) / 1000).toFixed(1)}s] ${message}`);
-const browserLog = [];
-
-const context = await chromium.launchPersistentContext(PROFILE, {
-  executablePath: CHROMIUM,
-  headless: true,
-  viewport: { width: 1600, height: 1000 },
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
-const page = context.pages()[0] ?? (await context.newPage());
-page.setDefaultTimeout(STEP_MS);
-page.on('console', (m) => browserLog.push(`[${m.type()}] ${m.text()}`));
-page.on('pageerror', (e) => browserLog.push(`[pageerror] ${e.message}`));
+const { context, page, log, browserLog, screenshot, runCommand, newSession: startSession } = await openBrowser({ artifacts: ARTIFACTS });
 
 const sidebar = page.locator('.part.sidebar');
 const rows = sidebar.locator('.monaco-list-row');
-let shot = 0;
-/**
- * `hover`: a tooltip is showing, and is cleared (Escape) afterwards. `pointer`: the pointer stays
- * where it is (inline actions show), with no Escape after (it would also hide notifications).
- */
-const screenshot = async (name, { hover = false, pointer = false } = {}) => {
-  const file = join(ARTIFACTS, `${String(++shot).padStart(2, '0')}-${name}.png`);
-  if (!hover && !pointer) await page.mouse.move(1100, 400); // no hover tooltip over the tree
-  await page.screenshot({ path: file });
-  log(`screenshot ${file}`);
-  if (hover) {
-    // Leave no tooltip behind for the next screenshot.
-    await page.mouse.move(1100, 400);
-    await page.keyboard.press('Escape');
-  }
-  if (pointer) await page.mouse.move(1100, 400);
-};
-
 /** The tree as [{index, level, label}] in display order (the list is virtualised: sort by index). */
 async function treeRows() {
   const all = await rows.evaluateAll((els) =>
@@ -102,15 +62,6 @@ const topRow = (title) => sidebar.locator(`.monaco-list-row[aria-level="1"][aria
 async function waitForRow(labelPrefix, what) {
   log(`waiting for ${what}: row "${labelPrefix}…"`);
   await row(labelPrefix).first().waitFor({ state: 'visible' });
-}
-
-async function runCommand(title) {
-  await page.keyboard.press('F1');
-  const input = page.locator('.quick-input-widget input');
-  await input.waitFor({ state: 'visible' });
-  await input.fill(`>${title}`);
-  await page.locator('.quick-input-widget .monaco-list-row', { hasText: title }).first().waitFor();
-  await page.keyboard.press('Enter');
 }
 
 async function clickInline(rowLocator, action) {
@@ -156,10 +107,7 @@ async function widenSidebar(width) {
 }
 
 async function newSession(prompt) {
-  await runCommand('Coven: New Session');
-  await page.locator('.quick-input-widget', { hasText: 'New Coven Session' }).waitFor();
-  await page.locator('.quick-input-widget input').fill(prompt);
-  await page.keyboard.press('Enter');
+  await startSession(prompt);
   await waitForRow(prompt, `the session "${prompt}"`);
 }
 

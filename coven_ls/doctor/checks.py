@@ -173,18 +173,14 @@ def _database(path: Path) -> Finding:
     found = f"{path}, schema {version}, {size / 2**20:.1f} MiB"
     holder = _holder(path)
     if holder is not None:
-        found += f"; open in coven-ls process {holder}"
+        found += f"; in use by coven-ls process {holder}"
     if version > SCHEMA_VERSION:
         return Finding(
             "database", "error", title, found + f" (this coven-ls knows up to {SCHEMA_VERSION})",
             "Upgrade coven-ls, or set initializationOptions.stateDir to use another folder.",
         )  # fmt: skip
-    if holder is not None:
-        return Finding(
-            "database", "warning", title, found,
-            "Another editor window has this folder's sessions; a second server there is "
-            "refused until it closes (a TCP server, --tcp, is how several editors share one).",
-        )  # fmt: skip
+    # Held by a running server is how it should be (the editor's own, say); only a second server
+    # on the folder would be refused, and that one says so itself, naming this pid.
     return Finding("database", "ok", title, found)
 
 
