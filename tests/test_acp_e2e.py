@@ -280,3 +280,43 @@ async def test_a_store_held_by_a_language_server_is_named(
             await agent.conn.new_session(cwd=str(server.workspace), mcp_servers=[])
         assert caught.value.code == -32005
         assert str(server.client._server.pid) in str(caught.value)
+
+
+async def test_a_subagents_tool_calls_show_under_its_agent_call(
+    home: Path, model: ScriptedModel
+) -> None:
+    """The CLI runs an Agent call's subagent in the background: its tool calls reach the editor
+    as they happen, marked with the Agent call they belong to; its words stay its own."""
+    (home / "workspace" / "notes.txt").write_text("hello notes\n")
+    agent_call = {
+        "description": "Read notes",
+        "prompt": "Read the notes file",
+        "subagent_type": "general-purpose",
+    }
+    model.on("Survey with a helper", ToolUse("Agent", agent_call))
+    model.on("Async agent launched", "A helper is on it.")
+    model.on(
+        "Read the notes file",
+        ToolUse("Read", {"file_path": str(home / "workspace" / "notes.txt")}),
+        subagent=True,
+    )
+    model.on("hello notes", "The notes say hello.", subagent=True)
+    model.on(lambda r: "task-notification" in r.all_text, "The helper read the notes.")
+    async with acp_agent(home, model) as agent:
+        sid = await agent.new()
+        assert (await agent.prompt(sid, "Survey with a helper")).stop_reason == "end_turn"
+        editor = agent.editor
+
+        def calls() -> list[Any]:
+            return editor.of(sid, "tool_call")
+
+        await editor.wait(
+            lambda: any(c.title.startswith("↳ Read") for c in calls()), "the subagent's Read"
+        )
+        [outer] = [c for c in calls() if c.title.startswith("Agent")]
+        [inner] = [c for c in calls() if c.title.startswith("↳ Read")]
+        assert inner.field_meta == {"coven": {"parentToolCallId": outer.tool_call_id}}
+        await editor.wait(
+            lambda: editor.text(sid).endswith("The helper read the notes."), "the report"
+        )
+        assert "The notes say hello." not in editor.text(sid)  # the subagent's own words

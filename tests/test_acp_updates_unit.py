@@ -82,3 +82,23 @@ def test_a_turn_reports_its_tokens_and_cost() -> None:
     )
     assert (update.used, update.size) == (115, updates.CONTEXT_WINDOW)
     assert (update.cost.amount, update.cost.currency) == (0.25, "USD")
+
+
+def test_a_subagents_tool_calls_are_marked_with_their_agent_call_and_its_words_are_not_shown() -> (
+    None
+):
+    view = updates.SessionView()
+    [call] = updates.event_updates(
+        event(
+            "toolUse", toolUseId="t2", name="Grep", input={"pattern": "TODO"}, parentToolUseId="t1"
+        ),
+        view,
+    )
+    assert call.title.startswith("↳ Grep") and call.kind == "search"
+    assert call.field_meta == {"coven": {"parentToolCallId": "t1"}}
+    [done] = updates.event_updates(
+        event("toolResult", toolUseId="t2", content="3 found", isError=False, parentToolUseId="t1"),
+        view,
+    )
+    assert done.status == "completed" and done.field_meta == {"coven": {"parentToolCallId": "t1"}}
+    assert updates.event_updates(event("text", text="Looking", parentToolUseId="t1"), view) == []

@@ -152,7 +152,7 @@ class CovenAgent:
         session = self._session(session_id)
         view = self._view(session_id)
         for event in await session.events_after(0):
-            for update in _replayed(event, view, self.hub):
+            for update in updates.event_updates(event, view, replay=True):
                 await self._send_now(session_id, update)
         self._open.add(session_id)
         return LoadSessionResponse(modes=_modes(session.config.permission_mode or "default"))
@@ -300,7 +300,7 @@ class CovenAgent:
 
     def observe(self, event: dict[str, Any]) -> None:
         sid = event["sessionId"]
-        if sid in self._open and event.get("parentToolUseId") is None:
+        if sid in self._open:
             for update in updates.event_updates(event, self._view(sid)):
                 self._queue(sid, update)
         parent = self._parent_of(sid)
@@ -474,9 +474,3 @@ def _prompt_text(blocks: list[Any]) -> str:
             uri = str(block.uri)
             parts.append("@" + (uri[len("file://") :] if uri.startswith("file://") else uri))
     return "\n".join(parts)
-
-
-def _replayed(event: dict[str, Any], view: updates.SessionView, hub: Hub) -> list[Any]:
-    if event.get("parentToolUseId") is not None:
-        return []
-    return updates.event_updates(event, view, replay=True)

@@ -129,6 +129,12 @@ def event_updates(event: dict[str, Any], view: SessionView, replay: bool = False
     """The updates an event of the session itself becomes (none for most bookkeeping events).
     `replay`: a stored event replayed by `session/load` (its prompts are shown too)."""
     kind = event["kind"]
+    parent = event.get("parentToolUseId")
+    if parent is not None:
+        # A subagent's (the CLI's Agent tool): its tool calls show, marked with the Agent call
+        # they belong to (ACP has no nesting of its own); its words stay in its own transcript.
+        return [_nested(u, parent) for u in event_updates({**event, "parentToolUseId": None}, view)
+                if kind in ("toolUse", "toolResult")]  # fmt: skip
     if kind == "text" or kind == "thinking":
         block = event.get("blockId")
         if block is not None and block in view.streamed:
@@ -204,6 +210,13 @@ def event_updates(event: dict[str, Any], view: SessionView, replay: bool = False
     if kind == "error" or kind == "forkError":
         return [update_agent_message_text(f"\n{event['message']}\n")]
     return []
+
+
+def _nested(update: Update, parent: str) -> Update:
+    if getattr(update, "title", None):
+        update.title = f"↳ {update.title}"
+    update.field_meta = {"coven": {"parentToolCallId": parent}}
+    return update
 
 
 def child_updates(event: dict[str, Any], view: SessionView) -> list[Update]:
