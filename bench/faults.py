@@ -59,6 +59,7 @@ NAMES = {
         "client vanishes mid-permission"
     ),
     "test_sigkill_at_each_point_of_a_fork": "server SIGKILLed: fork {}",
+    "test_sigkill_at_a_failpoint": "server SIGKILLed: at {}",
 }
 QUICK = ["full_disk", "stream_broken_off", "killed_cli"]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -162,3 +163,107 @@ async def test_sigkill_at_each_point_of_a_fork(
     if point == "reviewing":
         workspace = tmp_path / "ws" / "workspace"
         assert (workspace / "docs.txt").exists() and (workspace / "bugs.txt").exists()
+
+
+# --- points inside the server's own steps (coven_ls/core/failpoints.py) -------------------------
+# The server is stopped dead at a named point (COVEN_FAILPOINT) and killed there: between a
+# fork's approval and its children, while its worktrees are being made, between a child's end and
+# the commit of its work, between the merges of two children, and in the middle of a deletion.
+
+FAILPOINTS = ["approved", "worktrees", "commit", "merge", "delete"]
+
+
+def git_lines(repo: Path, *args: str) -> list[str]:
+    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True)
+    return done.stdout.splitlines()
+
+
+@pytest.mark.parametrize("point", FAILPOINTS)
+async def test_sigkill_at_a_failpoint(
+    coven_factory: Callable[..., Awaitable[Coven]],
+    model: ScriptedModel,
+    tmp_path: Path,
+    point: str,
+    fault: FaultRecord,
+) -> None:
+    workspace = tmp_path / "ws" / "workspace"
+    make_repository(workspace)
+    options: dict[str, Any] = {"forkMode": "approve" if point == "approved" else "auto"}
+    model.on(PLAN, FORK, times=1)
+    for label, name in (("Write the docs", "docs.txt"), ("Fix the bugs", "bugs.txt")):
+        model.on(
+            assigned(label),
+            ToolUse("Bash", {"command": f"printf '{label}\\n' > {name} && echo wrote-{name}"}),
+        )
+        model.on(f"wrote-{name}", f"{label}: done.")
+    model.on("<fork-results>", "Both parts are done.")
+    marker = tmp_path / "failpoint-reached"
+    armed = {"COVEN_FAILPOINT": point, "COVEN_FAILPOINT_FILE": str(marker)}
+    first = await coven_factory(home="ws", init_options=options, extra_env=armed)
+    sid = await first.start(PLAN)
+    if point == "approved":
+        proposed = await first.wait_kind(sid, "forkProposed")
+        await first.request("coven/decideFork", {"forkId": proposed["forkId"], "approve": True})
+    if point == "delete":
+        await first.wait_for(
+            lambda e: (
+                e["sessionId"] == sid
+                and e["kind"] == "turnResult"
+                and e["text"] == "Both parts are done."
+            ),
+            what="the fork's end",
+        )
+        deleting = asyncio.ensure_future(first.request("coven/deleteSession", {"sessionId": sid}))
+    await wait_until(marker.exists, 90, f"the server to reach {point}")
+    seen = {s: list(first.of(s)) for s in {e["sessionId"] for e in first.events}}
+    server = first.client._server
+    assert server is not None and int(marker.read_text()) == server.pid
+    os.kill(server.pid, signal.SIGKILL)
+    fault.inject()
+    await asyncio.wait_for(server.wait(), 30)
+    await wait_until(lambda: not first.agent_pids(), 30, "the killed server's agents to die")
+    if point == "delete":
+        with pytest.raises(Exception):  # noqa: B017 (no answer: the server died in the middle)
+            await deleting
+
+    second = await coven_factory(home="ws", init_options=options)
+    for session_id, events in seen.items():
+        stored = await second.request("coven/getEvents", {"sessionId": session_id})
+        assert fault.lost(events, stored["events"]) == 0, f"{session_id} lost events"
+    fault.recovered()
+    # What the restart said happened before this client was attached: read, as clients do.
+    restarted = (await second.request("coven/getEvents", {"sessionId": sid}))["events"]
+
+    if point == "delete":
+        # Its worktrees were already gone; the sessions were not: deleting again finishes it.
+        await second.request("coven/deleteSession", {"sessionId": sid})
+        listed = (await second.request("coven/listSessions", {}))["sessions"]
+        assert listed == []
+    else:
+        [interrupted] = [e for e in restarted if e["kind"] == "forkInterrupted"]
+        await second.request("coven/resumeFork", {"forkId": interrupted["forkId"]})
+        answer = await second.wait_for(
+            lambda e: (
+                e["sessionId"] == sid
+                and e["kind"] == "turnResult"
+                and e["text"] == "Both parts are done."
+            ),
+            what="the parent's answer to the fork's results",
+        )
+        results = [e for e in second.of(sid, "prompt") if e["origin"] == "forkResults"]
+        assert len(results) == 1 and answer["seq"] > results[0]["seq"]
+        assert (
+            "Write the docs: done." in results[0]["text"]
+            and "Fix the bugs: done." in results[0]["text"]
+        )
+        # Each child's work is in the working tree once: merged, not twice, not half.
+        assert (workspace / "docs.txt").read_text() == "Write the docs\n"
+        assert (workspace / "bugs.txt").read_text() == "Fix the bugs\n"
+    # Nothing left of the children in git: no worktree but the user's, no stray branch when
+    # the session is gone.
+    assert len([w for w in git_lines(workspace, "worktree", "list") if w.strip()]) == (
+        1 if point == "delete" else 3
+    )
+    if point == "delete":
+        assert git_lines(workspace, "branch", "--list", "coven/*") == []
+    assert git_lines(workspace, "status", "--porcelain", "--untracked-files=no") == []

@@ -37,7 +37,7 @@ from ..protocol.types import (
     Usage,
     Worktree,
 )
-from . import isolation
+from . import failpoints, isolation
 from .agent import AgentSpec
 from .isolation import ForkTrees
 from .session import Outcome, Session, SessionConfig
@@ -557,6 +557,7 @@ class ForkManager:
 
     async def _prepare_and_run(self, fork: Fork) -> None:
         try:
+            await failpoints.reached("approved")
             await self._prepare(fork)
         except Exception as exc:
             # A bug or a broken state folder: the parent must not wait for children that will
@@ -594,6 +595,7 @@ class ForkManager:
             fork.trees = trees
             self._host.fork_changed(fork)
             await self._host.flushed()  # stored before git makes them: a crash leaves no orphan
+            await failpoints.reached("worktrees")
             try:
                 trees_made = await isolation.make(trees, places)
             except (GitError, OSError) as exc:
@@ -679,6 +681,7 @@ class ForkManager:
         for child in fork.children:
             if _pending(child):
                 await self._merge(child)
+                await failpoints.reached("merge")  # one child merged, the next not yet
         await self._finish_measured(fork, interrupted)
 
     async def _finish_measured(self, fork: Fork, interrupted: str | None = None) -> None:
@@ -693,6 +696,7 @@ class ForkManager:
         tree = child.worktree
         assert tree is not None
         ok = self._result_of(child, interrupted).ok
+        await failpoints.reached("commit")
         try:
             changes = await isolation.collect(tree, child.label or "", ok)
         except GitError as exc:
@@ -910,6 +914,16 @@ class ForkManager:
                 f"Fork {fork_id}'s parent has no agent conversation to fork.",
                 {"forkId": fork_id, "state": fork.state.value},
             )
+        if not fork.children:
+            # Cut off before its children existed (approved, its worktrees not made yet): it
+            # starts now as it would have then. Worktrees planned and left half made were
+            # removed by the restart (Hub._remove_orphans).
+            fork.state = ForkState.RUNNING
+            fork.prepared = anyio.Event()
+            fork.parent.set_status("forking")
+            self._host.fork_changed(fork)
+            self._host.spawn(self._prepare_and_run(fork), name=f"fork {fork.id}")
+            return
         again = self._unfinished(fork)
         fork.state = ForkState.RUNNING
         fork.parent.set_status("forking")

@@ -23,7 +23,7 @@ from anyio.abc import TaskGroup
 from .. import protocol
 from ..protocol import EventDict, Status, events
 from ..protocol.types import Usage
-from . import isolation
+from . import failpoints, isolation
 from .agent import AgentSpec, Backend, ClaudeBackend
 from .fork import Fork, ForkManager, ForkState, fork_prompt, results_reached
 from .journal import Journal
@@ -515,6 +515,7 @@ class Hub:
             if node.worktree is not None:  # its work goes with it
                 tree = node.worktree
                 await isolation.remove_quietly(tree.repository, tree.path, tree.branch)
+        await failpoints.reached("delete")  # worktrees gone, the sessions still stored
         ids = [s.id for s in subtree]
         await self.flushed()
         store = self.journal.store_of(session.id)
