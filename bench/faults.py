@@ -58,6 +58,10 @@ NAMES = {
     "test_a_permission_question_dies_with_the_editor_that_was_asked": (
         "client vanishes mid-permission"
     ),
+    "test_a_fork_approval_outlives_the_editor_that_was_asked": "client vanishes mid-approval",
+    "test_a_client_gone_before_its_get_events_answer_leaves_the_server_well": (
+        "client vanishes mid-getEvents"
+    ),
     "test_sigkill_at_each_point_of_a_fork": "server SIGKILLed: fork {}",
     "test_sigkill_at_a_failpoint": "server SIGKILLed: at {}",
 }
