@@ -277,6 +277,7 @@ class FakeAgent:
         self.sent: list[str] = []
         self.interrupts = 0
         self.stopped_tasks: list[str] = []
+        self.modes: list[str] = []
         self._script: list[Step] | None = None
         self._spoken = False  # the script is the CLI's own words, not a reply to a message
         self._sent = anyio.Event()
@@ -305,6 +306,9 @@ class FakeAgent:
 
     async def stop_task(self, task_id: str) -> None:
         self.stopped_tasks.append(task_id)
+
+    async def set_permission_mode(self, mode: str) -> None:
+        self.modes.append(mode)
 
     async def interrupt(self) -> None:
         self.interrupts += 1

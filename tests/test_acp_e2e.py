@@ -320,3 +320,18 @@ async def test_a_subagents_tool_calls_show_under_its_agent_call(
             lambda: editor.text(sid).endswith("The helper read the notes."), "the report"
         )
         assert "The notes say hello." not in editor.text(sid)  # the subagent's own words
+
+
+async def test_set_mode_changes_what_the_running_cli_asks(home: Path, model: ScriptedModel) -> None:
+    """Switched to acceptEdits mid-session, the CLI writes files without asking."""
+    target = home / "workspace" / "plan.md"
+    model.on("Start", "Started.")
+    model.on("Write the plan", ToolUse("Write", {"file_path": str(target), "content": "plan\n"}))
+    model.on("File created", "Written.")
+    async with acp_agent(home, model) as agent:
+        sid = await agent.new()
+        await agent.prompt(sid, "Start")
+        await agent.conn.set_session_mode(session_id=sid, mode_id="acceptEdits")
+        assert (await agent.prompt(sid, "Write the plan")).stop_reason == "end_turn"
+        assert target.read_text() == "plan\n"
+        assert agent.editor.asked == []  # nobody was asked

@@ -183,8 +183,7 @@ class CovenAgent:
         if session_id in self._pending:
             self._pending[session_id] = (self._pending[session_id][0], mode_id)
             return SetSessionModeResponse()
-        session = self._session(session_id)
-        session.config.permission_mode = mode_id  # type: ignore[assignment]
+        await self._session(session_id).set_permission_mode(mode_id)  # type: ignore[arg-type]
         return SetSessionModeResponse()
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:

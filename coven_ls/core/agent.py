@@ -78,6 +78,9 @@ class Agent(Protocol):
     async def stop_task(self, task_id: str) -> None:
         """Stop one of the CLI's background tasks; its end arrives as a task message."""
 
+    async def set_permission_mode(self, mode: PermissionMode) -> None:
+        """Change the running CLI's permission mode, from its next tool call on."""
+
     async def close(self) -> None: ...
 
     def stderr_tail(self) -> str: ...
@@ -213,6 +216,9 @@ class ClaudeAgent:
 
     async def stop_task(self, task_id: str) -> None:
         await self._client.stop_task(task_id)
+
+    async def set_permission_mode(self, mode: PermissionMode) -> None:
+        await self._client.set_permission_mode(mode)
 
     async def close(self) -> None:
         await self._client.disconnect()

@@ -457,6 +457,12 @@ class Session:
             )
         await self._agent.stop_task(task_id)
 
+    async def set_permission_mode(self, mode: PermissionMode) -> None:
+        """From now on: the running CLI's next tool call, and every later start of it."""
+        self.config.permission_mode = mode
+        if self._agent is not None:
+            await self._agent.set_permission_mode(mode)
+
     async def cancel(self) -> int:
         """Interrupt the running turn and drop queued ones; returns how many were dropped. The
         session stays usable: its agent conversation is kept and the next message resumes it."""
