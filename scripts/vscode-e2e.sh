@@ -255,22 +255,27 @@ start_code_server "$WORK/code-server.log" "$USER_DATA" "$EXTENSIONS" "$PORT" "$W
 
 # --- the browser --------------------------------------------------------------------------------
 
+drive() { # NAME SECONDS PORT WORKSPACE [VAR=VALUE...]: e2e/NAME.mjs in headless Chromium, its log followed
+    local name=$1 seconds=$2 port=$3 workspace=$4
+    shift 4
+    start_group "$WORK/$name.log" env \
+        COVEN_E2E_URL="http://127.0.0.1:$port" COVEN_E2E_WORKSPACE="$workspace" \
+        COVEN_E2E_ARTIFACTS="$ARTIFACTS" COVEN_E2E_BROWSER_PROFILE="$WORK/$name-browser-profile" \
+        COVEN_E2E_CHROMIUM="$CHROMIUM" COVEN_E2E_TOOLS="$TOOLS_DIR" "$@" \
+        timeout --kill-after=10 "$seconds" "$N24/bin/node" "$CLIENT/e2e/$name.mjs"
+    local driver=${PGIDS[-1]}
+    tail -f "$WORK/$name.log" --pid "$driver" >&2 &
+    local follower=$! status
+    set +e
+    wait "$driver"
+    status=$?
+    set -e
+    wait "$follower" 2>/dev/null || true
+    ((status == 0)) || die "e2e/$name.mjs failed (exit $status); screenshots and logs in $ARTIFACTS"
+}
+
 log "driving VS Code in headless Chromium"
-start_group "$WORK/drive.log" env \
-    COVEN_E2E_URL="http://127.0.0.1:$PORT" COVEN_E2E_WORKSPACE="$WORKSPACE" \
-    COVEN_E2E_ARTIFACTS="$ARTIFACTS" COVEN_E2E_BROWSER_PROFILE="$WORK/browser-profile" \
-    COVEN_E2E_CHROMIUM="$CHROMIUM" COVEN_E2E_TOOLS="$TOOLS_DIR" \
-    COVEN_E2E_MACHINE_SETTINGS="$USER_DATA/Machine/settings.json" \
-    timeout --kill-after=10 600 "$N24/bin/node" "$CLIENT/e2e/drive.mjs"
-DRIVER=${PGIDS[-1]}
-tail -f "$WORK/drive.log" --pid "$DRIVER" >&2 &
-TAIL=$!
-set +e
-wait "$DRIVER"
-status=$?
-set -e
-wait "$TAIL" 2>/dev/null || true
-((status == 0)) || die "the browser run failed (exit $status); screenshots and logs in $ARTIFACTS"
+drive drive 600 "$PORT" "$WORKSPACE" COVEN_E2E_MACHINE_SETTINGS="$USER_DATA/Machine/settings.json"
 
 # The last server the extension started (after the setting was fixed) found the earlier session in
 # its store: the client must have rebuilt its tree from coven/listSessions and coven/getEvents.
@@ -317,21 +322,7 @@ PORT2=$(free_port)
 log "starting a second code-server on 127.0.0.1:$PORT2 (no coven-ls anywhere)"
 start_code_server "$WORK/firstrun-code-server.log" "$USER_DATA2" "$EXTENSIONS2" "$PORT2" "$WORKSPACE2" "$BARE_PATH"
 OWN_ENV=$USER_DATA2/User/globalStorage/coven.coven-vscode/coven-env
-start_group "$WORK/firstrun.log" env \
-    COVEN_E2E_URL="http://127.0.0.1:$PORT2" COVEN_E2E_WORKSPACE="$WORKSPACE2" \
-    COVEN_E2E_ARTIFACTS="$ARTIFACTS" COVEN_E2E_BROWSER_PROFILE="$WORK/firstrun-browser-profile" \
-    COVEN_E2E_CHROMIUM="$CHROMIUM" COVEN_E2E_TOOLS="$TOOLS_DIR" COVEN_E2E_OWN_ENV="$OWN_ENV" \
-    COVEN_E2E_USER_DATA="$USER_DATA2" \
-    timeout --kill-after=10 1500 "$N24/bin/node" "$CLIENT/e2e/firstrun.mjs"
-DRIVER=${PGIDS[-1]}
-tail -f "$WORK/firstrun.log" --pid "$DRIVER" >&2 &
-TAIL=$!
-set +e
-wait "$DRIVER"
-status=$?
-set -e
-wait "$TAIL" 2>/dev/null || true
-((status == 0)) || die "the first run failed (exit $status); screenshots and logs in $ARTIFACTS"
+drive firstrun 1500 "$PORT2" "$WORKSPACE2" COVEN_E2E_OWN_ENV="$OWN_ENV" COVEN_E2E_USER_DATA="$USER_DATA2"
 # The server log says what the extension did: set up once, reused on the restart, set up again
 # once the environment was broken.
 SERVER_LOG2=$(find "$USER_DATA2/logs" -name '*Coven Server.log' | head -n 1)
