@@ -85,6 +85,7 @@ from common import LspClient, percentile, print_target, proc_value, spawn_server
 from coven_ls import protocol
 from coven_ls.core.agent import Agent, AgentSpec, PermissionAsker
 from coven_ls.core.hub import ClientSettings, Hub
+from coven_ls.core.journal import SWITCH_INTERVAL
 from coven_ls.core.session import Session, SessionConfig
 from coven_ls.core.store import Store, database_path
 from coven_ls.protocol.events import Payload, Text, ToolResult, ToolUse
@@ -526,7 +527,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeat", type=int, default=30, help="round trips per request in part 3 (default 30)"
     )
+    parser.add_argument(
+        "--switch-interval",
+        type=float,
+        default=SWITCH_INTERVAL,
+        help=f"the interpreter's switch interval, s (default {SWITCH_INTERVAL:g}: what a serving "
+        "coven-ls sets; CPython's own is 0.005)",
+    )
     args = parser.parse_args(argv)
+    if args.switch_interval <= 0:
+        parser.error("--switch-interval must be positive")
+    sys.setswitchinterval(args.switch_interval)
     if min(args.sessions, args.events, args.load_events, args.repeat) < 1:
         parser.error("--sessions, --events, --load-events and --repeat must be at least 1")
     if min(args.rate, args.heavy_rate, args.paced_seconds) <= 0:
@@ -553,6 +564,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{args.sessions} sessions x {args.events} events; mean event JSON bytes: "
         + ", ".join(f"{k} {v:.0f}" for k, v in sizes.items())
+        + f"; switch interval {1000 * sys.getswitchinterval():g} ms"
     )
 
     with tempfile.TemporaryDirectory(prefix="store-bench-") as tmp:

@@ -199,8 +199,11 @@ def main(argv: list[str] | None = None) -> int:
         from .doctor.checks import main as doctor_main
 
         return doctor_main(args.root, args.state_dir, args.claude, args.json)
+    from .core.journal import tune_interpreter
+
     if args.command == "acp":
         _setup_logging(args)
+        tune_interpreter()
         from .acp.serve import serve_acp
 
         try:
@@ -211,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         print("coven-ls: --token-file goes with --tcp", file=sys.stderr)
         return 2
     _setup_logging(args)
+    tune_interpreter()
     from .lsp.auth import TokenError, resolve_token
     from .lsp.server import serve_stdio, serve_tcp
 

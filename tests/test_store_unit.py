@@ -96,7 +96,14 @@ def test_a_burst_is_one_statement_whatever_its_size(store: Store) -> None:
 
 
 def test_events_are_stored_as_they_were_sent(store: Store) -> None:
-    sent = [event("s-1", 1, 'quotes " and \\ and\nnewlines, ünïcödé ✓'), event("s-2", 1)]
+    # Each body is cut out of the burst's blob by its byte offset: multi-byte characters before
+    # an event must not shift it.
+    sent = [
+        event("s-1", 1, 'quotes " and \\ and\nnewlines, ünïcödé ✓'),
+        event("s-2", 1),
+        event("s-1", 2, "four bytes: 🙂🙂, and a NUL: \x00"),
+        event("s-2", 2, "after them"),
+    ]
     store.write(sent)
     rows = store._reader.execute("SELECT session_id, seq, kind, body FROM events").fetchall()
     assert rows == [(e["sessionId"], e["seq"], e["kind"], body.decode()) for e, body in sent]

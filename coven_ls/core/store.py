@@ -279,25 +279,29 @@ class Store:
         they changed.
 
         The whole burst is one statement (an insert into the `burst` view, whose trigger writes
-        the three tables from JSON arrays), run in autocommit: one sqlite3_step, so the GIL is
-        let go and taken back once per burst. executemany lets it go once a row, and each time
-        it is taken back while any other thread is busy costs up to the interpreter's switch
-        interval (5 ms): a burst of 900 rows took seconds beside one CPU-bound thread."""
-        bodies = [body for _, body in events]
+        the three tables), run in autocommit: one sqlite3_step, so the GIL is let go and taken
+        back once per burst. executemany lets it go once a row, and each time it is taken back
+        while any other thread is busy costs up to the interpreter's switch interval: a burst
+        of 900 rows took seconds beside one CPU-bound thread."""
+        # The events go as their bodies side by side in one blob, and a small JSON array of
+        # (session id, seq, kind, where its body starts, its length): sqlite cuts each body out
+        # of the blob instead of parsing it (parsing ~1 KB of JSON an event was a third of a
+        # commit's time, and the GIL-bound writer's time is what a busy relay waits for).
+        keys: list[tuple[str, int, str, int, int]] = []
+        start = 1  # substr counts from 1
+        bodies: list[bytes] = []
+        for event, body in events:
+            keys.append((event["sessionId"], event["seq"], event["kind"], start, len(body)))
+            start += len(body)
+            bodies.append(body)
         session_rows = [_session_row(s) for s in sessions]
         fork_rows = [_fork_row(f) for f in forks]
-        if not (bodies or session_rows or fork_rows):
+        if not (keys or session_rows or fork_rows):
             return
-        # The events go as their own JSON, side by side: sqlite reads each one's session id,
-        # seq and kind out of it and stores it as it came.
-        burst = (
-            (b"[" + b",".join(bodies) + b"]").decode(),
-            _encode(session_rows).decode(),
-            _encode(fork_rows).decode(),
-        )
+        burst = (_encode(keys), b"".join(bodies), _encode(session_rows), _encode(fork_rows))
         with self._lock:
-            self._db.execute("INSERT INTO burst VALUES (?, ?, ?)", burst)
-            self._unchecked += len(burst[0]) + len(burst[1]) + len(burst[2])
+            self._db.execute("INSERT INTO burst VALUES (?, ?, ?, ?)", burst)
+            self._unchecked += sum(len(part) for part in burst)
 
     def delete_sessions(self, session_ids: list[str]) -> None:
         ids = _encode(session_ids)
@@ -436,16 +440,20 @@ def _by_position(columns: tuple[str, ...]) -> dict[str, str]:
     return {c: f"$[{i}]" for i, c in enumerate(columns)}
 
 
-_EVENT_COLUMNS = {"session_id": "$.sessionId", "seq": "$.seq", "kind": "$.kind", "body": "$"}
-
-# What Store.write inserts into: one row of three JSON arrays (events, session rows, fork rows)
-# whose trigger writes them all. Temporary (this connection's own), so not part of the schema.
+# What Store.write inserts into: one row of the events' keys (a JSON array of [session id, seq,
+# kind, start, length]) and their bodies (one blob), and two JSON arrays of session and fork
+# rows, whose trigger writes them all. Temporary (this connection's own), not part of the schema.
 BURST = f"""
-CREATE TEMP VIEW burst (events, sessions, forks) AS SELECT NULL, NULL, NULL;
+CREATE TEMP VIEW burst (event_keys, event_bodies, sessions, forks) AS
+    SELECT NULL, NULL, NULL, NULL;
 CREATE TEMP TRIGGER burst_write INSTEAD OF INSERT ON burst BEGIN
     {_from_json("sessions", _by_position(SESSION_COLUMNS), "NEW.sessions", upsert=True)}
     {_from_json("forks", _by_position(FORK_COLUMNS), "NEW.forks", upsert=True)}
-    {_from_json("events", _EVENT_COLUMNS, "NEW.events")}
+    INSERT INTO events (session_id, seq, kind, body)
+        SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),
+            json_extract(value, '$[2]'), CAST(substr(NEW.event_bodies, json_extract(value, '$[3]'),
+            json_extract(value, '$[4]')) AS TEXT)
+        FROM json_each(NEW.event_keys) WHERE true ORDER BY key;
 END;
 """
 
