@@ -274,6 +274,8 @@ class FakeAgent:
         self.opened_in_task = _task_id()
         self.closed_in_task: int | None = None
         self.closed = False
+        self.killed = False
+        self.killed_while_open = False
         self.sent: list[str] = []
         self.interrupts = 0
         self.stopped_tasks: list[str] = []
@@ -324,6 +326,10 @@ class FakeAgent:
         self._sent.set()
         self.closed_in_task = _task_id()
         self.backend.closes.append(self)
+
+    def kill(self) -> None:
+        self.killed = True
+        self.killed_while_open = not self.closed
 
     def stderr_tail(self) -> str:
         return self.backend.stderr

@@ -673,6 +673,9 @@ async def test_a_silent_child_is_stopped_and_its_fork_ends(tmp_path: Path) -> No
     assert stuck["ok"] is False and "childIdleTimeoutSeconds" in stuck["error"]
     assert "said nothing for 0.3 seconds" in text
     assert frozen.reached.is_set()
+    # Silent that long, it would not heed a graceful close either: killed, then closed.
+    [killed] = [agent for agent in rig.backend.closes if agent.killed]
+    assert killed.closed and killed.killed_while_open
 
 
 async def test_waiting_for_the_users_permission_answer_is_not_silence(tmp_path: Path) -> None:

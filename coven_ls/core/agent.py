@@ -83,6 +83,10 @@ class Agent(Protocol):
 
     async def close(self) -> None: ...
 
+    def kill(self) -> None:
+        """End the process at once, for one that no longer answers (frozen, hung): a graceful
+        close waits on it (stdin closed, then SIGTERM) for seconds. close() still follows."""
+
     def stderr_tail(self) -> str: ...
 
 
@@ -222,6 +226,19 @@ class ClaudeAgent:
 
     async def close(self) -> None:
         await self._client.disconnect()
+
+    def kill(self) -> None:
+        # The SDK has no public handle on its process, and its disconnect() gives a process 5 s
+        # to end after stdin is closed, then 5 s after SIGTERM, which a stopped one never
+        # handles: a frozen child held its fork 10 s past its idle limit. Without the handle
+        # (another SDK), close() still ends the process, only later.
+        process = getattr(getattr(self._client, "_transport", None), "_process", None)
+        if process is None or getattr(process, "returncode", 0) is not None:
+            return
+        try:
+            process.kill()
+        except ProcessLookupError:
+            pass
 
     def stderr_tail(self) -> str:
         return "\n".join(self._stderr)

@@ -672,6 +672,8 @@ class Session:
                 failure = exc.message
             elif isinstance(exc, ChildIdle):
                 failure = str(exc)
+                if self._agent is not None:
+                    self._agent.kill()  # silent this long: it would not heed a graceful close
             elif isinstance(exc, AgentStartError):
                 failure = str(exc)
             else:
