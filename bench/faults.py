@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -113,7 +113,7 @@ class FaultTable:
         elif report.failed:
             row.survived = False
         # The fixture hands its figures in at its teardown.
-        figures: dict[str, Any] | None = dict(report.user_properties).get("fault")
+        figures = cast("dict[str, Any] | None", dict(report.user_properties).get("fault"))
         if figures is not None:
             row.lost = figures["eventsLost"]
             row.recover = figures["recoverSeconds"]

@@ -89,6 +89,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -373,7 +374,7 @@ def run_direct(template: Repo, n: int) -> Direct:
             for k in range(1, n + 1):
                 where = root / "state" / "worktrees" / "f-bench" / f"{k}"
                 branch = f"coven/f-bench/{k}-task-{k}"
-                tree, took = timed(lambda w=where, b=branch: worktrees.create(info, base, w, b))
+                tree, took = timed(partial(worktrees.create, info, base, where, branch))
                 creates.append(took)
                 trees.append(tree)
             for tree, target, label in zip(trees, targets, labels(n), strict=True):
@@ -381,14 +382,12 @@ def run_direct(template: Repo, n: int) -> Direct:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 with path.open("a") as out:
                     out.write(target.line + "\n")
-                commit, took = timed(lambda t=tree, lb=label: worktrees.commit_all(t.path, lb))
+                commit, took = timed(partial(worktrees.commit_all, tree.path, label))
                 assert commit is not None
                 commits.append(took)
             for tree, label in zip(trees, labels(n), strict=True):
                 result, took = timed(
-                    lambda t=tree, lb=label: worktrees.merge_into_worktree(
-                        info, base, t.branch, label=lb
-                    )
+                    partial(worktrees.merge_into_worktree, info, base, tree.branch, label=label)
                 )
                 if not result.ok:
                     raise RuntimeError(f"{label} did not merge: {result.conflicts}")
@@ -403,7 +402,7 @@ def run_direct(template: Repo, n: int) -> Direct:
             du_bytes = du(root / "state" / "worktrees") + du(repo.top / ".git" / "worktrees")
             for tree in trees:
                 assert tree.branch is not None
-                _, took = timed(lambda t=tree: worktrees.remove(info, t.path, t.branch))
+                _, took = timed(partial(worktrees.remove, info, tree.path, tree.branch))
                 removes.append(took)
         finally:
             os.environ.clear()
@@ -465,10 +464,10 @@ def report_direct(runs: list[Direct], n: int, files: int, shared_wall: float | N
         "worktree costs is mostly writing its files"
     )
     checkout = med(r.checkout_bytes for r in runs)
-    files = med(r.files_bytes for r in runs) / n
+    written = med(r.files_bytes for r in runs) / n
     blocks = med(r.du_bytes for r in runs) / n
     print(
-        f"disk per worktree: {files / MIB:.1f} MiB of files (disk_usage), {blocks / MIB:.1f} MiB "
+        f"disk per worktree: {written / MIB:.1f} MiB of files (disk_usage), {blocks / MIB:.1f} MiB "
         f"on disk with git's folder for it = {blocks / checkout:.2f}x the checkout's "
         f"{checkout / MIB:.1f} MiB"
     )
@@ -619,11 +618,11 @@ def report_fork(rounds: list[dict[str, ForkRun]], args: argparse.Namespace, chec
     }
     for mode, runs in by_mode.items():
         wall = med(r.wall for r in runs)
-        disk = [r.disk_bytes for r in runs if r.disk_bytes is not None]
+        sizes = [r.disk_bytes for r in runs if r.disk_bytes is not None]
         print(
             f"{mode:<10}{wall:>8.2f}{wall / base['wall']:>7.2f}x"
             f"{med(r.start for r in runs):>9.2f}{med(r.tail for r in runs):>8.2f}"
-            f"{(f'{med(disk) / MIB:.1f}' if disk else '-'):>10}"
+            f"{(f'{med(sizes) / MIB:.1f}' if sizes else '-'):>10}"
             f"{med(r.du_bytes for r in runs) / MIB:>8.1f}"
             f"{med(r.git_growth for r in runs) / MIB:>10.1f}"
         )
@@ -712,7 +711,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         direct: list[Direct] = []
         rounds: list[dict[str, ForkRun]] = []
-        plan = [(None, m) for _ in range(args.warmup) for m in MODES]
+        plan: list[tuple[int | None, str]] = [(None, m) for _ in range(args.warmup) for m in MODES]
         for r in range(args.rounds):
             order = MODES if r % 2 == 0 else MODES[::-1]
             plan += [(r, m) for m in order]
@@ -727,8 +726,8 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         fell_back: list[str] = []
-        for r, mode in plan if args.measure in ("all", "fork") else []:
-            label = "warm-up" if r is None else f"round {r + 1}"
+        for number, mode in plan if args.measure in ("all", "fork") else []:
+            label = "warm-up" if number is None else f"round {number + 1}"
             run = None
             while run is None:
                 with tempfile.TemporaryFile(prefix="isolation-bench-stderr-") as stderr:
@@ -751,10 +750,10 @@ def main(argv: list[str] | None = None) -> int:
                             file=sys.stderr,
                         )
                         return 1
-            if r is not None:
-                if len(rounds) <= r:
+            if number is not None:
+                if len(rounds) <= number:
                     rounds.append({})
-                rounds[r][mode] = run
+                rounds[number][mode] = run
             disk = "" if run.disk_bytes is None else f", diskBytes {run.disk_bytes / MIB:.1f} MiB"
             print(
                 f"{label:<8} {mode:<8}: wall {run.wall:.2f} s, start {run.start:.2f} s, tail "

@@ -72,7 +72,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,13 +147,12 @@ def make_template(events: int, variant: int) -> list[Burst]:
         message_id = f"asst-{variant}-{cycle}"
         tool_use_id = f"toolu_{variant:02d}{cycle:06d}"
         path = f"src/module_{rng.randint(0, 40)}.py"
-        tool, tool_input = rng.choice(
-            [
-                ("Read", {"file_path": f"/work/project/{path}"}),
-                ("Bash", {"command": f"pytest -q tests/test_{rng.randint(0, 40)}.py -x"}),
-                ("Grep", {"pattern": rng.choice(WORDS), "path": "src", "-n": True}),
-            ]
-        )
+        tools: list[tuple[str, dict[str, Any]]] = [
+            ("Read", {"file_path": f"/work/project/{path}"}),
+            ("Bash", {"command": f"pytest -q tests/test_{rng.randint(0, 40)}.py -x"}),
+            ("Grep", {"pattern": rng.choice(WORDS), "path": "src", "-n": True}),
+        ]
+        tool, tool_input = rng.choice(tools)
         assistant: Burst = [
             Text(text=_sentence(rng, rng.randint(150, 250)), messageId=message_id),
             ToolUse(toolUseId=tool_use_id, name=tool, input=tool_input, messageId=message_id),
@@ -219,6 +218,12 @@ class BenchClient:
 
     async def ask_fork_approval(self, session: Session, tasks: list[str]) -> bool | None:
         return None
+
+    async def ask_review(self, child: Session) -> bool | None:
+        return None
+
+    def show_message(self, message: str, warning: bool) -> None:
+        pass
 
 
 @dataclass
@@ -293,19 +298,24 @@ async def run_hub(
             store, _warning = await hub.open_store(store_at)
             assert store is not None, _warning
         elif store_at is not None:
-            store, _warning = await anyio.to_thread.run_sync(Store.open, store_at)
-            hub.stores[store_at] = store
+            opened, _warning = await anyio.to_thread.run_sync(Store.open, store_at)
+            hub.stores[store_at] = store = opened
         if store is not None:
             client.store = store
             plain_write = store.write
 
             plain_flush = hub.journal._flush_once
 
-            def timed_write(events: list[dict[str, Any]], *rows: Any) -> None:
+            def timed_write(
+                events: Iterable[tuple[dict[str, Any], bytes]],
+                sessions: Iterable[dict[str, Any]] = (),
+                forks: Iterable[dict[str, Any]] = (),
+            ) -> None:
+                batch = list(events)
                 began = time.perf_counter()
-                plain_write(events, *rows)
+                plain_write(batch, sessions, forks)
                 run.writes.append(time.perf_counter() - began)
-                run.events_written += len(events)
+                run.events_written += len(batch)
 
             async def timed_flush() -> None:
                 began = time.perf_counter()
