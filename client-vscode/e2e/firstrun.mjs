@@ -44,6 +44,7 @@ try {
 
   log('the extension sets up its own coven-ls');
   await settingUp.waitFor({ timeout: SETUP_MS });
+  await sidebar.getByText('Setting up coven-ls: a Python environment of its own').waitFor();
   await screenshot('setting-up');
   await sidebar.getByText('No sessions yet').waitFor({ timeout: SETUP_MS });
   await screenshot('set-up');

@@ -62,6 +62,8 @@ export class OwnServer {
       };
     }
     this.log(`setting up coven-ls in ${this.layout.root} with ${found.command} (Python ${found.version}) from ${wheel}`);
+    // The sessions view says what is happening meanwhile (its welcome content reads this key).
+    void vscode.commands.executeCommand('setContext', 'coven.settingUp', true);
     try {
       await vscode.window.withProgress(
         { location: vscode.ProgressLocation.Notification, title: 'Setting up coven-ls', cancellable: true },
@@ -83,6 +85,8 @@ export class OwnServer {
       for (const line of failure.detail) this.log(`  ${line}`);
       const said = failure.detail.length > 0 ? ` pip's last words: ${failure.detail.slice(-2).join(' ')}` : '';
       return { message: `${failure.message}${said}`, retry: true };
+    } finally {
+      void vscode.commands.executeCommand('setContext', 'coven.settingUp', false);
     }
     this.log(`coven-ls is set up in ${this.layout.root}`);
     return this.launch();
