@@ -20,6 +20,11 @@ python3 -m venv .venv
 python -m pip install --quiet --upgrade pip
 python -m pip install --quiet -e '.[test]'
 
+# The ACP TypeScript SDK, whose client drives `coven-ls acp` in tests/test_acp_ts_e2e.py.
+if command -v npm >/dev/null 2>&1; then
+    (cd tests/acp_ts && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 ruff check .
 ruff format --check coven_ls tests bench
 mypy
