@@ -21,11 +21,15 @@ async def rpc_error(coven: Coven, method: str, params: object) -> JsonRpcExcepti
     return caught.value
 
 
-async def test_missing_cli_gives_a_clear_error(coven_factory, tmp_path) -> None:
-    coven = await coven_factory(init_options={"claudePath": str(tmp_path / "no-such-claude")})
+@pytest.mark.parametrize(
+    "name",
+    ["no-such-claude", "\U0001f600" * 300],  # the second: a name too long for the file system
+)
+async def test_missing_cli_gives_a_clear_error(coven_factory, tmp_path, name: str) -> None:
+    coven = await coven_factory(init_options={"claudePath": str(tmp_path / name)})
     error = await rpc_error(coven, "coven/startSession", {"prompt": "hello"})
     assert error.code == -32002
-    assert "no-such-claude" in error.message and "pip install claude-agent-sdk" in error.message
+    assert name in error.message and "pip install claude-agent-sdk" in error.message
     assert (await coven.request("coven/listSessions", {}))["sessions"] == []
 
 
@@ -54,7 +58,17 @@ async def test_broken_cli_gives_a_clear_error(coven_factory, tmp_path) -> None:
         (
             "coven/startSession",
             {"prompt": "x", "cwd": "/no/such/dir"},
-            "is not an existing directory",
+            "is not an existing directory: No such file or directory",
+        ),
+        (  # pathlib's is_dir() raised for it: an internal error
+            "coven/startSession",
+            {"prompt": "x", "cwd": "/tmp/" + "\U0001f600" * 300},
+            "is not an existing directory: File name too long",
+        ),
+        (
+            "coven/startSession",
+            {"prompt": "x", "cwd": "/proc/version"},
+            "is not an existing directory: it is not a directory",
         ),
         ("coven/sendMessage", {"sessionId": "s-1"}, "missing required field 'text'"),
         ("coven/getEvents", {"sessionId": "s-1", "afterSeq": "3"}, "'afterSeq' must be an integer"),

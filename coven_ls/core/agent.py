@@ -133,13 +133,15 @@ def probe_claude(path: str, source: str) -> str:
     """Run `claude --version` and return what it printed, or raise a CovenError that says what to
     install. Blocking: call it from a worker thread."""
     resolved = shutil.which(path) if os.sep not in path else path
-    if not resolved or not Path(resolved).exists():
+    # os.path, not pathlib: its checks are False for any path the OS refuses (too long, a NUL
+    # in it), where pathlib's raise.
+    if not resolved or not os.path.exists(resolved):
         raise protocol.CovenError(
             protocol.ErrorCode.ClaudeUnavailable,
             f"Claude Code CLI not found at '{path}' (from {source}). {INSTALL_HINT}",
             {"claudePath": path, "source": source},
         )
-    if not os.access(resolved, os.X_OK) or Path(resolved).is_dir():
+    if not os.access(resolved, os.X_OK) or os.path.isdir(resolved):
         raise protocol.CovenError(
             protocol.ErrorCode.ClaudeUnavailable,
             f"'{resolved}' (from {source}) is not an executable file. {INSTALL_HINT}",

@@ -11,6 +11,7 @@ import dataclasses
 import logging
 import os
 import sqlite3
+import stat
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -268,9 +269,10 @@ class Hub:
         """`session_id`: one the client chose (ACP names a session before its first prompt)."""
         settings = client.settings
         cwd = os.path.abspath(os.path.expanduser(params.cwd or settings.root))
-        if not Path(cwd).is_dir():
+        problem = directory_problem(cwd)
+        if problem is not None:
             raise protocol.invalid_params(
-                protocol.START_SESSION, f"cwd '{cwd}' is not an existing directory"
+                protocol.START_SESSION, f"cwd '{cwd}' is not an existing directory: {problem}"
             )
         if not params.prompt.strip():
             raise protocol.invalid_params(protocol.START_SESSION, "'prompt' must not be empty")
@@ -564,3 +566,15 @@ def _purge_transcript(session: Session) -> None:
 def _title(prompt: str, limit: int = 80) -> str:
     line = next((ln.strip() for ln in prompt.splitlines() if ln.strip()), "")
     return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+def directory_problem(path: str) -> str | None:
+    """Why `path` cannot be a session's folder, or None. Never raises: a client's path may be
+    anything, and pathlib's is_dir() raises for some (a name too long for the file system)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    except ValueError as exc:  # a NUL in it
+        return str(exc)
+    return None if stat.S_ISDIR(mode) else "it is not a directory"
