@@ -47,6 +47,7 @@ NAMES = {
     "test_a_full_disk_is_said_and_nothing_is_lost_once_there_is_room": "state dir: disk full",
     "test_a_read_only_state_dir_is_said_and_sessions_run_unsaved": "state dir: read-only",
     "test_a_stream_broken_off_midway_is_retried_and_the_answer_whole": "model: reset mid-stream",
+    "test_an_error_mid_stream_is_asked_again_and_the_answer_whole": "model: HTTP {} mid-stream",
     "test_a_model_that_stops_sending_can_be_cancelled_and_the_session_goes_on": (
         "model: stalls mid-stream"
     ),

@@ -551,6 +551,59 @@ async def test_broken_stream_is_retried_then_tried_without_streaming(
     assert result.result.startswith(lost) and result.api_error_status is None
 
 
+@pytest.mark.parametrize(
+    "error",
+    [HttpError(529, "Overloaded", "overloaded_error"), HttpError(500, "Internal", "api_error")],
+    ids=["529", "500"],
+)
+async def test_an_error_event_mid_stream_is_tried_again_without_streaming(
+    model: ScriptedModel, tmp_path: Path, error: HttpError
+) -> None:
+    """The API's `error` event after three deltas (an overload mid-answer, HTTP status 200):
+    the CLI closes the block and the message itself, as for a broken connection, but says no
+    api_retry: it asks again at once, without streaming, and the answer comes whole."""
+    model.on(
+        "shaky",
+        "0123456789abcdef",
+        chunk_chars=2,
+        chunk_delay=0.05,
+        error=error,
+        error_after=3,
+        times=1,
+        usage=Usage(100, 5),
+    )
+    model.on("shaky", "Complete answer.", usage=Usage(200, 7))
+    async with cli_session(model, tmp_path, include_partial_messages=True) as s:
+        await s.client.query("shaky")
+        shaky = await s.turn()
+
+    events = [m.event for m in shaky if isinstance(m, StreamEvent)]
+    assert squeeze([e["type"] for e in events]) == [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_stop",
+    ]
+    assert [e["delta"]["text"] for e in events if e["type"] == "content_block_delta"] == [
+        "01",
+        "23",
+        "45",
+    ]
+    assert retries(shaky) == []
+    texts = [b.text for m in shaky if isinstance(m, AssistantMessage) for b in m.content]
+    assert texts == ["Complete answer."]
+    result = shaky[-1]
+    assert isinstance(result, ResultMessage) and not result.is_error
+    assert result.result == "Complete answer."
+    # The cut-off attempt counts, as a broken connection's does.
+    assert (result.usage["input_tokens"], result.usage["output_tokens"]) == (300, 8)
+    assert [(r.stream_error, r.body["stream"]) for r in model.requests] == [
+        (True, True),
+        (False, False),
+    ]
+
+
 # --------------------------------------------------------------------------- 4. background agents
 
 

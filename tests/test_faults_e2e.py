@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from coven_ls.testing.scripted_model import ScriptedModel
+from coven_ls.testing.scripted_model import HttpError, ScriptedModel
 
 from .harness import Coven, FaultRecord, wait_until
 
@@ -134,6 +134,41 @@ async def test_a_stream_broken_off_midway_is_retried_and_the_answer_whole(
     fault.recovered()
     assert retry["seq"] < result["seq"]
     assert result["text"] == "The whole answer." and result["isError"] is False
+    kept = (await coven.request("coven/getEvents", {"sessionId": sid}))["events"]
+    assert fault.lost(coven.of(sid), kept) == 0
+
+
+@pytest.mark.parametrize(
+    "error",
+    [HttpError(529, "Overloaded", "overloaded_error"), HttpError(500, "Internal", "api_error")],
+    ids=["529", "500"],
+)
+async def test_an_error_mid_stream_is_asked_again_and_the_answer_whole(
+    coven: Coven, model: ScriptedModel, fault: FaultRecord, error: HttpError
+) -> None:
+    """The model's stream ends in an `error` event after three pieces (an overload
+    mid-answer): the CLI asks again without streaming; the pieces already shown are superseded
+    (their block gets no event), the turn's answer is the whole one, and no error is reported."""
+    model.on(
+        "Shaky",
+        "0123456789abcdef",
+        chunk_chars=2,
+        chunk_delay=0.05,
+        error=error,
+        error_after=3,
+        times=1,
+    )
+    model.on("Shaky", "The whole answer.")
+    fault.inject()
+    sid = await coven.start("Shaky")
+    result = await coven.wait_kind(sid, "turnResult")
+    fault.recovered()
+    assert result["text"] == "The whole answer." and result["isError"] is False
+    cut = {d["blockId"] for d in coven.deltas if d["sessionId"] == sid}
+    assert "".join(d["text"] for d in coven.deltas if d["blockId"] in cut).startswith("0123")
+    [text] = coven.of(sid, "text")
+    assert text["text"] == "The whole answer." and text.get("blockId") not in cut
+    assert coven.of(sid, "error") == []
     kept = (await coven.request("coven/getEvents", {"sessionId": sid}))["events"]
     assert fault.lost(coven.of(sid), kept) == 0
 

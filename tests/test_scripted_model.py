@@ -758,6 +758,31 @@ def test_drop_after_zero_and_beyond_the_last_delta(model: ScriptedModel) -> None
         Reply(drop_after=-1)
 
 
+def test_error_after_ends_the_stream_with_an_error_event(model: ScriptedModel) -> None:
+    overloaded = HttpError(529, "Overloaded", "overloaded_error")
+    model.on("shaky", "abcdefghij", chunk_chars=2, error=overloaded, error_after=2)
+    got, broken = read_until_broken(model, body(user("shaky")))
+    assert broken is None  # a whole chunked body: the stream ends, the connection is fine
+    frames = sse(got)
+    assert [d["text"] for d in deltas(frames, 0)] == ["ab", "cd"]
+    assert frames[-1] == (
+        "error",
+        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+    )
+    assert "message_delta" not in [e for e, _ in frames]
+    # Without streaming there is no middle: the HTTP status, as for any error.
+    status, _, _ = post(model, body(user("shaky"), stream=False))
+    assert status == 529
+    assert [r.stream_error for r in model.requests] == [True, False]
+    for bad in (
+        {"error_after": 1},  # no error to send
+        {"error": overloaded, "error_after": -1},
+        {"error": overloaded, "error_after": 1, "drop_after": 1},
+    ):
+        with pytest.raises(ValueError):
+            Reply(**bad)  # type: ignore[arg-type]
+
+
 NOTIFICATION = """<system-reminder>
 [SYSTEM NOTIFICATION - NOT USER INPUT]
 This is an automated background-task event, NOT a message from the user.

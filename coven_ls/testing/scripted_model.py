@@ -221,12 +221,24 @@ class Reply:
     # chunk_delay): no message_delta or message_stop, the connection closed then reset. 0 cuts
     # it right after message_start; a non-streaming answer breaks off halfway through.
     drop_after: int | None = None
+    # With `error`: the error comes as an `error` event in the middle of the stream, after this
+    # many content_block_delta events (and one more chunk_delay), as the API sends an overload
+    # that happens mid-answer; 0: right after message_start. None: an HTTP status before any
+    # stream. A non-streaming request gets the HTTP status either way.
+    error_after: int | None = None
 
     def __post_init__(self) -> None:
         if self.chunk_chars < 1:
             raise ValueError("chunk_chars must be at least 1")
         if self.drop_after is not None and self.drop_after < 0:
             raise ValueError("drop_after must not be negative")
+        if self.error_after is not None:
+            if self.error is None:
+                raise ValueError("error_after needs an error to send")
+            if self.error_after < 0:
+                raise ValueError("error_after must not be negative")
+            if self.drop_after is not None:
+                raise ValueError("give drop_after or error_after, not both")
         for block in self.blocks:
             if not isinstance(block, (Text, Thinking, ToolUse)):
                 raise TypeError(f"not a reply block: {block!r}")
@@ -246,6 +258,7 @@ class ReplyOptions(TypedDict, total=False):
     error: HttpError | None
     usage: Usage | None
     drop_after: int | None
+    error_after: int | None
 
 
 def _as_block(item: Block | str) -> Block:
@@ -272,6 +285,7 @@ class ModelRequest:
     last_user_raw: str = ""  # the last user message's text with its <system-reminder> spans
     aborted: bool = False  # the response was cut short: the client hung up or the model stopped
     dropped: bool = False  # the model reset the connection on purpose (Reply.drop_after)
+    stream_error: bool = False  # the model ended its stream with an error (Reply.error_after)
 
     @property
     def has_tools(self) -> bool:
@@ -606,7 +620,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if rep.latency > 0 and model._stopping.wait(rep.latency):
                 raise _ClientGone
-            if rep.error is not None:
+            if rep.error is not None and (rep.error_after is None or not body.get("stream")):
                 err = rep.error
                 self._send_json(
                     err.status,
@@ -677,6 +691,9 @@ class _Handler(BaseHTTPRequestHandler):
         sent = 0
         if rep.drop_after == 0:
             self._drop(req)
+        if rep.error_after == 0:
+            self._stream_error(req, rep)
+            return
         for index, block in enumerate(blocks):
             start: dict[str, Any]
             deltas: list[dict[str, Any]]
@@ -717,9 +734,15 @@ class _Handler(BaseHTTPRequestHandler):
                 sent += 1
                 if sent == rep.drop_after:
                     self._drop(req, rep.chunk_delay)
+                if sent == rep.error_after:
+                    self._stream_error(req, rep)
+                    return
             self._event("content_block_stop", {"type": "content_block_stop", "index": index})
         if rep.drop_after is not None:  # fewer deltas than drop_after: break off before the end
             self._drop(req, rep.chunk_delay)
+        if rep.error_after is not None:  # fewer deltas than error_after: the error before the end
+            self._stream_error(req, rep)
+            return
         self._event(
             "message_delta",
             {
@@ -734,6 +757,16 @@ class _Handler(BaseHTTPRequestHandler):
         _mark_finished(req)
         self._event("message_stop", {"type": "message_stop"}, last=True)
         self.wfile.flush()
+
+    def _stream_error(self, req: ModelRequest, rep: Reply) -> None:
+        """End the stream with an `error` event, as the API does when a request fails after its
+        stream began (an overload mid-answer): the HTTP status stays 200."""
+        assert rep.error is not None
+        if rep.chunk_delay > 0 and self.model._stopping.wait(rep.chunk_delay):
+            raise _ClientGone
+        req.stream_error = True
+        _mark_finished(req)
+        self._event("error", _error_body(rep.error.error_type, rep.error.message), last=True)
 
     def _drop(self, req: ModelRequest, pause: float = 0.0) -> None:
         """Break the connection off mid-stream, as a failing network or proxy would: no
@@ -1013,7 +1046,7 @@ class ScriptedModel:
 
 # --------------------------------------------------------------------------- script files
 
-_REPLY_KEYS = {"latency", "chunk_chars", "chunk_delay", "drop_after"}
+_REPLY_KEYS = {"latency", "chunk_chars", "chunk_delay", "drop_after", "error_after"}
 _ERROR_KEYS = {"status", "message", "type", "should_retry", "retry_after", "retry_after_ms"}
 _USAGE_KEYS = {
     "input_tokens",
@@ -1058,8 +1091,11 @@ def _parse_reply(spec: Mapping[str, Any], where: str) -> Reply:
         raise TypeError(f"{where}: reply must be a list of blocks")
     error = spec.get("error")
     if error is not None:
-        if "reply" in spec:
-            raise ValueError(f"{where}: give 'reply' or 'error', not both")
+        if "reply" in spec and "error_after" not in spec:
+            raise ValueError(
+                f"{where}: give 'reply' or 'error', not both (unless error_after: the reply's "
+                "first deltas, then the error)"
+            )
         if not isinstance(error, dict) or set(error) - _ERROR_KEYS:
             raise ValueError(
                 f"{where}: error takes status, message, type, should_retry, retry_after "
@@ -1100,6 +1136,10 @@ def load_script(script: str | os.PathLike[str] | Mapping[str, Any]) -> ScriptedM
       - match: "flaky"
         drop_after: 3                   # break the connection off after 3 deltas
         reply: "never finished"
+      - match: "shaky"                  # an `error` event after 2 deltas, mid-stream
+        error_after: 2
+        error: {status: 529, type: overloaded_error, message: "Overloaded"}
+        reply: "cut short"
       - match: "Your directive:"        # a rule for the CLI's subagents only
         subagent: true
         reply: "Done."
@@ -1152,7 +1192,7 @@ def load_script(script: str | os.PathLike[str] | Mapping[str, Any]) -> ScriptedM
         if unknown:
             raise ValueError(
                 f"default: unknown keys {sorted(unknown)}; a mapping default takes reply or "
-                "error (and latency, chunk_chars, chunk_delay, drop_after, usage)"
+                "error (and latency, chunk_chars, chunk_delay, drop_after, error_after, usage)"
             )
         default = _parse_reply(default_spec, "default")
     elif default_spec is not None:
@@ -1198,6 +1238,7 @@ script (YAML or JSON):
       chunk_chars: 40             # optional: characters per streamed delta
       chunk_delay: 0.02           # optional: seconds between deltas
       drop_after: 3               # optional: break the connection off after 3 deltas
+      error_after: 2              # optional, with error: an `error` event after 2 deltas
       subagent: true              # optional: only the CLI's subagents (false: only the main
                                   # conversation)
       usage: {input_tokens: 100, output_tokens: 20, cache_read_input_tokens: 1000,
