@@ -618,8 +618,7 @@ class _Handler(BaseHTTPRequestHandler):
         req = parse_request(self.path, body, arrived)
         rep = model._choose(req)
         try:
-            if rep.latency > 0 and model._stopping.wait(rep.latency):
-                raise _ClientGone
+            self._pause(rep.latency)
             if rep.error is not None and (rep.error_after is None or not body.get("stream")):
                 err = rep.error
                 self._send_json(
@@ -720,12 +719,8 @@ class _Handler(BaseHTTPRequestHandler):
                 {"type": "content_block_start", "index": index, "content_block": start},
             )
             for delta in deltas:
-                if (
-                    not first_delta
-                    and rep.chunk_delay > 0
-                    and self.model._stopping.wait(rep.chunk_delay)
-                ):
-                    raise _ClientGone
+                if not first_delta:
+                    self._pause(rep.chunk_delay)
                 first_delta = False
                 self._event(
                     "content_block_delta",
@@ -758,12 +753,17 @@ class _Handler(BaseHTTPRequestHandler):
         self._event("message_stop", {"type": "message_stop"}, last=True)
         self.wfile.flush()
 
+    def _pause(self, seconds: float) -> None:
+        """Wait `seconds` (a latency, a chunk delay), unless the model is stopping meanwhile:
+        then the answer is abandoned (_ClientGone)."""
+        if seconds > 0 and self.model._stopping.wait(seconds):
+            raise _ClientGone
+
     def _stream_error(self, req: ModelRequest, rep: Reply) -> None:
         """End the stream with an `error` event, as the API does when a request fails after its
         stream began (an overload mid-answer): the HTTP status stays 200."""
         assert rep.error is not None
-        if rep.chunk_delay > 0 and self.model._stopping.wait(rep.chunk_delay):
-            raise _ClientGone
+        self._pause(rep.chunk_delay)
         req.stream_error = True
         _mark_finished(req)
         self._event("error", _error_body(rep.error.error_type, rep.error.message), last=True)
@@ -777,8 +777,7 @@ class _Handler(BaseHTTPRequestHandler):
         Everything sent so far still arrives (FIN first, so the deltas are not lost to the
         reset); then, once the client hangs up or after a second, close() with SO_LINGER 0
         resets the connection (TCP RST) if it is still open."""
-        if pause > 0 and self.model._stopping.wait(pause):
-            raise _ClientGone
+        self._pause(pause)
         req.dropped = True
         conn = self.connection
         with contextlib.suppress(OSError):
