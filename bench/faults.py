@@ -37,11 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # The test files with fault tests (each a `fault` fixture user), and what each row is called.
 FILES = [
-    "tests/test_faults_e2e.py",
-    "tests/test_failures_e2e.py",
-    "tests/test_fork_e2e.py",
-    "tests/test_kill_points_e2e.py",
-    "tests/test_vanishing_client_e2e.py",
+    "tests/e2e/test_faults_e2e.py",
+    "tests/e2e/test_failures_e2e.py",
+    "tests/e2e/test_fork_e2e.py",
+    "tests/e2e/test_kill_points_e2e.py",
+    "tests/e2e/test_vanishing_client_e2e.py",
 ]
 NAMES = {
     "test_a_full_disk_is_said_and_nothing_is_lost_once_there_is_room": "state dir: disk full",

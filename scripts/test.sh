@@ -1,9 +1,39 @@
 #!/usr/bin/env bash
-# Installs what the tests need and runs every suite: ruff, the Python tests (unit, and end to
-# end through the real `claude` CLI), the Neovim plugin headless, the VS Code client's unit
-# tests and its end-to-end test in a real VS Code. Safe to re-run; pytest arguments pass through.
+# Installs what the tests need and runs every suite: ruff, mypy, the schema check, the Python
+# tests (tests/unit, and tests/e2e through the real `claude` CLI), the Neovim plugin headless,
+# the VS Code client's unit tests and its end-to-end test in a real VS Code. Safe to re-run;
+# pytest arguments pass through.
+#
+#   bash scripts/test.sh --quick [pytest args]   the quick lane: ruff, mypy, the schema check and
+#                                                tests/unit (under a minute once .venv exists)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+quick=0
+if [[ ${1:-} == --quick ]]; then
+    quick=1
+    shift
+fi
+
+# The venv is (re)installed when it is missing or pyproject.toml changed since it was: the quick
+# lane must not pay pip's resolution on every run.
+stamp=.venv/.coven-installed
+if [[ ! -x .venv/bin/python || ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+    python3 -m venv .venv
+    .venv/bin/python -m pip install --quiet --upgrade pip
+    .venv/bin/python -m pip install --quiet -e '.[test]'
+    touch "$stamp"
+fi
+. .venv/bin/activate
+
+ruff check .
+ruff format --check coven_ls tests bench
+mypy
+python -m coven_ls.protocol.schema --check
+
+if [[ $quick == 1 ]]; then
+    exec python -m pytest tests/unit -q -p no:cacheprovider "$@"
+fi
 
 # Debian packages the end-to-end tests drive (installed when we are root, as in CI).
 if ! command -v nvim >/dev/null 2>&1; then
@@ -15,20 +45,11 @@ if ! command -v nvim >/dev/null 2>&1; then
     fi
 fi
 
-python3 -m venv .venv
-. .venv/bin/activate
-python -m pip install --quiet --upgrade pip
-python -m pip install --quiet -e '.[test]'
-
-# The ACP TypeScript SDK, whose client drives `coven-ls acp` in tests/test_acp_ts_e2e.py.
+# The ACP TypeScript SDK, whose client drives `coven-ls acp` in tests/e2e/test_acp_ts_e2e.py.
 if command -v npm >/dev/null 2>&1; then
-    (cd tests/acp_ts && npm ci --no-audit --no-fund --loglevel=error)
+    (cd tests/e2e/acp_ts && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
-ruff check .
-ruff format --check coven_ls tests bench
-mypy
-python -m coven_ls.protocol.schema --check
 python -m pytest "$@"
 
 # The VS Code client: its pure state model in plain node, then the extension in a real VS Code

@@ -17,6 +17,16 @@ from coven_ls.testing.scripted_model import ScriptedModel
 
 from .harness import Coven, FaultRecord, start_coven
 
+E2E = Path(__file__).parent / "e2e"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The folder says what a test is: everything under tests/e2e is `e2e`, so `-m 'not e2e'`
+    and `tests/unit` select the same quick lane."""
+    for item in items:
+        if item.path.is_relative_to(E2E):
+            item.add_marker(pytest.mark.e2e)
+
 
 @pytest.fixture(autouse=True)
 def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -1,7 +1,7 @@
-"""Named points where a test stops the server dead, to SIGKILL it exactly there (the kill-point
-tests, tests/test_kill_points_e2e.py): with COVEN_FAILPOINT=<name> in its environment, the server
-writes its pid to COVEN_FAILPOINT_FILE on reaching that point and waits there forever. Unset (as
-everywhere but in those tests), reaching a point costs one comparison."""
+"""Named points where a test stops the server dead, to SIGKILL it exactly there (the
+kill-point tests, tests/e2e/test_kill_points_e2e.py): with COVEN_FAILPOINT=<name> in its
+environment, the server writes its pid to COVEN_FAILPOINT_FILE on reaching that point and waits
+there forever. Unset (as everywhere but in those tests), reaching a point costs one comparison."""
 
 from __future__ import annotations
 

@@ -1,0 +1,127 @@
+"""`coven-ls doctor`, run as a user would (a subprocess), in set-ups that work and that don't:
+each gives the finding that names the trouble, its fix, and the exit code."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from coven_ls.protocol import types
+from coven_ls.testing.scripted_model import ScriptedModel
+
+from ..harness import Coven
+
+
+def doctor(
+    tmp_path: Path, model: ScriptedModel, *args: str, env: dict[str, str] | None = None
+) -> tuple[int, dict[str, types.Finding], types.DoctorReport]:
+    """Run `coven-ls doctor --json` in a clean home with the scripted model's key."""
+    base = {**model.cli_environ(tmp_path / "claude-config"), "HOME": str(tmp_path / "home")}
+    base["XDG_STATE_HOME"] = str(tmp_path / "state")
+    done = subprocess.run(
+        [sys.executable, "-m", "coven_ls", "doctor", "--json", "--root", str(tmp_path), *args],
+        env={**base, **(env or {})}, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    report = msgspec.json.decode(done.stdout, type=types.DoctorReport)
+    assert done.returncode == (0 if report.ok else 1), done.stderr
+    return done.returncode, {f.id: f for f in report.findings}, report
+
+
+def test_a_working_set_up_is_ready(tmp_path: Path, model: ScriptedModel) -> None:
+    code, found, report = doctor(tmp_path, model)
+    assert code == 0 and report.ok
+    assert set(found) == {"python", "packages", "claude", "auth", "git", "stateDir", "database"}
+    assert all(f.status == "ok" and f.fix is None for f in found.values())
+    assert "ANTHROPIC_API_KEY" in found["auth"].found  # the CLI's own `auth status` said so
+    assert "claude-agent-sdk" in found["packages"].found and "Claude Code" in found["claude"].found
+
+
+def test_a_missing_cli_is_an_error_that_says_what_to_install(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    code, found, _ = doctor(tmp_path, model, "--claude", str(tmp_path / "no-such-claude"))
+    assert code == 1 and found["claude"].status == "error"
+    assert "no-such-claude" in found["claude"].found
+    assert found["claude"].fix is not None and "pip install claude-agent-sdk" in found["claude"].fix
+    assert "auth" not in found  # nothing to ask
+
+
+def test_no_login_is_an_error(tmp_path: Path, model: ScriptedModel) -> None:
+    code, found, _ = doctor(tmp_path, model, env={"ANTHROPIC_API_KEY": ""})
+    assert code == 1 and found["auth"].status == "error"
+    assert found["auth"].fix is not None and "/login" in found["auth"].fix
+
+
+def test_no_git_is_a_warning_sessions_run_without(tmp_path: Path, model: ScriptedModel) -> None:
+    bare = tmp_path / "bin"  # a PATH with no git on it
+    bare.mkdir()
+    code, found, _ = doctor(tmp_path, model, env={"PATH": str(bare)})
+    assert code == 0 and found["git"].status == "warning"
+    assert found["git"].found == "git is not installed"
+    assert found["git"].fix is not None and "share the parent's folder" in found["git"].fix
+
+
+def test_an_old_git_is_a_warning(tmp_path: Path, model: ScriptedModel) -> None:
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    fake = bare / "git"
+    fake.write_text("#!/bin/sh\necho 'git version 2.20.1'\n")
+    fake.chmod(0o755)
+    code, found, _ = doctor(tmp_path, model, env={"PATH": str(bare)})
+    assert code == 0 and found["git"].status == "warning" and "2.20.1" in found["git"].found
+
+
+def test_a_read_only_state_dir_is_an_error(
+    tmp_path: Path, model: ScriptedModel, read_only_folder: Path
+) -> None:
+    code, found, _ = doctor(tmp_path, model, "--state-dir", str(read_only_folder / "coven"))
+    assert code == 1 and found["stateDir"].status == "error"
+    assert str(read_only_folder) in found["stateDir"].found
+    assert found["stateDir"].fix is not None and "stateDir" in found["stateDir"].fix
+
+
+async def test_a_database_in_use_by_a_server_is_named_with_its_pid(
+    tmp_path: Path, model: ScriptedModel, coven_factory: Callable[..., Awaitable[Coven]]
+) -> None:
+    state = tmp_path / "shared-state"
+    server = await coven_factory(home="lsp", init_options={"stateDir": str(state)})
+    model.on("Hello", "Hi.")
+    sid = await server.start("Hello")
+    await server.wait_kind(sid, "turnResult")
+    code, found, _ = doctor(
+        tmp_path, model, "--state-dir", str(state), "--root", str(server.workspace)
+    )
+    database = found["database"]
+    assert code == 0 and database.status == "ok"
+    assert server.client._server is not None
+    assert f"in use by coven-ls process {server.client._server.pid}" in database.found
+    assert "schema" in database.found
+
+
+def test_the_human_output_says_what_to_fix(tmp_path: Path, model: ScriptedModel) -> None:
+    env: dict[str, Any] = {**model.cli_environ(tmp_path / "cc"), "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "coven_ls", "doctor", "--claude", "/nope/claude"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "✗ Claude Code CLI:" in done.stdout and "→ Install it" in done.stdout
+    assert "not ready" in done.stdout.splitlines()[-1]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_json_and_exit_code_agree_on_a_real_repository(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    code, found, report = doctor(tmp_path, model, "--root", str(tmp_path / "repo"))
+    assert (code == 0) == report.ok == all(f.status != "error" for f in found.values())
+    assert os.path.basename(str(tmp_path / "repo")) in found["database"].found
