@@ -148,6 +148,10 @@ export interface Requests {
     params: ForkParams;
     result: ForkResult;
   };
+  'coven/branch': {
+    params: BranchParams;
+    result: BranchResult;
+  };
   'coven/decideFork': {
     params: DecideForkParams;
     result: EmptyResult;
@@ -256,7 +260,7 @@ export interface ListSessionsResult {
 export interface SessionInfo {
   sessionId: string;
   /**
-   * the parent's `sessionId` for a fork child, else null
+   * the parent's `sessionId` for a fork child or a branch, else null
    */
   parentId: string | null;
   /**
@@ -321,6 +325,10 @@ export interface SessionInfo {
    * a worktree child's changes once it has ended, else null
    */
   changes: Changes | null;
+  /**
+   * a branch's (`coven/branch`): where it left its parent; null for any other session
+   */
+  branchedFrom: BranchedFrom | null;
 }
 /**
  * Tokens, as the CLI counts them (its result's `usage`).
@@ -374,6 +382,12 @@ export interface ChangedFile {
 export interface ConflictFile {
   path: string;
   reason: string;
+}
+/**
+ * Where a branch left its parent's conversation.
+ */
+export interface BranchedFrom {
+  atMessageId: string | null;
 }
 export interface GetEventsParams {
   sessionId: string;
@@ -1073,6 +1087,26 @@ export interface ForkParams {
 }
 export interface ForkResult {
   forkId: string;
+}
+export interface BranchParams {
+  /**
+   * the session to branch
+   */
+  sessionId: string;
+  /**
+   * branch at this assistant message (a `messageId` of the session's events) instead of the end
+   */
+  atMessageId?: string | null;
+  /**
+   * sent to the branch as its first message; without it the branch waits, idle, for one
+   */
+  prompt?: string | null;
+}
+export interface BranchResult {
+  /**
+   * the branch: a new session
+   */
+  sessionId: string;
 }
 export interface DecideForkParams {
   /**

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 # flock is POSIX; on Windows the store works unlocked.
 fcntl: Any = importlib.import_module("fcntl") if os.name == "posix" else None
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # About what sqlite's own autocheckpoint would let the WAL grow to (1000 pages) before the
 # journal has it copied back into the database.
@@ -118,6 +118,11 @@ ALTER TABLE forks ADD COLUMN isolation TEXT;
     6: """
 CREATE INDEX events_fork_finished ON events (session_id, seq) WHERE kind = 'forkFinished';
 """,
+    # 6 -> 7: a branch (coven/branch) keeps where it left its parent (JSON): the message it was
+    # branched at and the parent's CLI conversation it starts from.
+    7: """
+ALTER TABLE sessions ADD COLUMN branched_from TEXT;
+""",
 }
 
 SESSION_COLUMNS = (
@@ -141,6 +146,7 @@ SESSION_COLUMNS = (
     "outcome",
     "usage",
     "isolation",
+    "branched_from",
 )
 FORK_COLUMNS = (
     "fork_id",
@@ -547,7 +553,7 @@ def _schema_version(db: sqlite3.Connection) -> int:
     return int(row[0])
 
 
-_SESSION_JSON = ("outcome", "usage", "isolation")
+_SESSION_JSON = ("outcome", "usage", "isolation", "branched_from")
 
 
 def _session_row(s: dict[str, Any]) -> tuple[Any, ...]:

@@ -21,6 +21,7 @@ from .events import KINDS, EventDict, Kind, Payload, event_dict
 from .methods import (
     ABANDON_FORK,
     APPLY_CHANGES,
+    BRANCH,
     CANCEL,
     CLOSE_SESSION,
     DECIDE_FORK,
@@ -44,6 +45,8 @@ from .types import (
     FINAL_STATUSES,
     SETTLED_STATUSES,
     STATUSES,
+    BranchedFrom,
+    BranchParams,
     DecideForkParams,
     DeleteSessionParams,
     ForkIdParams,
@@ -63,6 +66,7 @@ from .types import (
 __all__ = [
     "ABANDON_FORK",
     "APPLY_CHANGES",
+    "BRANCH",
     "BUSY_STATUSES",
     "CANCEL",
     "CLOSE_SESSION",
@@ -85,6 +89,8 @@ __all__ = [
     "START_SESSION",
     "STATUSES",
     "STOP_TASK",
+    "BranchParams",
+    "BranchedFrom",
     "CovenError",
     "DecideForkParams",
     "DeleteSessionParams",

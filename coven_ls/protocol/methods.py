@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from .events import GetEventsResult
 from .types import (
     ApplyChangesResult,
+    BranchParams,
+    BranchResult,
     CancelResult,
     DecideForkParams,
     DeleteSessionParams,
@@ -42,6 +44,7 @@ CLOSE_SESSION = "coven/closeSession"
 LIST_SESSIONS = "coven/listSessions"
 GET_EVENTS = "coven/getEvents"
 FORK = "coven/fork"
+BRANCH = "coven/branch"
 DECIDE_FORK = "coven/decideFork"
 RESUME_FORK = "coven/resumeFork"
 ABANDON_FORK = "coven/abandonFork"
@@ -74,6 +77,7 @@ REQUESTS: dict[str, Method] = {
         Method(LIST_SESSIONS, NoParams, ListSessionsResult),
         Method(GET_EVENTS, GetEventsParams, GetEventsResult),
         Method(FORK, ForkParams, ForkResult),
+        Method(BRANCH, BranchParams, BranchResult),
         Method(DECIDE_FORK, DecideForkParams, EmptyResult),
         Method(RESUME_FORK, ForkIdParams, EmptyResult),
         Method(ABANDON_FORK, ForkIdParams, EmptyResult),

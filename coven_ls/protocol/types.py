@@ -181,6 +181,16 @@ class ForkParams(Wire):
     """for this fork: `initializationOptions.mergeMode`'s choice instead"""
 
 
+class BranchParams(Wire):
+    sessionId: str
+    """the session to branch"""
+    atMessageId: str | None = None
+    """branch at this assistant message (a `messageId` of the session's events) instead of the
+    end"""
+    prompt: str | None = None
+    """sent to the branch as its first message; without it the branch waits, idle, for one"""
+
+
 class DecideForkParams(Wire):
     forkId: str
     """from the `forkProposed` event"""
@@ -250,6 +260,11 @@ class CancelResult(Wire):
 
 class ForkResult(Wire):
     forkId: str
+
+
+class BranchResult(Wire):
+    sessionId: str
+    """the branch: a new session"""
 
 
 class DeleteSessionResult(Wire):
@@ -331,13 +346,21 @@ class StopTaskParams(Wire):
     """from a `task` event"""
 
 
+class BranchedFrom(Wire):
+    """Where a branch left its parent's conversation."""
+
+    atMessageId: str | None
+    """the parent's assistant message it was branched at; null: the parent's whole conversation
+    as it stood"""
+
+
 class SessionInfo(Wire):
     """One session as `coven/listSessions` lists it; every field is always present (null when
     unset)."""
 
     sessionId: str
     parentId: str | None
-    """the parent's `sessionId` for a fork child, else null"""
+    """the parent's `sessionId` for a fork child or a branch, else null"""
     forkId: str | None
     """the fork a child belongs to, else null"""
     label: str | None
@@ -374,6 +397,8 @@ class SessionInfo(Wire):
     """a worktree child's worktree, else null"""
     changes: Changes | None
     """a worktree child's changes once it has ended, else null"""
+    branchedFrom: BranchedFrom | None
+    """a branch's (`coven/branch`): where it left its parent; null for any other session"""
 
 
 class ListSessionsResult(Wire):
