@@ -227,8 +227,9 @@ class ChildEnvironments:
             )
         )
         if not result.ok:
+            # Like a child whose turn failed: it stays, and a message to it tries again.
             child.last_outcome = Outcome(ok=False, error=result.error)
-            await child.close("failed")
+            child.set_status("failed")
             return False
         # What the setup changed (a lockfile) is where the child starts, not work it merges back.
         try:

@@ -583,7 +583,21 @@ def commit_all(worktree: str | os.PathLike[str], message: str) -> str | None:
     # the child un-ignores it: left out of `add`, and taken out of the index if it got there.
     known = copied_paths(where)
     copied = [f":(literal){p}" for p in known]
-    excluded = [f":(exclude,literal){p}" for p in known]
+    # Excluding an ignored path makes `git add` fail ("paths are ignored"): only those the
+    # child un-ignored need it.
+    ignored = set()
+    if known:
+        done = _git(
+            where,
+            "check-ignore",
+            "-z",
+            "--stdin",
+            input=b"".join(os.fsencode(p) + b"\0" for p in known),
+            ok=(0, 1),
+            what=what,
+        )
+        ignored = {os.fsdecode(p) for p in done.stdout.split(b"\0") if p}
+    excluded = [f":(exclude,literal){p}" for p in known if p not in ignored]
     hint = "Check that its files are readable."
     _git(where, "add", "-A", "--", ".", *excluded, what=what, hint=hint)
     if copied:
