@@ -30,6 +30,7 @@ from typing import Any
 import anyio
 from anyio.abc import Process
 
+from ..protocol.methods import WORKTREE_SETUP_TOOL
 from ..protocol.types import SetupSource
 
 CURSOR_FILE = ".cursor/worktrees.json"
@@ -40,7 +41,7 @@ TAIL_CHARS = 2000
 """how much of a failed setup's output goes into its task's error"""
 
 # The question the editor is asked, as a tool permission request: clients show the command.
-APPROVAL_TOOL = "WorktreeSetup"
+APPROVAL_TOOL = WORKTREE_SETUP_TOOL
 
 
 class SetupFileError(Exception):
