@@ -36,6 +36,9 @@ Asker = Callable[[Session, str, dict[str, Any], str | None], Awaitable[tuple[boo
 
 # In a worktree's own git folder once its environment is made: a resumed child is not set up twice.
 READY_RECORD = "coven-env-ready"
+# In a worktree's own git folder while its setup runs: the setup's process group, which a server
+# killed meanwhile leaves running (its own session: it outlives the server) for the next to stop.
+SETUP_PID_RECORD = "coven-setup.pid"
 
 # How often a running setup looks whether its child was cancelled meanwhile.
 _CANCEL_POLL_SECONDS = 0.2
@@ -76,6 +79,7 @@ class ChildEnvironments:
         if await anyio.to_thread.run_sync(_made, tree.path):
             child.add_env(variables)  # resumed: its copies and setup are there already
             return True
+        await anyio.to_thread.run_sync(stop_leftover_setup, tree.path)
         plan = await self._plan(fork_id, parent, child, setup_value)
         top = Path(tree.repository)
         report = await anyio.to_thread.run_sync(
@@ -210,12 +214,18 @@ class ChildEnvironments:
             async def run() -> None:
                 nonlocal result
                 result = await worktree_setup.run(
-                    setup, tree.path, variables, child.config.worktree_setup_timeout, output
+                    setup,
+                    tree.path,
+                    variables,
+                    child.config.worktree_setup_timeout,
+                    output,
+                    on_start=lambda pid: _record_setup(tree.path, pid),
                 )
                 tg.cancel_scope.cancel()
 
             tg.start_soon(watch)
             tg.start_soon(run)
+        await anyio.to_thread.run_sync(_record_setup, tree.path, None)
         if result is None:
             return False  # cancelled while it ran: the child has ended already
         child.emit(
@@ -243,6 +253,38 @@ class ChildEnvironments:
         if commit is not None:
             child.worktree = msgspec.structs.replace(tree, base=commit)
         return True
+
+
+def _git_dir(path: str) -> Path:
+    """A linked worktree's own git folder, from its `.git` file (no git: this runs on the event
+    loop at a restart)."""
+    text = (Path(path) / ".git").read_text(encoding="utf-8").strip()
+    if not text.startswith("gitdir:"):
+        raise OSError(f"{path}/.git does not name a worktree's git folder")
+    return Path(path) / text.split(":", 1)[1].strip()
+
+
+def _record_setup(path: str, pid: int | None) -> None:
+    try:
+        record = _git_dir(path) / SETUP_PID_RECORD
+        if pid is None:
+            record.unlink(missing_ok=True)
+        else:
+            record.write_text(str(pid))
+    except OSError:
+        log.warning("could not record the setup's process in %s", path, exc_info=True)
+
+
+def stop_leftover_setup(path: str) -> None:
+    """Stop the setup a killed server left running in this worktree, if any (blocking)."""
+    try:
+        record = _git_dir(path) / SETUP_PID_RECORD
+        pgid = int(record.read_text())
+    except (OSError, ValueError):
+        return  # none recorded (or the worktree is gone)
+    if worktree_setup.stop_leftover(pgid, path):
+        log.info("stopped the worktree setup a stopped server left running in %s", path)
+    record.unlink(missing_ok=True)
 
 
 def _made(path: str) -> bool:

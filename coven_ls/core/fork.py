@@ -39,7 +39,7 @@ from ..protocol.types import (
 )
 from . import failpoints, isolation
 from .agent import AgentSpec
-from .child_env import ChildEnvironments
+from .child_env import ChildEnvironments, stop_leftover_setup
 from .isolation import ForkTrees
 from .session import Outcome, Session, SessionConfig
 from .store import Store
@@ -916,6 +916,9 @@ class ForkManager:
                 if parent.status == "interrupted":
                     parent.set_status("awaitingApproval")
             elif state in (ForkState.RUNNING, ForkState.INTERRUPTED):
+                for child in fork.children:  # a setup the stopped server left running
+                    if child.worktree is not None:
+                        stop_leftover_setup(child.worktree.path)
                 fork.state = ForkState.INTERRUPTED
                 parent.hold()
                 self._host.fork_changed(fork)

@@ -223,6 +223,7 @@ async def run(
     env: Mapping[str, str],
     limit_seconds: float,
     on_output: Callable[[str], None],
+    on_start: Callable[[int], None] | None = None,
 ) -> SetupRun:
     """Run the setup in `cwd` with these variables added to the server's; its output (stdout
     and stderr together) goes to `on_output` as it comes. Past `limit_seconds` (0: none), or
@@ -240,6 +241,8 @@ async def run(
     )
     timed_out = False
     try:
+        if on_start is not None:
+            on_start(process.pid)  # its process group's id too
         with anyio.move_on_after(limit_seconds if limit_seconds > 0 else None) as scope:
             assert process.stdout is not None
             async for chunk in process.stdout:
@@ -270,6 +273,33 @@ async def run(
         tail,
         f"{error}: {setup.describe()}" + (f"\n{shown}" if shown else ""),
     )
+
+
+def stop_leftover(pgid: int, worktree: str) -> bool:
+    """Kill what is left of a setup a killed server started in `worktree` (process group
+    `pgid`), when that group still runs there; False when there was nothing of it. Linux only
+    (elsewhere the group cannot be told from another that took its number)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return False
+    folder = os.path.realpath(worktree)
+    ours = False
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) != pgid:  # fields after the name: state, ppid, pgrp, ...
+                continue
+            cwd = os.path.realpath(os.readlink(entry / "cwd"))
+        except (OSError, ValueError, IndexError):
+            continue
+        if cwd == folder or cwd.startswith(folder + os.sep):
+            ours = True
+            break
+    if ours:
+        _kill_group(pgid)
+    return ours
 
 
 def _kill_group(pid: int) -> None:

@@ -8,9 +8,11 @@ from the repository (Cursor's, Conductor's) runs only once the user allowed that
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
+import signal
 import stat
 import subprocess
 from pathlib import Path
@@ -20,7 +22,7 @@ import pytest
 
 from coven_ls.testing.scripted_model import ScriptedModel, ToolUse
 
-from ..harness import Coven
+from ..harness import Coven, wait_until
 
 PLAN = "Get ready"
 
@@ -336,3 +338,41 @@ async def test_repository_setups_run_only_once_the_user_allowed_them(
     answers.append(False)
     child = await fork("Sixth")
     assert len(coven.permission_requests) == 4 and not coven.of(child, "setupOutput")
+
+
+async def test_a_server_killed_during_a_setup_leaves_nothing_running_and_resumes_it(
+    coven_factory, model: ScriptedModel, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "README").write_text("a project\n")
+    commit_all(repo)
+    flag = tmp_path / "setup-ran-once"
+    setup = f"if [ -e {flag} ]; then echo quick; else touch {flag}; echo slow; sleep 120; fi"
+    coven = await coven_factory(home="h", init_options={"worktreeSetup": setup})
+    sid = await session_in(coven, repo)
+    script_child(model, "Work", "echo working > work.txt")
+    result = await coven.request("coven/fork", {"sessionId": sid, "tasks": ["Work"]})
+    started = await coven.wait_kind(sid, "forkStarted")
+    child = started["children"][0]["sessionId"]
+    await coven.wait_for(
+        lambda e: e["sessionId"] == child and e["kind"] == "setupOutput" and "slow" in e["text"],
+        what="the slow setup running",
+    )
+    server = coven.client._server
+    assert server is not None
+    os.kill(server.pid, signal.SIGKILL)
+    await asyncio.wait_for(server.wait(), 30)
+    # The setup runs in a session of its own: it outlived the server (its `sleep` is left).
+    assert coven.agent_pids(), "the setup should still run after a SIGKILL of the server"
+
+    again = await coven_factory(home="h", init_options={"worktreeSetup": setup})
+    # The restart stopped it (its process group, found by the worktree it runs in).
+    await wait_until(lambda: not again.agent_pids(), 30, "the left-over setup to be stopped")
+    await again.request("coven/resumeFork", {"forkId": result["forkId"]})
+    await again.wait_kind(sid, "prompt", origin="forkResults")
+    assert "quick" in "".join(
+        e["text"] for e in again.of(child, "setupOutput")
+    )  # set up again, from the start
+    assert (repo / "work.txt").read_text() == "working\n"
