@@ -309,3 +309,43 @@ def test_a_block_with_a_busy_port_is_skipped() -> None:
         assert blocks.reserve() == 41110  # 41100-41109 holds the busy port
         with pytest.raises(OSError, match="no block of 10 free ports"):
             blocks.reserve()
+
+
+def test_a_leftover_setup_is_stopped_only_where_it_ran(tmp_path: Path) -> None:
+    here, elsewhere = tmp_path / "wt", tmp_path / "other"
+    here.mkdir()
+    elsewhere.mkdir()
+    process = subprocess.Popen(["sh", "-c", "sleep 60"], cwd=here, start_new_session=True)
+    try:
+        assert not worktree_setup.stop_leftover(process.pid, str(elsewhere))  # not its folder
+        assert process.poll() is None
+        assert worktree_setup.stop_leftover(process.pid, str(here))
+        assert process.wait(timeout=10) == -9
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_the_environment_events_read_as_one_line_each() -> None:
+    from coven_ls.protocol.describe import describe
+
+    env = {
+        "kind": "worktreeEnv",
+        "port": 34120,
+        "childIndex": 1,
+        "copied": [".env", "node_modules/"],
+        "copiedFiles": 3,
+        "copiedBytes": 2048,
+        "clonedFiles": 3,
+        "notices": ["x/ is left out"],
+        "setup": "npm ci",
+        "setupFile": "conductor.json",
+    }
+    assert describe(env) == (
+        "⌂ environment  copied .env, node_modules/ (3 files, 2 KB, 3 cloned) · port 34120 · "
+        "setup from conductor.json: npm ci ⚠ x/ is left out"
+    )
+    assert describe({"kind": "setupOutput", "text": "added 3 packages\n"}) == "  │ added 3 packages"
+    failed = {"kind": "setupEnded", "ok": False, "durationMs": 10, "error": "it failed\nERR"}
+    assert describe(failed) == "✗ worktree setup failed: it failed ERR"
