@@ -68,7 +68,11 @@ class ChildEnvironments:
         ended `failed` with the setup's output in its error; or it was cancelled meanwhile)."""
         tree = child.worktree
         assert tree is not None
-        port = self._ports.reserve()
+        try:
+            port = self._ports.reserve()
+        except OSError as exc:
+            await self._fail(child, f"no ports could be reserved for it: {exc}")
+            return False
         self._held[child.id] = port
         variables = {
             "COVEN_ROOT_PATH": tree.repository,
@@ -82,9 +86,17 @@ class ChildEnvironments:
         await anyio.to_thread.run_sync(stop_leftover_setup, tree.path)
         plan = await self._plan(fork_id, parent, child, setup_value)
         top = Path(tree.repository)
-        report = await anyio.to_thread.run_sync(
-            worktree_env.copy_into, top, Path(tree.path), plan.entries
-        )
+        try:
+            report = await anyio.to_thread.run_sync(
+                worktree_env.copy_into, top, Path(tree.path), plan.entries
+            )
+        except (OSError, worktrees.GitError) as exc:
+            # Half a dependency folder would fail in ways far from the cause: say it plainly.
+            why = exc.message if isinstance(exc, worktrees.GitError) else str(exc)
+            await self._fail(
+                child, f"the files {worktree_env.INCLUDE_FILE} lists could not be copied: {why}"
+            )
+            return False
         notices = list(plan.notices) + report.warnings
         notices += await anyio.to_thread.run_sync(
             worktree_env.pointing_at_parent, Path(tree.path), report.entries, top
@@ -112,6 +124,15 @@ class ChildEnvironments:
         await anyio.to_thread.run_sync(_mark_made, tree.path)
         child.add_env(variables)
         return True
+
+    @staticmethod
+    async def _fail(child: Session, error: str) -> None:
+        """The child cannot start: like a child whose turn failed, it ends `failed` with the
+        reason as its task's error (and stays: a message to it tries again)."""
+        if not child.closed:
+            child.emit(events.Error(message=f"The child could not start: {error}"))
+            child.last_outcome = Outcome(ok=False, error=error)
+            child.set_status("failed")
 
     def release(self, child: Session) -> None:
         """The child's fork work is over: its ports go back."""
@@ -142,8 +163,9 @@ class ChildEnvironments:
         try:
             plan.entries = await anyio.to_thread.run_sync(worktree_env.included, top)
             plan.notices = await anyio.to_thread.run_sync(worktree_env.left_out, top)
-        except worktrees.GitError as exc:
-            plan.notices.append(f"{worktree_env.INCLUDE_FILE} could not be read: {exc.message}")
+        except (worktrees.GitError, OSError) as exc:
+            why = exc.message if isinstance(exc, worktrees.GitError) else str(exc)
+            plan.notices.append(f"{worktree_env.INCLUDE_FILE} could not be read: {why}")
         value = child.config.worktree_setup if setup_value is None else setup_value
         try:
             setup = worktree_setup.resolve(value, top)
@@ -190,7 +212,10 @@ class ChildEnvironments:
         # "Denied: ..." is nobody's answer (no editor, no terminal, a timeout, a dismissed
         # question): asked again next time. A yes or a user's no is remembered.
         if allow or not message.startswith("Denied:"):
-            await anyio.to_thread.run_sync(approvals.remember, repository, setup, allow)
+            try:
+                await anyio.to_thread.run_sync(approvals.remember, repository, setup, allow)
+            except OSError:
+                log.warning("could not remember the answer in %s", approvals.path, exc_info=True)
         return allow, "refused" if not allow and not message.startswith("Denied:") else message
 
     async def _set_up(
@@ -237,9 +262,7 @@ class ChildEnvironments:
             )
         )
         if not result.ok:
-            # Like a child whose turn failed: it stays, and a message to it tries again.
-            child.last_outcome = Outcome(ok=False, error=result.error)
-            child.set_status("failed")
+            await self._fail(child, result.error or "the worktree setup failed")
             return False
         # What the setup changed (a lockfile) is where the child starts, not work it merges back.
         try:
