@@ -52,6 +52,8 @@ class CopyReport:
     cloned: int = 0
     """files cloned (sharing the parent's blocks until written) rather than copied"""
     warnings: list[str] = field(default_factory=list)
+    cannot_clone: bool = False
+    """the file system refused a clone once: the rest is copied without trying"""
 
 
 # --- which files --------------------------------------------------------------------------------
@@ -235,9 +237,10 @@ def _copy_one(src: Path, dst: Path, report: CopyReport, source_real: str) -> Non
         return
     if not stat.S_ISREG(info.st_mode):
         return  # sockets, fifos, devices: nothing a child can use from a copy
-    if _clone(src, dst):
+    if not report.cannot_clone and _clone(src, dst):
         report.cloned += 1
     else:
+        report.cannot_clone = True
         shutil.copyfile(src, dst, follow_symlinks=False)
     shutil.copystat(src, dst, follow_symlinks=False)  # mode (a .env stays 0600) and times
     report.files += 1

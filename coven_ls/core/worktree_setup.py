@@ -253,10 +253,11 @@ async def run(
             await process.wait()
         timed_out = scope.cancelled_caught
     finally:
-        if process.returncode is None:
+        with anyio.CancelScope(shield=True):
+            # Whatever it left behind goes too (a server it started in the background): nothing
+            # of a setup outlives it.
             _kill_group(process.pid)
-            with anyio.CancelScope(shield=True):
-                await process.wait()
+            await process.aclose()  # waits for it, and closes its pipes
     code = process.returncode
     duration = int((time.monotonic() - started) * 1000)
     if timed_out:
