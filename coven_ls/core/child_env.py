@@ -67,13 +67,24 @@ class ChildEnvironments:
         """Make the child's environment; False when it must not start (its setup failed: it has
         ended `failed` with the setup's output in its error; or it was cancelled meanwhile)."""
         tree = child.worktree
-        assert tree is not None
         try:
             port = self._ports.reserve()
         except OSError as exc:
             await self._fail(child, f"no ports could be reserved for it: {exc}")
             return False
         self._held[child.id] = port
+        if tree is None:
+            # Sharing the parent's folder: no copies, no setup, but ports of its own all the same.
+            folder = child.config.cwd
+            child.add_env(
+                {
+                    "COVEN_ROOT_PATH": folder,
+                    "COVEN_WORKTREE_PATH": folder,
+                    "COVEN_CHILD_INDEX": str(index),
+                    "COVEN_PORT": str(port),
+                }
+            )
+            return True
         variables = {
             "COVEN_ROOT_PATH": tree.repository,
             "COVEN_WORKTREE_PATH": tree.path,

@@ -843,9 +843,7 @@ class ForkManager:
         try:
             # Its copies, ports and setup (see child_env), before its agent starts.
             index = fork.children.index(child) + 1
-            if child.worktree is not None and not await self.envs.ready(
-                fork.id, fork.parent, child, index, fork.worktree_setup
-            ):
+            if not await self.envs.ready(fork.id, fork.parent, child, index, fork.worktree_setup):
                 return  # its setup failed (it has ended, failed) or it was cancelled meanwhile
             workdir = parent_dir = None
             if child.worktree is not None:

@@ -376,3 +376,22 @@ async def test_a_server_killed_during_a_setup_leaves_nothing_running_and_resumes
         e["text"] for e in again.of(child, "setupOutput")
     )  # set up again, from the start
     assert (repo / "work.txt").read_text() == "working\n"
+
+
+async def test_children_sharing_the_folder_get_ports_of_their_own(
+    coven_factory, model: ScriptedModel, tmp_path: Path
+) -> None:
+    folder = tmp_path / "plain"  # not a git repository: the children share it
+    folder.mkdir()
+    coven = await coven_factory()
+    sid = await session_in(coven, folder)
+    for label in ("One", "Two"):
+        script_child(model, label, 'echo "port=$COVEN_PORT index=$COVEN_CHILD_INDEX"')
+    _fork_id, children, _ = await fork_in(coven, sid, ["One", "Two"])
+    ports = []
+    for n, child in enumerate(children, 1):
+        found = re.search(r"port=(\d+) index=(\d+)", tool_output(coven, child))
+        assert found is not None and int(found.group(2)) == n
+        ports.append(int(found.group(1)))
+        assert not coven.of(child, "worktreeEnv")  # nothing copied, nothing set up
+    assert abs(ports[0] - ports[1]) >= 10
