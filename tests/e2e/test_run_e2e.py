@@ -598,3 +598,7 @@ def test_run_worktree_setup_runs_and_a_repository_setup_is_not_allowed_by_yes(
     assert not [e for e in events if e["kind"] == "setupOutput"]
     [env_event] = [e for e in events if e["kind"] == "worktreeEnv"]
     assert any("conductor.json did not run" in n for n in env_event["notices"])
+    # Nobody answered (no terminal): not remembered as a refusal, so the next run asks again.
+    done = run_in(repo, env, "--json", "--yes", PLAN)
+    assert_no_process_left(tmp_path)
+    assert "The repository's worktree setup (conductor.json)" in done.stderr
