@@ -39,6 +39,7 @@ from .methods import (
     SEND_MESSAGE,
     START_SESSION,
     STOP_TASK,
+    WORKTREE_SETUP_TOOL,
 )
 from .types import (
     BUSY_STATUSES,
@@ -89,6 +90,7 @@ __all__ = [
     "START_SESSION",
     "STATUSES",
     "STOP_TASK",
+    "WORKTREE_SETUP_TOOL",
     "BranchParams",
     "BranchedFrom",
     "CovenError",
