@@ -39,7 +39,6 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from pygls.exceptions import JsonRpcException
 
 from .. import protocol
-from ..core.store import default_state_dir
 from ..protocol import Kind
 from ..protocol.describe import change_counts, one_line, summarize_input
 from . import chat_commands as cmd
@@ -98,8 +97,10 @@ class _Commands(Completer):
 
 
 def history_path() -> Path:
-    """The input history, kept across runs, readable by its owner only."""
-    path = default_state_dir() / HISTORY_FILE
+    """The input history, kept across runs, readable by its owner only, in the server's default
+    state folder (`$XDG_STATE_HOME/coven-ls`; the front ends do not import the core)."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local/state")
+    path = Path(base) / "coven-ls" / HISTORY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))
     os.chmod(path, 0o600)  # a file made by an older run, or under another umask
