@@ -117,8 +117,11 @@ def test_a_fork_typed_a_fork_approved_inline_and_a_permission_answered(
     model.on(lambda r: "A is done." in r.last_user_text, "Both tasks came back.")
     model.on(lambda r: "Docs written." in r.last_user_text, "The release is planned.")
     note = workspace(tmp_path) / "note.txt"
-    model.on("Write the note", ToolUse("Write", {"file_path": str(note), "content": "chat\n"}))
+    # Slow enough for the test to type a line before the question comes.
+    write = ToolUse("Write", {"file_path": str(note), "content": "chat\n"})
+    model.on("Write the note", write, latency=3)
     model.on("created successfully", "The note is written.")
+    model.on("half typed", "Got the draft.")
     with chat(tmp_path, model, "hello") as c:
         c.idle("Hi.")
         c.line("/fork task a; task b")
@@ -129,9 +132,12 @@ def test_a_fork_typed_a_fork_approved_inline_and_a_permission_answered(
         c.line("y")
         c.idle("The release is planned.")
         c.line("Write the note")
+        c.child.send("half typed")  # no Enter: the question puts it aside
         c.expect("Allow Write")
         c.line("y")
-        c.expect("The note is written.")
+        c.idle("The note is written.")
+        c.line("")  # the line typed before the question, given back
+        c.expect("Got the draft.")
         c.quit()
     assert note.read_text() == "chat\n"
 
