@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--root", default=".", help="the workspace (default: this folder)")
     doctor.add_argument("--state-dir", help="as initializationOptions.stateDir")
     doctor.add_argument("--claude", help="as initializationOptions.claudePath")
+    doctor.add_argument("--codex", help="as initializationOptions.codexPath")
     sub.add_parser(
         "acp",
         help="serve the Agent Client Protocol on stdio (Zed, JetBrains, CodeCompanion, ...)",
@@ -96,6 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("prompt", nargs="+", help="the first message (several words are joined)")
     run.add_argument("--cwd", default=".", help="working directory of the session (default: .)")
     run.add_argument("--model", help="model for the session (default: the CLI's)")
+    run.add_argument(
+        "--agent",
+        choices=["claude", "codex"],
+        help="the agent that runs the session: claude (Claude Code, the default) or codex",
+    )
     run.add_argument(
         "--fork-mode",
         choices=["auto", "approve", "off"],
@@ -183,6 +189,7 @@ def _run(args: argparse.Namespace) -> int:
             yes=args.yes,
             merge_mode=args.merge,
             isolation=args.isolation,
+            agent=args.agent,
         )
     )
 
@@ -198,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "doctor":
         from .doctor.checks import main as doctor_main
 
-        return doctor_main(args.root, args.state_dir, args.claude, args.json)
+        return doctor_main(args.root, args.state_dir, args.claude, args.json, codex=args.codex)
     from .core.journal import tune_interpreter
 
     if args.command == "acp":

@@ -34,7 +34,16 @@ from ..protocol import (
     Status,
     events,
 )
-from ..protocol.types import Changes, Isolation, MergeMode, Origin, StreamKind, Usage, Worktree
+from ..protocol.types import (
+    AgentName,
+    Changes,
+    Isolation,
+    MergeMode,
+    Origin,
+    StreamKind,
+    Usage,
+    Worktree,
+)
 from .agent import (
     Agent,
     AgentSpec,
@@ -106,6 +115,7 @@ class SessionConfig:
     merge_mode: MergeMode = _DEFAULTS.mergeMode
     state_dir: str | None = None  # where forks' worktrees go (None: the default state folder)
     child_idle_timeout: float = _DEFAULTS.childIdleTimeoutSeconds  # for its fork children; 0: off
+    agent: AgentName = "claude"  # which agent runs it (coven_ls/agents)
 
 
 @dataclass
@@ -227,6 +237,7 @@ class Session:
             permissionMode=self.config.permission_mode,
             forkMode=self.config.fork_mode,
             agentSessionId=self.agent_session_id,
+            agent=self.config.agent,
             createdAt=self.created_at,
             costUsd=round(self.cost_usd, 6),
             queued=len(self._inbox),
@@ -295,6 +306,7 @@ class Session:
             "title": self.title,
             "status": self.status,
             "agent_session_id": self.agent_session_id,
+            "agent": self.config.agent,
             "cwd": self.config.cwd,
             "model": self.config.model,
             "permission_mode": self.config.permission_mode,

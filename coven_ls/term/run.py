@@ -86,6 +86,7 @@ class RunOptions:
     yes: bool = False
     merge_mode: MergeMode | None = None
     isolation: Isolation | None = None
+    agent: protocol.AgentName | None = None
 
     def init_options(self) -> dict[str, Any]:
         """The server's initializationOptions: only what was given, so its defaults apply."""
@@ -264,6 +265,7 @@ class Runner:
             ("forkMode", options.fork_mode),
             ("model", options.model),
             ("permissionMode", options.permission_mode),
+            ("agent", options.agent),
         ):
             if value is not None:
                 params[key] = value
