@@ -264,3 +264,45 @@ def test_coven_ls_run_with_agent_codex(responses, tmp_path: Path) -> None:
         responses.requests[0].thread_id
     ]
     assert processes_with_env(str(home)) == []
+
+
+async def test_a_killed_app_server_fails_the_turn_and_the_next_message_resumes(
+    start_codex, responses
+) -> None:
+    responses.on("remember", "Noted: mango.")
+    responses.on("slow", "word " * 100, chunk_chars=5, chunk_delay=0.1, times=1)
+    responses.on("Which fruit", "It was mango.")
+    coven = await start_codex(init_options=CODEX)
+    sid = await coven.start("remember the word mango")
+    thread = (await coven.wait_kind(sid, "turnResult"))["agentSessionId"]
+    await coven.wait_status(sid, "idle")
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "a slow answer"})
+    await wait_until(lambda: len(coven.deltas) >= 3, 60, "the slow answer to stream")
+    [app_server] = coven.pids_running("app-server")
+    os.kill(app_server, signal.SIGKILL)
+    error = await coven.wait_kind(sid, "error")
+    assert "codex app-server was killed by SIGKILL" in error["message"]
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "Which fruit was it?"})
+    result = await coven.wait_kind(sid, "turnResult", count=2)
+    assert result["text"] == "It was mango." and result["agentSessionId"] == thread
+    assert coven.pids_running("app-server") not in ([], [app_server])
+    assert "remember the word mango" in responses.requests[-1].all_text
+
+
+async def test_cancel_mid_command_stops_the_command(start_codex, responses) -> None:
+    """codex leaves an interrupted command running; coven-ls ends it, and its tool call."""
+    responses.on("nap", command("sleep 97"), times=1)
+    responses.on("again", "awake")
+    coven = await start_codex(init_options={**CODEX, "permissionMode": "acceptEdits"})
+    sid = await coven.start("take a nap")
+    use = await coven.wait_kind(sid, "toolUse")
+    await wait_until(lambda: bool(coven.pids_running("sleep 97")), 30, "the command to run")
+    await coven.request("coven/cancel", {"sessionId": sid})
+    result = await coven.wait_kind(sid, "turnResult")
+    assert result["cancelled"]
+    [ended] = coven.of(sid, "toolResult")
+    assert ended["toolUseId"] == use["toolUseId"] and ended["isError"]
+    await wait_until(lambda: not coven.pids_running("sleep 97"), 10, "the command to end")
+    assert coven.pids_running("app-server")  # the shared app-server goes on
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "again"})
+    assert (await coven.wait_kind(sid, "turnResult", count=2))["text"] == "awake"

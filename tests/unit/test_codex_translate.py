@@ -187,3 +187,17 @@ def test_file_change_input_of_an_update_keeps_the_unified_diff() -> None:
         {"changes": [{"path": "/r/a.txt", "kind": {"type": "update"}, "diff": diff}]}
     )
     assert data["file_path"] == "/r/a.txt" and data["diff"] == diff
+
+
+def test_an_interrupted_turn_ends_the_tool_calls_it_left_open() -> None:
+    translator = Translator("T")
+    translator.feed("turn/started", {"threadId": "T", "turn": {"id": "U"}})
+    item = {"type": "commandExecution", "id": "c1", "command": "sleep 30", "status": "inProgress"}
+    [use] = map_message(translator.feed("item/started", {"threadId": "T", "item": item})[0])
+    ended, done = translator.feed(
+        "turn/completed", {"threadId": "T", "turn": {"id": "U", "status": "interrupted"}}
+    )
+    [result] = map_message(ended)
+    assert isinstance(result, events.ToolResult) and result.toolUseId == use.toolUseId
+    assert result.isError and "Interrupted" in result.content
+    assert isinstance(done, ResultMessage) and translator.items == {}

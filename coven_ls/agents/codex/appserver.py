@@ -15,7 +15,9 @@ import itertools
 import json
 import logging
 import os
+import shlex
 import signal
+from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
@@ -235,6 +237,49 @@ class AppServer:
         for listener in list(self._listeners.values()):
             listener.gone(gone)
         self._listeners.clear()
+
+    def kill_command(self, command: str) -> int:
+        """End a command this app-server runs (and what it started): codex leaves a command
+        running when its turn is interrupted (verified with 0.163.0), and nothing in its protocol
+        stops it. Matched by its argv among the app-server's descendants; returns how many
+        processes got SIGKILL. Linux only (/proc); elsewhere 0."""
+        process = self._process
+        if process is None or not Path("/proc").is_dir():
+            return 0
+        try:
+            argv = shlex.split(command)
+        except ValueError:
+            return 0
+        children: dict[int, list[int]] = {}
+        cmdlines: dict[int, list[str]] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry.name))
+            cmdlines[int(entry.name)] = cmdline.decode(errors="replace").split("\0")[:-1]
+
+        def tree(pid: int) -> list[int]:
+            found = [pid]
+            for child in children.get(pid, []):
+                found += tree(child)
+            return found
+
+        targets = [pid for pid in tree(process.pid)[1:] if cmdlines.get(pid) == argv and argv]
+        killed = 0
+        for target in targets:
+            for pid in tree(target):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+                except (ProcessLookupError, PermissionError):
+                    pass
+        return killed
 
     async def aclose(self) -> None:
         """End the process and every command it runs (its process group)."""

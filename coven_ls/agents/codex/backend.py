@@ -142,10 +142,24 @@ class CodexAgent:
             if self._interrupt_due and self._turn:
                 self._interrupt_due = False
                 self._server._tg.start_soon(self._send_interrupt, self._turn)
+        running = [
+            str(item.get("command") or "")
+            for item in self.translator.items.values()
+            if item.get("type") == "commandExecution"
+        ]
         for message in self.translator.feed(method, params):
             self._put(message)
         if method == "turn/completed":
             self._turn = None
+            if (params.get("turn") or {}).get("status") == "interrupted":
+                for command in running:
+                    killed = self._server.kill_command(command)
+                    log.info(
+                        "codex thread %s: stopped %s (%d processes)",
+                        self.thread_id,
+                        command,
+                        killed,
+                    )
             # An interrupted turn withdraws its open questions without a serverRequest/resolved.
             for scope in list(self._asking):
                 scope.cancel()

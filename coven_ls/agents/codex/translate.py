@@ -180,7 +180,14 @@ class Translator:
             self._error = text
             return []
         if method == "turn/completed":
-            return [self._result(params.get("turn") or {})]
+            # A tool call the turn left open (codex says nothing more of an interrupted
+            # command) gets its end, so that no client keeps showing it as running.
+            ended: list[Message] = [
+                self._tool_result(item_id, "Interrupted: the turn was stopped.", True)
+                for item_id in self.items
+            ]
+            self.items.clear()
+            return [*ended, self._result(params.get("turn") or {})]
         return []
 
     def _begin(self, turn_id: str) -> None:
