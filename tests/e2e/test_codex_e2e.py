@@ -306,3 +306,77 @@ async def test_cancel_mid_command_stops_the_command(start_codex, responses) -> N
     assert coven.pids_running("app-server")  # the shared app-server goes on
     await coven.request("coven/sendMessage", {"sessionId": sid, "text": "again"})
     assert (await coven.wait_kind(sid, "turnResult", count=2))["text"] == "awake"
+
+
+async def test_a_fork_tag_runs_children_as_thread_forks_and_reports_back(
+    start_codex, responses
+) -> None:
+    """The model forks into two children: each a `thread/fork` of the parent (its first request
+    holds the parent's conversation), both answers back to the parent in one message."""
+    responses.on(
+        "Plan the release", "Splitting.\n<fork>\n- Write the docs\n- Fix the bugs\n</fork>"
+    )
+    responses.on("'Write the docs'", "Docs written.")
+    responses.on("'Fix the bugs'", "Bugs fixed.")
+    responses.on("<fork-results>", "Both done.")
+    coven = await start_codex(init_options={**CODEX, "forkMode": "auto"})
+    sid = await coven.start("Plan the release")
+    started = await coven.wait_kind(sid, "forkStarted")
+    children = [c["sessionId"] for c in started["children"]]
+    finished = await coven.wait_kind(sid, "turnResult", count=2)
+    assert finished["text"] == "Both done."
+    parent_thread = coven.of(sid, "agent")[0]["agentSessionId"]
+    listed = {
+        s["sessionId"]: s for s in (await coven.request("coven/listSessions", {}))["sessions"]
+    }
+    threads = {listed[c]["agentSessionId"] for c in children}
+    assert len(threads) == 2 and parent_thread not in threads
+    assert all(listed[c]["agent"] == "codex" for c in children)
+    for child in children:
+        first = next(
+            r for r in responses.requests if r.thread_id == listed[child]["agentSessionId"]
+        )
+        assert "Plan the release" in first.all_text and "Splitting." in first.all_text
+    back = responses.requests[-1]
+    assert back.thread_id == parent_thread
+    assert "Docs written." in back.all_text and "Bugs fixed." in back.all_text
+
+
+def small_repo(repo: Path) -> Path:
+    """A git repository with one commit."""
+    repo.mkdir()
+    (repo / "README").write_text("base\n")
+    who = ["-c", "user.name=T", "-c", "user.email=t@example.com"]
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "base"]):
+        subprocess.run(["git", *who, *args], cwd=repo, check=True, capture_output=True)
+    return repo
+
+
+async def test_codex_children_work_in_worktrees_and_are_merged_back(
+    start_codex, responses, tmp_path: Path
+) -> None:
+    repo = small_repo(tmp_path / "repo")
+    responses.on("Split it", "Splitting.\n<fork>\n- Make alpha\n- Make beta\n</fork>")
+    responses.on("'Make alpha'", command("printf 'alpha\\n' > alpha.txt && pwd"), times=1)
+    responses.on("'Make beta'", command("printf 'beta\\n' > beta.txt && pwd"), times=1)
+    responses.on("Process exited", "Made it.")
+    responses.on("<fork-results>", "Both merged.")
+    coven = await start_codex(
+        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"}
+    )
+    sid = await coven.start("Split it", cwd=str(repo))
+    started = await coven.wait_kind(sid, "forkStarted")
+    assert started["isolation"] == "worktree"
+    done = await coven.wait_kind(sid, "turnResult", count=2)
+    assert done["text"] == "Both merged."
+    assert (repo / "alpha.txt").read_text() == "alpha\n"
+    assert (repo / "beta.txt").read_text() == "beta\n"
+    listed = {
+        s["sessionId"]: s for s in (await coven.request("coven/listSessions", {}))["sessions"]
+    }
+    for child in (c["sessionId"] for c in started["children"]):
+        info = listed[child]
+        # Each child's command ran in its own worktree (pwd), not in the repository.
+        [out] = coven.of(child, "toolResult")
+        assert info["worktree"]["path"] in out["content"] and str(repo) + "\n" not in out["content"]
+        assert info["changes"]["merge"] == "applied"

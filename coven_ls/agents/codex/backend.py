@@ -1,4 +1,5 @@
-"""Codex sessions: one thread each, in the app-server process the backend shares among them."""
+"""Codex sessions: one thread each (a fork child: a `thread/fork` of its parent's), in the
+app-server process the backend shares among them."""
 
 from __future__ import annotations
 
@@ -311,9 +312,10 @@ class CodexBackend:
             return self._server
 
     async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> CodexAgent:
-        if spec.fork_session or spec.resume_at:
+        if spec.resume_at:
             raise AgentStartError(
-                "Forks of Codex sessions are not supported yet (coven-ls issue 22)."
+                "A fork of a Codex session from an earlier message is not supported yet "
+                "(coven-ls issue 22): fork from its last message."
             )
         await anyio.to_thread.run_sync(self.check)
         server = await self._app_server()
@@ -332,6 +334,13 @@ class CodexBackend:
         try:
             if spec.resume is None:
                 result = await server.request("thread/start", settings)
+                thread_id = str(result["thread"]["id"])
+            elif spec.fork_session:
+                # A new thread with the parent's whole conversation (codex makes no model
+                # request for it); the parent is left as it was.
+                result = await server.request(
+                    "thread/fork", {"threadId": spec.resume, "excludeTurns": True, **settings}
+                )
                 thread_id = str(result["thread"]["id"])
             elif spec.resume in server.loaded:
                 # Still loaded in this process (a closed agent does not unload it): its
