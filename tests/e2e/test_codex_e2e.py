@@ -162,7 +162,7 @@ async def test_cancel_mid_stream_interrupts_the_turn_and_the_session_goes_on(
     assert last.thread_id == result["agentSessionId"] and "turn_aborted" in last.all_text
 
 
-@pytest.mark.parametrize(("status", "words"), [(500, "HTTP 500"), (401, "401")])
+@pytest.mark.parametrize(("status", "words"), [(500, "HTTP 500"), (401, "401"), (429, "429")])
 async def test_an_http_error_fails_the_turn_with_the_real_reason(
     start_codex, responses, status: int, words: str
 ) -> None:

@@ -69,6 +69,11 @@ class AppServer:
         self.version: str | None = None
 
     @property
+    def task_group(self) -> TaskGroup:
+        """Where the app-server's readers and the answers to its requests run (the hub's)."""
+        return self._tg
+
+    @property
     def running(self) -> bool:
         return self._process is not None and self._gone is None
 

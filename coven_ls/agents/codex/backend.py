@@ -142,7 +142,7 @@ class CodexAgent:
             self._turn = str((params.get("turn") or {}).get("id") or "") or None
             if self._interrupt_due and self._turn:
                 self._interrupt_due = False
-                self._server._tg.start_soon(self._send_interrupt, self._turn)
+                self._server.task_group.start_soon(self._send_interrupt, self._turn)
         running = [
             str(item.get("command") or "")
             for item in self.translator.items.values()
@@ -211,7 +211,9 @@ class CodexAgent:
             self._put(self.translator.started(self._spec.cwd, self._spec.permission_mode))
         approval, sandbox = PERMISSIONS.get(self._mode, PERMISSIONS[None])
         try:
-            result = await self._server.request(
+            # The turn's id comes with turn/started (notify), which may arrive before this
+            # answer or after it; an interrupt asked for in between waits for it.
+            await self._server.request(
                 "turn/start",
                 {
                     "threadId": self.thread_id,
@@ -223,9 +225,6 @@ class CodexAgent:
             )
         except (CodexRpcError, AppServerGone) as exc:
             raise AgentStartError(f"Codex could not start the turn: {exc}") from exc
-        turn = (result.get("turn") or {}).get("id")
-        if turn and self._turn is None and self.translator.turn_id is None:
-            self._turn = str(turn)
 
     async def messages(self) -> AsyncGenerator[Message, None]:
         async for item in self._in:
