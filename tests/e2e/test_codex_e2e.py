@@ -380,3 +380,39 @@ async def test_codex_children_work_in_worktrees_and_are_merged_back(
         [out] = coven.of(child, "toolResult")
         assert info["worktree"]["path"] in out["content"] and str(repo) + "\n" not in out["content"]
         assert info["changes"]["merge"] == "applied"
+
+
+async def test_a_fork_at_an_earlier_answer_carries_the_conversation_up_to_it(
+    start_codex, responses
+) -> None:
+    responses.on("first question", "first answer")
+    responses.on("second question", command("echo tool"), times=1)
+    responses.on("Process exited", "second answer")
+    responses.on("'Branch off'", "branched")
+    coven = await start_codex(init_options={**CODEX, "permissionMode": "acceptEdits"})
+    sid = await coven.start("first question")
+    await coven.wait_kind(sid, "turnResult")
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "second question"})
+    await coven.wait_kind(sid, "turnResult", count=2)
+    await coven.wait_status(sid, "idle", after_seq=coven.of(sid, "turnResult")[-1]["seq"])
+    first_answer = coven.of(sid, "text")[0]["messageId"]
+    await coven.request(
+        "coven/fork", {"sessionId": sid, "tasks": ["Branch off"], "atMessageId": first_answer}
+    )
+    started = await coven.wait_kind(sid, "forkStarted")
+    [child] = [c["sessionId"] for c in started["children"]]
+    assert (await coven.wait_kind(child, "turnResult"))["text"] == "branched"
+    request = next(r for r in responses.requests if "'Branch off'" in r.last_user_text)
+    assert "first answer" in request.all_text and "second question" not in request.all_text
+
+    # Any other message (here the tool call's) is no fork point for codex: the child says so.
+    tool_message = coven.of(sid, "toolUse")[0]["messageId"]
+    await coven.wait_kind(sid, "forkFinished")
+    await coven.wait_status(sid, "idle", after_seq=coven.of(sid, "forkFinished")[-1]["seq"])
+    await coven.request(
+        "coven/fork", {"sessionId": sid, "tasks": ["Branch off"], "atMessageId": tool_message}
+    )
+    second = await coven.wait_kind(sid, "forkStarted", count=2)
+    [failed_child] = [c["sessionId"] for c in second["children"]]
+    error = await coven.wait_kind(failed_child, "error")
+    assert "last message of a turn" in error["message"]

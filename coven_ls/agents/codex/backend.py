@@ -275,6 +275,28 @@ class CodexAgent:
         return self._server.stderr_tail()
 
 
+async def _turn_ended_by(server: AppServer, thread_id: str, message_id: str) -> str:
+    """The turn whose answer (its last agent message) is `message_id`: codex forks after a whole
+    turn (`lastTurnId`), so no other message can be a fork point."""
+    cursor: str | None = None
+    for _page in range(100):
+        params: dict[str, Any] = {"threadId": thread_id, "limit": 100, "itemsView": "summary"}
+        if cursor:
+            params["cursor"] = cursor
+        page = await server.request("thread/turns/list", params)
+        for turn in page.get("data") or []:
+            answers = [i for i in turn.get("items") or [] if i.get("type") == "agentMessage"]
+            if answers and answers[-1].get("id") == message_id:
+                return str(turn["id"])
+        cursor = page.get("nextCursor")
+        if not cursor:
+            break
+    raise AgentStartError(
+        f"A Codex session can be forked only at the last message of a turn (its answer); "
+        f"'{message_id}' is not one."
+    )
+
+
 class CodexBackend:
     """Codex sessions of one server, for one codex binary: one app-server process for all."""
 
@@ -311,11 +333,6 @@ class CodexBackend:
             return self._server
 
     async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> CodexAgent:
-        if spec.resume_at:
-            raise AgentStartError(
-                "A fork of a Codex session from an earlier message is not supported yet "
-                "(coven-ls issue 22): fork from its last message."
-            )
         await anyio.to_thread.run_sync(self.check)
         server = await self._app_server()
         approval, sandbox = PERMISSIONS.get(spec.permission_mode, PERMISSIONS[None])
@@ -336,10 +353,12 @@ class CodexBackend:
                 thread_id = str(result["thread"]["id"])
             elif spec.fork_session:
                 # A new thread with the parent's whole conversation (codex makes no model
-                # request for it); the parent is left as it was.
-                result = await server.request(
-                    "thread/fork", {"threadId": spec.resume, "excludeTurns": True, **settings}
-                )
+                # request for it), or up to the turn that `resume_at` ends; the parent is left
+                # as it was.
+                fork: dict[str, Any] = {"threadId": spec.resume, "excludeTurns": True}
+                if spec.resume_at:
+                    fork["lastTurnId"] = await _turn_ended_by(server, spec.resume, spec.resume_at)
+                result = await server.request("thread/fork", {**fork, **settings})
                 thread_id = str(result["thread"]["id"])
             elif spec.resume in server.loaded:
                 # Still loaded in this process (a closed agent does not unload it): its
