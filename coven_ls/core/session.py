@@ -34,16 +34,7 @@ from ..protocol import (
     Status,
     events,
 )
-from ..protocol.types import (
-    AgentName,
-    Changes,
-    Isolation,
-    MergeMode,
-    Origin,
-    StreamKind,
-    Usage,
-    Worktree,
-)
+from ..protocol.types import Changes, Isolation, MergeMode, Origin, StreamKind, Usage, Worktree
 from .agent import (
     Agent,
     AgentSpec,
@@ -115,7 +106,7 @@ class SessionConfig:
     merge_mode: MergeMode = _DEFAULTS.mergeMode
     state_dir: str | None = None  # where forks' worktrees go (None: the default state folder)
     child_idle_timeout: float = _DEFAULTS.childIdleTimeoutSeconds  # for its fork children; 0: off
-    agent: AgentName = "claude"  # which agent runs it (coven_ls/agents)
+    agent: protocol.AgentName = "claude"  # which agent runs it (coven_ls/agents)
 
 
 @dataclass
