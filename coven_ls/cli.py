@@ -58,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="run a scripted session through the real CLI, no API key needed"
     )
     demo.add_argument("--json", action="store_true", help="print raw events, one per line")
+    demo.add_argument(
+        "--agent",
+        choices=["claude", "codex"],
+        default="claude",
+        help="the agent to run: claude (the default) or codex (pip install coven-ls[codex])",
+    )
     doctor = sub.add_parser(
         "doctor",
         help="check what a session needs (Python, the claude CLI, its login, git, the state dir)",
@@ -199,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         from .term.demo import run_demo
 
-        return run_demo(json_output=args.json)
+        return run_demo(json_output=args.json, agent=args.agent)
     if args.command == "run":
         return _run(args)
     if args.command == "doctor":

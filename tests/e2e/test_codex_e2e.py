@@ -104,6 +104,7 @@ async def test_a_command_asks_and_runs_when_allowed_and_not_when_denied(
     assert use["name"] == "Bash" and "echo one > one.txt" in use["input"]["command"]
     [asked] = coven.of(sid, "permissionRequest")
     assert asked["toolName"] == "Bash" and asked["toolUseId"] == use["toolUseId"]
+    assert use["seq"] < asked["seq"]  # the tool call, then the question about it
     [tool_result] = coven.of(sid, "toolResult")
     assert tool_result["toolUseId"] == use["toolUseId"] and not tool_result["isError"]
 
@@ -416,3 +417,24 @@ async def test_a_fork_at_an_earlier_answer_carries_the_conversation_up_to_it(
     [failed_child] = [c["sessionId"] for c in second["children"]]
     error = await coven.wait_kind(failed_child, "error")
     assert "last message of a turn" in error["message"]
+
+
+def test_demo_with_agent_codex() -> None:
+    """`coven-ls demo --agent codex`: the tour and its fork of three, through the real codex."""
+    done = subprocess.run(
+        [sys.executable, "-m", "coven_ls", "demo", "--json", "--agent", "codex"],
+        capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    [started] = [e for e in events if e["kind"] == "forkStarted"]
+    assert started["isolation"] == "worktree" and len(started["children"]) == 3
+    [finished] = [e for e in events if e["kind"] == "forkFinished"]
+    assert [r["merge"] for r in finished["results"]] == ["applied"] * 3
+    for child in (c["sessionId"] for c in started["children"]):
+        kinds = [e["kind"] for e in events if e["sessionId"] == child]
+        # The tool call comes before the question about it.
+        assert kinds.index("toolUse") < kinds.index("permissionRequest")
+    parent = events[0]["sessionId"]
+    last = [e for e in events if e["sessionId"] == parent and e["kind"] == "turnResult"][-1]
+    assert last["text"].startswith("Here is the tour")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from claude_agent_sdk import Message
@@ -178,6 +179,7 @@ class CodexAgent:
             # Questions coven cannot put to the user yet (MCP elicitations, user input): no.
             log.info("codex asked %s, which coven-ls does not handle: declined", method)
             return {"decision": "decline"}
+        await self._drained()
         allow = False
         with anyio.CancelScope() as scope:
             self._asking.add(scope)
@@ -186,6 +188,17 @@ class CodexAgent:
             finally:
                 self._asking.discard(scope)
         return {"decision": "accept" if allow else "decline"}
+
+    async def _drained(self) -> None:
+        """Let the session publish what codex said before its question (the tool call the
+        question is about comes first, as with Claude): codex sends both at once, and the
+        session's reader and runner each need a turn of the event loop or two."""
+        for _ in range(10):
+            if not self._out.statistics().current_buffer_used:
+                break
+            await anyio.lowlevel.checkpoint()
+        for _ in range(3):
+            await anyio.lowlevel.checkpoint()
 
     def gone(self, error: AppServerGone) -> None:
         self._put(error)
