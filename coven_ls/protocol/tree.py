@@ -55,8 +55,14 @@ from .types import (
 
 # The payloads of a fork's own events (those with a `forkId`).
 ForkPayload = (
-    ForkProposed | ForkRejected | ForkStarted | ForkFinished | ForkReviewing | ForkInterrupted
-) | ForkResumed
+    ForkProposed
+    | ForkRejected
+    | ForkStarted
+    | ForkFinished
+    | ForkReviewing
+    | ForkInterrupted
+    | ForkResumed
+)
 
 # A background task in one of these has ended.
 _TASK_ENDED = frozenset({"completed", "failed", "stopped"})
@@ -168,9 +174,9 @@ class ForkNode:
 def fork_state(payload: ForkPayload) -> ForkState:
     """A fork's state after one of its events. The one place it is derived from the event's
     kind: once the wire carries the state on fork events, it is read from there."""
-    sent = getattr(payload, "state", None)
+    sent: ForkState | None = getattr(payload, "state", None)
     if sent is not None:
-        return sent  # type: ignore[no-any-return]
+        return sent
     match payload:
         case ForkProposed():
             return "proposed"
