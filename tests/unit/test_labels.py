@@ -46,7 +46,7 @@ def test_the_vscode_clients_copy_has_every_entry() -> None:
 def test_no_client_keeps_a_hand_copy() -> None:
     tree_lua = (ROOT / "editors" / "nvim" / "lua" / "coven" / "tree.lua").read_text()
     present = (ROOT / "client-vscode" / "src" / "present.ts").read_text()
-    for code, name in labels.API_FAILURES.items():
+    for code in labels.API_FAILURES:
         assert f"[{code}]" not in tree_lua and f"=== {code}" not in present, code
     assert "rate-limited" not in tree_lua and "rate-limited" not in present
     assert "STATUS_MARKS = {" not in tree_lua and "idle: 'done'" not in present
