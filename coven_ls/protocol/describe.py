@@ -201,4 +201,31 @@ def describe_payload(payload: ev.Payload) -> str | None:
             return f"⑂ Fork resumed  {plural(len(children), 'task')} again"
         case ev.ForkError(message=message):
             return f"⑂ Fork tag refused: {one_line(message)}"
+        case ev.WorktreeEnv():
+            return worktree_env(payload)
+        case ev.SetupOutput(text=text):
+            return f"  │ {one_line(text, 110)}"
+        case ev.SetupEnded(ok=True, durationMs=duration):
+            return f"✓ worktree setup done ({duration / 1000:.1f} s)"
+        case ev.SetupEnded(durationMs=duration, error=error):
+            return f"✗ worktree setup failed: {one_line(error or '', 160)}"
     return None
+
+
+def worktree_env(env: ev.WorktreeEnv) -> str:
+    """A worktree child's environment in one line: what was copied, its port, its setup, and
+    what the user should know."""
+    parts = []
+    if env.copied:
+        what = f"{plural(env.copiedFiles or 0, 'file')}, {disk_size(env.copiedBytes or 0)}"
+        if env.clonedFiles:
+            what += f", {env.clonedFiles} cloned"
+        parts.append(f"copied {', '.join(env.copied)} ({what})")
+    parts.append(f"port {env.port}")
+    if env.setup:
+        source = f" from {env.setupFile}" if env.setupFile else ""
+        parts.append(f"setup{source}: {one_line(env.setup, 60)}")
+    line = "⌂ environment  " + " · ".join(parts)
+    for notice in env.notices or []:
+        line += f" ⚠ {notice}"
+    return line
