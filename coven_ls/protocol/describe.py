@@ -10,7 +10,7 @@ from typing import Any
 from . import events as ev
 from .events import EventDict
 from .labels import API_FAILURES, STATUS_MARKS
-from .tree import Event, as_event
+from .tree import Event, decode_payload
 from .types import Changes
 
 
@@ -140,8 +140,8 @@ def disk_size(size: int) -> str:
 
 def describe(event: Event | EventDict) -> str | None:
     """One line for an event, or None for events a reader does not need to see."""
-    typed = as_event(event)
-    return None if typed is None else describe_payload(typed.payload)
+    payload = event.payload if isinstance(event, Event) else decode_payload(event)
+    return None if payload is None else describe_payload(payload)
 
 
 def describe_payload(payload: ev.Payload) -> str | None:

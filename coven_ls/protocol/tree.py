@@ -86,10 +86,11 @@ _decoder_fields = frozenset(ENVELOPE_FIELDS) - {"kind"}
 _KNOWN = frozenset(KINDS)
 
 
-def decode(event: EventDict) -> Event | None:
-    """An event as it travels (a JSON object) as a typed `Event`; None for a kind this server does
-    not know (clients must ignore those). Lenient like the rest of the wire: unknown fields are
-    dropped. Raises ValueError for an event of a known kind that does not fit its type."""
+def decode_payload(event: EventDict) -> Payload | None:
+    """An event's payload, typed (the envelope, if there, is not needed); None for a kind this
+    server does not know (clients must ignore those). Lenient like the rest of the wire: unknown
+    fields are dropped. Raises ValueError for an event of a known kind that does not fit its
+    type."""
     if event.get("kind") not in _KNOWN:
         return None
     payload_fields = {k: v for k, v in event.items() if k not in _decoder_fields}
@@ -97,6 +98,15 @@ def decode(event: EventDict) -> Event | None:
         payload: Payload = msgspec.convert(payload_fields, AnyPayload)
     except msgspec.ValidationError as exc:
         raise ValueError(f"{event.get('kind')!r} event: {exc}") from exc
+    return payload
+
+
+def decode(event: EventDict) -> Event | None:
+    """An event as it travels (a JSON object) as a typed `Event`, as `decode_payload` types its
+    payload."""
+    payload = decode_payload(event)
+    if payload is None:
+        return None
     return Event(str(event["sessionId"]), int(event["seq"]), str(event["time"]), payload)
 
 
