@@ -23,7 +23,8 @@ async def two_turns(coven: Coven, model: ScriptedModel) -> tuple[str, dict]:
     sid = await coven.start("A first question")
     await coven.wait_kind(sid, "turnResult")
     await coven.request("coven/sendMessage", {"sessionId": sid, "text": "A second question"})
-    await coven.wait_kind(sid, "turnResult", count=2)
+    second = await coven.wait_kind(sid, "turnResult", count=2)
+    await coven.wait_status(sid, "idle", after_seq=second["seq"])  # its last event
     early = next(e for e in coven.of(sid, "text") if e["text"] == "The first answer is zebra.")
     return sid, early
 
