@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import events
-from .methods import DELTA, EVENT, REQUESTS, SERVER_REQUESTS
+from .methods import DELTA, EVENT
 from .schema import build_schema
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,7 +138,12 @@ class Renderer:
             return "No fields: `{}`."
         required = set(schema.get("required", ()))
         first = {"InitializationOptions": "option", "CovenClientCapabilities": "capability"}.get(
-            name, "param" if name.endswith("Params") else "field"
+            name,
+            "param"
+            if name.endswith("Params")
+            else "result"
+            if name.endswith("Result")
+            else "field",
         )
         defaults = [p.get("default") for k, p in props.items() if k not in required]
         if not required & set(props) and any(d is not None for d in defaults):
@@ -169,12 +174,13 @@ class Renderer:
 
     def methods(self) -> str:
         rows = ["| method | direction | params | result | what it does |", "|---|---|---|---|---|"]
-        for title, table in (("Requests", REQUESTS), ("ServerRequests", SERVER_REQUESTS)):
-            direction = "client → server" if title == "Requests" else "server → client"
+        for title, direction in (
+            ("Requests", "client → server"),
+            ("ServerRequests", "server → client"),
+        ):
             for method, entry in self.defs[title]["properties"].items():
                 params = _name(entry["properties"]["params"]["$ref"])
                 result = _name(entry["properties"]["result"]["$ref"])
-                assert method in table
                 rows.append(
                     f"| [`{method}`](#{anchor(f'`{method}`')}) | {direction} "
                     f"| {self._shape(params)} | {self._shape(result)} "
