@@ -28,7 +28,7 @@ from typing import Any
 
 from . import events
 from .methods import DELTA, EVENT
-from .schema import build_schema
+from .schema import build_schema, member_docs
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC_FILES = ("protocol.md", "docs/doctor.md")
@@ -213,9 +213,10 @@ class Renderer:
     def events(self) -> str:
         first = self.defs[_event_name(events.KINDS[0])]
         envelope = {"properties": {k: first["properties"][k] for k in _ENVELOPE}}
+        # The events' own `kind` is each one's constant; the envelope says what it is.
         envelope["properties"]["kind"] = {
             "type": "string",
-            "description": "the event's kind (below); clients must ignore kinds they do not know",
+            "description": member_docs(events.Envelope)["kind"],
         }
         self.defs["_Envelope"] = {**envelope, "required": list(_ENVELOPE)}
         parts = [

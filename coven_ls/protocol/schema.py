@@ -45,7 +45,7 @@ _ENUM_DOCS = {
 }
 
 
-def _member_docs(cls: type) -> dict[str, str]:
+def member_docs(cls: type) -> dict[str, str]:
     """Docstrings written under class attributes (`name: T` or `NAME = v` then a string)."""
     docs: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
@@ -87,7 +87,7 @@ def _describe(defs: dict[str, Any], classes: list[type[msgspec.Struct]]) -> None
             continue
         if cls.__doc__ and "description" in schema:
             schema["description"] = " ".join(inspect.cleandoc(cls.__doc__).split())
-        for name, doc in _member_docs(cls).items():
+        for name, doc in member_docs(cls).items():
             prop = schema.get("properties", {}).get(name)
             if prop is not None and "description" not in prop:
                 prop["description"] = doc
@@ -215,7 +215,7 @@ def build_schema() -> dict[str, Any]:
         defs[name] = {"title": name, "enum": list(get_args(literal))}
         if name in _ENUM_DOCS:
             defs[name]["description"] = _ENUM_DOCS[name]
-    code_docs = _member_docs(ErrorCode)
+    code_docs = member_docs(ErrorCode)
     defs["ErrorCode"] = {
         "title": "ErrorCode",
         "description": "JSON-RPC error codes: "
