@@ -257,6 +257,10 @@ export interface StartSessionParams {
    * shown in session lists; default: the prompt's first line (80 characters at most)
    */
   title?: string | null;
+  /**
+   * the agent that runs the session: `claude` or `codex`; default: `initializationOptions.agent`
+   */
+  agent?: ('claude' | 'codex') | null;
 }
 export interface StartSessionResult {
   /**
@@ -355,9 +359,13 @@ export interface SessionInfo {
    */
   forkMode: ForkMode;
   /**
-   * the CLI's session id; null until the CLI has started
+   * the CLI's session id (a Codex session's thread id); null until the CLI has started
    */
   agentSessionId: string | null;
+  /**
+   * the agent that runs the session: `claude` or `codex`
+   */
+  agent: 'claude' | 'codex';
   /**
    * when it was created (UTC ISO 8601)
    */
@@ -1730,6 +1738,14 @@ export interface InitializationOptions {
    */
   claudePath?: string | null;
   /**
+   * the agent of sessions that do not name one: `claude` (Claude Code) or `codex`
+   */
+  agent?: 'claude' | 'codex';
+  /**
+   * the `codex` binary to run for Codex sessions (default: `$COVEN_CODEX_PATH`, else the one in the openai-codex-cli-bin wheel, `pip install coven-ls[codex]`, else `codex` on PATH)
+   */
+  codexPath?: string | null;
+  /**
    * model for sessions that do not name one (default: the CLI's own)
    */
   model?: string | null;
@@ -1829,7 +1845,7 @@ export interface DoctorReport {
  */
 export interface Finding {
   /**
-   * what was checked: `python`, `packages`, `claude`, `auth`, `git`, `stateDir`, `database`
+   * what was checked: `python`, `packages`, `claude`, `auth`, `codex`, `git`, `stateDir`, `database`
    */
   id: string;
   /**
