@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Each finding says how to fix it. Exit code 0 when nothing is an error."
         ),
     )
-    doctor.add_argument("--json", action="store_true", help="print a DoctorReport (protocol.md)")
+    doctor.add_argument("--json", action="store_true", help="print a DoctorReport (docs/doctor.md)")
     doctor.add_argument("--root", default=".", help="the workspace (default: this folder)")
     doctor.add_argument("--state-dir", help="as initializationOptions.stateDir")
     doctor.add_argument("--claude", help="as initializationOptions.claudePath")
@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve the Agent Client Protocol on stdio (Zed, JetBrains, CodeCompanion, ...)",
         description=(
             "Be an ACP agent on stdio: an editor's agent panel starts `coven-ls acp` and talks "
-            "ACP to it (protocol.md, 'ACP'). Sessions are the same as the language server's, in "
+            "ACP to it (docs/acp.md). Sessions are the same as the language server's, in "
             "the same per-workspace store. --log-file and --log-level apply; nothing but ACP "
             "is written to stdout."
         ),

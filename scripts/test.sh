@@ -30,6 +30,7 @@ ruff check .
 ruff format --check coven_ls tests bench
 mypy
 python -m coven_ls.protocol.schema --check
+python -m coven_ls.protocol.docs --check
 
 if [[ $quick == 1 ]]; then
     exec python -m pytest tests/unit -q -p no:cacheprovider "$@"

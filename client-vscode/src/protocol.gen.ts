@@ -126,30 +126,51 @@ export interface CovenProtocol {
  * Client → server requests: params and result of each.
  */
 export interface Requests {
+  /**
+   * Starts a session and its first turn; returns as soon as the session exists
+   */
   'coven/startSession': {
     params: StartSessionParams;
     result: StartSessionResult;
   };
+  /**
+   * A follow-up user turn, queued while the session is busy
+   */
   'coven/sendMessage': {
     params: SendMessageParams;
     result: SendMessageResult;
   };
+  /**
+   * Interrupts the running turn (or a proposed or running fork) and drops queued messages
+   */
   'coven/cancel': {
     params: SessionIdParams;
     result: CancelResult;
   };
+  /**
+   * Ends the session and its agent process; it stays listed, `closed`
+   */
   'coven/closeSession': {
     params: SessionIdParams;
     result: EmptyResult;
   };
+  /**
+   * Every session this server knows, in the order they were created
+   */
   'coven/listSessions': {
     params: NoParams;
     result: ListSessionsResult;
   };
+  /**
+   * A session's stored events after a `seq`, and the blocks streaming now
+   */
   'coven/getEvents': {
     params: GetEventsParams;
     result: GetEventsResult;
   };
+  /**
+   * Forks an idle session by hand into one child per task
+   */
   'coven/fork': {
     params: ForkParams;
     result: ForkResult;
@@ -158,34 +179,58 @@ export interface Requests {
     params: BranchParams;
     result: BranchResult;
   };
+  /**
+   * Approves (perhaps with other tasks) or rejects a fork the model proposed
+   */
   'coven/decideFork': {
     params: DecideForkParams;
     result: EmptyResult;
   };
+  /**
+   * Re-runs the unfinished children of a fork a restart interrupted
+   */
   'coven/resumeFork': {
     params: ForkIdParams;
     result: EmptyResult;
   };
+  /**
+   * Gives the parent of an interrupted fork what finished
+   */
   'coven/abandonFork': {
     params: ForkIdParams;
     result: EmptyResult;
   };
+  /**
+   * Removes a session and its whole subtree from the server and its store
+   */
   'coven/deleteSession': {
     params: DeleteSessionParams;
     result: DeleteSessionResult;
   };
+  /**
+   * Stops one of the CLI's background tasks (a subagent)
+   */
   'coven/stopTask': {
     params: StopTaskParams;
     result: EmptyResult;
   };
+  /**
+   * A worktree child's changes, and one file's texts before and after
+   */
   'coven/getChanges': {
     params: GetChangesParams;
     result: GetChangesResult;
   };
+  /**
+   * Merges a reviewed child's changes into the parent's working tree now
+   */
   'coven/applyChanges': {
     params: SessionIdParams;
     result: ApplyChangesResult;
   };
+  /**
+   * Leaves a reviewed child's changes out of the parent's working tree
+   */
   'coven/discardChanges': {
     params: SessionIdParams;
     result: EmptyResult;
@@ -222,9 +267,15 @@ export interface StartSessionParams {
   agent?: ('claude' | 'codex') | null;
 }
 export interface StartSessionResult {
+  /**
+   * the new session's id
+   */
   sessionId: string;
 }
 export interface SendMessageParams {
+  /**
+   * the session
+   */
   sessionId: string;
   /**
    * the message (not blank)
@@ -242,6 +293,9 @@ export interface SendMessageResult {
   position: number;
 }
 export interface SessionIdParams {
+  /**
+   * the session
+   */
   sessionId: string;
 }
 export interface CancelResult {
@@ -268,6 +322,9 @@ export interface ListSessionsResult {
  * One session as `coven/listSessions` lists it; every field is always present (null when unset).
  */
 export interface SessionInfo {
+  /**
+   * coven-ls's id for the session (`s-…`)
+   */
   sessionId: string;
   /**
    * the parent's `sessionId` for a fork child or a branch, else null
@@ -278,17 +335,32 @@ export interface SessionInfo {
    */
   forkId: string | null;
   /**
-   * a fork child's task label, else null
+   * a fork child's task label (also its `title`), else null
    */
   label: string | null;
+  /**
+   * shown in session lists: `coven/startSession`'s `title`, else the prompt's first line
+   */
   title: string;
+  /**
+   * its status now
+   */
   status: Status;
+  /**
+   * its working directory (a worktree child's is in its worktree)
+   */
   cwd: string;
   /**
    * null when the CLI's default is used
    */
   model: string | null;
+  /**
+   * null when Claude Code's own default is used
+   */
   permissionMode: PermissionMode | null;
+  /**
+   * whether the model's `<fork>` tags fork it, after approval or not
+   */
   forkMode: ForkMode;
   /**
    * the CLI's session id (a Codex session's thread id); null until the CLI has started
@@ -298,6 +370,9 @@ export interface SessionInfo {
    * the agent that runs the session: `claude` or `codex`
    */
   agent: 'claude' | 'codex';
+  /**
+   * when it was created (UTC ISO 8601)
+   */
   createdAt: string;
   /**
    * the session's total cost as the CLI reports it
@@ -352,6 +427,9 @@ export interface Usage {
    * input tokens not read from or written to the cache
    */
   inputTokens?: number;
+  /**
+   * tokens the model wrote
+   */
   outputTokens?: number;
   /**
    * input tokens read from the prompt cache
@@ -366,35 +444,89 @@ export interface Usage {
  * A fork child's git worktree.
  */
 export interface Worktree {
+  /**
+   * the worktree's top folder (the child's `cwd` is in it, at the parent's relative place)
+   */
   path: string;
+  /**
+   * the child's branch: `coven/<forkId>/<n>-<label>`
+   */
   branch: string;
+  /**
+   * the commit the child started from: the parent's HEAD plus its uncommitted and untracked changes when the fork started
+   */
   base: string;
+  /**
+   * the parent's work tree, where the changes are merged
+   */
   repository: string;
 }
 /**
  * A worktree child's changes and what became of them.
  */
 export interface Changes {
+  /**
+   * what became of them: `pending` (not brought back yet), `applied` (in the parent's working tree), `conflict` (not applied: they clash with what is there), `discarded` (the user said no), `kept` (the child failed or was cancelled: its partial work stays on its branch), `unchanged` (no file changed)
+   */
   merge: 'applied' | 'conflict' | 'discarded' | 'kept' | 'pending' | 'unchanged';
+  /**
+   * in path order
+   */
   files: ChangedFile[];
+  /**
+   * over every file
+   */
   linesAdded: number;
+  /**
+   * over every file
+   */
   linesRemoved: number;
+  /**
+   * with `merge: conflict`: the files that did not merge
+   */
   conflicts: ConflictFile[];
+  /**
+   * the commit holding the child's work on its branch; null when it changed nothing
+   */
   commit: string | null;
 }
 /**
  * A file a fork child changed, from the fork's snapshot to its work.
  */
 export interface ChangedFile {
+  /**
+   * relative to the repository's top folder, `/`-separated
+   */
   path: string;
+  /**
+   * how it changed
+   */
   status: 'added' | 'deleted' | 'modified' | 'renamed';
+  /**
+   * a rename's source; null unless `renamed`
+   */
   oldPath: string | null;
+  /**
+   * a binary file: no line counts, no text
+   */
   binary: boolean;
+  /**
+   * 0 for a binary file
+   */
   linesAdded: number;
+  /**
+   * 0 for a binary file
+   */
   linesRemoved: number;
 }
 export interface ConflictFile {
+  /**
+   * relative to the repository's top folder, `/`-separated
+   */
   path: string;
+  /**
+   * e.g. "changed on the same lines in the working tree and by the child"
+   */
   reason: string;
 }
 /**
@@ -404,6 +536,9 @@ export interface BranchedFrom {
   atMessageId: string | null;
 }
 export interface GetEventsParams {
+  /**
+   * the session
+   */
   sessionId: string;
   /**
    * events with a greater `seq` (0: all of them)
@@ -441,6 +576,9 @@ export interface StatusChangedEvent {
    */
   time: string;
   kind: 'status';
+  /**
+   * the session's new status
+   */
   status: Status;
 }
 /**
@@ -460,9 +598,12 @@ export interface PromptEvent {
    */
   time: string;
   kind: 'prompt';
+  /**
+   * the message the turn starts with
+   */
   text: string;
   /**
-   * who wrote it: a client (`user`) or the server (`fork`, `forkResults`, `forkError`, `forkRejected`)
+   * who wrote it: a client (`user`), or the server: `fork` (a fork child's assignment), `forkResults` (the `<fork-results>` message), `forkError` (why a `<fork>` tag was refused), `forkRejected` (the user declined a proposed fork), `task` (the CLI started the turn itself, to report on a background task that ended)
    */
   origin: Origin;
 }
@@ -483,10 +624,25 @@ export interface AgentStartedEvent {
    */
   time: string;
   kind: 'agent';
+  /**
+   * the CLI's session id (the name of its transcript)
+   */
   agentSessionId?: string;
+  /**
+   * the model the CLI uses
+   */
   model?: string;
+  /**
+   * the CLI's working directory (a worktree child's is in its worktree)
+   */
   cwd?: string;
+  /**
+   * the CLI's permission mode
+   */
   permissionMode?: string;
+  /**
+   * the CLI's version, e.g. `2.1.330`
+   */
   claudeCodeVersion?: string;
 }
 /**
@@ -528,6 +684,9 @@ export interface TextEvent {
    */
   time: string;
   kind: 'text';
+  /**
+   * the block's whole text
+   */
   text: string;
   /**
    * the CLI's uuid of the assistant message: what `coven/fork`'s `atMessageId` takes
@@ -559,9 +718,21 @@ export interface ThinkingEvent {
    */
   time: string;
   kind: 'thinking';
+  /**
+   * the block's whole thinking
+   */
   text: string;
+  /**
+   * as in `text`
+   */
   messageId?: string;
+  /**
+   * set inside the CLI's own subagents, as in `text`
+   */
   parentToolUseId?: string;
+  /**
+   * as in `text`
+   */
   blockId?: string;
 }
 /**
@@ -581,12 +752,27 @@ export interface ToolUseEvent {
    */
   time: string;
   kind: 'toolUse';
+  /**
+   * the call's id, which its `toolResult` (and a `permissionRequest` for it) carries
+   */
   toolUseId: string;
+  /**
+   * the tool (`Bash`, `Edit`, `Agent`, …)
+   */
   name: string;
+  /**
+   * the tool's input, as the model wrote it
+   */
   input: {
     [k: string]: unknown;
   };
+  /**
+   * as in `text`
+   */
   messageId?: string;
+  /**
+   * set inside the CLI's own subagents, as in `text`
+   */
   parentToolUseId?: string;
 }
 /**
@@ -606,12 +792,21 @@ export interface ToolResultEvent {
    */
   time: string;
   kind: 'toolResult';
+  /**
+   * the `toolUse` it answers
+   */
   toolUseId: string;
   /**
    * the result as text
    */
   content: string;
+  /**
+   * the tool failed, or was denied
+   */
   isError: boolean;
+  /**
+   * set inside the CLI's own subagents, as in `text`
+   */
   parentToolUseId?: string;
 }
 /**
@@ -631,10 +826,19 @@ export interface PermissionRequestEvent {
    */
   time: string;
   kind: 'permissionRequest';
+  /**
+   * the tool
+   */
   toolName: string;
+  /**
+   * the tool's input, as the model wrote it
+   */
   input: {
     [k: string]: unknown;
   };
+  /**
+   * the `toolUse` it is about
+   */
   toolUseId?: string;
 }
 /**
@@ -654,8 +858,17 @@ export interface PermissionDecisionEvent {
    */
   time: string;
   kind: 'permissionDecision';
+  /**
+   * the tool
+   */
   toolName: string;
+  /**
+   * the tool may run
+   */
   allow: boolean;
+  /**
+   * the `toolUse` it is about
+   */
   toolUseId?: string;
   /**
    * what the model is told when the tool is denied
@@ -695,11 +908,17 @@ export interface TurnResultEvent {
    * this turn's cost
    */
   costUsd?: number;
+  /**
+   * how long the turn took
+   */
   durationMs?: number;
   /**
    * the model calls the CLI made in the turn
    */
   numTurns?: number;
+  /**
+   * the CLI's session id after the turn
+   */
   agentSessionId?: string;
   /**
    * this turn's tokens, over every model call in it
@@ -711,7 +930,7 @@ export interface TurnResultEvent {
   cancelled?: boolean;
 }
 /**
- * A call to the model failed (overloaded, rate-limited, a server error, a dropped connection) and the CLI will try again after a delay.
+ * A call to the model failed (overloaded, rate-limited, a server error, a dropped connection) and the CLI will try again after a delay: show it as "API overloaded — retrying in 4 s (3/10)".
  */
 export interface ApiRetryEvent {
   /**
@@ -731,6 +950,9 @@ export interface ApiRetryEvent {
    * this retry's number, from 1
    */
   attempt: number;
+  /**
+   * how many retries the CLI makes at most
+   */
   maxRetries: number;
   /**
    * how long the CLI waits before it tries again
@@ -766,11 +988,17 @@ export interface TaskEvent {
    * what `coven/stopTask` takes
    */
   taskId: string;
+  /**
+   * `started`, `running` (progress), or how it ended: `completed`, `failed`, `stopped`. The CLI often reports an end twice, a bare notice and then the summary and figures: a second event with the same status completes the first
+   */
   status: 'completed' | 'failed' | 'running' | 'started' | 'stopped';
   /**
    * the tool call that started it (the Agent call of a subagent)
    */
   toolUseId?: string;
+  /**
+   * what the task does, in the CLI's words
+   */
   description?: string;
   /**
    * how it ended, in the CLI's words (`completed`, `failed`, `stopped`)
@@ -780,8 +1008,17 @@ export interface TaskEvent {
    * the tool it used last (`running`)
    */
   lastToolName?: string;
+  /**
+   * the tokens it has used so far
+   */
   totalTokens?: number;
+  /**
+   * the tool calls it has made so far
+   */
   toolUses?: number;
+  /**
+   * how long it has run
+   */
   durationMs?: number;
 }
 /**
@@ -801,6 +1038,9 @@ export interface ErrorEvent {
    */
   time: string;
   kind: 'error';
+  /**
+   * what went wrong, for a person
+   */
   message: string;
 }
 /**
@@ -820,7 +1060,13 @@ export interface ForkProposedEvent {
    */
   time: string;
   kind: 'forkProposed';
+  /**
+   * what `coven/decideFork` takes
+   */
   forkId: string;
+  /**
+   * the task labels the model wrote, in order
+   */
   tasks: string[];
 }
 /**
@@ -840,7 +1086,13 @@ export interface ForkRejectedEvent {
    */
   time: string;
   kind: 'forkRejected';
+  /**
+   * the fork
+   */
   forkId: string;
+  /**
+   * why, when a reason was given (`cancelled by the user` when `coven/cancel` withdrew it)
+   */
   reason?: string;
 }
 /**
@@ -860,13 +1112,25 @@ export interface ForkStartedEvent {
    */
   time: string;
   kind: 'forkStarted';
+  /**
+   * the fork
+   */
   forkId: string;
+  /**
+   * `model` (a `<fork>` tag) or `user` (`coven/fork`)
+   */
   source: ForkSource;
+  /**
+   * the task labels, in order
+   */
   tasks: string[];
   /**
-   * in task order
+   * one `{sessionId, label}` per task, in task order
    */
   children: ChildRef[];
+  /**
+   * the `messageId` the fork started from (`coven/fork`'s `atMessageId`), when not the end
+   */
   atMessageId?: string;
   /**
    * where the children work
@@ -886,11 +1150,17 @@ export interface ForkStartedEvent {
   base?: string;
 }
 export interface ChildRef {
+  /**
+   * the child's session
+   */
   sessionId: string;
+  /**
+   * its task (also the child's `title`)
+   */
   label: string;
 }
 /**
- * Every child has ended; the parent is given their results next.
+ * Every child has ended (and, in worktree mode, its changes were merged or decided); the parent is given their results next.
  */
 export interface ForkFinishedEvent {
   /**
@@ -906,6 +1176,9 @@ export interface ForkFinishedEvent {
    */
   time: string;
   kind: 'forkFinished';
+  /**
+   * the fork
+   */
   forkId: string;
   /**
    * in task order
@@ -921,8 +1194,17 @@ export interface ForkFinishedEvent {
   diskBytes?: number;
 }
 export interface TaskOutcome {
+  /**
+   * the task
+   */
   label: string;
+  /**
+   * the child that ran it
+   */
   sessionId: string;
+  /**
+   * the child finished its task without an error
+   */
   ok: boolean;
   /**
    * why the task failed (absent when `ok`)
@@ -958,6 +1240,9 @@ export interface ForkErrorEvent {
    */
   time: string;
   kind: 'forkError';
+  /**
+   * what is wrong with the tag (the model is told the same)
+   */
   message: string;
 }
 /**
@@ -977,6 +1262,9 @@ export interface ForkInterruptedEvent {
    */
   time: string;
   kind: 'forkInterrupted';
+  /**
+   * what `coven/resumeFork` and `coven/abandonFork` take
+   */
   forkId: string;
   /**
    * the children (session ids) that had not finished
@@ -1000,7 +1288,13 @@ export interface ForkResumedEvent {
    */
   time: string;
   kind: 'forkResumed';
+  /**
+   * the fork
+   */
   forkId: string;
+  /**
+   * the children that run again (each keeps its `sessionId` and label)
+   */
   children: ChildRef[];
 }
 /**
@@ -1020,6 +1314,9 @@ export interface ForkReviewingEvent {
    */
   time: string;
   kind: 'forkReviewing';
+  /**
+   * the fork
+   */
   forkId: string;
   /**
    * the children (session ids) whose changes wait for a decision, in task order
@@ -1043,7 +1340,13 @@ export interface ChangesEventEvent {
    */
   time: string;
   kind: 'changes';
+  /**
+   * the child's worktree
+   */
   worktree: Worktree;
+  /**
+   * its changes, and what became of them
+   */
   changes: Changes;
 }
 /**
@@ -1075,7 +1378,13 @@ export interface WorktreeEnvEvent {
    * the gitignored files and folders (ending in `/`) copied in from the parent's folder
    */
   copied?: string[];
+  /**
+   * how many files those copies hold
+   */
   copiedFiles?: number;
+  /**
+   * what the copies take, in bytes
+   */
   copiedBytes?: number;
   /**
    * of `copiedFiles`, those cloned (the file system shares their blocks until one is written)
@@ -1115,6 +1424,9 @@ export interface SetupOutputEvent {
    */
   time: string;
   kind: 'setupOutput';
+  /**
+   * the new piece of output, to append to what came before
+   */
   text: string;
 }
 /**
@@ -1134,13 +1446,25 @@ export interface SetupEndedEvent {
    */
   time: string;
   kind: 'setupEnded';
+  /**
+   * the setup exited with 0 within `worktreeSetupTimeoutSeconds`
+   */
   ok: boolean;
+  /**
+   * how long it ran
+   */
   durationMs: number;
+  /**
+   * its exit code, when it exited (not when it was stopped or could not start)
+   */
   exitCode?: number;
+  /**
+   * why it failed, with the tail of its output (the child's task error)
+   */
   error?: string;
 }
 /**
- * The session and these were deleted; this event is not stored.
+ * The session and these were deleted; this event is not stored, and its `seq` may be followed by nothing.
  */
 export interface DeletedEvent {
   /**
@@ -1165,9 +1489,21 @@ export interface DeletedEvent {
  * A block still streaming: its text so far.
  */
 export interface PartialBlock {
+  /**
+   * as in `coven/delta`
+   */
   blockId: string;
+  /**
+   * `text` or `thinking`
+   */
   kind: 'text' | 'thinking';
+  /**
+   * the block's text so far
+   */
   text: string;
+  /**
+   * set in a subagent's blocks, as in events
+   */
   parentToolUseId?: string | null;
 }
 export interface ForkParams {
@@ -1192,11 +1528,14 @@ export interface ForkParams {
    */
   mergeMode?: ('auto' | 'review') | null;
   /**
-   * for this fork: `initializationOptions.worktreeSetup`'s choice instead
+   * for this fork: `initializationOptions.worktreeSetup`'s choice instead (`""`: no setup)
    */
   worktreeSetup?: string | null;
 }
 export interface ForkResult {
+  /**
+   * the new fork's id (its events carry it)
+   */
   forkId: string;
 }
 export interface BranchParams {
@@ -1224,6 +1563,9 @@ export interface DecideForkParams {
    * from the `forkProposed` event
    */
   forkId: string;
+  /**
+   * true: start it; false: reject it (the model is told)
+   */
   approve: boolean;
   /**
    * with `approve: true` only: the task list to run instead
@@ -1247,9 +1589,15 @@ export interface DecideForkParams {
   worktreeSetup?: string | null;
 }
 export interface ForkIdParams {
+  /**
+   * the fork
+   */
   forkId: string;
 }
 export interface DeleteSessionParams {
+  /**
+   * the session to delete, with its subtree
+   */
   sessionId: string;
   /**
    * also delete the CLI's own transcripts
@@ -1263,6 +1611,9 @@ export interface DeleteSessionResult {
   deletedSessionIds: string[];
 }
 export interface StopTaskParams {
+  /**
+   * the session whose CLI runs the task
+   */
   sessionId: string;
   /**
    * from a `task` event
@@ -1280,8 +1631,17 @@ export interface GetChangesParams {
   path?: string | null;
 }
 export interface GetChangesResult {
+  /**
+   * the child
+   */
   sessionId: string;
+  /**
+   * its worktree
+   */
   worktree: Worktree;
+  /**
+   * its changes, and what became of them
+   */
   changes: Changes;
   /**
    * the file `path` asked for, else null
@@ -1289,10 +1649,25 @@ export interface GetChangesResult {
   file: FileText | null;
 }
 export interface FileText {
+  /**
+   * the file, as in `files`
+   */
   path: string;
+  /**
+   * a rename's source, else null
+   */
   oldPath: string | null;
+  /**
+   * true: the texts are null (show "binary file")
+   */
   binary: boolean;
+  /**
+   * the file in the fork's snapshot (at `oldPath` for a rename); null when added or binary
+   */
   base: string | null;
+  /**
+   * the file in the child's work; null when deleted or binary
+   */
   child: string | null;
 }
 export interface ApplyChangesResult {
@@ -1305,6 +1680,9 @@ export interface ApplyChangesResult {
  * Server → client requests: params and result of each.
  */
 export interface ServerRequests {
+  /**
+   * Asks the client whether the CLI may use a tool (clients that declared `experimental.coven.permissions`)
+   */
   'coven/requestPermission': {
     params: RequestPermissionParams;
     result: RequestPermissionResult;
@@ -1314,7 +1692,13 @@ export interface ServerRequests {
  * `coven/requestPermission` (server → client).
  */
 export interface RequestPermissionParams {
+  /**
+   * the session whose CLI asks
+   */
   sessionId: string;
+  /**
+   * the tool (`Bash`, `Edit`, …)
+   */
   toolName: string;
   /**
    * the tool's input as the model wrote it
@@ -1331,6 +1715,9 @@ export interface RequestPermissionParams {
  * The client's answer to `coven/requestPermission`.
  */
 export interface RequestPermissionResult {
+  /**
+   * the tool may run
+   */
   allow: boolean;
   /**
    * what the model is told when the tool is denied
@@ -1341,13 +1728,22 @@ export interface RequestPermissionResult {
  * Server → client notifications: params of each.
  */
 export interface Notifications {
+  /**
+   * Every event of every session, to every connected client
+   */
   'coven/event': Event;
+  /**
+   * A piece of assistant text or thinking as the model streams it
+   */
   'coven/delta': Delta;
 }
 /**
  * `coven/delta` (server → client): a piece of assistant text or thinking as the model streams it. Not an event: it has no `seq` and is not stored; the block's whole text follows as a `text` or `thinking` event with the same `blockId`, which replaces the pieces.
  */
 export interface Delta {
+  /**
+   * the session the block belongs to
+   */
   sessionId: string;
   /**
    * the session's last event when the piece arrived: the block belongs after it
@@ -1362,6 +1758,9 @@ export interface Delta {
    * the new piece, to append to the block's text so far
    */
   text: string;
+  /**
+   * set in a subagent's blocks, as in events
+   */
   parentToolUseId?: string | null;
 }
 /**
@@ -1401,15 +1800,15 @@ export interface InitializationOptions {
    */
   maxChildren?: number;
   /**
-   * how many fork children run a turn at once, across the whole server (every fork, nested ones included); the rest wait, `queued`, in order. The last client to connect sets it.
+   * how many fork children run a turn at once, across the whole server (every fork, nested ones included); the rest wait, `queued`, in order (a CLI process takes ~200 MiB and about a second of CPU to start; a child's CLI stops with its turn and frees its slot). With several clients, the last one to connect sets it
    */
   maxParallel?: number;
   /**
-   * how deep model-driven forks nest (0: the model never forks)
+   * how deep model-driven forks nest: with 1, a child's `<fork>` tag is ignored and left in its answer; with 2, children fork like their parent; 0 turns model-driven forks off
    */
   maxDepth?: number;
   /**
-   * where the session databases and fork children's worktrees live (default: `$XDG_STATE_HOME/coven-ls`)
+   * where the session databases live (one per workspace root, see Persistence), and fork children's worktrees (`<stateDir>/worktrees/`). Default: `$XDG_STATE_HOME/coven-ls`, else `~/.local/state/coven-ls`
    */
   stateDir?: string | null;
   /**
@@ -1429,11 +1828,11 @@ export interface InitializationOptions {
    */
   worktreeSetup?: string;
   /**
-   * a worktree setup still running after this long is stopped and fails its child (0: never)
+   * a worktree setup still running after this long is stopped (its process group killed) and fails its child (0: never)
    */
   worktreeSetupTimeoutSeconds?: number;
   /**
-   * the server's token, which a `--tcp` server requires (its `--token-file`, `$COVEN_TOKEN`, or the one it generated and printed); ignored on stdio. Never logged nor sent back
+   * the server's token, which a `--tcp` server requires (its `--token-file`, `$COVEN_TOKEN`, or the one it generated and printed; see Starting the server); ignored on stdio. Never logged nor sent back
    */
   token?: string | null;
 }
@@ -1470,16 +1869,34 @@ export interface DoctorReport {
    * coven-ls's own
    */
   version: string;
+  /**
+   * one per check, in the order they ran
+   */
   findings: Finding[];
 }
 /**
  * One thing `coven-ls doctor` checked.
  */
 export interface Finding {
+  /**
+   * what was checked: `python`, `packages`, `claude`, `auth`, `codex`, `git`, `stateDir`, `database`
+   */
   id: string;
+  /**
+   * `error`: a session cannot run until it is fixed; `warning`: sessions run, something is missing (worktrees, saving)
+   */
   status: 'error' | 'ok' | 'warning';
+  /**
+   * what was checked, for a person
+   */
   title: string;
+  /**
+   * what was found (versions, paths, reasons)
+   */
   found: string;
+  /**
+   * what to do about it, when it is not ok
+   */
   fix?: string | null;
 }
 

@@ -2,7 +2,7 @@
 state per session (the tree of it and its fork children, folded by protocol/tree.py; which blocks
 were streamed; what each fork has shown), tested on their own.
 
-What maps to what (protocol.md, "ACP"): streamed pieces are `agent_message_chunk` /
+What maps to what (docs/acp.md): streamed pieces are `agent_message_chunk` /
 `agent_thought_chunk`; a whole text or thinking block is sent only when none of it was streamed;
 `toolUse` / `toolResult` are `tool_call` / `tool_call_update`; a fork is a `plan` (one entry a
 task) and a `tool_call` "Fork: N tasks" whose content is each child's progress and answer;

@@ -1,6 +1,6 @@
 """`coven-ls doctor`: what a session needs, checked without starting one (and without a model
 request anyone pays for), each finding with its fix. `--json` prints a DoctorReport
-(protocol.md, "coven-ls doctor"); the exit code is 0 only when no finding is an error."""
+(docs/doctor.md); the exit code is 0 only when no finding is an error."""
 
 from __future__ import annotations
 

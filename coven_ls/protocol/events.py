@@ -55,13 +55,18 @@ class Envelope(Wire):
 
 class ChildRef(Wire):
     sessionId: str
+    """the child's session"""
     label: str
+    """its task (also the child's `title`)"""
 
 
 class TaskOutcome(Wire, omit_defaults=True):
     label: str
+    """the task"""
     sessionId: str
+    """the child that ran it"""
     ok: bool
+    """the child finished its task without an error"""
     error: str | None = None
     """why the task failed (absent when `ok`)"""
     merge: MergeState | None = None
@@ -76,25 +81,34 @@ class StatusChanged(Payload, tag="status"):
     """The session's status changed."""
 
     status: Status
+    """the session's new status"""
 
 
 class Prompt(Payload, tag="prompt"):
     """A turn starts with this user message."""
 
     text: str
+    """the message the turn starts with"""
     origin: Origin
-    """who wrote it: a client (`user`) or the server (`fork`, `forkResults`, `forkError`,
-    `forkRejected`)"""
+    """who wrote it: a client (`user`), or the server: `fork` (a fork child's assignment),
+    `forkResults` (the `<fork-results>` message), `forkError` (why a `<fork>` tag was refused),
+    `forkRejected` (the user declined a proposed fork), `task` (the CLI started the turn itself,
+    to report on a background task that ended)"""
 
 
 class AgentStarted(Payload, tag="agent"):
     """The CLI process started, or its session id or model changed."""
 
     agentSessionId: str | None = None
+    """the CLI's session id (the name of its transcript)"""
     model: str | None = None
+    """the model the CLI uses"""
     cwd: str | None = None
+    """the CLI's working directory (a worktree child's is in its worktree)"""
     permissionMode: str | None = None
+    """the CLI's permission mode"""
     claudeCodeVersion: str | None = None
+    """the CLI's version, e.g. `2.1.330`"""
 
 
 class QueuePosition(Payload, tag="queuePosition"):
@@ -109,6 +123,7 @@ class Text(Payload, tag="text"):
     """Assistant text (a whole block: its pieces were streamed as `coven/delta` before)."""
 
     text: str
+    """the block's whole text"""
     messageId: str | None = None
     """the CLI's uuid of the assistant message: what `coven/fork`'s `atMessageId` takes"""
     parentToolUseId: str | None = None
@@ -122,45 +137,63 @@ class Thinking(Payload, tag="thinking"):
     """Assistant thinking (a whole block, streamed as `coven/delta` before)."""
 
     text: str
+    """the block's whole thinking"""
     messageId: str | None = None
+    """as in `text`"""
     parentToolUseId: str | None = None
+    """set inside the CLI's own subagents, as in `text`"""
     blockId: str | None = None
+    """as in `text`"""
 
 
 class ToolUse(Payload, tag="toolUse"):
     """The assistant calls a tool."""
 
     toolUseId: str
+    """the call's id, which its `toolResult` (and a `permissionRequest` for it) carries"""
     name: str
+    """the tool (`Bash`, `Edit`, `Agent`, …)"""
     input: dict[str, Any]
+    """the tool's input, as the model wrote it"""
     messageId: str | None = None
+    """as in `text`"""
     parentToolUseId: str | None = None
+    """set inside the CLI's own subagents, as in `text`"""
 
 
 class ToolResult(Payload, tag="toolResult"):
     """A tool's result."""
 
     toolUseId: str
+    """the `toolUse` it answers"""
     content: str
     """the result as text"""
     isError: bool
+    """the tool failed, or was denied"""
     parentToolUseId: str | None = None
+    """set inside the CLI's own subagents, as in `text`"""
 
 
 class PermissionRequest(Payload, tag="permissionRequest"):
     """The CLI asks to use a tool; the user is being asked."""
 
     toolName: str
+    """the tool"""
     input: dict[str, Any]
+    """the tool's input, as the model wrote it"""
     toolUseId: str | None = None
+    """the `toolUse` it is about"""
 
 
 class PermissionDecision(Payload, tag="permissionDecision"):
     """The answer to a permission request (from the user, or a timeout)."""
 
     toolName: str
+    """the tool"""
     allow: bool
+    """the tool may run"""
     toolUseId: str | None = None
+    """the `toolUse` it is about"""
     message: str | None = None
     """what the model is told when the tool is denied"""
 
@@ -178,9 +211,11 @@ class TurnResult(Payload, tag="turnResult"):
     costUsd: float | None = None
     """this turn's cost"""
     durationMs: int | None = None
+    """how long the turn took"""
     numTurns: int | None = None
     """the model calls the CLI made in the turn"""
     agentSessionId: str | None = None
+    """the CLI's session id after the turn"""
     usage: Usage | None = None
     """this turn's tokens, over every model call in it"""
     cancelled: bool | None = None
@@ -189,11 +224,13 @@ class TurnResult(Payload, tag="turnResult"):
 
 class ApiRetry(Payload, tag="apiRetry"):
     """A call to the model failed (overloaded, rate-limited, a server error, a dropped
-    connection) and the CLI will try again after a delay."""
+    connection) and the CLI will try again after a delay: show it as "API overloaded — retrying
+    in 4 s (3/10)"."""
 
     attempt: int
     """this retry's number, from 1"""
     maxRetries: int
+    """how many retries the CLI makes at most"""
     retryDelayMs: int
     """how long the CLI waits before it tries again"""
     errorStatus: int | None = None
@@ -210,47 +247,63 @@ class Task(Payload, tag="task"):
     taskId: str
     """what `coven/stopTask` takes"""
     status: TaskStatus
+    """`started`, `running` (progress), or how it ended: `completed`, `failed`, `stopped`. The
+    CLI often reports an end twice, a bare notice and then the summary and figures: a second
+    event with the same status completes the first"""
     toolUseId: str | None = None
     """the tool call that started it (the Agent call of a subagent)"""
     description: str | None = None
+    """what the task does, in the CLI's words"""
     summary: str | None = None
     """how it ended, in the CLI's words (`completed`, `failed`, `stopped`)"""
     lastToolName: str | None = None
     """the tool it used last (`running`)"""
     totalTokens: int | None = None
+    """the tokens it has used so far"""
     toolUses: int | None = None
+    """the tool calls it has made so far"""
     durationMs: int | None = None
+    """how long it has run"""
 
 
 class Error(Payload, tag="error"):
     """Something went wrong outside the conversation (the CLI crashed or could not start)."""
 
     message: str
+    """what went wrong, for a person"""
 
 
 class ForkProposed(Payload, tag="forkProposed"):
     """The model asked to fork (fork mode `approve`); the session is `awaitingApproval`."""
 
     forkId: str
+    """what `coven/decideFork` takes"""
     tasks: list[str]
+    """the task labels the model wrote, in order"""
 
 
 class ForkRejected(Payload, tag="forkRejected"):
     """The proposal was rejected or withdrawn."""
 
     forkId: str
+    """the fork"""
     reason: str | None = None
+    """why, when a reason was given (`cancelled by the user` when `coven/cancel` withdrew it)"""
 
 
 class ForkStarted(Payload, tag="forkStarted"):
     """Children were created, one per task."""
 
     forkId: str
+    """the fork"""
     source: ForkSource
+    """`model` (a `<fork>` tag) or `user` (`coven/fork`)"""
     tasks: list[str]
+    """the task labels, in order"""
     children: list[ChildRef]
-    """in task order"""
+    """one `{sessionId, label}` per task, in task order"""
     atMessageId: str | None = None
+    """the `messageId` the fork started from (`coven/fork`'s `atMessageId`), when not the end"""
     isolation: Isolation | None = None
     """where the children work"""
     isolationReason: str | None = None
@@ -263,9 +316,11 @@ class ForkStarted(Payload, tag="forkStarted"):
 
 
 class ForkFinished(Payload, tag="forkFinished"):
-    """Every child has ended; the parent is given their results next."""
+    """Every child has ended (and, in worktree mode, its changes were merged or decided); the
+    parent is given their results next."""
 
     forkId: str
+    """the fork"""
     results: list[TaskOutcome]
     """in task order"""
     usage: Usage | None = None
@@ -280,6 +335,7 @@ class ForkReviewing(Payload, tag="forkReviewing"):
     child's changes are applied or discarded (`coven/applyChanges`, `coven/discardChanges`)."""
 
     forkId: str
+    """the fork"""
     pending: list[str]
     """the children (session ids) whose changes wait for a decision, in task order"""
 
@@ -288,6 +344,7 @@ class ForkError(Payload, tag="forkError"):
     """The model's `<fork>` tag could not be used; nothing was forked and the model is told why."""
 
     message: str
+    """what is wrong with the tag (the model is told the same)"""
 
 
 class ForkInterrupted(Payload, tag="forkInterrupted"):
@@ -295,6 +352,7 @@ class ForkInterrupted(Payload, tag="forkInterrupted"):
     `coven/abandonFork`."""
 
     forkId: str
+    """what `coven/resumeFork` and `coven/abandonFork` take"""
     unfinished: list[str]
     """the children (session ids) that had not finished"""
 
@@ -303,7 +361,9 @@ class ForkResumed(Payload, tag="forkResumed"):
     """`coven/resumeFork` re-runs these children; `forkFinished` follows as usual."""
 
     forkId: str
+    """the fork"""
     children: list[ChildRef]
+    """the children that run again (each keeps its `sessionId` and label)"""
 
 
 class ChangesEvent(Payload, tag="changes"):
@@ -311,7 +371,9 @@ class ChangesEvent(Payload, tag="changes"):
     time what became of them changes (`merge`)."""
 
     worktree: Worktree
+    """the child's worktree"""
     changes: Changes
+    """its changes, and what became of them"""
 
 
 class WorktreeEnv(Payload, tag="worktreeEnv"):
@@ -326,7 +388,9 @@ class WorktreeEnv(Payload, tag="worktreeEnv"):
     copied: list[str] | None = None
     """the gitignored files and folders (ending in `/`) copied in from the parent's folder"""
     copiedFiles: int | None = None
+    """how many files those copies hold"""
     copiedBytes: int | None = None
+    """what the copies take, in bytes"""
     clonedFiles: int | None = None
     """of `copiedFiles`, those cloned (the file system shares their blocks until one is
     written)"""
@@ -346,6 +410,7 @@ class SetupOutput(Payload, tag="setupOutput"):
     """A piece of the worktree setup's output (stdout and stderr together), as it runs."""
 
     text: str
+    """the new piece of output, to append to what came before"""
 
 
 class SetupEnded(Payload, tag="setupEnded"):
@@ -353,13 +418,18 @@ class SetupEnded(Payload, tag="setupEnded"):
     `error` (and its output's tail) as its task's error."""
 
     ok: bool
+    """the setup exited with 0 within `worktreeSetupTimeoutSeconds`"""
     durationMs: int
+    """how long it ran"""
     exitCode: int | None = None
+    """its exit code, when it exited (not when it was stopped or could not start)"""
     error: str | None = None
+    """why it failed, with the tail of its output (the child's task error)"""
 
 
 class Deleted(Payload, tag="deleted"):
-    """The session and these were deleted; this event is not stored."""
+    """The session and these were deleted; this event is not stored, and its `seq` may be
+    followed by nothing."""
 
     sessionIds: list[str]
     """the session itself first, then its subtree"""
@@ -448,6 +518,7 @@ class Delta(Wire, omit_defaults=True):
     as a `text` or `thinking` event with the same `blockId`, which replaces the pieces."""
 
     sessionId: str
+    """the session the block belongs to"""
     afterSeq: int
     """the session's last event when the piece arrived: the block belongs after it"""
     blockId: str
@@ -456,15 +527,20 @@ class Delta(Wire, omit_defaults=True):
     text: str
     """the new piece, to append to the block's text so far"""
     parentToolUseId: str | None = None
+    """set in a subagent's blocks, as in events"""
 
 
 class PartialBlock(Wire, omit_defaults=True):
     """A block still streaming: its text so far."""
 
     blockId: str
+    """as in `coven/delta`"""
     kind: StreamKind
+    """`text` or `thinking`"""
     text: str
+    """the block's text so far"""
     parentToolUseId: str | None = None
+    """set in a subagent's blocks, as in events"""
 
 
 class GetEventsResult(Wire):

@@ -67,34 +67,120 @@ class Method:
     name: str
     params: type[Wire]
     result: type[Wire]
+    doc: str
+    """what the method does, in a line: the schema's description and protocol.md's method table"""
 
 
 # Client -> server requests, in the order protocol.md documents them.
 REQUESTS: dict[str, Method] = {
     m.name: m
     for m in (
-        Method(START_SESSION, StartSessionParams, StartSessionResult),
-        Method(SEND_MESSAGE, SendMessageParams, SendMessageResult),
-        Method(CANCEL, SessionIdParams, CancelResult),
-        Method(CLOSE_SESSION, SessionIdParams, EmptyResult),
-        Method(LIST_SESSIONS, NoParams, ListSessionsResult),
-        Method(GET_EVENTS, GetEventsParams, GetEventsResult),
-        Method(FORK, ForkParams, ForkResult),
-        Method(BRANCH, BranchParams, BranchResult),
-        Method(DECIDE_FORK, DecideForkParams, EmptyResult),
-        Method(RESUME_FORK, ForkIdParams, EmptyResult),
-        Method(ABANDON_FORK, ForkIdParams, EmptyResult),
-        Method(DELETE_SESSION, DeleteSessionParams, DeleteSessionResult),
-        Method(STOP_TASK, StopTaskParams, EmptyResult),
-        Method(GET_CHANGES, GetChangesParams, GetChangesResult),
-        Method(APPLY_CHANGES, SessionIdParams, ApplyChangesResult),
-        Method(DISCARD_CHANGES, SessionIdParams, EmptyResult),
+        Method(
+            START_SESSION,
+            StartSessionParams,
+            StartSessionResult,
+            "Starts a session and its first turn; returns as soon as the session exists",
+        ),
+        Method(
+            SEND_MESSAGE,
+            SendMessageParams,
+            SendMessageResult,
+            "A follow-up user turn, queued while the session is busy",
+        ),
+        Method(
+            CANCEL,
+            SessionIdParams,
+            CancelResult,
+            "Interrupts the running turn (or a proposed or running fork) and drops queued messages",
+        ),
+        Method(
+            CLOSE_SESSION,
+            SessionIdParams,
+            EmptyResult,
+            "Ends the session and its agent process; it stays listed, `closed`",
+        ),
+        Method(
+            LIST_SESSIONS,
+            NoParams,
+            ListSessionsResult,
+            "Every session this server knows, in the order they were created",
+        ),
+        Method(
+            GET_EVENTS,
+            GetEventsParams,
+            GetEventsResult,
+            "A session's stored events after a `seq`, and the blocks streaming now",
+        ),
+        Method(
+            FORK,
+            ForkParams,
+            ForkResult,
+            "Forks an idle session by hand into one child per task",
+        ),
+        Method(
+            BRANCH,
+            BranchParams,
+            BranchResult,
+            "A new session holding the session's conversation (up to a message), in its folder",
+        ),
+        Method(
+            DECIDE_FORK,
+            DecideForkParams,
+            EmptyResult,
+            "Approves (perhaps with other tasks) or rejects a fork the model proposed",
+        ),
+        Method(
+            RESUME_FORK,
+            ForkIdParams,
+            EmptyResult,
+            "Re-runs the unfinished children of a fork a restart interrupted",
+        ),
+        Method(
+            ABANDON_FORK,
+            ForkIdParams,
+            EmptyResult,
+            "Gives the parent of an interrupted fork what finished",
+        ),
+        Method(
+            DELETE_SESSION,
+            DeleteSessionParams,
+            DeleteSessionResult,
+            "Removes a session and its whole subtree from the server and its store",
+        ),
+        Method(
+            STOP_TASK,
+            StopTaskParams,
+            EmptyResult,
+            "Stops one of the CLI's background tasks (a subagent)",
+        ),
+        Method(
+            GET_CHANGES,
+            GetChangesParams,
+            GetChangesResult,
+            "A worktree child's changes, and one file's texts before and after",
+        ),
+        Method(
+            APPLY_CHANGES,
+            SessionIdParams,
+            ApplyChangesResult,
+            "Merges a reviewed child's changes into the parent's working tree now",
+        ),
+        Method(
+            DISCARD_CHANGES,
+            SessionIdParams,
+            EmptyResult,
+            "Leaves a reviewed child's changes out of the parent's working tree",
+        ),
     )
 }
 
 # Server -> client requests.
 SERVER_REQUESTS: dict[str, Method] = {
     REQUEST_PERMISSION: Method(
-        REQUEST_PERMISSION, RequestPermissionParams, RequestPermissionResult
+        REQUEST_PERMISSION,
+        RequestPermissionParams,
+        RequestPermissionResult,
+        "Asks the client whether the CLI may use a tool (clients that declared "
+        "`experimental.coven.permissions`)",
     ),
 }

@@ -9,11 +9,11 @@ same in Python, in the schema and in the generated TypeScript.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import itertools
 import json
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any, get_args
 
@@ -45,15 +45,26 @@ _ENUM_DOCS = {
 }
 
 
-def _member_docs(cls: type) -> dict[str, str]:
+def member_docs(cls: type) -> dict[str, str]:
     """Docstrings written under class attributes (`name: T` or `NAME = v` then a string)."""
     docs: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
-        if klass.__module__ not in (types.__name__, events.__name__, ErrorCode.__module__):
+        if klass.__module__ in (types.__name__, events.__name__, ErrorCode.__module__):
+            docs.update(_module_docs(klass.__module__).get(klass.__name__, {}))
+    return docs
+
+
+@functools.cache
+def _module_docs(module: str) -> dict[str, dict[str, str]]:
+    """Each class's member docstrings in a module, its source parsed once (parsing it per class
+    made the schema take seconds)."""
+    tree = ast.parse(inspect.getsource(sys.modules[module]))
+    found: dict[str, dict[str, str]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
             continue
-        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
-        body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
-        for stmt, after in itertools.pairwise(body):
+        docs = found.setdefault(node.name, {})
+        for stmt, after in itertools.pairwise(node.body):
             target: ast.expr | None = None
             if isinstance(stmt, ast.AnnAssign):
                 target = stmt.target
@@ -66,7 +77,7 @@ def _member_docs(cls: type) -> dict[str, str]:
                 and isinstance(after.value.value, str)
             ):
                 docs[target.id] = " ".join(after.value.value.split())
-    return docs
+    return found
 
 
 def _describe(defs: dict[str, Any], classes: list[type[msgspec.Struct]]) -> None:
@@ -76,10 +87,21 @@ def _describe(defs: dict[str, Any], classes: list[type[msgspec.Struct]]) -> None
             continue
         if cls.__doc__ and "description" in schema:
             schema["description"] = " ".join(inspect.cleandoc(cls.__doc__).split())
-        for name, doc in _member_docs(cls).items():
+        for name, doc in member_docs(cls).items():
             prop = schema.get("properties", {}).get(name)
             if prop is not None and "description" not in prop:
                 prop["description"] = doc
+
+
+def _wire_classes() -> list[type[msgspec.Struct]]:
+    return [
+        cls
+        for module in (types, events)
+        for cls in vars(module).values()
+        if isinstance(cls, type)
+        and issubclass(cls, msgspec.Struct)
+        and cls.__module__ == module.__name__
+    ]
 
 
 def _event_defs(defs: dict[str, Any]) -> None:
@@ -134,6 +156,7 @@ def _method_table(title: str, doc: str, methods: dict[str, Any]) -> dict[str, An
         "properties": {
             name: {
                 "type": "object",
+                "description": m.doc,
                 "properties": {
                     "params": _ref(m.params.__name__),
                     "result": _ref(m.result.__name__),
@@ -167,7 +190,9 @@ def build_schema() -> dict[str, Any]:
             structs.extend((m.params, m.result))
     structs = list(dict.fromkeys(structs))
     _, defs = msgspec.json.schema_components(structs, ref_template="#/$defs/{name}")
-    _describe(defs, structs)
+    # Every wire class, not only the roots: the types they hold (Worktree, Changes, …) are
+    # described too.
+    _describe(defs, [*structs, *_wire_classes()])
     _event_defs(defs)
     defs["GetEventsResult"]["properties"]["events"]["items"] = _ref("Event")
     kinds = [p.__name__ + "Event" for p in events.PAYLOADS]
@@ -190,7 +215,7 @@ def build_schema() -> dict[str, Any]:
         defs[name] = {"title": name, "enum": list(get_args(literal))}
         if name in _ENUM_DOCS:
             defs[name]["description"] = _ENUM_DOCS[name]
-    code_docs = _member_docs(ErrorCode)
+    code_docs = member_docs(ErrorCode)
     defs["ErrorCode"] = {
         "title": "ErrorCode",
         "description": "JSON-RPC error codes: "
@@ -211,7 +236,16 @@ def build_schema() -> dict[str, Any]:
         "title": "Notifications",
         "description": "Server → client notifications: params of each.",
         "type": "object",
-        "properties": {EVENT: _ref("Event"), DELTA: _ref("Delta")},
+        "properties": {
+            EVENT: {
+                **_ref("Event"),
+                "description": "Every event of every session, to every connected client",
+            },
+            DELTA: {
+                **_ref("Delta"),
+                "description": "A piece of assistant text or thinking as the model streams it",
+            },
+        },
         "required": [EVENT, DELTA],
         "additionalProperties": False,
     }

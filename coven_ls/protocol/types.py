@@ -103,12 +103,16 @@ class InitializationOptions(Wire, omit_defaults=True):
     """the most tasks one fork may have"""
     maxParallel: PositiveInt = 4
     """how many fork children run a turn at once, across the whole server (every fork, nested
-    ones included); the rest wait, `queued`, in order. The last client to connect sets it."""
+    ones included); the rest wait, `queued`, in order (a CLI process takes ~200 MiB and about a
+    second of CPU to start; a child's CLI stops with its turn and frees its slot). With several
+    clients, the last one to connect sets it"""
     maxDepth: NonNegativeInt = 1
-    """how deep model-driven forks nest (0: the model never forks)"""
+    """how deep model-driven forks nest: with 1, a child's `<fork>` tag is ignored and left in
+    its answer; with 2, children fork like their parent; 0 turns model-driven forks off"""
     stateDir: str | None = None
-    """where the session databases and fork children's worktrees live (default:
-    `$XDG_STATE_HOME/coven-ls`)"""
+    """where the session databases live (one per workspace root, see Persistence), and fork
+    children's worktrees (`<stateDir>/worktrees/`). Default: `$XDG_STATE_HOME/coven-ls`, else
+    `~/.local/state/coven-ls`"""
     forkIsolation: Isolation | None = None
     """where fork children work: `worktree` (a git worktree each, merged back) or `shared` (the
     parent's folder). Default: `worktree` when the session's cwd is in a git repository with at
@@ -126,10 +130,12 @@ class InitializationOptions(Wire, omit_defaults=True):
     for another tool (`.cursor/worktrees.json`, then `conductor.json`), once the user allowed it;
     `""`: none"""
     worktreeSetupTimeoutSeconds: NonNegativeFloat = 600.0
-    """a worktree setup still running after this long is stopped and fails its child (0: never)"""
+    """a worktree setup still running after this long is stopped (its process group killed) and
+    fails its child (0: never)"""
     token: str | None = None
-    """the server's token, which a `--tcp` server requires (its `--token-file`, `$COVEN_TOKEN`, or
-    the one it generated and printed); ignored on stdio. Never logged nor sent back"""
+    """the server's token, which a `--tcp` server requires (its `--token-file`, `$COVEN_TOKEN`,
+    or the one it generated and printed; see Starting the server); ignored on stdio. Never
+    logged nor sent back"""
 
 
 class CovenClientCapabilities(Wire, omit_defaults=True):
@@ -176,12 +182,14 @@ class StartSessionParams(Wire):
 
 class SendMessageParams(Wire):
     sessionId: str
+    """the session"""
     text: str
     """the message (not blank)"""
 
 
 class SessionIdParams(Wire):
     sessionId: str
+    """the session"""
 
 
 class ForkParams(Wire):
@@ -197,7 +205,7 @@ class ForkParams(Wire):
     mergeMode: MergeMode | None = None
     """for this fork: `initializationOptions.mergeMode`'s choice instead"""
     worktreeSetup: str | None = None
-    """for this fork: `initializationOptions.worktreeSetup`'s choice instead"""
+    """for this fork: `initializationOptions.worktreeSetup`'s choice instead (`""`: no setup)"""
 
 
 class BranchParams(Wire):
@@ -214,6 +222,7 @@ class DecideForkParams(Wire):
     forkId: str
     """from the `forkProposed` event"""
     approve: bool
+    """true: start it; false: reject it (the model is told)"""
     tasks: list[str] | None = None
     """with `approve: true` only: the task list to run instead"""
     reason: str | None = None
@@ -228,16 +237,19 @@ class DecideForkParams(Wire):
 
 class ForkIdParams(Wire):
     forkId: str
+    """the fork"""
 
 
 class DeleteSessionParams(Wire):
     sessionId: str
+    """the session to delete, with its subtree"""
     purge: bool = False
     """also delete the CLI's own transcripts"""
 
 
 class GetEventsParams(Wire):
     sessionId: str
+    """the session"""
     afterSeq: NonNegativeInt = 0
     """events with a greater `seq` (0: all of them)"""
     limit: PositiveInt | None = None
@@ -249,7 +261,9 @@ class RequestPermissionParams(Wire):
     """`coven/requestPermission` (server → client)."""
 
     sessionId: str
+    """the session whose CLI asks"""
     toolName: str
+    """the tool (`Bash`, `Edit`, …)"""
     input: dict[str, Any]
     """the tool's input as the model wrote it"""
     toolUseId: str | None
@@ -265,6 +279,7 @@ class EmptyResult(Wire):
 
 class StartSessionResult(Wire):
     sessionId: str
+    """the new session's id"""
 
 
 class SendMessageResult(Wire):
@@ -281,6 +296,7 @@ class CancelResult(Wire):
 
 class ForkResult(Wire):
     forkId: str
+    """the new fork's id (its events carry it)"""
 
 
 class BranchResult(Wire):
@@ -299,6 +315,7 @@ class Usage(Wire):
     inputTokens: NonNegativeInt = 0
     """input tokens not read from or written to the cache"""
     outputTokens: NonNegativeInt = 0
+    """tokens the model wrote"""
     cacheReadTokens: NonNegativeInt = 0
     """input tokens read from the prompt cache"""
     cacheCreationTokens: NonNegativeInt = 0
@@ -319,16 +336,20 @@ class ChangedFile(Wire):
     path: str
     """relative to the repository's top folder, `/`-separated"""
     status: FileStatus
+    """how it changed"""
     oldPath: str | None
     """a rename's source; null unless `renamed`"""
     binary: bool
+    """a binary file: no line counts, no text"""
     linesAdded: NonNegativeInt
     """0 for a binary file"""
     linesRemoved: NonNegativeInt
+    """0 for a binary file"""
 
 
 class ConflictFile(Wire):
     path: str
+    """relative to the repository's top folder, `/`-separated"""
     reason: str
     """e.g. "changed on the same lines in the working tree and by the child" """
 
@@ -351,10 +372,16 @@ class Changes(Wire):
     """A worktree child's changes and what became of them."""
 
     merge: MergeState
+    """what became of them: `pending` (not brought back yet), `applied` (in the parent's working
+    tree), `conflict` (not applied: they clash with what is there), `discarded` (the user said
+    no), `kept` (the child failed or was cancelled: its partial work stays on its branch),
+    `unchanged` (no file changed)"""
     files: list[ChangedFile]
     """in path order"""
     linesAdded: NonNegativeInt
+    """over every file"""
     linesRemoved: NonNegativeInt
+    """over every file"""
     conflicts: list[ConflictFile]
     """with `merge: conflict`: the files that did not merge"""
     commit: str | None
@@ -363,6 +390,7 @@ class Changes(Wire):
 
 class StopTaskParams(Wire):
     sessionId: str
+    """the session whose CLI runs the task"""
     taskId: str
     """from a `task` event"""
 
@@ -380,24 +408,31 @@ class SessionInfo(Wire):
     unset)."""
 
     sessionId: str
+    """coven-ls's id for the session (`s-…`)"""
     parentId: str | None
     """the parent's `sessionId` for a fork child or a branch, else null"""
     forkId: str | None
     """the fork a child belongs to, else null"""
     label: str | None
-    """a fork child's task label, else null"""
+    """a fork child's task label (also its `title`), else null"""
     title: str
+    """shown in session lists: `coven/startSession`'s `title`, else the prompt's first line"""
     status: Status
+    """its status now"""
     cwd: str
+    """its working directory (a worktree child's is in its worktree)"""
     model: str | None
     """null when the CLI's default is used"""
     permissionMode: PermissionMode | None
+    """null when Claude Code's own default is used"""
     forkMode: ForkMode
+    """whether the model's `<fork>` tags fork it, after approval or not"""
     agentSessionId: str | None
     """the CLI's session id (a Codex session's thread id); null until the CLI has started"""
     agent: AgentName
     """the agent that runs the session: `claude` or `codex`"""
     createdAt: str
+    """when it was created (UTC ISO 8601)"""
     costUsd: float
     """the session's total cost as the CLI reports it"""
     queued: NonNegativeInt
@@ -438,7 +473,9 @@ class GetChangesParams(Wire):
 
 class FileText(Wire):
     path: str
+    """the file, as in `files`"""
     oldPath: str | None
+    """a rename's source, else null"""
     binary: bool
     """true: the texts are null (show "binary file")"""
     base: str | None
@@ -449,8 +486,11 @@ class FileText(Wire):
 
 class GetChangesResult(Wire):
     sessionId: str
+    """the child"""
     worktree: Worktree
+    """its worktree"""
     changes: Changes
+    """its changes, and what became of them"""
     file: FileText | None
     """the file `path` asked for, else null"""
 
@@ -464,6 +504,7 @@ class RequestPermissionResult(Wire):
     """The client's answer to `coven/requestPermission`."""
 
     allow: bool
+    """the tool may run"""
     message: str | None = None
     """what the model is told when the tool is denied"""
 
@@ -498,3 +539,4 @@ class DoctorReport(Wire):
     version: str
     """coven-ls's own"""
     findings: list[Finding]
+    """one per check, in the order they ran"""

@@ -3,7 +3,7 @@ docs/testing.md). The same as ``python -m coven_ls.testing.scripted_model``."""
 
 import sys
 
-from .scripted_model import main
+from .cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

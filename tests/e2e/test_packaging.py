@@ -46,7 +46,10 @@ def test_the_wheel_has_the_package_and_its_data_and_nothing_else(dist: Path) -> 
     names = zipfile.ZipFile(wheel).namelist()
     assert "coven_ls/core/prompts/fork.md" in names
     assert "coven_ls/protocol/schema.json" in names
-    for module in ("cli", "acp/agent", "doctor/checks", "lsp/server", "testing/scripted_model"):
+    assert "coven_ls/py.typed" in names  # PEP 561: the annotations are for others' checkers too
+    modules = ("cli", "acp/agent", "doctor/checks", "lsp/server", "testing/scripted_model")
+    modules += ("testing/model", "testing/server", "testing/script", "protocol/docs")
+    for module in modules:
         assert f"coven_ls/{module}.py" in names
     tops = {n.split("/")[0] for n in names}
     assert tops == {"coven_ls", wheel.name.split("-py3")[0] + ".dist-info"}, tops
@@ -59,7 +62,8 @@ def test_the_sdist_builds_the_package_without_tests_or_benches(dist: Path) -> No
     with tarfile.open(sdist) as tar:
         names = [n.split("/", 1)[1] for n in tar.getnames() if "/" in n]
     for needed in ("pyproject.toml", "README.md", "protocol.md", "coven_ls/core/prompts/fork.md",
-                   "coven_ls/protocol/schema.json"):  # fmt: skip
+                   "coven_ls/protocol/schema.json", "coven_ls/py.typed", "docs/acp.md",
+                   "docs/doctor.md", "docs/testing.md"):  # fmt: skip
         assert needed in names
     for left_out in ("tests", "bench", "client-vscode", "scripts"):
         assert not any(n == left_out or n.startswith(left_out + "/") for n in names), left_out

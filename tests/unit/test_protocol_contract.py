@@ -11,7 +11,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from coven_ls.protocol import ErrorCode, events, methods, schema, types
+from coven_ls.protocol import ErrorCode, docs, events, methods, schema, types
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOL_MD = (ROOT / "protocol.md").read_text(encoding="utf-8")
@@ -44,7 +44,8 @@ def test_protocol_md_documents_every_method(name: str) -> None:
 
 @pytest.mark.parametrize("kind", events.KINDS)
 def test_protocol_md_documents_every_event_kind(kind: str) -> None:
-    assert re.search(rf"^\| `{kind}` \|", PROTOCOL_MD, re.M), f"no row for event kind {kind!r}"
+    row = rf"^\| (`{kind}`|\[`{kind}`\]\(#[\w-]+\)) \|"
+    assert re.search(row, PROTOCOL_MD, re.M), f"no row for event kind {kind!r}"
 
 
 @pytest.mark.parametrize("code", list(ErrorCode))
@@ -149,3 +150,93 @@ def test_every_event_example_in_protocol_md_matches_the_schema() -> None:
         events.check_event(event)
         kinds.add(event["kind"])
     assert set(events.KINDS) == kinds, f"kinds with no example: {set(events.KINDS) - kinds}"
+
+
+# --- the generated tables ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", docs.DOC_FILES)
+def test_generated_tables_are_current(name: str) -> None:
+    # Fails after a docstring in coven_ls/protocol changes until `python -m coven_ls.protocol.docs`
+    # runs (scripts/test.sh runs its --check too).
+    text = (ROOT / name).read_text(encoding="utf-8")
+    assert docs.render(text) == text, (
+        f"{name}'s generated tables are stale: run `python -m coven_ls.protocol.docs`"
+    )
+
+
+def test_every_field_in_the_schema_is_described() -> None:
+    """The descriptions are the docs: a field without one would be an empty cell in protocol.md."""
+    defs = schema.build_schema()["$defs"]
+    missing = [
+        f"{name}.{key}"
+        for name, definition in defs.items()
+        for key, prop in definition.get("properties", {}).items()
+        if key != "kind" and not prop.get("description")
+    ]
+    assert not missing, "add a docstring under these fields: " + ", ".join(missing)
+
+
+def test_the_method_table_lists_every_method_and_notification() -> None:
+    table = PROTOCOL_MD.split("<!-- generated: methods -->")[1].split("<!-- end generated -->")[0]
+    names = [*methods.REQUESTS, *methods.SERVER_REQUESTS, methods.EVENT, methods.DELTA]
+    for name in names:
+        assert re.search(rf"^\| \[`{re.escape(name)}`\]\(#[\w-]+\) \|", table, re.M), name
+
+
+def test_a_stale_table_is_rewritten_and_the_prose_kept() -> None:
+    text = (
+        "# T\n\n<!-- generated: contents -->\nold\n<!-- end generated -->\n\n## A heading\n\n"
+        "Prose.\n\n<!-- generated: fields ForkParams -->\n| stale |\n<!-- end generated -->\n\n"
+        '```json\n{"example": true}\n```\n'
+    )
+    out = docs.render(text)
+    assert "- [A heading](#a-heading)" in out and "old" not in out and "| stale |" not in out
+    assert "| `tasks` | string[] | yes | task labels: 1 to `maxChildren`" in out
+    assert "Prose.\n" in out and '{"example": true}' in out
+    assert docs.render(out) == out
+
+
+def test_an_unknown_block_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown generated block 'tabel'"):
+        docs.render("<!-- generated: tabel -->\n<!-- end generated -->\n")
+
+
+def test_anchors_are_githubs() -> None:
+    assert docs.anchor("Notification (server → client): `coven/event`") == (
+        "notification-server--client-covenevent"
+    )
+    assert docs.anchor("Standard LSP, for clients that know nothing of `coven/*`") == (
+        "standard-lsp-for-clients-that-know-nothing-of-coven"
+    )
+    found = docs.headings("## A\n```\n# not a heading\n```\n### A\n")
+    assert found == [(2, "A", "a"), (3, "A", "a-1")]
+
+
+MARKDOWN = [
+    "README.md",
+    "protocol.md",
+    *(str(p.relative_to(ROOT)) for p in sorted((ROOT / "docs").glob("*.md"))),
+    "client-vscode/README.md",
+    "editors/nvim/README.md",
+]
+
+
+@pytest.mark.parametrize("name", MARKDOWN)
+def test_every_link_to_a_file_or_heading_resolves(name: str) -> None:
+    """Sections move between pages (ACP and doctor have their own): no link is left behind."""
+    path = ROOT / name
+    text = path.read_text(encoding="utf-8")
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue  # https:, command:, …
+        file, _, fragment = target.partition("#")
+        linked = (path.parent / file).resolve() if file else path
+        if not linked.exists():
+            broken.append(target)
+        elif fragment and linked.suffix == ".md":
+            anchors = {a for _l, _t, a in docs.headings(linked.read_text(encoding="utf-8"))}
+            if fragment not in anchors:
+                broken.append(target)
+    assert not broken, f"{name}: links to nothing: {broken}"
