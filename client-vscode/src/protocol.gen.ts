@@ -175,6 +175,9 @@ export interface Requests {
     params: ForkParams;
     result: ForkResult;
   };
+  /**
+   * A new session holding the session's conversation (up to a message), in its folder
+   */
   'coven/branch': {
     params: BranchParams;
     result: BranchResult;
@@ -533,6 +536,9 @@ export interface ConflictFile {
  * Where a branch left its parent's conversation.
  */
 export interface BranchedFrom {
+  /**
+   * the parent's assistant message it was branched at; null: the parent's whole conversation as it stood
+   */
   atMessageId: string | null;
 }
 export interface GetEventsParams {
