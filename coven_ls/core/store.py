@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 # flock is POSIX; on Windows the store works unlocked.
 fcntl: Any = importlib.import_module("fcntl") if os.name == "posix" else None
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # About what sqlite's own autocheckpoint would let the WAL grow to (1000 pages) before the
 # journal has it copied back into the database.
@@ -117,6 +117,21 @@ ALTER TABLE forks ADD COLUMN isolation TEXT;
     # (session_id, seq) gives it in one lookup, and a column would cost every commit a page.
     6: """
 CREATE INDEX events_fork_finished ON events (session_id, seq) WHERE kind = 'forkFinished';
+""",
+    # 6 -> 7: fork events carry the fork's state (protocol version 1): the stored ones get it,
+    # which each of these kinds has always been sent in.
+    7: """
+UPDATE events SET body = json_set(body, '$.state', CASE kind
+        WHEN 'forkProposed' THEN 'proposed'
+        WHEN 'forkRejected' THEN 'rejected'
+        WHEN 'forkStarted' THEN 'running'
+        WHEN 'forkResumed' THEN 'running'
+        WHEN 'forkReviewing' THEN 'reviewing'
+        WHEN 'forkFinished' THEN 'finished'
+        WHEN 'forkInterrupted' THEN 'interrupted'
+    END)
+    WHERE kind IN ('forkProposed', 'forkRejected', 'forkStarted', 'forkResumed',
+        'forkReviewing', 'forkFinished', 'forkInterrupted');
 """,
 }
 

@@ -18,6 +18,7 @@ from .types import (
     Changes,
     ConflictFile,
     ForkSource,
+    ForkState,
     Isolation,
     MergeMode,
     MergeState,
@@ -231,6 +232,8 @@ class ForkProposed(Payload, tag="forkProposed"):
     """The model asked to fork (fork mode `approve`); the session is `awaitingApproval`."""
 
     forkId: str
+    state: ForkState
+    """the fork's state after this event (`proposed`)"""
     tasks: list[str]
 
 
@@ -238,6 +241,8 @@ class ForkRejected(Payload, tag="forkRejected"):
     """The proposal was rejected or withdrawn."""
 
     forkId: str
+    state: ForkState
+    """the fork's state after this event (`rejected`)"""
     reason: str | None = None
 
 
@@ -245,6 +250,8 @@ class ForkStarted(Payload, tag="forkStarted"):
     """Children were created, one per task."""
 
     forkId: str
+    state: ForkState
+    """the fork's state after this event (`running`)"""
     source: ForkSource
     tasks: list[str]
     children: list[ChildRef]
@@ -265,6 +272,8 @@ class ForkFinished(Payload, tag="forkFinished"):
     """Every child has ended; the parent is given their results next."""
 
     forkId: str
+    state: ForkState
+    """the fork's state after this event (`finished`)"""
     results: list[TaskOutcome]
     """in task order"""
     usage: Usage | None = None
@@ -279,6 +288,8 @@ class ForkReviewing(Payload, tag="forkReviewing"):
     child's changes are applied or discarded (`coven/applyChanges`, `coven/discardChanges`)."""
 
     forkId: str
+    state: ForkState
+    """the fork's state after this event (`reviewing`)"""
     pending: list[str]
     """the children (session ids) whose changes wait for a decision, in task order"""
 
@@ -294,6 +305,8 @@ class ForkInterrupted(Payload, tag="forkInterrupted"):
     `coven/abandonFork`."""
 
     forkId: str
+    state: ForkState
+    """the fork's state after this event (`interrupted`)"""
     unfinished: list[str]
     """the children (session ids) that had not finished"""
 
@@ -302,6 +315,8 @@ class ForkResumed(Payload, tag="forkResumed"):
     """`coven/resumeFork` re-runs these children; `forkFinished` follows as usual."""
 
     forkId: str
+    state: ForkState
+    """the fork's state after this event (`running`)"""
     children: list[ChildRef]
 
 
