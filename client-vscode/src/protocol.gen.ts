@@ -20,6 +20,10 @@ export type Status =
   | 'closed'
   | 'interrupted';
 /**
+ * A fork's state (protocol.md, Fork states); the fork events and `SessionInfo.lastFork` carry it.
+ */
+export type ForkState = 'proposed' | 'running' | 'reviewing' | 'rejected' | 'finished' | 'interrupted';
+/**
  * A `coven/event` notification's params: the envelope and one kind's fields.
  */
 export type Event =
@@ -111,8 +115,10 @@ export interface CovenProtocol {
   PermissionMode?: PermissionMode;
   Origin?: Origin;
   ForkSource?: ForkSource;
+  ForkState?: ForkState;
   InitializationOptions?: InitializationOptions;
   CovenClientCapabilities?: CovenClientCapabilities;
+  CovenServerCapabilities?: CovenServerCapabilities;
   SessionInfo?: SessionInfo;
   DoctorReport?: DoctorReport;
 }
@@ -321,6 +327,10 @@ export interface SessionInfo {
    * a worktree child's changes once it has ended, else null
    */
   changes: Changes | null;
+  /**
+   * the latest fork of this session (as the parent) and its state now; null when it never forked
+   */
+  lastFork?: ForkRef | null;
 }
 /**
  * Tokens, as the CLI counts them (its result's `usage`).
@@ -374,6 +384,13 @@ export interface ChangedFile {
 export interface ConflictFile {
   path: string;
   reason: string;
+}
+/**
+ * A fork and its state.
+ */
+export interface ForkRef {
+  forkId: string;
+  state: ForkState;
 }
 export interface GetEventsParams {
   sessionId: string;
@@ -793,6 +810,10 @@ export interface ForkProposedEvent {
   time: string;
   kind: 'forkProposed';
   forkId: string;
+  /**
+   * the fork's state after this event (`proposed`)
+   */
+  state: ForkState;
   tasks: string[];
 }
 /**
@@ -813,6 +834,10 @@ export interface ForkRejectedEvent {
   time: string;
   kind: 'forkRejected';
   forkId: string;
+  /**
+   * the fork's state after this event (`rejected`)
+   */
+  state: ForkState;
   reason?: string;
 }
 /**
@@ -833,6 +858,10 @@ export interface ForkStartedEvent {
   time: string;
   kind: 'forkStarted';
   forkId: string;
+  /**
+   * the fork's state after this event (`running`)
+   */
+  state: ForkState;
   source: ForkSource;
   tasks: string[];
   /**
@@ -879,6 +908,10 @@ export interface ForkFinishedEvent {
   time: string;
   kind: 'forkFinished';
   forkId: string;
+  /**
+   * the fork's state after this event (`finished`)
+   */
+  state: ForkState;
   /**
    * in task order
    */
@@ -951,6 +984,10 @@ export interface ForkInterruptedEvent {
   kind: 'forkInterrupted';
   forkId: string;
   /**
+   * the fork's state after this event (`interrupted`)
+   */
+  state: ForkState;
+  /**
    * the children (session ids) that had not finished
    */
   unfinished: string[];
@@ -973,6 +1010,10 @@ export interface ForkResumedEvent {
   time: string;
   kind: 'forkResumed';
   forkId: string;
+  /**
+   * the fork's state after this event (`running`)
+   */
+  state: ForkState;
   children: ChildRef[];
 }
 /**
@@ -993,6 +1034,10 @@ export interface ForkReviewingEvent {
   time: string;
   kind: 'forkReviewing';
   forkId: string;
+  /**
+   * the fork's state after this event (`reviewing`)
+   */
+  state: ForkState;
   /**
    * the children (session ids) whose changes wait for a decision, in task order
    */
@@ -1292,6 +1337,15 @@ export interface CovenClientCapabilities {
    * the client shows a fork's changes for review itself (`coven/getChanges`, `coven/applyChanges`, `coven/discardChanges`); else it is asked with `window/showMessageRequest`
    */
   review?: boolean;
+}
+/**
+ * `capabilities.experimental.coven` in `initialize`'s result: what the server speaks.
+ */
+export interface CovenServerCapabilities {
+  /**
+   * the coven/* protocol's version (1 so far), raised on every breaking change: a client written for another version should say so rather than misread what it is sent
+   */
+  protocolVersion: number;
 }
 /**
  * `coven-ls doctor --json`: the exit code is 0 when `ok`, 1 otherwise.
