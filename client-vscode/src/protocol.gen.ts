@@ -20,6 +20,10 @@ export type Status =
   | 'closed'
   | 'interrupted';
 /**
+ * A fork's state (protocol.md, Fork states); the fork events and `SessionInfo.lastFork` carry it.
+ */
+export type ForkState = 'proposed' | 'running' | 'reviewing' | 'rejected' | 'finished' | 'interrupted';
+/**
  * A `coven/event` notification's params: the envelope and one kind's fields.
  */
 export type Event =
@@ -117,8 +121,10 @@ export interface CovenProtocol {
   PermissionMode?: PermissionMode;
   Origin?: Origin;
   ForkSource?: ForkSource;
+  ForkState?: ForkState;
   InitializationOptions?: InitializationOptions;
   CovenClientCapabilities?: CovenClientCapabilities;
+  CovenServerCapabilities?: CovenServerCapabilities;
   SessionInfo?: SessionInfo;
   DoctorReport?: DoctorReport;
 }
@@ -410,6 +416,10 @@ export interface SessionInfo {
    * a worktree child's changes once it has ended, else null
    */
   changes: Changes | null;
+  /**
+   * the latest fork of this session (as the parent) and its state now; null when it never forked
+   */
+  lastFork?: ForkRef | null;
 }
 /**
  * Tokens, as the CLI counts them (its result's `usage`).
@@ -520,6 +530,19 @@ export interface ConflictFile {
    * e.g. "changed on the same lines in the working tree and by the child"
    */
   reason: string;
+}
+/**
+ * A fork and its state.
+ */
+export interface ForkRef {
+  /**
+   * the fork (what `coven/decideFork`, `coven/resumeFork` and the fork events name)
+   */
+  forkId: string;
+  /**
+   * its state now (see Fork states)
+   */
+  state: ForkState;
 }
 export interface GetEventsParams {
   /**
@@ -1051,6 +1074,10 @@ export interface ForkProposedEvent {
    */
   forkId: string;
   /**
+   * the fork's state after this event (`proposed`)
+   */
+  state: ForkState;
+  /**
    * the task labels the model wrote, in order
    */
   tasks: string[];
@@ -1077,6 +1104,10 @@ export interface ForkRejectedEvent {
    */
   forkId: string;
   /**
+   * the fork's state after this event (`rejected`)
+   */
+  state: ForkState;
+  /**
    * why, when a reason was given (`cancelled by the user` when `coven/cancel` withdrew it)
    */
   reason?: string;
@@ -1102,6 +1133,10 @@ export interface ForkStartedEvent {
    * the fork
    */
   forkId: string;
+  /**
+   * the fork's state after this event (`running`)
+   */
+  state: ForkState;
   /**
    * `model` (a `<fork>` tag) or `user` (`coven/fork`)
    */
@@ -1166,6 +1201,10 @@ export interface ForkFinishedEvent {
    * the fork
    */
   forkId: string;
+  /**
+   * the fork's state after this event (`finished`)
+   */
+  state: ForkState;
   /**
    * in task order
    */
@@ -1253,6 +1292,10 @@ export interface ForkInterruptedEvent {
    */
   forkId: string;
   /**
+   * the fork's state after this event (`interrupted`)
+   */
+  state: ForkState;
+  /**
    * the children (session ids) that had not finished
    */
   unfinished: string[];
@@ -1279,6 +1322,10 @@ export interface ForkResumedEvent {
    */
   forkId: string;
   /**
+   * the fork's state after this event (`running`)
+   */
+  state: ForkState;
+  /**
    * the children that run again (each keeps its `sessionId` and label)
    */
   children: ChildRef[];
@@ -1304,6 +1351,10 @@ export interface ForkReviewingEvent {
    * the fork
    */
   forkId: string;
+  /**
+   * the fork's state after this event (`reviewing`)
+   */
+  state: ForkState;
   /**
    * the children (session ids) whose changes wait for a decision, in task order
    */
@@ -1822,6 +1873,15 @@ export interface CovenClientCapabilities {
    * the client shows a fork's changes for review itself (`coven/getChanges`, `coven/applyChanges`, `coven/discardChanges`); else it is asked with `window/showMessageRequest`
    */
   review?: boolean;
+}
+/**
+ * `capabilities.experimental.coven` in `initialize`'s result: what the server speaks.
+ */
+export interface CovenServerCapabilities {
+  /**
+   * the coven/* protocol's version (1 so far), raised on every breaking change: a client written for another version should say so rather than misread what it is sent
+   */
+  protocolVersion: number;
 }
 /**
  * `coven-ls doctor --json`: the exit code is 0 when `ok`, 1 otherwise.

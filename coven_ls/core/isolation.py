@@ -233,23 +233,46 @@ def _changes(
 
 async def merge(tree: Worktree, changes: Changes, label: str) -> Changes:
     """Merge a child's committed changes into the parent's working tree: `applied`, or
-    `conflict` with the files (then nothing was written)."""
-    async with _merge_lock(tree.repository):
-        repo = await _repo(tree.repository)
-        result = await anyio.to_thread.run_sync(
-            lambda: worktrees.merge_into_worktree(repo, tree.base, tree.branch, label=label)
+    `conflict` with the files (then nothing was written; when git itself failed, every file is
+    in conflict with git's message)."""
+    try:
+        async with _merge_lock(tree.repository):
+            repo = await _repo(tree.repository)
+            result = await anyio.to_thread.run_sync(
+                lambda: worktrees.merge_into_worktree(repo, tree.base, tree.branch, label=label)
+            )
+    except worktrees.GitError as exc:
+        return _with_merge(
+            changes,
+            "conflict",
+            [ConflictFile(path=f.path, reason=exc.message) for f in changes.files],
         )
     if not result.ok:
-        return msgspec.structs.replace(
+        return _with_merge(
             changes,
-            merge="conflict",
-            conflicts=[ConflictFile(path=c.path, reason=c.reason) for c in result.conflicts],
+            "conflict",
+            [ConflictFile(path=c.path, reason=c.reason) for c in result.conflicts],
         )
-    return msgspec.structs.replace(changes, merge="applied", conflicts=[])
+    return _with_merge(changes, "applied", [])
 
 
-def with_merge(changes: Changes, merge: MergeState) -> Changes:
-    return msgspec.structs.replace(changes, merge=merge)
+def discarded(changes: Changes) -> Changes:
+    """The user said no to a reviewed child's changes (they stay on its branch)."""
+    return _with_merge(changes, "discarded")
+
+
+def unreadable() -> Changes:
+    """A child whose changes git could not read: whatever it did stays on its branch."""
+    return Changes(merge="kept", files=[], linesAdded=0, linesRemoved=0, conflicts=[], commit=None)
+
+
+def _with_merge(
+    changes: Changes, merge: MergeState, conflicts: list[ConflictFile] | None = None
+) -> Changes:
+    """What became of a child's changes: with `collect`, the only places a MergeState is set."""
+    if conflicts is None:
+        return msgspec.structs.replace(changes, merge=merge)
+    return msgspec.structs.replace(changes, merge=merge, conflicts=conflicts)
 
 
 async def file_text(

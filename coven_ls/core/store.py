@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 # flock is POSIX; on Windows the store works unlocked.
 fcntl: Any = importlib.import_module("fcntl") if os.name == "posix" else None
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # About what sqlite's own autocheckpoint would let the WAL grow to (1000 pages) before the
 # journal has it copied back into the database.
@@ -121,6 +121,21 @@ CREATE INDEX events_fork_finished ON events (session_id, seq) WHERE kind = 'fork
     # 6 -> 7: which agent runs a session (coven_ls/agents); NULL (every earlier one): Claude.
     7: """
 ALTER TABLE sessions ADD COLUMN agent TEXT;
+""",
+    # 7 -> 8: fork events carry the fork's state (protocol version 1): the stored ones get it,
+    # which each of these kinds has always been sent in.
+    8: """
+UPDATE events SET body = json_set(body, '$.state', CASE kind
+        WHEN 'forkProposed' THEN 'proposed'
+        WHEN 'forkRejected' THEN 'rejected'
+        WHEN 'forkStarted' THEN 'running'
+        WHEN 'forkResumed' THEN 'running'
+        WHEN 'forkReviewing' THEN 'reviewing'
+        WHEN 'forkFinished' THEN 'finished'
+        WHEN 'forkInterrupted' THEN 'interrupted'
+    END)
+    WHERE kind IN ('forkProposed', 'forkRejected', 'forkStarted', 'forkResumed',
+        'forkReviewing', 'forkFinished', 'forkInterrupted');
 """,
 }
 

@@ -47,7 +47,14 @@ AgentName = Literal["claude", "codex"]
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"]
 ForkSource = Literal["model", "user"]
 SetupSource = Literal["option", "cursor", "conductor"]
+# A fork's state, the one vocabulary of the server, its events and its clients (protocol.md, Fork
+# states; the moves between them are core/fork_state.py's table): `proposed` (the model asked,
+# the user decides), `running` (its children work), `reviewing` (they have ended; their changes
+# wait for the user), `rejected` (declined, withdrawn, or it could not start), `finished` (the
+# parent was given the results), `interrupted` (the server stopped while it ran: resume or
+# abandon it).
 ForkState = Literal["proposed", "running", "reviewing", "rejected", "finished", "interrupted"]
+FORK_STATES: tuple[ForkState, ...] = get_args(ForkState)
 # Who wrote a turn's message; `task`: the CLI started the turn itself, to report on a background
 # task (a subagent of its Agent tool) that finished.
 Origin = Literal["user", "fork", "forkResults", "forkError", "forkRejected", "task"]
@@ -74,6 +81,13 @@ NonNegativeFloat = Annotated[float, msgspec.Meta(ge=0)]
 class Wire(msgspec.Struct, forbid_unknown_fields=False):
     """Base of every wire shape: unknown fields are ignored, so newer clients can talk to older
     servers."""
+
+
+# The version of the coven/* protocol this server speaks, sent in `initialize`'s result. Raised
+# by one on a breaking change (a field removed or renamed, a meaning changed, a method or event
+# kind a client must handle added); additions a client may ignore (an optional field, a new event
+# kind) leave it as it is.
+PROTOCOL_VERSION = 1
 
 
 # --- initialize ----------------------------------------------------------------------------------
@@ -153,6 +167,14 @@ class CovenClientCapabilities(Wire, omit_defaults=True):
     """the client shows a fork's changes for review itself (`coven/getChanges`,
     `coven/applyChanges`, `coven/discardChanges`); else it is asked with
     `window/showMessageRequest`"""
+
+
+class CovenServerCapabilities(Wire):
+    """`capabilities.experimental.coven` in `initialize`'s result: what the server speaks."""
+
+    protocolVersion: PositiveInt
+    """the coven/* protocol's version (1 so far), raised on every breaking change: a client
+    written for another version should say so rather than misread what it is sent"""
 
 
 # --- params --------------------------------------------------------------------------------------
@@ -380,6 +402,15 @@ class StopTaskParams(Wire):
     """from a `task` event"""
 
 
+class ForkRef(Wire):
+    """A fork and its state."""
+
+    forkId: str
+    """the fork (what `coven/decideFork`, `coven/resumeFork` and the fork events name)"""
+    state: ForkState
+    """its state now (see Fork states)"""
+
+
 class SessionInfo(Wire):
     """One session as `coven/listSessions` lists it; every field is always present (null when
     unset)."""
@@ -432,6 +463,9 @@ class SessionInfo(Wire):
     """a worktree child's worktree, else null"""
     changes: Changes | None
     """a worktree child's changes once it has ended, else null"""
+    lastFork: ForkRef | None = None
+    """the latest fork of this session (as the parent) and its state now; null when it never
+    forked"""
 
 
 class ListSessionsResult(Wire):
