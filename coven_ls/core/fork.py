@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Any, Protocol
 from xml.sax.saxutils import escape
 
@@ -37,7 +38,7 @@ from ..protocol.types import (
     Usage,
     Worktree,
 )
-from . import failpoints, isolation
+from . import failpoints, isolation, pool
 from .agent import AgentSpec
 from .isolation import ForkTrees
 from .session import Outcome, Session, SessionConfig
@@ -379,6 +380,8 @@ class ForkManager:
     def __init__(self, host: ForkHost) -> None:
         self._host = host
         self.forks: dict[str, Fork] = {}
+        self.pools = pool.Pools()
+        self._pools_resumed: set[Path] = set()
 
     def get(self, fork_id: str) -> Fork:
         fork = self.forks.get(fork_id)
@@ -574,6 +577,34 @@ class ForkManager:
         finally:
             fork.prepared.set()
         await self._run(fork, fork.children)
+        self._refill(fork)
+
+    # --- the worktree pool -----------------------------------------------------------------------
+
+    def _refill(self, fork: Fork) -> None:
+        """After a worktree fork's children are done (the machine is the user's again), the
+        repository's pool is made up for the next fork."""
+        trees, config = fork.trees, fork.parent.config
+        if trees is None or trees.mode != "worktree" or trees.repository is None:
+            return
+        self._host.spawn(
+            self.pools.fill(config.state_dir, trees.repository, config.worktree_pool),
+            name=f"worktree pool of {trees.repository}",
+        )
+
+    def resume_pools(self, state_dir: str | None, size: int) -> None:
+        """Once per state folder, when a server first opens it: clean the pools a stopped server
+        left and fill them again, in the background."""
+        root = pool.state_root(state_dir)
+        if root in self._pools_resumed:
+            return
+        self._pools_resumed.add(root)
+
+        async def resume() -> None:
+            for repository in await self.pools.resume(state_dir, size):
+                await self.pools.fill(state_dir, repository, size)
+
+        self._host.spawn(resume(), name=f"worktree pools of {root}")
 
     async def _prepare(self, fork: Fork) -> None:
         """Decide where the children work (making their worktrees), create them, say so, and
@@ -596,8 +627,10 @@ class ForkManager:
             self._host.fork_changed(fork)
             await self._host.flushed()  # stored before git makes them: a crash leaves no orphan
             await failpoints.reached("worktrees")
+            assert trees.repository is not None
+            spares = self.pools.take(config.state_dir, trees.repository, len(places))
             try:
-                trees_made = await isolation.make(trees, places)
+                trees_made = await isolation.make(trees, places, spares)
             except (GitError, OSError) as exc:
                 reason = getattr(exc, "message", None) or str(exc)
                 log.warning("fork %s: worktrees could not be made: %s", fork.id, reason)
