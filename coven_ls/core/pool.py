@@ -35,7 +35,7 @@ from pathlib import Path
 
 import anyio
 
-from . import worktrees
+from . import failpoints, worktrees
 from .store import default_state_dir
 
 log = logging.getLogger(__name__)
@@ -126,6 +126,7 @@ class Pools:
                         with anyio.CancelScope(shield=True):
                             await _discard(pool, spare)
                         raise
+                    await failpoints.reached("pool")  # made, not yet marked complete
                     _marker(spare).write_text(repo.head)
                     pool.ready.append(spare)
             except (worktrees.GitError, OSError):

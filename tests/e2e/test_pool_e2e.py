@@ -5,7 +5,10 @@ see exactly the user's new state (the fork's `base`), nothing of the spares' old
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -119,3 +122,43 @@ async def test_children_get_spares_brought_to_the_users_new_state(
         used.add((tree / ".git").read_text().strip().rsplit("/", 1)[-1])
     assert used == set(ready)
     await wait_until(lambda: len(coven.of(sid, "forkFinished")) == 2, 120, "the fork's end")
+
+
+async def test_a_server_killed_while_making_a_spare_leaves_nothing_half_made(
+    coven_factory, model: ScriptedModel, tmp_path: Path, isolated_state: Path
+) -> None:
+    state = isolated_state / "coven-ls"
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.txt").write_text("a\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "initial")
+    model.on(PLAN, "Ready to split.")
+    model.on("You were assigned 'Look'", "Looked.")
+    model.on("<fork-results>", "Done.")
+    marker = tmp_path / "failpoint-reached"
+    armed = {"COVEN_FAILPOINT": "pool", "COVEN_FAILPOINT_FILE": str(marker)}
+    options = {"worktreePool": 1}
+    first = await coven_factory(home="ws", init_options=options, extra_env=armed)
+    sid = await first.start(PLAN, cwd=str(repo))
+    done = await first.wait_kind(sid, "turnResult")
+    await first.wait_status(sid, "idle", done["seq"])
+    await first.request("coven/fork", {"sessionId": sid, "tasks": ["Look"]})
+    await wait_until(marker.exists, 120, "the server to stop while it makes a spare")
+    server = first.client._server
+    assert server is not None and int(marker.read_text()) == server.pid
+    folder = next((state / "pool").iterdir())
+    [half] = [p for p in folder.iterdir() if p.is_dir()]  # made by git, never marked complete
+    assert not list(folder.glob("*.ready"))
+    os.kill(server.pid, signal.SIGKILL)
+    await asyncio.wait_for(server.wait(), 30)
+    await wait_until(lambda: not first.agent_pids(), 30, "the killed server's agents to die")
+
+    second = await coven_factory(home="ws", init_options=options)
+    await second.request("coven/listSessions", {})
+    await wait_until(lambda: len(spares(state)) == 1, 120, "the pool made up again")
+    assert not half.exists()
+    listed = git(repo, "worktree", "list", "--porcelain").split("\n\n")
+    pooled = [w for w in listed if w.startswith(f"worktree {state / 'pool'}")]
+    assert len(pooled) == 1 and f"worktree {half}\n" not in pooled[0]  # the one complete spare
