@@ -44,9 +44,20 @@ The repository
     HEAD and the index untouched, and waits for the parent's turn on the fork results. Then LSP
     shutdown/exit, and /proc is checked until no process of the run is left (stragglers are
     killed by pid and reported). After ``--warmup`` uncounted runs, each round runs both modes,
-    which goes first alternating. A worktree fork that the server runs shared instead
-    (forkStarted.isolation, with its isolationReason) is reported and run again, up to
-    MAX_FALLBACKS times in all: it is a finding about the server, not a figure.
+    which goes first alternating, for each ``--start``:
+      warm  the server has forked in the repository before (a 1-task warm-up fork, then the
+            parent's turn on its results) and idled until its worktree pool (coven_ls/core/
+            pool.py, ``worktreePool`` = the child count) was ready, as a user's server that has
+            been up a while; the time it idled and the pool's own time and disk are printed
+            apart (they are not on the fork's path). Shared mode runs the same warm-up.
+      cold  the measured fork is the server's first: no pool, every worktree made on the
+            fork's path.
+    ``--include-files N --include-mb M`` adds a gitignored ``deps/`` folder of N files and M MB
+    listed in a committed ``.worktreeinclude``: whether each child's worktree had it is printed
+    (a server that does not copy .worktreeinclude yet measures without the copy, and says so).
+    A worktree fork that the server runs shared instead (forkStarted.isolation, with its
+    isolationReason) is reported and run again, up to MAX_FALLBACKS times in all: it is a
+    finding about the server, not a figure.
 
 How to read the output
     direct: milliseconds per step (per child for create, commit_all, merge, remove) and "x
@@ -68,10 +79,13 @@ How to read the output
     steadier on a busy machine than the ratio of medians. The target (issue #11): worktree
     isolation adds under 10% to the fork's wall time, judged on the ratio of the medians. What
     it adds in seconds does not depend on ``--latency``; its share does: the longer the
-    children work, the smaller it is. No figure is asserted: the bench reports.
+    children work, the smaller it is. Issue 21's targets are for a warm server: 10% (1.10x)
+    with the defaults, 25% with a .worktreeinclude of 20,000 files / 200 MB; cold and other
+    sizes are reported. No figure is asserted: the bench reports.
 
 Usage: python bench/isolation.py [--files 10000] [--children 4] [--rounds 3] [--warmup 1]
-           [--latency 3] [--measure all|direct|fork] [--claude PATH]
+           [--latency 3] [--measure all|direct|fork] [--start both|warm|cold]
+           [--include-files 20000 --include-mb 200] [--idle-limit 600] [--claude PATH]
 """
 
 from __future__ import annotations
@@ -363,6 +377,8 @@ class Direct:
     files_bytes: int  # disk_usage of all the worktrees
     du_bytes: int  # blocks of the worktrees and git's folders for them
     checkout_bytes: int  # blocks of the checkout, .git left out
+    prepare: float = 0.0  # worktrees.prepare of a pool's spare (at HEAD: while the server idles)
+    adopt: float = 0.0  # worktrees.adopt of that spare to the dirty tree's snapshot
 
     @property
     def on_path(self) -> float:
@@ -429,6 +445,14 @@ def run_direct(template: Repo, n: int) -> Direct:
                 assert tree.branch is not None
                 _, took = timed(partial(worktrees.remove, info, tree.path, tree.branch))
                 removes.append(took)
+            # The pool's way: a spare made ahead (off the fork's path), adopted by a child.
+            spare = root / "state" / "pool" / "spare"
+            _, prepared = timed(partial(worktrees.prepare, info, spare, info.head))
+            place = root / "state" / "worktrees" / "f-pool" / "1"
+            adopted, adopt = timed(
+                partial(worktrees.adopt, info, spare, base, place, "coven/f-pool/1-task")
+            )
+            worktrees.remove(info, adopted.path, "coven/f-pool/1-task")
         finally:
             os.environ.clear()
             os.environ.update(saved)
@@ -446,6 +470,8 @@ def run_direct(template: Repo, n: int) -> Direct:
             files_bytes,
             du_bytes,
             du(repo.top, skip=".git"),
+            prepared,
+            adopt,
         )
 
 
@@ -463,6 +489,8 @@ def report_direct(runs: list[Direct], n: int, files: int, shared_wall: float | N
         ("inspect", med(r.inspect for r in runs)),
         ("snapshot", med(r.snapshot for r in runs)),
         ("create, per child", med(x for r in runs for x in r.create)),
+        ("pool: prepare, per spare", med(r.prepare for r in runs)),
+        ("pool: adopt, per child", med(r.adopt for r in runs)),
         ("commit_all, per child", med(x for r in runs for x in r.commit)),
         ("merge_into_worktree, each", med(x for r in runs for x in r.merge)),
         ("remove, per child", med(x for r in runs for x in r.remove)),
@@ -481,6 +509,13 @@ def report_direct(runs: list[Direct], n: int, files: int, shared_wall: float | N
     if shared_wall:
         line += f"; {100 * on_path / shared_wall:.1f}% of the shared fork's wall time"
     print(line)
+    adopt = med(r.adopt for r in runs)
+    pooled = on_path - sum(med(r.create[k] for r in runs) for k in range(n)) + n * adopt
+    print(
+        f"with a warm pool (a spare adopted per child instead of create): {1000 * pooled:.0f} ms "
+        f"on the fork's path; the spares cost {1000 * med(r.prepare for r in runs):.0f} ms each, "
+        "made while the server idles"
+    )
     create = med(x for r in runs for x in r.create)
     copy = med(r.copy for r in runs)
     print(
