@@ -255,6 +255,9 @@ def make_repo(
         write_dependencies(top, *deps)
         (top / ".worktreeinclude").write_text(f"{INCLUDED}/\n")
     git(top, env, "init", "-q", "-b", "main")
+    # No `gc --auto` in the background: it would pack and delete loose objects while a run
+    # copies the repository (and take the machine while a run measures).
+    git(top, env, "config", "gc.auto", "0")
     git(top, env, "add", "-A")
     git(top, env, "commit", "-q", "-m", f"{files} generated files")
 
