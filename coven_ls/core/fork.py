@@ -322,6 +322,9 @@ class Fork:
     trees: ForkTrees | None = None  # decided when it starts
     # Set once its children exist (worktrees take a moment): a cancel waits for it.
     prepared: anyio.Event = field(default_factory=anyio.Event)
+    # What each child's worktree takes on disk, measured when the child ends (a walk of every
+    # file: off the fork's last moments, but for its last child).
+    disk: dict[str, int] = field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
         """The fork's row in the store."""
@@ -720,9 +723,19 @@ class ForkManager:
     async def _finish_measured(self, fork: Fork, interrupted: str | None = None) -> None:
         """`_finish`, with what the worktrees take on disk (a walk of every file: not on the
         event loop)."""
-        trees = [c.worktree.path for c in fork.children if c.worktree is not None]
-        disk = await anyio.to_thread.run_sync(isolation.disk_usage, trees) if trees else None
+        disk: int | None = None
+        for child in fork.children:
+            if child.worktree is not None:
+                if child.id not in fork.disk:
+                    await self._measure(fork, child)
+                disk = (disk or 0) + fork.disk[child.id]
         self._finish(fork, interrupted, disk)
+
+    @staticmethod
+    async def _measure(fork: Fork, child: Session) -> None:
+        assert child.worktree is not None
+        paths = [child.worktree.path]
+        fork.disk[child.id] = await anyio.to_thread.run_sync(isolation.disk_usage, paths)
 
     async def _collect(self, fork: Fork, child: Session, interrupted: str | None = None) -> None:
         """A worktree child has ended: commit its work on its branch and say what it changed."""
@@ -866,6 +879,7 @@ class ForkManager:
         await child.wait_settled()
         if child.worktree is not None and not child.stopped_with_server:
             await self._collect(fork, child)
+            await self._measure(fork, child)
 
     @staticmethod
     def _result_of(child: Session, interrupted: str | None = None) -> TaskResult:
