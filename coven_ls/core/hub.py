@@ -543,6 +543,8 @@ def _isolation_settings(settings: ClientSettings) -> dict[str, Any]:
         "state_dir": options.stateDir,
         "worktree_pool": options.worktreePool,
         "child_idle_timeout": options.childIdleTimeoutSeconds,
+        "worktree_setup": options.worktreeSetup,
+        "worktree_setup_timeout": options.worktreeSetupTimeoutSeconds,
     }
 
 
