@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 # flock is POSIX; on Windows the store works unlocked.
 fcntl: Any = importlib.import_module("fcntl") if os.name == "posix" else None
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # About what sqlite's own autocheckpoint would let the WAL grow to (1000 pages) before the
 # journal has it copied back into the database.
@@ -118,6 +118,10 @@ ALTER TABLE forks ADD COLUMN isolation TEXT;
     6: """
 CREATE INDEX events_fork_finished ON events (session_id, seq) WHERE kind = 'forkFinished';
 """,
+    # 6 -> 7: which agent runs a session (coven_ls/agents); NULL (every earlier one): Claude.
+    7: """
+ALTER TABLE sessions ADD COLUMN agent TEXT;
+""",
 }
 
 SESSION_COLUMNS = (
@@ -141,6 +145,7 @@ SESSION_COLUMNS = (
     "outcome",
     "usage",
     "isolation",
+    "agent",
 )
 FORK_COLUMNS = (
     "fork_id",
