@@ -1833,6 +1833,10 @@ export interface InitializationOptions {
    */
   forkIsolation?: ('shared' | 'worktree') | null;
   /**
+   * how many spare worktrees the server keeps ready for each repository that has had a worktree fork, made while it idles, so that the next fork's children get theirs at once (each is brought to that fork's snapshot first: a child never sees an older tree). Each takes about a checkout's disk (`coven-ls doctor` shows it). 0: none, and the pools the state folder holds are removed when the server starts
+   */
+  worktreePool?: number;
+  /**
    * a fork child whose CLI says nothing for this long in a turn (frozen, or stuck on a hung connection) is stopped and its task reported as failed, so that its fork ends (0: never). Time spent waiting for the user's permission answer does not count
    */
   childIdleTimeoutSeconds?: number;
@@ -1905,7 +1909,7 @@ export interface DoctorReport {
  */
 export interface Finding {
   /**
-   * what was checked: `python`, `packages`, `claude`, `auth`, `codex`, `git`, `stateDir`, `database`
+   * what was checked: `python`, `packages`, `claude`, `auth`, `codex`, `git`, `stateDir`, `database`, `worktreePool`
    */
   id: string;
   /**

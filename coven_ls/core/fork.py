@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from xml.sax.saxutils import escape
 
@@ -39,7 +40,7 @@ from ..protocol.types import (
     Usage,
     Worktree,
 )
-from . import failpoints, isolation
+from . import failpoints, isolation, pool
 from .agent import AgentSpec
 from .child_env import ChildEnvironments, stop_leftover_setup
 from .fork_state import check_move
@@ -320,6 +321,9 @@ class Fork:
     trees: ForkTrees | None = None  # decided when it starts
     # Set once its children exist (worktrees take a moment): a cancel waits for it.
     prepared: anyio.Event = field(default_factory=anyio.Event)
+    # What each child's worktree takes on disk, measured when the child ends (a walk of every
+    # file: off the fork's last moments, but for its last child).
+    disk: dict[str, int] = field(default_factory=dict)
 
     def move_to(self, state: ForkState) -> None:
         """The one place a fork's state changes, checked against fork_state.py's table."""
@@ -401,6 +405,8 @@ class ForkManager:
         self._spawn = spawn
         self.forks: dict[str, Fork] = {}
         self.envs = ChildEnvironments(host.ask_permission)
+        self.pools = pool.Pools()
+        self._pools_resumed: set[Path] = set()
 
     def get(self, fork_id: str) -> Fork:
         fork = self.forks.get(fork_id)
@@ -606,6 +612,34 @@ class ForkManager:
         finally:
             fork.prepared.set()
         await self._run(fork, fork.children)
+        self._refill(fork)
+
+    # --- the worktree pool -----------------------------------------------------------------------
+
+    def _refill(self, fork: Fork) -> None:
+        """After a worktree fork's children are done (the machine is the user's again), the
+        repository's pool is made up for the next fork."""
+        trees, config = fork.trees, fork.parent.config
+        if trees is None or trees.mode != "worktree" or trees.repository is None:
+            return
+        self._spawn(
+            self.pools.fill(config.state_dir, trees.repository, config.worktree_pool),
+            name=f"worktree pool of {trees.repository}",
+        )
+
+    def resume_pools(self, state_dir: str | None, size: int) -> None:
+        """Once per state folder, when a server first opens it: clean the pools a stopped server
+        left and fill them again, in the background."""
+        root = pool.state_root(state_dir)
+        if root in self._pools_resumed:
+            return
+        self._pools_resumed.add(root)
+
+        async def resume() -> None:
+            for repository in await self.pools.resume(state_dir, size):
+                await self.pools.fill(state_dir, repository, size)
+
+        self._spawn(resume(), name=f"worktree pools of {root}")
 
     async def _prepare(self, fork: Fork) -> None:
         """Decide where the children work (making their worktrees), create them, say so, and
@@ -628,8 +662,10 @@ class ForkManager:
             self._journal.fork_changed(fork)
             await self._journal.flushed()  # stored before git makes them: a crash leaves no orphan
             await failpoints.reached("worktrees")
+            assert trees.repository is not None
+            spares = self.pools.take(config.state_dir, trees.repository, len(places))
             try:
-                trees_made = await isolation.make(trees, places)
+                trees_made = await isolation.make(trees, places, spares)
             except (GitError, OSError) as exc:
                 reason = getattr(exc, "message", None) or str(exc)
                 log.warning("fork %s: worktrees could not be made: %s", fork.id, reason)
@@ -722,9 +758,19 @@ class ForkManager:
     async def _finish_measured(self, fork: Fork, interrupted: str | None = None) -> None:
         """`_finish`, with what the worktrees take on disk (a walk of every file: not on the
         event loop)."""
-        trees = [c.worktree.path for c in fork.children if c.worktree is not None]
-        disk = await anyio.to_thread.run_sync(isolation.disk_usage, trees) if trees else None
+        disk: int | None = None
+        for child in fork.children:
+            if child.worktree is not None:
+                if child.id not in fork.disk:
+                    await self._measure(fork, child)
+                disk = (disk or 0) + fork.disk[child.id]
         self._finish(fork, interrupted, disk)
+
+    @staticmethod
+    async def _measure(fork: Fork, child: Session) -> None:
+        assert child.worktree is not None
+        paths = [child.worktree.path]
+        fork.disk[child.id] = await anyio.to_thread.run_sync(isolation.disk_usage, paths)
 
     async def _collect(self, fork: Fork, child: Session, interrupted: str | None = None) -> None:
         """A worktree child has ended: commit its work on its branch and say what it changed."""
@@ -869,6 +915,7 @@ class ForkManager:
             await child.wait_settled()
             if child.worktree is not None and not child.stopped_with_server:
                 await self._collect(fork, child)
+                await self._measure(fork, child)
         finally:
             self.envs.release(child)
 

@@ -468,6 +468,7 @@ class Hub:
         reached = await anyio.to_thread.run_sync(results_reached, store, snapshot.forks)
         self._restore(store, snapshot, reached, settings)
         await self._remove_orphans(snapshot.forks)  # git runs only when there are orphans
+        self.forks.resume_pools(settings.options.stateDir, settings.options.worktreePool)
         return store, warning
 
     def _restore(
@@ -567,6 +568,7 @@ def _isolation_settings(settings: ClientSettings) -> dict[str, Any]:
         "fork_isolation": options.forkIsolation,
         "merge_mode": options.mergeMode,
         "state_dir": options.stateDir,
+        "worktree_pool": options.worktreePool,
         "child_idle_timeout": options.childIdleTimeoutSeconds,
         "worktree_setup": options.worktreeSetup,
         "worktree_setup_timeout": options.worktreeSetupTimeoutSeconds,

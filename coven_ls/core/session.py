@@ -107,6 +107,7 @@ class SessionConfig:
     fork_isolation: Isolation | None = _DEFAULTS.forkIsolation  # None: worktree in a git repo
     merge_mode: MergeMode = _DEFAULTS.mergeMode
     state_dir: str | None = None  # where forks' worktrees go (None: the default state folder)
+    worktree_pool: int = _DEFAULTS.worktreePool  # spare worktrees per repository that forked
     child_idle_timeout: float = _DEFAULTS.childIdleTimeoutSeconds  # for its fork children; 0: off
     worktree_setup: str = (
         _DEFAULTS.worktreeSetup

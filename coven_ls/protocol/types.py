@@ -131,6 +131,12 @@ class InitializationOptions(Wire, omit_defaults=True):
     """where fork children work: `worktree` (a git worktree each, merged back) or `shared` (the
     parent's folder). Default: `worktree` when the session's cwd is in a git repository with at
     least one commit, else `shared`"""
+    worktreePool: NonNegativeInt = 4
+    """how many spare worktrees the server keeps ready for each repository that has had a
+    worktree fork, made while it idles, so that the next fork's children get theirs at once
+    (each is brought to that fork's snapshot first: a child never sees an older tree). Each
+    takes about a checkout's disk (`coven-ls doctor` shows it). 0: none, and the pools the state
+    folder holds are removed when the server starts"""
     childIdleTimeoutSeconds: NonNegativeFloat = 900.0
     """a fork child whose CLI says nothing for this long in a turn (frozen, or stuck on a hung
     connection) is stopped and its task reported as failed, so that its fork ends (0: never).
@@ -528,7 +534,7 @@ class Finding(Wire, omit_defaults=True):
 
     id: str
     """what was checked: `python`, `packages`, `claude`, `auth`, `codex`, `git`, `stateDir`,
-    `database`"""
+    `database`, `worktreePool`"""
     status: FindingStatus
     """`error`: a session cannot run until it is fixed; `warning`: sessions run, something is
     missing (worktrees, saving)"""
