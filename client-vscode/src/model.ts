@@ -5,7 +5,7 @@
 // Pure on purpose: no `vscode` import, no timers, no I/O. The extension feeds it what the server
 // says and asks it what changed; the tests drive it the same way in plain node.
 
-import type { Changes as ChildChanges, CovenEvent, Delta, PartialBlock, SessionInfo, SettledStatus, Status, TaskOutcome, Worktree } from './protocol';
+import type { Changes as ChildChanges, CovenEvent, Delta, ForkState, PartialBlock, SessionInfo, SettledStatus, Status, TaskOutcome, Worktree } from './protocol';
 
 /** A status of the protocol, or a newer server's that this client shows as it is. */
 export type SessionStatus = Status | (string & {});
@@ -166,10 +166,13 @@ export interface ToolNode extends NodeBase {
 }
 
 /**
- * `interrupted`: it was running when the server stopped; it waits for resumeFork or abandonFork.
- * `reviewing`: its children have ended and their changes wait for the user (merge mode review).
+ * The server's word for a fork's state (protocol.md, Fork states), as its fork events and its
+ * parent's `SessionInfo.lastFork` say it: never derived here.
  */
-export type ForkState = 'proposed' | 'rejected' | 'running' | 'interrupted' | 'reviewing' | 'done' | 'cancelled';
+export type { ForkState };
+export const FORK_STATES: ReadonlySet<string> = new Set<ForkState>(['proposed', 'running', 'reviewing', 'rejected', 'finished', 'interrupted']);
+/** A fork in one of these still waits for something (the user, its children, a resume). */
+const OPEN_FORK_STATES: ReadonlySet<ForkState> = new Set<ForkState>(['proposed', 'running', 'reviewing', 'interrupted']);
 
 export interface ForkNode extends NodeBase {
   readonly kind: 'fork';
@@ -202,6 +205,8 @@ export interface ForkNode extends NodeBase {
   readonly taskNodes: TaskNode[];
   /** Whether it sits in its parent's timeline yet. */
   placed: boolean;
+  /** Its parent ended (closed, cancelled, failed) while it was still open: nothing more will come of it. */
+  orphaned: boolean;
 }
 
 export interface TaskNode extends NodeBase {
@@ -535,6 +540,12 @@ export class CovenModel {
           this.touch(fork);
         }
       }
+      // The state of the session's latest fork now; its events, once seen, say the same or newer.
+      const last = info.lastFork;
+      if (last && typeof last === 'object' && str(last.forkId) !== undefined) {
+        const fork = this.forkNode(str(last.forkId)!, sessionId);
+        if (!fork.placed) this.setState(fork, last.state);
+      }
       this.markKnown(rec);
       // listSessions answers for every session; only the ones it tells something new are redrawn.
       if (infoSignature(node) !== before) this.touch(node);
@@ -640,17 +651,17 @@ export class CovenModel {
 
   /** Forks waiting for the user's decision. */
   proposedForks(): ForkNode[] {
-    return [...this.forks.values()].filter((f) => f.state === 'proposed' && f.placed);
+    return [...this.forks.values()].filter((f) => f.state === 'proposed' && f.placed && !f.orphaned);
   }
 
   /** Forks a server restart cut off, waiting for resumeFork or abandonFork. */
   interruptedForks(): ForkNode[] {
-    return [...this.forks.values()].filter((f) => f.state === 'interrupted' && f.placed);
+    return [...this.forks.values()].filter((f) => f.state === 'interrupted' && f.placed && !f.orphaned);
   }
 
   /** Forks whose children's changes wait for the user to apply or discard them. */
   reviewingForks(): ForkNode[] {
-    return [...this.forks.values()].filter((f) => f.state === 'reviewing' && f.placed);
+    return [...this.forks.values()].filter((f) => f.state === 'reviewing' && f.placed && !f.orphaned);
   }
 
   /** Fork children whose changes wait for the user's decision (merge `pending`), in every fork. */
@@ -666,7 +677,7 @@ export class CovenModel {
   /** Running forks, with how many of their children have ended. */
   runningForks(): Array<{ fork: ForkNode; done: number; total: number }> {
     return [...this.forks.values()]
-      .filter((f) => f.state === 'running' && f.placed)
+      .filter((f) => f.state === 'running' && f.placed && !f.orphaned)
       .map((fork) => ({ fork, done: endedChildren(fork), total: Math.max(fork.children.length, fork.tasks.length) }));
   }
 
@@ -885,7 +896,7 @@ export class CovenModel {
         return this.onTask(rec, e);
       case 'forkProposed': {
         const fork = this.forkNode(str(e.forkId) ?? `${node.sessionId}#${e.seq}`, node.sessionId);
-        fork.state = 'proposed';
+        this.setState(fork, e.state);
         this.setTasks(fork, strings(e.tasks));
         this.place(rec, fork);
         return this.touch(fork);
@@ -893,13 +904,13 @@ export class CovenModel {
       case 'forkRejected': {
         const fork = this.forks.get(str(e.forkId) ?? '');
         if (fork === undefined) return;
-        fork.state = 'rejected';
+        this.setState(fork, e.state);
         fork.reason = str(e.reason);
         return this.touch(fork);
       }
       case 'forkStarted': {
         const fork = this.forkNode(str(e.forkId) ?? `${node.sessionId}#${e.seq}`, node.sessionId);
-        fork.state = 'running';
+        this.setState(fork, e.state);
         fork.source = str(e.source);
         fork.atMessageId = str(e.atMessageId);
         fork.isolation = isolationOf(e.isolation) ?? fork.isolation;
@@ -942,8 +953,7 @@ export class CovenModel {
             ...(conflicts.length > 0 ? { conflicts } : {}),
           };
         });
-        const cancelled = fork.children.length > 0 && fork.children.every((c) => c.status === 'cancelled');
-        fork.state = cancelled ? 'cancelled' : 'done';
+        this.setState(fork, e.state);
         fork.usage = tokenUsage(e.usage) ?? fork.usage;
         fork.diskBytes = num(e.diskBytes) ?? fork.diskBytes;
         fork.pending = [];
@@ -954,8 +964,15 @@ export class CovenModel {
       case 'forkReviewing': {
         const fork = this.forks.get(str(e.forkId) ?? '');
         if (fork === undefined) return;
-        fork.state = 'reviewing';
+        this.setState(fork, e.state);
         fork.pending = strings(e.pending);
+        return this.touch(fork);
+      }
+      case 'forkInterrupted':
+      case 'forkResumed': {
+        const fork = this.forks.get(str(e.forkId) ?? '');
+        if (fork === undefined) return;
+        this.setState(fork, e.state);
         return this.touch(fork);
       }
       case 'changes': {
@@ -1048,27 +1065,12 @@ export class CovenModel {
     // A fork's progress is its children's statuses.
     const fork = node.forkId !== undefined ? this.forks.get(node.forkId) : undefined;
     if (fork !== undefined) this.touch(fork);
-    // The parent's status says when a fork stopped or came back (forkInterrupted/forkResumed say
-    // it too, but the status alone is enough, also with servers that send neither). A parent that
-    // the server stopped mid-fork comes back `interrupted` (the fork waits for resumeFork or
-    // abandonFork); `forking` again means it was resumed; `reviewing` means its children's changes
-    // wait for the user. A parent that ends while its fork is open took the fork down with it.
-    // (Not on `idle`: a parent may pass through idle around a fork.)
-    for (const f of this.forks.values()) {
-      if (f.sessionId !== node.sessionId) continue;
-      const open = f.state === 'running' || f.state === 'proposed' || f.state === 'reviewing';
-      const next =
-        status === 'interrupted' && f.state === 'running'
-          ? 'interrupted'
-          : status === 'forking' && f.state === 'interrupted'
-            ? 'running'
-            : status === 'reviewing' && f.state === 'running'
-              ? 'reviewing'
-              : (status === 'cancelled' || status === 'closed' || status === 'failed') && open
-                ? 'cancelled'
-                : f.state;
-      if (next !== f.state) {
-        f.state = next;
+    // A parent that ends while its fork is open took the fork down with it: no event will say so.
+    // (The fork's state stays the server's; only how it is shown changes.)
+    if (status === 'cancelled' || status === 'closed' || status === 'failed') {
+      for (const f of this.forks.values()) {
+        if (f.sessionId !== node.sessionId || f.orphaned || !OPEN_FORK_STATES.has(f.state)) continue;
+        f.orphaned = true;
         this.touch(f);
       }
     }
@@ -1268,6 +1270,15 @@ export class CovenModel {
     }
   }
 
+  /** A fork's state as the server said it (an event's or a listing's `state`); anything else is ignored. */
+  private setState(fork: ForkNode, state: unknown): void {
+    if (typeof state === 'string' && FORK_STATES.has(state) && state !== fork.state) {
+      fork.state = state as ForkState;
+      if (!OPEN_FORK_STATES.has(fork.state)) fork.orphaned = false;
+      this.touch(fork);
+    }
+  }
+
   private forkNode(forkId: string, sessionId: string): ForkNode {
     let fork = this.forks.get(forkId);
     if (fork === undefined) {
@@ -1276,6 +1287,7 @@ export class CovenModel {
         forkId, sessionId, state: 'running', tasks: [], source: undefined, atMessageId: undefined,
         reason: undefined, results: undefined, usage: undefined, isolation: undefined, isolationReason: undefined,
         mergeMode: undefined, base: undefined, diskBytes: undefined, pending: [], children: [], taskNodes: [], placed: false,
+        orphaned: false,
       };
       this.forks.set(forkId, fork);
     }

@@ -385,9 +385,19 @@ function presentTool(node: ToolNode): Presentation {
   };
 }
 
+/**
+ * How a fork is shown: its state as the server says it, but `cancelled` for one its parent took
+ * down while it was open, or whose every child the user stopped.
+ */
+export function shownForkState(fork: ForkNode): ForkNode['state'] | 'cancelled' {
+  if (fork.orphaned) return 'cancelled';
+  if (fork.state === 'finished' && fork.children.length > 0 && fork.children.every((c) => c.status === 'cancelled')) return 'cancelled';
+  return fork.state;
+}
+
 export function forkStateText(fork: ForkNode): string {
   const { done, total, failed } = forkProgress(fork);
-  switch (fork.state) {
+  switch (shownForkState(fork)) {
     case 'proposed':
       return 'proposed';
     case 'rejected':
@@ -400,7 +410,7 @@ export function forkStateText(fork: ForkNode): string {
       const waiting = pendingChildren(fork).length;
       return `${waiting} ${waiting === 1 ? 'child' : 'children'} to review`;
     }
-    case 'done':
+    case 'finished':
       return failed > 0 ? `done · ${failed} of ${total} failed` : 'done';
     case 'cancelled':
       return 'cancelled';
@@ -416,15 +426,16 @@ function presentFork(fork: ForkNode): Presentation {
   const isolation = isolationText(fork);
   if (isolation) rows.push('', isolation);
   if (fork.diskBytes !== undefined) rows.push(`Their worktrees take ${formatBytes(fork.diskBytes)} on disk.`);
-  if (fork.state === 'interrupted') rows.push('', 'coven-ls stopped while it ran: resume it (the unfinished children run again) or abandon it (the parent gets what finished).');
-  if (fork.state === 'reviewing') rows.push('', 'Review each waiting child\'s changes, then apply or discard them; the parent carries on once every child is decided.');
+  const state = shownForkState(fork);
+  if (state === 'interrupted') rows.push('', 'coven-ls stopped while it ran: resume it (the unfinished children run again) or abandon it (the parent gets what finished).');
+  if (state === 'reviewing') rows.push('', 'Review each waiting child\'s changes, then apply or discard them; the parent carries on once every child is decided.');
   for (const r of fork.results ?? []) {
     if (!r.ok) rows.push('', `${escapeMarkdown(r.label)}: ${escapeMarkdown(r.error ?? 'failed')}`);
   }
   const icon: Icon =
-    fork.state === 'proposed' || fork.state === 'interrupted' || fork.state === 'reviewing'
+    state === 'proposed' || state === 'interrupted' || state === 'reviewing'
       ? { id: 'question', color: 'coven.forkForeground' }
-      : fork.state === 'running'
+      : state === 'running'
         ? { id: 'loading~spin', color: 'coven.forkForeground' }
         : { id: 'repo-forked', color: 'coven.forkForeground' };
   return {
@@ -434,7 +445,7 @@ function presentFork(fork: ForkNode): Presentation {
       .join(' · '),
     tooltip: rows.join('  \n'),
     icon,
-    contextValue: `fork-${fork.state}`,
+    contextValue: `fork-${state}`,
     collapsible: count > 0 ? 'expanded' : 'none',
     decorated: true,
   };
@@ -455,7 +466,7 @@ function isolationText(fork: ForkNode): string {
 
 /** "2 applied · 1 conflict": what became of a finished worktree fork's children's changes. */
 function mergeTally(fork: ForkNode): string {
-  if (fork.state !== 'done' || fork.isolation === 'shared') return '';
+  if (shownForkState(fork) !== 'finished' || fork.isolation === 'shared') return '';
   const counts = new Map<MergeState, number>();
   for (const child of fork.children) {
     const merge = mergeStateOf(child);

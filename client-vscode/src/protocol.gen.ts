@@ -20,6 +20,10 @@ export type Status =
   | 'closed'
   | 'interrupted';
 /**
+ * A fork's state (protocol.md, Fork states); the fork events and `SessionInfo.lastFork` carry it.
+ */
+export type ForkState = 'proposed' | 'running' | 'reviewing' | 'rejected' | 'finished' | 'interrupted';
+/**
  * A `coven/event` notification's params: the envelope and one kind's fields.
  */
 export type Event =
@@ -117,8 +121,10 @@ export interface CovenProtocol {
   PermissionMode?: PermissionMode;
   Origin?: Origin;
   ForkSource?: ForkSource;
+  ForkState?: ForkState;
   InitializationOptions?: InitializationOptions;
   CovenClientCapabilities?: CovenClientCapabilities;
+  CovenServerCapabilities?: CovenServerCapabilities;
   SessionInfo?: SessionInfo;
   DoctorReport?: DoctorReport;
 }
@@ -421,6 +427,10 @@ export interface SessionInfo {
    * a branch's (`coven/branch`): where it left its parent; null for any other session
    */
   branchedFrom: BranchedFrom | null;
+  /**
+   * the latest fork of this session (as the parent) and its state now; null when it never forked
+   */
+  lastFork?: ForkRef | null;
 }
 /**
  * Tokens, as the CLI counts them (its result's `usage`).
@@ -540,6 +550,19 @@ export interface BranchedFrom {
    * the parent's assistant message it was branched at; null: the parent's whole conversation as it stood
    */
   atMessageId: string | null;
+}
+/**
+ * A fork and its state.
+ */
+export interface ForkRef {
+  /**
+   * the fork (what `coven/decideFork`, `coven/resumeFork` and the fork events name)
+   */
+  forkId: string;
+  /**
+   * its state now (see Fork states)
+   */
+  state: ForkState;
 }
 export interface GetEventsParams {
   /**
@@ -1071,6 +1094,10 @@ export interface ForkProposedEvent {
    */
   forkId: string;
   /**
+   * the fork's state after this event (`proposed`)
+   */
+  state: ForkState;
+  /**
    * the task labels the model wrote, in order
    */
   tasks: string[];
@@ -1097,6 +1124,10 @@ export interface ForkRejectedEvent {
    */
   forkId: string;
   /**
+   * the fork's state after this event (`rejected`)
+   */
+  state: ForkState;
+  /**
    * why, when a reason was given (`cancelled by the user` when `coven/cancel` withdrew it)
    */
   reason?: string;
@@ -1122,6 +1153,10 @@ export interface ForkStartedEvent {
    * the fork
    */
   forkId: string;
+  /**
+   * the fork's state after this event (`running`)
+   */
+  state: ForkState;
   /**
    * `model` (a `<fork>` tag) or `user` (`coven/fork`)
    */
@@ -1186,6 +1221,10 @@ export interface ForkFinishedEvent {
    * the fork
    */
   forkId: string;
+  /**
+   * the fork's state after this event (`finished`)
+   */
+  state: ForkState;
   /**
    * in task order
    */
@@ -1273,6 +1312,10 @@ export interface ForkInterruptedEvent {
    */
   forkId: string;
   /**
+   * the fork's state after this event (`interrupted`)
+   */
+  state: ForkState;
+  /**
    * the children (session ids) that had not finished
    */
   unfinished: string[];
@@ -1299,6 +1342,10 @@ export interface ForkResumedEvent {
    */
   forkId: string;
   /**
+   * the fork's state after this event (`running`)
+   */
+  state: ForkState;
+  /**
    * the children that run again (each keeps its `sessionId` and label)
    */
   children: ChildRef[];
@@ -1324,6 +1371,10 @@ export interface ForkReviewingEvent {
    * the fork
    */
   forkId: string;
+  /**
+   * the fork's state after this event (`reviewing`)
+   */
+  state: ForkState;
   /**
    * the children (session ids) whose changes wait for a decision, in task order
    */
@@ -1822,6 +1873,10 @@ export interface InitializationOptions {
    */
   forkIsolation?: ('shared' | 'worktree') | null;
   /**
+   * how many spare worktrees the server keeps ready for each repository that has had a worktree fork, made while it idles, so that the next fork's children get theirs at once (each is brought to that fork's snapshot first: a child never sees an older tree). Each takes about a checkout's disk (`coven-ls doctor` shows it). 0: none, and the pools the state folder holds are removed when the server starts
+   */
+  worktreePool?: number;
+  /**
    * a fork child whose CLI says nothing for this long in a turn (frozen, or stuck on a hung connection) is stopped and its task reported as failed, so that its fork ends (0: never). Time spent waiting for the user's permission answer does not count
    */
   childIdleTimeoutSeconds?: number;
@@ -1864,6 +1919,15 @@ export interface CovenClientCapabilities {
   review?: boolean;
 }
 /**
+ * `capabilities.experimental.coven` in `initialize`'s result: what the server speaks.
+ */
+export interface CovenServerCapabilities {
+  /**
+   * the coven/* protocol's version (1 so far), raised on every breaking change: a client written for another version should say so rather than misread what it is sent
+   */
+  protocolVersion: number;
+}
+/**
  * `coven-ls doctor --json`: the exit code is 0 when `ok`, 1 otherwise.
  */
 export interface DoctorReport {
@@ -1885,7 +1949,7 @@ export interface DoctorReport {
  */
 export interface Finding {
   /**
-   * what was checked: `python`, `packages`, `claude`, `auth`, `codex`, `git`, `stateDir`, `database`
+   * what was checked: `python`, `packages`, `claude`, `auth`, `codex`, `git`, `stateDir`, `database`, `worktreePool`
    */
   id: string;
   /**

@@ -8,6 +8,12 @@ import type { Event, Notifications, Requests, ServerRequests } from './protocol.
 
 export * from './protocol.gen';
 
+/**
+ * The coven/* protocol version this client was written for: what a server's `initialize` result
+ * says in `capabilities.experimental.coven.protocolVersion` (protocol.md, Protocol version).
+ */
+export const PROTOCOL_VERSION = 1;
+
 /** Client → server requests. */
 export type RequestMethod = keyof Requests;
 /** Server → client requests. */

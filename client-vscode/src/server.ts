@@ -17,9 +17,11 @@ import { expand, type LaunchCommand, type LaunchProblem, preflight, resolveLaunc
 import {
   type CovenClientCapabilities,
   type CovenEvent,
+  type CovenServerCapabilities,
   type Delta,
   type InitializationOptions,
   Method,
+  PROTOCOL_VERSION,
   type ParamsOf,
   type RequestMethod,
   type RequestPermissionParams,
@@ -245,6 +247,18 @@ export class CovenServer implements vscode.Disposable {
     this.output.show(true);
   }
 
+  /** Says in the log which coven/* protocol the server speaks, and warns when it is not this client's. */
+  private checkProtocolVersion(experimental: unknown): void {
+    const coven = (experimental as { coven?: Partial<CovenServerCapabilities> } | undefined)?.coven;
+    const version = coven?.protocolVersion;
+    this.log(`coven-ls speaks protocol version ${version ?? 'unknown'}`);
+    if (version !== PROTOCOL_VERSION) {
+      void vscode.window.showWarningMessage(
+        `coven-ls speaks protocol version ${version ?? 'unknown'}, this extension version ${PROTOCOL_VERSION}: update the one that is older.`,
+      );
+    }
+  }
+
   log(line: string): void {
     this.output.appendLine(`[coven ${new Date().toLocaleTimeString()}] ${line}`);
   }
@@ -365,6 +379,7 @@ export class CovenServer implements vscode.Disposable {
     this.output.markStart();
     try {
       await client.start();
+      this.checkProtocolVersion(client.initializeResult?.capabilities.experimental);
     } catch (error) {
       this.client = undefined;
       await client.dispose().catch(() => undefined);

@@ -1,15 +1,14 @@
 // The golden fixtures: what a client of a real coven-ls received, recorded by
-// tests/fixtures/record.py (real `claude` CLI, scripted model). Read at test time from
-// ../tests/fixtures/events (relative to this package), so a re-recording needs no rebuild.
+// tests/fixtures/record.py (real `claude` CLI, scripted model), the one corpus every client's
+// tests replay. Read at test time from ../tests/fixtures/events (relative to this package), so a
+// re-recording needs no rebuild.
 //
 // A fixture's lines are, in arrival order, either a `coven/event`'s params, verbatim (they have
-// `sessionId`, `seq` and `kind`), or a line with a `fixture` field: `serverStarted`,
-// `serverKilled`, `request` (a request the client sent, where its response arrived, with
-// `method`, `params` and `result`) or `serverRequest` (a request the server sent).
-//
-// The golden fixtures predate streaming, background tasks, retries, the fork queue and usage;
-// ./recorded holds streams of those, recorded the same way by ./recorded/record.py, whose lines
-// may also be `delta` (a `coven/delta` notification's `params`).
+// `sessionId`, `seq` and `kind`), or a line with a `fixture` field: `serverStarted` (with the
+// `protocolVersion` its initialize result announced), `serverKilled`, `request` (a request the
+// client sent, where its response arrived, with `method`, `params` and `result`),
+// `serverRequest` (a request the server sent) or `delta` (a `coven/delta` notification's
+// `params`).
 
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -17,14 +16,16 @@ import { dirname, join } from 'node:path';
 import { CovenModel } from '../src/model';
 import type { CovenEvent, Delta, PartialBlock, SessionInfo } from '../src/protocol';
 
-export type Scenario = 'tool' | 'fork' | 'reject' | 'cancel' | 'failed' | 'crash' | 'subagent' | 'restart' | 'review';
-export const SCENARIOS: readonly Scenario[] = ['tool', 'fork', 'reject', 'cancel', 'failed', 'crash', 'subagent', 'restart', 'review'];
-/** The streams of ./recorded (test/recorded/record.py). */
-export type Recorded = 'stream' | 'background' | 'queue' | 'cancel';
+export const SCENARIOS = [
+  'tool', 'fork', 'reject', 'cancel', 'failed', 'crash', 'subagent', 'restart', 'review',
+  'stream', 'background', 'queue', 'cancel_stream',
+] as const;
+export type Scenario = (typeof SCENARIOS)[number];
 
 export interface Marker {
   fixture: 'serverStarted' | 'serverKilled' | 'request' | 'serverRequest' | 'delta';
   server?: number;
+  protocolVersion?: number;
   method?: string;
   params?: Record<string, unknown>;
   result?: unknown;
@@ -51,14 +52,9 @@ export function packageRoot(): string {
 }
 
 export const FIXTURE_DIR = join(packageRoot(), '..', 'tests', 'fixtures', 'events');
-export const RECORDED_DIR = join(packageRoot(), 'test', 'recorded');
 
 export function loadFixture(name: Scenario): Fixture {
   return load(FIXTURE_DIR, name);
-}
-
-export function loadRecorded(name: Recorded): Fixture {
-  return load(RECORDED_DIR, name);
 }
 
 /** The `coven/delta` notifications of a fixture, in arrival order. */

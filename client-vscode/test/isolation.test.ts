@@ -75,7 +75,7 @@ function forkStory(s: Stream, fields: Record<string, unknown>): CovenEvent[] {
   return [
     ...s.turn(PARENT, 'Plan the release', 'Two tasks, in parallel.'),
     s.status(PARENT, 'forking'),
-    s.ev(PARENT, 'forkStarted', { forkId: FORK, source: 'user', tasks: CHILDREN.map((c) => c.label), children: CHILDREN, ...fields }),
+    s.ev(PARENT, 'forkStarted', { state: 'running', forkId: FORK, source: 'user', tasks: CHILDREN.map((c) => c.label), children: CHILDREN, ...fields }),
     ...s.turn(DOCS, "You were assigned 'Write the docs'", 'Docs are written.', 'fork'),
     ...s.turn(BUGS, "You were assigned 'Fix the bugs'", 'Bugs are fixed.', 'fork'),
   ];
@@ -162,7 +162,7 @@ describe('a recorded review (review.jsonl)', () => {
   test('once decided: one applied, one discarded, the fork done, nothing waits', () => {
     const model = replay(review);
     const fork = model.fork(reviewing.forkId)!;
-    assert.equal(fork.state, 'done');
+    assert.equal(fork.state, 'finished');
     assert.equal(mergeStateOf(child(model, first!.sessionId)), 'applied');
     assert.equal(mergeStateOf(child(model, second!.sessionId)), 'discarded');
     assert.deepEqual(reviewActions(present(child(model, second!.sessionId)).contextValue), ['coven.reviewChanges']);
@@ -182,7 +182,7 @@ describe('isolated fork children: merge mode review', () => {
       s.ev(DOCS, 'changes', { worktree: DOCS_WORKTREE, changes: docsChanges('pending') }),
       s.ev(BUGS, 'changes', { worktree: BUGS_WORKTREE, changes: { ...bugsConflict, merge: 'unchanged', files: [], linesAdded: 0, linesRemoved: 0, conflicts: [] } }),
       s.status(PARENT, 'reviewing'),
-      s.ev(PARENT, 'forkReviewing', { forkId: FORK, pending: [DOCS] }),
+      s.ev(PARENT, 'forkReviewing', { state: 'reviewing', forkId: FORK, pending: [DOCS] }),
     ];
     return { s, ended, review };
   }
@@ -234,6 +234,7 @@ describe('isolated fork children: merge mode review', () => {
       s.ev(DOCS, 'changes', { worktree: DOCS_WORKTREE, changes: docsChanges('applied') }),
       s.status(PARENT, 'running'),
       s.ev(PARENT, 'forkFinished', {
+        state: 'finished',
         forkId: FORK,
         results: [
           { label: 'Write the docs', sessionId: DOCS, ok: true, merge: 'applied' },
@@ -246,7 +247,7 @@ describe('isolated fork children: merge mode review', () => {
     assert.match(docs.description, /\+40 −2 · 1 file · applied/);
     assert.deepEqual(reviewActions(docs.contextValue), ['coven.reviewChanges']);
     const fork = forkOf(model);
-    assert.equal(fork.state, 'done');
+    assert.equal(fork.state, 'finished');
     assert.match(present(fork).description, /1 applied/);
     assert.match(present(fork).tooltip, /1\.8 MB on disk/);
     assert.deepEqual(model.pendingChanges(), []);
@@ -272,6 +273,7 @@ describe('isolated fork children: merge mode auto, with a conflict', () => {
         ]
       : [];
     const finished = s.ev(PARENT, 'forkFinished', {
+      state: 'finished',
       forkId: FORK,
       results: [
         { label: 'Write the docs', sessionId: DOCS, ok: true, merge: 'applied' },
@@ -371,6 +373,7 @@ describe('shared fork children', () => {
     ...s.turn(SHARED_PARENT, 'Write the notice', 'Two tasks.'),
     s.status(SHARED_PARENT, 'forking'),
     s.ev(SHARED_PARENT, 'forkStarted', {
+      state: 'running',
       forkId: 'f-2e3f4a5b6c7d', source: 'model', tasks: ['Draft it', 'Check it'], children, isolation: 'shared', isolationReason: 'not a git repository',
     }),
     ...s.turn('s-c3d4e5f6a7b8', "You were assigned 'Draft it'", 'Drafted.', 'fork'),
@@ -473,7 +476,7 @@ describe('announcing a review', () => {
     const first = next<ForkNode>((l) => sync.onForkReviewing(l), 'announcement');
     for (const e of [...forkStory(s, WORKTREE_FORK), s.ev(DOCS, 'changes', { worktree: DOCS_WORKTREE, changes: docsChanges('pending') })]) sync.onEvent(e);
     sync.onEvent(s.status(PARENT, 'reviewing'));
-    sync.onEvent(s.ev(PARENT, 'forkReviewing', { forkId: FORK, pending: [DOCS] }));
+    sync.onEvent(s.ev(PARENT, 'forkReviewing', { state: 'reviewing', forkId: FORK, pending: [DOCS] }));
     assert.equal((await first).forkId, FORK);
     // The next flush (a later event) announces nothing again.
     const flushed = next((l) => sync.onDidChange(l), 'flush');
@@ -493,8 +496,8 @@ describe('announcing a review', () => {
     for (const e of [
       ...forkStory(s, WORKTREE_FORK),
       s.status(PARENT, 'reviewing'),
-      s.ev(PARENT, 'forkReviewing', { forkId: FORK, pending: [DOCS] }),
-      s.ev(PARENT, 'forkFinished', { forkId: FORK, results: [{ label: 'Write the docs', sessionId: DOCS, ok: true, merge: 'discarded' }] }),
+      s.ev(PARENT, 'forkReviewing', { state: 'reviewing', forkId: FORK, pending: [DOCS] }),
+      s.ev(PARENT, 'forkFinished', { state: 'finished', forkId: FORK, results: [{ label: 'Write the docs', sessionId: DOCS, ok: true, merge: 'discarded' }] }),
     ]) {
       sync.onEvent(e);
     }

@@ -390,7 +390,8 @@ describe('nesting', () => {
   test('a proposed fork shows its tasks and waits for the user (fork.jsonl, until coven/decideFork)', () => {
     const sid = rootOf(fork).sessionId;
     const proposed = the(fork, 'forkProposed');
-    const model = replay(fork, new CovenModel(), (line) => line.marker?.method === 'coven/decideFork');
+    // Up to the proposal: the decision's answer may come after the status it caused.
+    const model = replay(fork, new CovenModel(), afterEvent(fork, 'forkProposed'));
     const node = model.fork(String(proposed.forkId))!;
     assert.equal(present(node).contextValue, 'fork-proposed');
     assert.equal(present(node).label, '⑂ Fork · 2 tasks');
@@ -428,7 +429,7 @@ describe('nesting', () => {
     model.ingest(fork.events.filter((e) => e.sessionId === sid));
     const node = model.fork(String(the(fork, 'forkStarted').forkId)) as ForkNode;
     assert.deepEqual(node.children.map((c) => c.label), ['Write the docs', 'Fix the bugs']);
-    assert.equal(node.state, 'done');
+    assert.equal(node.state, 'finished');
     assert.deepEqual(outline(model), outline(replay(fork)));
   });
 
@@ -438,9 +439,9 @@ describe('nesting', () => {
     const model = new CovenModel();
     model.applySessions([info('s-p', { title: 'Root' })]);
     model.ingest([
-      s.ev('s-p', 'forkStarted', { forkId: 'f1', source: 'user', children: [{ sessionId: 's-c', label: 'Child' }] }),
+      s.ev('s-p', 'forkStarted', { state: 'running', forkId: 'f1', source: 'user', children: [{ sessionId: 's-c', label: 'Child' }] }),
       s.ev('s-c', 'prompt', { text: "You were assigned 'Child'", origin: 'fork' }),
-      s.ev('s-c', 'forkStarted', { forkId: 'f2', source: 'model', children: [{ sessionId: 's-g', label: 'Grandchild' }] }),
+      s.ev('s-c', 'forkStarted', { state: 'running', forkId: 'f2', source: 'model', children: [{ sessionId: 's-g', label: 'Grandchild' }] }),
       s.ev('s-g', 'prompt', { text: "You were assigned 'Grandchild'", origin: 'fork' }),
       s.ev('s-g', 'text', { text: 'deep', messageId: 'g1' }),
     ]);
@@ -464,9 +465,15 @@ describe('nesting', () => {
     const model = replay(fork, new CovenModel(), afterEvent(fork, 'forkStarted'));
     const forkId = String(the(fork, 'forkStarted').forkId);
     assert.equal(model.fork(forkId)!.state, 'running');
+    assert.deepEqual(model.runningForks().map((r) => r.fork.forkId), [forkId]);
     const parent = model.session(sid)!;
     model.ingest([{ sessionId: sid, seq: parent.lastSeq + 1, kind: 'status', time: 't', status: 'closed' }]);
-    assert.equal(model.fork(forkId)!.state, 'cancelled');
+    // The state stays the server's word; the fork is shown as cancelled and waits for nothing.
+    const node = model.fork(forkId)!;
+    assert.equal(node.state, 'running');
+    assert.equal(forkStateText(node), 'cancelled');
+    assert.equal(present(node).contextValue, 'fork-cancelled');
+    assert.deepEqual(model.runningForks(), []);
   });
 });
 
@@ -483,7 +490,9 @@ describe('persistence', () => {
 
     // The restarted server: the extension rebuilds (reset, listSessions, getEvents), and the
     // fork waits for the user.
-    const waiting = replay(restart, new CovenModel(), (line) => line.marker?.method === 'coven/resumeFork');
+    // (Up to the parent's `forking`: coven/resumeFork's answer may come after what it caused.)
+    const interruptedAt = the(restart, 'forkInterrupted').seq;
+    const waiting = replay(restart, new CovenModel(), atEvent('status', (e) => e.sessionId === sid && e.status === 'forking' && e.seq > interruptedAt));
     const node = waiting.fork(forkId)!;
     assert.equal(forkStateText(node), 'interrupted · 0 of 2 done');
     assert.equal(present(node).contextValue, 'fork-interrupted');
@@ -784,5 +793,46 @@ describe('status bar and transcript', () => {
       assert.ok(md.includes(piece), `missing ${JSON.stringify(piece)} in\n${md}`);
     }
     assert.ok(md.indexOf('Bugs fixed.') < md.indexOf('Both done.'));
+  });
+});
+
+describe("the fork's state is the server's", () => {
+  test('after each fork event, the fork is in the state the event says (every fixture)', () => {
+    let checked = 0;
+    for (const name of SCENARIOS) {
+      const fixture = loadFixture(name);
+      fixture.lines.forEach((line, index) => {
+        const e = line.event;
+        if (e === undefined || !('forkId' in e) || !('state' in e)) return;
+        const model = replay(fixture, new CovenModel(), (_l, i) => i > index);
+        assert.equal(model.fork(String(e.forkId))!.state, e.state, `${name}: after ${e.kind} (seq ${e.seq})`);
+        checked++;
+      });
+    }
+    assert.ok(checked >= 14, `only ${checked} fork events in the fixtures`);
+  });
+
+  test("a listing alone gives the parent's latest fork and its state (lastFork)", () => {
+    const fork = loadFixture('fork');
+    const root = rootOf(fork);
+    assert.equal(root.lastFork?.state, 'finished');
+    const model = new CovenModel();
+    model.applySessions(fork.sessions);
+    assert.equal(model.fork(root.lastFork!.forkId)!.state, 'finished');
+    // Children fork nothing of their own.
+    assert.deepEqual(fork.sessions.filter((s) => s.parentId !== null).map((s) => s.lastFork), [null, null]);
+  });
+
+  test('a listing older than the events does not take a fork back; an unknown state is ignored', () => {
+    const fork = loadFixture('fork');
+    const root = rootOf(fork);
+    const forkId = String(the(fork, 'forkStarted').forkId);
+    const model = replay(fork, new CovenModel(), afterEvent(fork, 'forkStarted'));
+    assert.equal(model.fork(forkId)!.state, 'running');
+    model.applySessions([{ ...root, lastFork: { forkId, state: 'proposed' } }]);
+    assert.equal(model.fork(forkId)!.state, 'running');
+    const parent = model.session(root.sessionId)!;
+    model.ingest([{ sessionId: root.sessionId, seq: parent.lastSeq + 1, kind: 'forkFinished', time: 't', forkId, state: 'someday', results: [] } as unknown as CovenEvent]);
+    assert.equal(model.fork(forkId)!.state, 'running');
   });
 });

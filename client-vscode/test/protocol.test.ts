@@ -7,8 +7,9 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, test } from 'node:test';
 
-import { BUSY_STATUSES, ENDED_STATUSES, MESSAGEABLE_STATUSES } from '../src/model';
-import { type AnyMethod, ErrorCode, Method, type ParamsOf, type ResultOf } from '../src/protocol';
+import { BUSY_STATUSES, ENDED_STATUSES, FORK_STATES, MESSAGEABLE_STATUSES } from '../src/model';
+import { type AnyMethod, ErrorCode, Method, type ParamsOf, PROTOCOL_VERSION, type ResultOf } from '../src/protocol';
+import { loadFixture, SCENARIOS } from './fixtures';
 
 interface Schema {
   $defs: Record<string, { properties?: Record<string, unknown>; enum?: unknown[]; tsEnumNames?: string[] }>;
@@ -67,5 +68,19 @@ describe('protocol', () => {
   test('a fork child counts as done once it settled, unless a server restart interrupted it', () => {
     const settled = enumOf('SettledStatus');
     assert.deepEqual([...ENDED_STATUSES].sort(), settled.filter((s) => s !== 'interrupted').sort());
+  });
+
+  test("this client's protocol version is the one the recorded servers announced", () => {
+    const announced = new Set<unknown>();
+    for (const name of SCENARIOS) {
+      for (const line of loadFixture(name).lines) if (line.marker?.fixture === 'serverStarted') announced.add(line.marker.protocolVersion);
+    }
+    assert.deepEqual([...announced], [PROTOCOL_VERSION]);
+    const version = def('CovenServerCapabilities').properties?.protocolVersion as { type?: string } | undefined;
+    assert.equal(version?.type, 'integer');
+  });
+
+  test("the model's fork states are the schema's ForkState, no more, no less", () => {
+    assert.deepEqual([...FORK_STATES].sort(), (enumOf('ForkState') as string[]).sort());
   });
 });

@@ -138,7 +138,7 @@ describe('SessionSync', () => {
       assert.equal(sync.model.session(sessionId)!.lastSeq, reference.session(sessionId)!.lastSeq, sessionId);
       assert.equal(sync.model.session(sessionId)!.items.length, reference.session(sessionId)!.items.length, sessionId);
     }
-    assert.equal(sync.model.fork(forkId)!.state, 'done');
+    assert.equal(sync.model.fork(forkId)!.state, 'finished');
     sync.dispose();
   });
 

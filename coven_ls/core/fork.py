@@ -8,13 +8,13 @@ with `--fork-session` under an agent session id chosen here.
 
 from __future__ import annotations
 
-import enum
 import logging
 import re
 import uuid
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from xml.sax.saxutils import escape
 
@@ -25,11 +25,14 @@ import yaml
 from .. import protocol
 from ..protocol import Kind, events
 from ..protocol.types import (
+    FORK_STATES,
     ChangedFile,
     Changes,
     ConflictFile,
     FileText,
+    ForkRef,
     ForkSource,
+    ForkState,
     GetChangesResult,
     Isolation,
     MergeMode,
@@ -37,9 +40,10 @@ from ..protocol.types import (
     Usage,
     Worktree,
 )
-from . import failpoints, isolation
+from . import failpoints, isolation, pool
 from .agent import AgentSpec
 from .child_env import ChildEnvironments, stop_leftover_setup
+from .fork_state import check_move
 from .isolation import ForkTrees
 from .session import Outcome, Session, SessionConfig
 from .store import Store
@@ -298,15 +302,6 @@ def compose_results(results: list[TaskResult]) -> str:
 # --- the async half ------------------------------------------------------------------------------
 
 
-class ForkState(enum.Enum):
-    PROPOSED = "proposed"
-    RUNNING = "running"
-    REVIEWING = "reviewing"  # the children are done; the user reviews their changes
-    REJECTED = "rejected"
-    FINISHED = "finished"
-    INTERRUPTED = "interrupted"  # the server stopped while it ran: resume or abandon it
-
-
 @dataclass
 class Fork:
     id: str
@@ -314,7 +309,7 @@ class Fork:
     tasks: list[str]
     source: ForkSource  # the model asked for it, or a user forked by hand
     at_message_id: str | None = None
-    state: ForkState = ForkState.PROPOSED
+    state: ForkState = "proposed"  # changed only by move_to
     proposed: list[str] = field(default_factory=list)  # the tasks as first asked for
     decision: str | None = None  # approved, rejected, cancelled (None: not asked, or pending)
     children: list[Session] = field(default_factory=list)
@@ -326,6 +321,19 @@ class Fork:
     trees: ForkTrees | None = None  # decided when it starts
     # Set once its children exist (worktrees take a moment): a cancel waits for it.
     prepared: anyio.Event = field(default_factory=anyio.Event)
+    # What each child's worktree takes on disk, measured when the child ends (a walk of every
+    # file: off the fork's last moments, but for its last child).
+    disk: dict[str, int] = field(default_factory=dict)
+
+    def move_to(self, state: ForkState) -> None:
+        """The one place a fork's state changes, checked against fork_state.py's table."""
+        problem = check_move(self.state, state)
+        if problem is not None:  # a bug in coven-ls: say so, but keep the fork going
+            log.error("fork %s: %s", self.id, problem)
+        self.state = state
+
+    def ref(self) -> ForkRef:
+        return ForkRef(forkId=self.id, state=self.state)
 
     def record(self) -> dict[str, Any]:
         """The fork's row in the store."""
@@ -333,16 +341,16 @@ class Fork:
             "fork_id": self.id,
             "parent_id": self.parent.id,
             "source": self.source,
-            "state": self.state.value,
+            "state": self.state,
             "tasks_proposed": self.proposed or self.tasks,
-            "tasks_approved": self.tasks if self.state is not ForkState.PROPOSED else None,
+            "tasks_approved": self.tasks if self.state != "proposed" else None,
             "decision": self.decision,
             "at_message_id": self.at_message_id,
             "children": [c.id for c in self.children],
             "results": None
             if self.results is None
             else [msgspec.to_builtins(r.wire()) for r in self.results],
-            "reintegrated": self.state is ForkState.FINISHED,
+            "reintegrated": self.state == "finished",
             "isolation": None if self.trees is None else self.trees.record(),
         }
 
@@ -397,6 +405,8 @@ class ForkManager:
         self._spawn = spawn
         self.forks: dict[str, Fork] = {}
         self.envs = ChildEnvironments(host.ask_permission)
+        self.pools = pool.Pools()
+        self._pools_resumed: set[Path] = set()
 
     def get(self, fork_id: str) -> Fork:
         fork = self.forks.get(fork_id)
@@ -404,22 +414,28 @@ class ForkManager:
             raise protocol.fork_not_found(fork_id)
         return fork
 
+    def latest(self) -> dict[str, Fork]:
+        """Each parent's (by session id) latest fork, whatever its state."""
+        # in the order they were made (or restored): a later fork replaces an earlier one
+        return {fork.parent.id: fork for fork in self.forks.values()}
+
     def active_fork(self, session: Session) -> Fork | None:
         for fork in self.forks.values():
-            if fork.parent is session and fork.state in (ForkState.PROPOSED, ForkState.RUNNING):
+            if fork.parent is session and fork.state in ("proposed", "running"):
                 return fork
         return None
 
     # --- detection (runs in the parent's runner task, at the end of each turn) -------------------
 
-    async def on_turn_end(self, session: Session, result: dict[str, Any]) -> None:
+    async def on_turn_end(self, session: Session, result: events.TurnResult) -> None:
         config = session.config
         if not may_fork(config, session.depth):
             return  # the tag, if any, stays in the answer as plain text
-        if result.get("isError") or result.get("cancelled"):
-            return
+        match result:
+            case events.TurnResult(isError=True) | events.TurnResult(cancelled=True):
+                return  # a failed or stopped turn asks for nothing
         try:
-            tasks = parse_fork_tag(result.get("text") or "", config.max_children)
+            tasks = parse_fork_tag(result.text, config.max_children)
         except ForkSyntaxError as exc:
             session.emit(events.ForkError(message=str(exc)))
             session.send(problem_message(str(exc)), origin="forkError", first=True)
@@ -431,7 +447,7 @@ class ForkManager:
             self._start(fork)
             return
         session.set_status("awaitingApproval")
-        session.emit(events.ForkProposed(forkId=fork.id, tasks=tasks))
+        session.emit(events.ForkProposed(forkId=fork.id, state=fork.state, tasks=tasks))
         self._host.ask_fork_approval(session, fork)
 
     def _new_fork(self, parent: Session, tasks: list[str], source: ForkSource, **kw: Any) -> Fork:
@@ -457,11 +473,11 @@ class ForkManager:
         worktree_setup: str | None = None,
     ) -> None:
         fork = self.get(fork_id)
-        if fork.state is not ForkState.PROPOSED:
+        if fork.state != "proposed":
             raise protocol.CovenError(
                 protocol.ErrorCode.InvalidState,
-                f"Fork {fork_id} is {fork.state.value}; only a proposed fork can be decided.",
-                {"forkId": fork_id, "state": fork.state.value},
+                f"Fork {fork_id} is {fork.state}; only a proposed fork can be decided.",
+                {"forkId": fork_id, "state": fork.state},
             )
         if approve:
             if tasks is not None:
@@ -481,10 +497,10 @@ class ForkManager:
         self, fork: Fork, reason: str | None, *, tell_model: bool, failed: bool = False
     ) -> None:
         """The fork will not run: declined or withdrawn (or, `failed`, it could not start)."""
-        fork.state = ForkState.REJECTED
+        fork.move_to("rejected")
         self._journal.fork_changed(fork)
         parent = fork.parent
-        parent.emit(events.ForkRejected(forkId=fork.id, reason=reason))
+        parent.emit(events.ForkRejected(forkId=fork.id, state=fork.state, reason=reason))
         told = tell_model and not parent.closed
         if told:
             if failed:
@@ -555,7 +571,7 @@ class ForkManager:
     async def cancel_fork(self, fork: Fork) -> None:
         """The user stops a whole fork: a proposal is withdrawn; running children are stopped
         (their processes end), queued ones never start, and what finished is reintegrated."""
-        if fork.state is ForkState.PROPOSED:
+        if fork.state == "proposed":
             fork.decision = "cancelled"
             self._reject(fork, "cancelled by the user", tell_model=False)
             return
@@ -572,7 +588,7 @@ class ForkManager:
     # --- running ---------------------------------------------------------------------------------
 
     def _start(self, fork: Fork) -> None:
-        fork.state = ForkState.RUNNING
+        fork.move_to("running")
         fork.parent.set_status("forking")
         self._journal.fork_changed(fork)
         self._spawn(self._prepare_and_run(fork), name=f"fork {fork.id}")
@@ -596,6 +612,34 @@ class ForkManager:
         finally:
             fork.prepared.set()
         await self._run(fork, fork.children)
+        self._refill(fork)
+
+    # --- the worktree pool -----------------------------------------------------------------------
+
+    def _refill(self, fork: Fork) -> None:
+        """After a worktree fork's children are done (the machine is the user's again), the
+        repository's pool is made up for the next fork."""
+        trees, config = fork.trees, fork.parent.config
+        if trees is None or trees.mode != "worktree" or trees.repository is None:
+            return
+        self._spawn(
+            self.pools.fill(config.state_dir, trees.repository, config.worktree_pool),
+            name=f"worktree pool of {trees.repository}",
+        )
+
+    def resume_pools(self, state_dir: str | None, size: int) -> None:
+        """Once per state folder, when a server first opens it: clean the pools a stopped server
+        left and fill them again, in the background."""
+        root = pool.state_root(state_dir)
+        if root in self._pools_resumed:
+            return
+        self._pools_resumed.add(root)
+
+        async def resume() -> None:
+            for repository in await self.pools.resume(state_dir, size):
+                await self.pools.fill(state_dir, repository, size)
+
+        self._spawn(resume(), name=f"worktree pools of {root}")
 
     async def _prepare(self, fork: Fork) -> None:
         """Decide where the children work (making their worktrees), create them, say so, and
@@ -618,8 +662,10 @@ class ForkManager:
             self._journal.fork_changed(fork)
             await self._journal.flushed()  # stored before git makes them: a crash leaves no orphan
             await failpoints.reached("worktrees")
+            assert trees.repository is not None
+            spares = self.pools.take(config.state_dir, trees.repository, len(places))
             try:
-                trees_made = await isolation.make(trees, places)
+                trees_made = await isolation.make(trees, places, spares)
             except (GitError, OSError) as exc:
                 reason = getattr(exc, "message", None) or str(exc)
                 log.warning("fork %s: worktrees could not be made: %s", fork.id, reason)
@@ -639,6 +685,7 @@ class ForkManager:
         parent.emit(
             events.ForkStarted(
                 forkId=fork.id,
+                state=fork.state,
                 source=fork.source,
                 atMessageId=fork.at_message_id,
                 tasks=fork.tasks,
@@ -692,11 +739,13 @@ class ForkManager:
         if trees is not None and trees.mode == "worktree" and trees.merge_mode == "review":
             pending = [c for c in fork.children if _pending(c)]
             if pending:
-                fork.state = ForkState.REVIEWING
+                fork.move_to("reviewing")
                 self._journal.fork_changed(fork)
                 fork.parent.set_status("reviewing")
                 fork.parent.emit(
-                    events.ForkReviewing(forkId=fork.id, pending=[c.id for c in pending])
+                    events.ForkReviewing(
+                        forkId=fork.id, state=fork.state, pending=[c.id for c in pending]
+                    )
                 )
                 self._host.ask_review(fork, pending)
                 return
@@ -709,9 +758,19 @@ class ForkManager:
     async def _finish_measured(self, fork: Fork, interrupted: str | None = None) -> None:
         """`_finish`, with what the worktrees take on disk (a walk of every file: not on the
         event loop)."""
-        trees = [c.worktree.path for c in fork.children if c.worktree is not None]
-        disk = await anyio.to_thread.run_sync(isolation.disk_usage, trees) if trees else None
+        disk: int | None = None
+        for child in fork.children:
+            if child.worktree is not None:
+                if child.id not in fork.disk:
+                    await self._measure(fork, child)
+                disk = (disk or 0) + fork.disk[child.id]
         self._finish(fork, interrupted, disk)
+
+    @staticmethod
+    async def _measure(fork: Fork, child: Session) -> None:
+        assert child.worktree is not None
+        paths = [child.worktree.path]
+        fork.disk[child.id] = await anyio.to_thread.run_sync(isolation.disk_usage, paths)
 
     async def _collect(self, fork: Fork, child: Session, interrupted: str | None = None) -> None:
         """A worktree child has ended: commit its work on its branch and say what it changed."""
@@ -724,9 +783,7 @@ class ForkManager:
         except GitError as exc:
             log.warning("session %s: its changes could not be read: %s", child.id, exc)
             child.emit(events.Error(message=f"Its changes could not be read: {exc.message}"))
-            changes = Changes(
-                merge="kept", files=[], linesAdded=0, linesRemoved=0, conflicts=[], commit=None
-            )
+            changes = isolation.unreadable()
         self._set_changes(child, changes)
 
     def _set_changes(self, child: Session, changes: Changes) -> None:
@@ -737,14 +794,7 @@ class ForkManager:
     async def _merge(self, child: Session) -> Changes:
         tree, changes = child.worktree, child.changes
         assert tree is not None and changes is not None
-        try:
-            merged = await isolation.merge(tree, changes, child.label or "child")
-        except GitError as exc:
-            merged = msgspec.structs.replace(
-                changes,
-                merge="conflict",
-                conflicts=[ConflictFile(path=f.path, reason=exc.message) for f in changes.files],
-            )
+        merged = await isolation.merge(tree, changes, child.label or "child")
         self._set_changes(child, merged)
         return merged
 
@@ -808,14 +858,14 @@ class ForkManager:
     def discard_changes(self, child: Session) -> None:
         fork = self._review_target(child, protocol.DISCARD_CHANGES)
         assert child.changes is not None
-        self._set_changes(child, isolation.with_merge(child.changes, "discarded"))
+        self._set_changes(child, isolation.discarded(child.changes))
         if fork is not None:
             self._reviewed(fork)
 
     def _reviewed(self, fork: Fork) -> None:
         """A child's changes were decided: once none waits, the parent gets the results."""
-        if fork.state is ForkState.REVIEWING and not any(_pending(c) for c in fork.children):
-            fork.state = ForkState.RUNNING  # decided; a second decision must not finish it again
+        if fork.state == "reviewing" and not any(_pending(c) for c in fork.children):
+            fork.move_to("running")  # decided; a second decision must not finish it again
             fork.parent.set_status("forking")
             self._spawn(self._finish_measured(fork), name=f"fork {fork.id}")
 
@@ -827,12 +877,14 @@ class ForkManager:
         parent = fork.parent
         self.envs.forget(fork.id)
         fork.results = [self._result_of(child, interrupted) for child in fork.children]
-        fork.state = ForkState.FINISHED
+        if fork.state != "finished":  # a restart finds it finished, its results not given
+            fork.move_to("finished")
         self._journal.fork_changed(fork)
         usage = sum((tree_usage(self._host.sessions, c) for c in fork.children), Usage())
         parent.emit(
             events.ForkFinished(
                 forkId=fork.id,
+                state=fork.state,
                 results=[r.wire() for r in fork.results],
                 usage=usage,
                 diskBytes=disk_bytes,
@@ -863,6 +915,7 @@ class ForkManager:
             await child.wait_settled()
             if child.worktree is not None and not child.stopped_with_server:
                 await self._collect(fork, child)
+                await self._measure(fork, child)
         finally:
             self.envs.release(child)
 
@@ -901,7 +954,7 @@ class ForkManager:
             parent = sessions.get(row["parent_id"])
             if parent is None or row["fork_id"] in self.forks:
                 continue
-            state = ForkState(row["state"])
+            state = _stored_state(row["state"])
             fork = Fork(
                 row["fork_id"],
                 parent,
@@ -916,26 +969,29 @@ class ForkManager:
             )
             fork.prepared.set()
             self.forks[fork.id] = fork
-            if state is ForkState.REVIEWING:
+            if state == "reviewing":
                 parent.hold()  # until every child's changes are decided
-            elif state is ForkState.PROPOSED:
+            elif state == "proposed":
                 parent.hold()
                 if parent.status == "interrupted":
                     parent.set_status("awaitingApproval")
-            elif state in (ForkState.RUNNING, ForkState.INTERRUPTED):
+            elif state in ("running", "interrupted"):
                 for child in fork.children:  # a setup the stopped server left running
                     if child.worktree is not None:
                         stop_leftover_setup(child.worktree.path)
-                fork.state = ForkState.INTERRUPTED
+                if state == "running":
+                    fork.move_to("interrupted")
                 parent.hold()
                 self._journal.fork_changed(fork)
-                if state is ForkState.RUNNING:  # said once, by the restart that found it cut off
+                if state == "running":  # said once, by the restart that found it cut off
                     parent.emit(
                         events.ForkInterrupted(
-                            forkId=fork.id, unfinished=[c.id for c in self._unfinished(fork)]
+                            forkId=fork.id,
+                            state=fork.state,
+                            unfinished=[c.id for c in self._unfinished(fork)],
                         )
                     )
-            elif state is ForkState.FINISHED and fork.id not in reached:
+            elif state == "finished" and fork.id not in reached:
                 parent.hold()  # _finish releases it
                 self._finish(fork)
 
@@ -947,22 +1003,24 @@ class ForkManager:
             raise protocol.CovenError(
                 protocol.ErrorCode.InvalidState,
                 f"Fork {fork_id}'s parent has no agent conversation to fork.",
-                {"forkId": fork_id, "state": fork.state.value},
+                {"forkId": fork_id, "state": fork.state},
             )
         if not fork.children:
             # Cut off before its children existed (approved, its worktrees not made yet): it
             # starts now as it would have then. Worktrees planned and left half made were
             # removed by the restart (Hub._remove_orphans).
-            fork.state = ForkState.RUNNING
+            fork.move_to("running")
             fork.prepared = anyio.Event()
             fork.parent.set_status("forking")
             self._journal.fork_changed(fork)
             self._spawn(self._prepare_and_run(fork), name=f"fork {fork.id}")
             return
         again = self._unfinished(fork)
-        fork.state = ForkState.RUNNING
+        fork.move_to("running")
         fork.parent.set_status("forking")
-        fork.parent.emit(events.ForkResumed(forkId=fork.id, children=_refs(again)))
+        fork.parent.emit(
+            events.ForkResumed(forkId=fork.id, state=fork.state, children=_refs(again))
+        )
         for child in again:
             child.changes = None  # collected again when it ends
             child.restart_as_fork(self._child_spec(fork, child.config.cwd))
@@ -986,7 +1044,7 @@ class ForkManager:
     def abandon(self, fork_id: str) -> None:
         """Give the parent what finished; the rest is reported as interrupted."""
         fork = self._interrupted(fork_id, protocol.ABANDON_FORK)
-        fork.state = ForkState.RUNNING  # until its finished children's changes are brought back
+        fork.move_to("running")  # until its finished children's changes are brought back
         self._journal.fork_changed(fork)
         self._spawn(
             self._bring_back(fork, "interrupted: the server stopped before it finished"),
@@ -995,12 +1053,12 @@ class ForkManager:
 
     def _interrupted(self, fork_id: str, method: str) -> Fork:
         fork = self.get(fork_id)
-        if fork.state is not ForkState.INTERRUPTED:
+        if fork.state != "interrupted":
             raise protocol.CovenError(
                 protocol.ErrorCode.InvalidState,
-                f"{method}: fork {fork_id} is {fork.state.value}; only a fork interrupted by a "
+                f"{method}: fork {fork_id} is {fork.state}; only a fork interrupted by a "
                 "server restart can be resumed or abandoned.",
-                {"forkId": fork_id, "state": fork.state.value},
+                {"forkId": fork_id, "state": fork.state},
             )
         return fork
 
@@ -1008,6 +1066,13 @@ class ForkManager:
         gone = set(session_ids)
         for fork_id in [f.id for f in self.forks.values() if f.parent.id in gone]:
             del self.forks[fork_id]
+
+
+def _stored_state(value: str) -> ForkState:
+    for state in FORK_STATES:
+        if state == value:
+            return state
+    raise ValueError(f"the store has a fork in an unknown state {value!r}")
 
 
 def _pending(child: Session) -> bool:
@@ -1024,7 +1089,7 @@ def results_reached(store: Store, rows: list[dict[str, Any]]) -> set[str]:
     a whole log."""
     reached = set()
     for row in rows:
-        if row["state"] != ForkState.FINISHED.value:
+        if row["state"] != "finished":
             continue
         parent = row["parent_id"]
         finished = store.first_seq(parent, (Kind.FORK_FINISHED,), {"forkId": row["fork_id"]})

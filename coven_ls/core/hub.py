@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+import msgspec
 from anyio.abc import TaskGroup
 
 from .. import agents, protocol
@@ -26,7 +27,7 @@ from ..protocol import EventDict, Status, events
 from ..protocol.types import Usage
 from . import failpoints, isolation
 from .agent import AgentSpec, Backend
-from .fork import Fork, ForkManager, ForkState, fork_prompt, results_reached, tree_usage
+from .fork import Fork, ForkManager, fork_prompt, results_reached, tree_usage
 from .journal import Journal
 from .session import Session, SessionConfig
 from .slots import Slots
@@ -209,7 +210,7 @@ class Hub:
                 approved = await client.ask_fork_approval(session, list(fork.tasks))
             except ConnectionError:
                 return  # the editor went away: the proposal waits for coven/decideFork
-            if approved is None or fork.state is not ForkState.PROPOSED:
+            if approved is None or fork.state != "proposed":
                 return
             self.forks.decide(
                 fork.id, approved, None, None if approved else "rejected in the editor"
@@ -427,7 +428,7 @@ class Hub:
             await self.forks.cancel_fork(fork)
             return 0
         parent_fork = self.forks.forks.get(session.fork_id or "")
-        if parent_fork is not None and parent_fork.state is ForkState.RUNNING:
+        if parent_fork is not None and parent_fork.state == "running":
             await self.forks.cancel_child(session)
             return 0
         return await session.cancel()
@@ -464,7 +465,14 @@ class Hub:
                 elif node.id not in totals:
                     stack.append((node, True))
                     stack.extend((c, False) for c in children.get(node.id, ()))
-        return [s.info(totals[s.id]) for s in self.sessions.values()]
+        latest = self.forks.latest()
+        infos = []
+        for s in self.sessions.values():
+            info, fork = s.info(totals[s.id]), latest.get(s.id)
+            infos.append(
+                info if fork is None else msgspec.structs.replace(info, lastFork=fork.ref())
+            )
+        return infos
 
     def tree_usage(self, session: Session) -> Usage:
         """A session's tokens and those of its fork children, theirs, and so on."""
@@ -517,6 +525,7 @@ class Hub:
         reached = await anyio.to_thread.run_sync(results_reached, store, snapshot.forks)
         self._restore(store, snapshot, reached, settings)
         await self._remove_orphans(snapshot.forks)  # git runs only when there are orphans
+        self.forks.resume_pools(settings.options.stateDir, settings.options.worktreePool)
         return store, warning
 
     def _restore(
@@ -648,6 +657,7 @@ def _isolation_settings(settings: ClientSettings) -> dict[str, Any]:
         "fork_isolation": options.forkIsolation,
         "merge_mode": options.mergeMode,
         "state_dir": options.stateDir,
+        "worktree_pool": options.worktreePool,
         "child_idle_timeout": options.childIdleTimeoutSeconds,
         "worktree_setup": options.worktreeSetup,
         "worktree_setup_timeout": options.worktreeSetupTimeoutSeconds,

@@ -29,7 +29,7 @@ from ..protocol.types import (
     MergeState,
     Worktree,
 )
-from . import worktrees
+from . import pool, worktrees
 from .store import default_state_dir
 
 log = logging.getLogger(__name__)
@@ -145,25 +145,40 @@ async def _repo(repository: str) -> worktrees.RepoInfo:
     return found
 
 
-async def make(trees: ForkTrees, places: Sequence[tuple[str, str]]) -> list[Worktree]:
-    """Make the children's worktrees (in parallel). All or none: when one cannot be made, those
-    made are removed again and the GitError is raised."""
+async def make(
+    trees: ForkTrees, places: Sequence[tuple[str, str]], spares: Sequence[Path] = ()
+) -> list[Worktree]:
+    """Make the children's worktrees (in parallel), the first ones from `spares` (prepared
+    worktrees out of the pool, which are the caller's no more: each is adopted, or removed and
+    its child's worktree made as without it). All or none: when one cannot be made, those made
+    are removed again and the GitError is raised."""
     assert trees.repository is not None and trees.base is not None
     repo = await _repo(trees.repository)
     base = trees.base
     made: list[tuple[str, str]] = []
     failure: list[worktrees.GitError] = []
 
-    async def one(path: str, branch: str) -> None:
+    async def one(path: str, branch: str, spare: Path | None = None) -> None:
         try:
+            if spare is not None:
+                try:
+                    await anyio.to_thread.run_sync(worktrees.adopt, repo, spare, base, path, branch)
+                    made.append((path, branch))
+                    return
+                except (worktrees.GitError, OSError):
+                    log.warning("a prepared worktree could not be used", exc_info=True)
+                    await remove_quietly(trees.repository or "", path, branch)
+                    await _remove_spare(repo, spare)
             await anyio.to_thread.run_sync(worktrees.create, repo, base, path, branch)
             made.append((path, branch))
         except worktrees.GitError as exc:
             failure.append(exc)
 
     async with anyio.create_task_group() as tg:
-        for path, branch in places:
-            tg.start_soon(one, path, branch)
+        for n, (path, branch) in enumerate(places):
+            tg.start_soon(one, path, branch, spares[n] if n < len(spares) else None)
+        for spare in spares[len(places) :]:
+            tg.start_soon(_remove_spare, repo, spare)
     if failure:
         # `git worktree add`s running side by side can trip over each other (one reads the
         # others' half-made administrative folders: "failed to read .git/worktrees/…/commondir"):
@@ -180,6 +195,11 @@ async def make(trees: ForkTrees, places: Sequence[tuple[str, str]]) -> list[Work
         Worktree(path=path, branch=branch, base=base, repository=trees.repository)
         for path, branch in places
     ]
+
+
+async def _remove_spare(repo: worktrees.RepoInfo, spare: Path) -> None:
+    """A spare not adopted: its folder (if it is still there) and git's record of it."""
+    await anyio.to_thread.run_sync(pool.discard_spare, repo, spare)
 
 
 def child_cwd(tree: Worktree, parent_cwd: str) -> str:
@@ -233,23 +253,46 @@ def _changes(
 
 async def merge(tree: Worktree, changes: Changes, label: str) -> Changes:
     """Merge a child's committed changes into the parent's working tree: `applied`, or
-    `conflict` with the files (then nothing was written)."""
-    async with _merge_lock(tree.repository):
-        repo = await _repo(tree.repository)
-        result = await anyio.to_thread.run_sync(
-            lambda: worktrees.merge_into_worktree(repo, tree.base, tree.branch, label=label)
+    `conflict` with the files (then nothing was written; when git itself failed, every file is
+    in conflict with git's message)."""
+    try:
+        async with _merge_lock(tree.repository):
+            repo = await _repo(tree.repository)
+            result = await anyio.to_thread.run_sync(
+                lambda: worktrees.merge_into_worktree(repo, tree.base, tree.branch, label=label)
+            )
+    except worktrees.GitError as exc:
+        return _with_merge(
+            changes,
+            "conflict",
+            [ConflictFile(path=f.path, reason=exc.message) for f in changes.files],
         )
     if not result.ok:
-        return msgspec.structs.replace(
+        return _with_merge(
             changes,
-            merge="conflict",
-            conflicts=[ConflictFile(path=c.path, reason=c.reason) for c in result.conflicts],
+            "conflict",
+            [ConflictFile(path=c.path, reason=c.reason) for c in result.conflicts],
         )
-    return msgspec.structs.replace(changes, merge="applied", conflicts=[])
+    return _with_merge(changes, "applied", [])
 
 
-def with_merge(changes: Changes, merge: MergeState) -> Changes:
-    return msgspec.structs.replace(changes, merge=merge)
+def discarded(changes: Changes) -> Changes:
+    """The user said no to a reviewed child's changes (they stay on its branch)."""
+    return _with_merge(changes, "discarded")
+
+
+def unreadable() -> Changes:
+    """A child whose changes git could not read: whatever it did stays on its branch."""
+    return Changes(merge="kept", files=[], linesAdded=0, linesRemoved=0, conflicts=[], commit=None)
+
+
+def _with_merge(
+    changes: Changes, merge: MergeState, conflicts: list[ConflictFile] | None = None
+) -> Changes:
+    """What became of a child's changes: with `collect`, the only places a MergeState is set."""
+    if conflicts is None:
+        return msgspec.structs.replace(changes, merge=merge)
+    return msgspec.structs.replace(changes, merge=merge, conflicts=conflicts)
 
 
 async def file_text(

@@ -116,6 +116,7 @@ class SessionConfig:
     fork_isolation: Isolation | None = _DEFAULTS.forkIsolation  # None: worktree in a git repo
     merge_mode: MergeMode = _DEFAULTS.mergeMode
     state_dir: str | None = None  # where forks' worktrees go (None: the default state folder)
+    worktree_pool: int = _DEFAULTS.worktreePool  # spare worktrees per repository that forked
     child_idle_timeout: float = _DEFAULTS.childIdleTimeoutSeconds  # for its fork children; 0: off
     worktree_setup: str = (
         _DEFAULTS.worktreeSetup
@@ -148,7 +149,7 @@ class Session:
         status: Status = "starting",
         turn_gate: TurnGate | None = None,
         start: AgentSpec | None = None,
-        on_turn_end: Callable[[Session, dict[str, Any]], Awaitable[None]] | None = None,
+        on_turn_end: Callable[[Session, events.TurnResult], Awaitable[None]] | None = None,
     ) -> None:
         self.id = session_id
         self.config = config
@@ -574,7 +575,7 @@ class Session:
             self.emit(events.Prompt(text=turn.text, origin=turn.origin))
         else:
             self.emit(events.Prompt(text=self.background.report(), origin="task"))
-        result: dict[str, Any] | None = None
+        result: events.TurnResult | None = None
         failure: str | None = None
         try:
             with anyio.CancelScope() as scope:
@@ -643,12 +644,13 @@ class Session:
                     self.emit(events.Error(message=failure))
                     self.set_status("failed")
                 return
-            if result.get("cancelled"):
-                self.last_outcome = Outcome(False, result["text"], "cancelled by the user")
-            elif result["isError"]:
-                self.last_outcome = Outcome(False, result["text"], result["text"] or "failed")
-            else:
-                self.last_outcome = Outcome(True, result["text"])
+            match result:
+                case events.TurnResult(cancelled=True):
+                    self.last_outcome = Outcome(False, result.text, "cancelled by the user")
+                case events.TurnResult(isError=True):
+                    self.last_outcome = Outcome(False, result.text, result.text or "failed")
+                case _:
+                    self.last_outcome = Outcome(True, result.text)
             if self._on_turn_end is not None:
                 # Before `idle`: the hook may move the session on (a proposed or started fork).
                 await self._run_hook(result)
@@ -686,7 +688,7 @@ class Session:
                 self.emit(events.QueuePosition(position=position))
         self.queue_position = position
 
-    async def _run_hook(self, result: dict[str, Any]) -> None:
+    async def _run_hook(self, result: events.TurnResult) -> None:
         """The turn-end hook (fork detection) is part of the turn: messages sent meanwhile queue
         behind it, and close() stops it."""
         assert self._on_turn_end is not None
@@ -700,7 +702,7 @@ class Session:
         finally:
             self._hook_scope = None
 
-    async def _relay(self) -> EventDict | None:
+    async def _relay(self) -> events.TurnResult | None:
         """Publish the CLI's messages until the turn's result event; None if the process ends
         first (an error it died of is raised)."""
         while True:
@@ -717,9 +719,9 @@ class Session:
                 self.streams.clear(None)  # what the cut-off turn was still streaming is moot
                 return result
 
-    def _publish(self, message: Any) -> EventDict | None:
+    def _publish(self, message: Any) -> events.TurnResult | None:
         """Publish what one CLI message says: streamed pieces as deltas, the rest as events.
-        Returns the turn's result event, if the message ends a turn."""
+        Returns the turn's result (as published), if the message ends a turn."""
         if isinstance(message, StreamEvent):
             piece = self.streams.feed(message.event, message.parent_tool_use_id)
             if piece is not None:
@@ -734,7 +736,7 @@ class Session:
                     )
                 )
             return None
-        result: EventDict | None = None
+        result: events.TurnResult | None = None
         for payload in map_message(message):
             if isinstance(payload, events.AgentStarted):
                 # The CLI announces itself at every turn; clients need it once per change.
@@ -762,9 +764,9 @@ class Session:
                 if tracked is None:
                     continue
                 payload = tracked
-            event = self.emit(payload)
+            self.emit(payload)
             if isinstance(payload, events.TurnResult):
-                result = event
+                result = payload
         return result
 
     def _publish_task_end(self, task: events.Task) -> None:

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 # flock is POSIX; on Windows the store works unlocked.
 fcntl: Any = importlib.import_module("fcntl") if os.name == "posix" else None
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # About what sqlite's own autocheckpoint would let the WAL grow to (1000 pages) before the
 # journal has it copied back into the database.
@@ -122,9 +122,24 @@ CREATE INDEX events_fork_finished ON events (session_id, seq) WHERE kind = 'fork
     7: """
 ALTER TABLE sessions ADD COLUMN agent TEXT;
 """,
-    # 7 -> 8: a branch (coven/branch) keeps where it left its parent (JSON): the message it was
-    # branched at and the parent's conversation it starts from.
+    # 7 -> 8: fork events carry the fork's state (protocol version 1): the stored ones get it,
+    # which each of these kinds has always been sent in.
     8: """
+UPDATE events SET body = json_set(body, '$.state', CASE kind
+        WHEN 'forkProposed' THEN 'proposed'
+        WHEN 'forkRejected' THEN 'rejected'
+        WHEN 'forkStarted' THEN 'running'
+        WHEN 'forkResumed' THEN 'running'
+        WHEN 'forkReviewing' THEN 'reviewing'
+        WHEN 'forkFinished' THEN 'finished'
+        WHEN 'forkInterrupted' THEN 'interrupted'
+    END)
+    WHERE kind IN ('forkProposed', 'forkRejected', 'forkStarted', 'forkResumed',
+        'forkReviewing', 'forkFinished', 'forkInterrupted');
+""",
+    # 8 -> 9: a branch (coven/branch) keeps where it left its parent (JSON): the message it was
+    # branched at and the parent's conversation it starts from.
+    9: """
 ALTER TABLE sessions ADD COLUMN branched_from TEXT;
 """,
 }

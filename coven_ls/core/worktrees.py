@@ -539,20 +539,7 @@ def create(repo: RepoInfo, snapshot: str, path: str | os.PathLike[str], branch: 
     `coven/<fork-id>/<n>-<slug>`) that starts at `snapshot`. The user's HEAD, index and working
     tree are untouched; the repository gains the branch and the worktree's registration."""
     where = Path(path).absolute()
-    for outside in (repo.toplevel, repo.common_dir):
-        if _is_within(where.resolve(), outside.resolve()):
-            raise GitError(
-                f"Cannot create a child's worktree at {where}: it is inside {outside}, where the "
-                "parent's snapshots would pick it up. Use a folder outside the repository."
-            )
-    if where.exists() and (not where.is_dir() or any(where.iterdir())):
-        raise GitError(
-            f"Cannot create a child's worktree at {where}: something is already there. Remove it "
-            "or choose another folder."
-        )
-    valid = _git(repo.toplevel, "check-ref-format", f"refs/heads/{branch}", ok=(0, 1))
-    if valid.returncode or branch.startswith("-"):
-        raise GitError(f"Cannot create the branch '{branch}': it is not a valid branch name.")
+    _check_place(repo, where, branch)
     where.parent.mkdir(parents=True, exist_ok=True)
     _git(
         repo.toplevel,
@@ -568,6 +555,91 @@ def create(repo: RepoInfo, snapshot: str, path: str | os.PathLike[str], branch: 
         "branch of that name must not.",
     )
     head = _out(_git(where, "rev-parse", "HEAD"))
+    return Worktree(path=where, branch=branch, head=head)
+
+
+def _check_place(repo: RepoInfo, where: Path, branch: str) -> None:
+    """Raise unless a child's worktree can go to `where` on the new branch `branch`."""
+    for outside in (repo.toplevel, repo.common_dir):
+        if _is_within(where.resolve(), outside.resolve()):
+            raise GitError(
+                f"Cannot create a child's worktree at {where}: it is inside {outside}, where the "
+                "parent's snapshots would pick it up. Use a folder outside the repository."
+            )
+    if where.exists() and (not where.is_dir() or any(where.iterdir())):
+        raise GitError(
+            f"Cannot create a child's worktree at {where}: something is already there. Remove it "
+            "or choose another folder."
+        )
+    valid = _git(repo.toplevel, "check-ref-format", f"refs/heads/{branch}", ok=(0, 1))
+    if valid.returncode or branch.startswith("-"):
+        raise GitError(f"Cannot create the branch '{branch}': it is not a valid branch name.")
+
+
+def prepare(repo: RepoInfo, path: str | os.PathLike[str], commit: str) -> Path:
+    """A spare worktree at `path` (which must not exist), detached at `commit`, on no branch:
+    made ahead of a fork, to become a child's worktree at once (`adopt`). Its files are written
+    now, while the server idles, instead of on the fork's path."""
+    where = Path(path).absolute()
+    if where.exists():
+        raise GitError(f"Cannot prepare a worktree at {where}: something is already there.")
+    where.parent.mkdir(parents=True, exist_ok=True)
+    _git(
+        repo.toplevel,
+        "worktree",
+        "add",
+        "--quiet",
+        "--detach",
+        str(where),
+        _rev(commit),
+        what=f"Preparing the worktree {where}",
+    )
+    return where
+
+
+def adopt(
+    repo: RepoInfo,
+    spare: str | os.PathLike[str],
+    snapshot: str,
+    path: str | os.PathLike[str],
+    branch: str,
+) -> Worktree:
+    """Make the spare worktree `spare` (from `prepare`) a child's worktree: moved to `path` and
+    brought to `snapshot` on the new branch `branch`, as `create` would have made it. Only the
+    files that differ between its commit and the snapshot are written (`checkout -f` compares
+    trees; the index's stat cache, made with the files, stays valid through a folder rename).
+    Whatever the spare holds beyond its commit (edited, untracked, ignored files: nothing
+    writes there, but a tree handed to a child must be exactly the snapshot) is reset or
+    removed. On failure it raises; the spare is then wherever the failure left it, at `spare`
+    or at `path`, and both are the caller's to remove."""
+    where = Path(path).absolute()
+    _check_place(repo, where, branch)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    if where.is_dir():
+        where.rmdir()  # empty (checked): `worktree move` wants no folder there
+    _git(
+        repo.toplevel,
+        "worktree",
+        "move",
+        str(Path(spare).absolute()),
+        str(where),
+        what=f"Moving the prepared worktree {spare} to {where}",
+    )
+    _git(
+        where,
+        "checkout",
+        "--quiet",
+        "--force",
+        "--no-recurse-submodules",
+        "-b",
+        branch,
+        _rev(snapshot),
+        what=f"Bringing the worktree {where} to the fork's snapshot",
+    )
+    _git(where, "clean", "-ffdxq", what=f"Cleaning the worktree {where}")
+    head = _out(_git(where, "rev-parse", "HEAD"))
+    if head != _out(_git(where, "rev-parse", f"{_rev(snapshot)}^{{commit}}")):
+        raise GitError(f"The worktree {where} is at {head}, not at the snapshot {snapshot}.")
     return Worktree(path=where, branch=branch, head=head)
 
 
@@ -1296,6 +1368,11 @@ def list_coven_worktrees(repo: RepoInfo, prefix: str = COVEN_BRANCH_PREFIX) -> l
     return [
         wt for wt in _list_worktrees(repo) if wt.branch is not None and wt.branch.startswith(prefix)
     ]
+
+
+def list_worktrees(repo: RepoInfo) -> list[Worktree]:
+    """Every linked worktree of the repository (the main one included), as git lists them."""
+    return _list_worktrees(repo)
 
 
 def _list_worktrees(repo: RepoInfo) -> list[Worktree]:

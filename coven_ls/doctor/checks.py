@@ -19,7 +19,7 @@ import msgspec
 
 from .. import __version__, protocol
 from ..agents.claude import INSTALL_HINT, probe_claude, resolve_claude
-from ..core import worktrees
+from ..core import pool, worktrees
 from ..core.store import SCHEMA_VERSION, database_path
 from ..protocol.types import DoctorReport, Finding
 
@@ -166,7 +166,22 @@ def state(root: str, state_dir: str | None) -> list[Finding]:
         return [Finding("stateDir", "error", title, f"{folder}: {trouble}", fix)]
     findings = [Finding("stateDir", "ok", title, f"{folder} (writable)")]
     findings.append(_database(path))
+    findings.append(worktree_pool(state_dir))
     return findings
+
+
+def worktree_pool(state_dir: str | None) -> Finding:
+    """The spare worktrees kept for forks (initializationOptions.worktreePool), with their disk."""
+    title = "Worktree pool"
+    found = list(pool.usage(state_dir))
+    if not found:
+        return Finding("worktreePool", "ok", title, "no spare worktrees")
+    total = sum(p.bytes for p in found)
+    each = "; ".join(
+        f"{p.repository}: {p.spares} spare(s), {p.bytes / 2**20:.1f} MiB in {p.folder}"
+        for p in found
+    )
+    return Finding("worktreePool", "ok", title, f"{total / 2**20:.1f} MiB in all: {each}")
 
 
 def _unwritable(folder: Path) -> str | None:

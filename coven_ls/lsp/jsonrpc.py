@@ -239,6 +239,9 @@ class CovenProtocol(LanguageServerProtocol):
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams) -> Any:
         result = yield from super().lsp_initialize(params)
+        # Every client is told which coven/* protocol it talks to, coven-aware or not.
+        coven = protocol.CovenServerCapabilities(protocolVersion=protocol.PROTOCOL_VERSION)
+        result.capabilities.experimental = {"coven": protocol.to_json(coven)}
         if self._server.coven_aware:
             # A client that speaks coven/* needs no command mirrors, and some (VS Code's language
             # client) would register them as editor commands, clashing with their own `coven.*`.

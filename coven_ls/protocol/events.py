@@ -18,6 +18,7 @@ from .types import (
     Changes,
     ConflictFile,
     ForkSource,
+    ForkState,
     Isolation,
     MergeMode,
     MergeState,
@@ -278,6 +279,8 @@ class ForkProposed(Payload, tag="forkProposed"):
 
     forkId: str
     """what `coven/decideFork` takes"""
+    state: ForkState
+    """the fork's state after this event (`proposed`)"""
     tasks: list[str]
     """the task labels the model wrote, in order"""
 
@@ -287,6 +290,8 @@ class ForkRejected(Payload, tag="forkRejected"):
 
     forkId: str
     """the fork"""
+    state: ForkState
+    """the fork's state after this event (`rejected`)"""
     reason: str | None = None
     """why, when a reason was given (`cancelled by the user` when `coven/cancel` withdrew it)"""
 
@@ -296,6 +301,8 @@ class ForkStarted(Payload, tag="forkStarted"):
 
     forkId: str
     """the fork"""
+    state: ForkState
+    """the fork's state after this event (`running`)"""
     source: ForkSource
     """`model` (a `<fork>` tag) or `user` (`coven/fork`)"""
     tasks: list[str]
@@ -321,6 +328,8 @@ class ForkFinished(Payload, tag="forkFinished"):
 
     forkId: str
     """the fork"""
+    state: ForkState
+    """the fork's state after this event (`finished`)"""
     results: list[TaskOutcome]
     """in task order"""
     usage: Usage | None = None
@@ -336,6 +345,8 @@ class ForkReviewing(Payload, tag="forkReviewing"):
 
     forkId: str
     """the fork"""
+    state: ForkState
+    """the fork's state after this event (`reviewing`)"""
     pending: list[str]
     """the children (session ids) whose changes wait for a decision, in task order"""
 
@@ -353,6 +364,8 @@ class ForkInterrupted(Payload, tag="forkInterrupted"):
 
     forkId: str
     """what `coven/resumeFork` and `coven/abandonFork` take"""
+    state: ForkState
+    """the fork's state after this event (`interrupted`)"""
     unfinished: list[str]
     """the children (session ids) that had not finished"""
 
@@ -362,6 +375,8 @@ class ForkResumed(Payload, tag="forkResumed"):
 
     forkId: str
     """the fork"""
+    state: ForkState
+    """the fork's state after this event (`running`)"""
     children: list[ChildRef]
     """the children that run again (each keeps its `sessionId` and label)"""
 

@@ -35,6 +35,7 @@ _ENUMS: dict[str, Any] = {
     "PermissionMode": types.PermissionMode,
     "Origin": types.Origin,
     "ForkSource": types.ForkSource,
+    "ForkState": types.ForkState,
 }
 _ENUM_DOCS = {
     "Status": "A session's status (protocol.md, Statuses).",
@@ -42,6 +43,8 @@ _ENUM_DOCS = {
     "SettledStatus": "A fork child in one of these has stopped working on its task.",
     "BusyStatus": "A session in one of these when the server stopped comes back `interrupted`.",
     "Origin": "Who wrote a turn's message.",
+    "ForkState": "A fork's state (protocol.md, Fork states); the fork events and "
+    "`SessionInfo.lastFork` carry it.",
 }
 
 
@@ -175,6 +178,7 @@ def build_schema() -> dict[str, Any]:
     structs: list[type[msgspec.Struct]] = [
         types.InitializationOptions,
         types.CovenClientCapabilities,
+        types.CovenServerCapabilities,
         types.SessionInfo,
         types.DoctorReport,
         events.Envelope,
@@ -250,7 +254,8 @@ def build_schema() -> dict[str, Any]:
         "additionalProperties": False,
     }
     roots = ["Requests", "ServerRequests", "Notifications", "Event", "EventKind", "ErrorCode"]
-    roots += [*_ENUMS, "InitializationOptions", "CovenClientCapabilities", "SessionInfo"]
+    roots += [*_ENUMS, "InitializationOptions", "CovenClientCapabilities"]
+    roots += ["CovenServerCapabilities", "SessionInfo"]
     roots += ["DoctorReport"]
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

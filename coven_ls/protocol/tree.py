@@ -182,24 +182,9 @@ class ForkNode:
 
 
 def fork_state(payload: ForkPayload) -> ForkState:
-    """A fork's state after one of its events. The one place it is derived from the event's
-    kind: once the wire carries the state on fork events, it is read from there."""
-    sent: ForkState | None = getattr(payload, "state", None)
-    if sent is not None:
-        return sent
-    match payload:
-        case ForkProposed():
-            return "proposed"
-        case ForkStarted() | ForkResumed():
-            return "running"
-        case ForkReviewing():
-            return "reviewing"
-        case ForkRejected():
-            return "rejected"
-        case ForkFinished():
-            return "finished"
-        case ForkInterrupted():
-            return "interrupted"
+    """A fork's state after one of its events: the server says it on each of them (never
+    derived here from the event's kind, so that the tree and the server agree)."""
+    return payload.state
 
 
 class SessionTree:

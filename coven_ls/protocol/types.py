@@ -47,7 +47,14 @@ AgentName = Literal["claude", "codex"]
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"]
 ForkSource = Literal["model", "user"]
 SetupSource = Literal["option", "cursor", "conductor"]
+# A fork's state, the one vocabulary of the server, its events and its clients (protocol.md, Fork
+# states; the moves between them are core/fork_state.py's table): `proposed` (the model asked,
+# the user decides), `running` (its children work), `reviewing` (they have ended; their changes
+# wait for the user), `rejected` (declined, withdrawn, or it could not start), `finished` (the
+# parent was given the results), `interrupted` (the server stopped while it ran: resume or
+# abandon it).
 ForkState = Literal["proposed", "running", "reviewing", "rejected", "finished", "interrupted"]
+FORK_STATES: tuple[ForkState, ...] = get_args(ForkState)
 # Who wrote a turn's message; `task`: the CLI started the turn itself, to report on a background
 # task (a subagent of its Agent tool) that finished.
 Origin = Literal["user", "fork", "forkResults", "forkError", "forkRejected", "task"]
@@ -74,6 +81,13 @@ NonNegativeFloat = Annotated[float, msgspec.Meta(ge=0)]
 class Wire(msgspec.Struct, forbid_unknown_fields=False):
     """Base of every wire shape: unknown fields are ignored, so newer clients can talk to older
     servers."""
+
+
+# The version of the coven/* protocol this server speaks, sent in `initialize`'s result. Raised
+# by one on a breaking change (a field removed or renamed, a meaning changed, a method or event
+# kind a client must handle added); additions a client may ignore (an optional field, a new event
+# kind) leave it as it is.
+PROTOCOL_VERSION = 1
 
 
 # --- initialize ----------------------------------------------------------------------------------
@@ -117,6 +131,12 @@ class InitializationOptions(Wire, omit_defaults=True):
     """where fork children work: `worktree` (a git worktree each, merged back) or `shared` (the
     parent's folder). Default: `worktree` when the session's cwd is in a git repository with at
     least one commit, else `shared`"""
+    worktreePool: NonNegativeInt = 4
+    """how many spare worktrees the server keeps ready for each repository that has had a
+    worktree fork, made while it idles, so that the next fork's children get theirs at once
+    (each is brought to that fork's snapshot first: a child never sees an older tree). Each
+    takes about a checkout's disk (`coven-ls doctor` shows it). 0: none, and the pools the state
+    folder holds are removed when the server starts"""
     childIdleTimeoutSeconds: NonNegativeFloat = 900.0
     """a fork child whose CLI says nothing for this long in a turn (frozen, or stuck on a hung
     connection) is stopped and its task reported as failed, so that its fork ends (0: never).
@@ -153,6 +173,14 @@ class CovenClientCapabilities(Wire, omit_defaults=True):
     """the client shows a fork's changes for review itself (`coven/getChanges`,
     `coven/applyChanges`, `coven/discardChanges`); else it is asked with
     `window/showMessageRequest`"""
+
+
+class CovenServerCapabilities(Wire):
+    """`capabilities.experimental.coven` in `initialize`'s result: what the server speaks."""
+
+    protocolVersion: PositiveInt
+    """the coven/* protocol's version (1 so far), raised on every breaking change: a client
+    written for another version should say so rather than misread what it is sent"""
 
 
 # --- params --------------------------------------------------------------------------------------
@@ -403,6 +431,15 @@ class BranchedFrom(Wire):
     as it stood"""
 
 
+class ForkRef(Wire):
+    """A fork and its state."""
+
+    forkId: str
+    """the fork (what `coven/decideFork`, `coven/resumeFork` and the fork events name)"""
+    state: ForkState
+    """its state now (see Fork states)"""
+
+
 class SessionInfo(Wire):
     """One session as `coven/listSessions` lists it; every field is always present (null when
     unset)."""
@@ -457,6 +494,9 @@ class SessionInfo(Wire):
     """a worktree child's changes once it has ended, else null"""
     branchedFrom: BranchedFrom | None
     """a branch's (`coven/branch`): where it left its parent; null for any other session"""
+    lastFork: ForkRef | None = None
+    """the latest fork of this session (as the parent) and its state now; null when it never
+    forked"""
 
 
 class ListSessionsResult(Wire):
@@ -519,7 +559,7 @@ class Finding(Wire, omit_defaults=True):
 
     id: str
     """what was checked: `python`, `packages`, `claude`, `auth`, `codex`, `git`, `stateDir`,
-    `database`"""
+    `database`, `worktreePool`"""
     status: FindingStatus
     """`error`: a session cannot run until it is fixed; `warning`: sessions run, something is
     missing (worktrees, saving)"""

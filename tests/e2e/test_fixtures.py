@@ -13,18 +13,20 @@ import re
 from pathlib import Path
 from typing import Any, get_args
 
+import msgspec
 import pytest
 
 from coven_ls import protocol
+from coven_ls.core.fork_state import MOVES
 from coven_ls.core.status import TRANSITIONS
-from coven_ls.protocol.events import check_event
+from coven_ls.protocol.events import Delta, check_event
 from coven_ls.protocol.types import Origin
 
 from ..fixtures.record import EVENTS_DIR, SCENARIOS, read, record
 
 KINDS = set(protocol.KINDS)
 ORIGINS = set(get_args(Origin))
-MARKERS = {"serverStarted", "serverKilled", "request", "serverRequest"}
+MARKERS = {"serverStarted", "serverKilled", "request", "serverRequest", "delta"}
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 FILES = sorted(EVENTS_DIR.glob("*.jsonl"))
 
@@ -93,6 +95,11 @@ def test_lines_are_documented_events_or_markers(path: Path) -> None:
             assert line["fixture"] in MARKERS, line
             if line["fixture"] in ("request", "serverRequest"):
                 assert line["method"].startswith("coven/") and ("result" in line), line
+            if line["fixture"] == "serverStarted":
+                # what the server's initialize result announced
+                assert line["protocolVersion"] == protocol.PROTOCOL_VERSION == 1, line
+            if line["fixture"] == "delta":
+                msgspec.convert(line["params"], Delta)
             continue
         assert set(line) >= {"sessionId", "seq", "kind", "time"}, line
         assert line["sessionId"].startswith("s-") and TIME.match(line["time"]), line
@@ -134,6 +141,41 @@ def test_every_status_change_is_in_the_table(path: Path) -> None:
             statuses = fixture.statuses(session, server)
             for old, new in itertools.pairwise(statuses):
                 assert new in TRANSITIONS[old], f"{path.stem}: {session} {old} -> {new}"
+
+
+def reachable(state: str) -> set[str]:
+    """The states a fork in `state` can get to by moves of the table."""
+    found: set[str] = set()
+    todo = [state]
+    while todo:
+        for nxt in MOVES[todo.pop()]:  # type: ignore[index]
+            if nxt not in found:
+                found.add(nxt)
+                todo.append(nxt)
+    return found
+
+
+@pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
+def test_every_fork_moves_along_the_table(path: Path) -> None:
+    """Each fork's events say its state, and one after another they make moves that
+    core/fork_state.py allows (a restarted server goes on from the state the store had); the
+    final listing's lastFork is the parent's latest fork in its last state."""
+    fixture = Fixture(path.stem)
+    states: dict[str, list[str]] = {}
+    latest: dict[str, str] = {}
+    for event in fixture.events:
+        if "forkId" in event:
+            assert event["state"] in protocol.FORK_STATES, event
+            states.setdefault(event["forkId"], []).append(event["state"])
+            latest[event["sessionId"]] = event["forkId"]
+    for fork_id, seen in states.items():
+        for old, new in itertools.pairwise(seen):
+            # some moves have no event (a reviewed fork runs on to finish): reachable will do
+            assert new in reachable(old), f"{fork_id}: {old} -> {new}"
+    for info in fixture.sessions:
+        fork_id = latest.get(info["sessionId"])
+        expected = None if fork_id is None else {"forkId": fork_id, "state": states[fork_id][-1]}
+        assert info["lastFork"] == expected, info["sessionId"]
 
 
 @pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
@@ -360,7 +402,7 @@ def test_restart_interrupts_the_fork_and_resume_finishes_it() -> None:
     markers = [
         (line["fixture"], line.get("server")) for line in fixture.lines if not is_event(line)
     ]
-    assert [m for m in markers if m[0] != "request"] == [
+    assert [m for m in markers if m[0] not in ("request", "delta")] == [
         ("serverStarted", 1),
         ("serverKilled", 1),
         ("serverStarted", 2),
@@ -469,3 +511,53 @@ def test_review_waits_for_the_client_then_reintegrates() -> None:
     [results] = [e for e in fixture.of(sid, "prompt") if e["origin"] == "forkResults"]
     assert 'merge="applied" files="docs.md (+1 -0)"' in results["text"]
     assert 'merge="discarded"' in results["text"]
+
+
+def deltas_of(fixture: Fixture, session_id: str) -> list[dict[str, Any]]:
+    return [
+        line["params"]
+        for line in fixture.lines
+        if line.get("fixture") == "delta" and line["params"]["sessionId"] == session_id
+    ]
+
+
+def test_stream_pieces_add_up_to_the_whole_block() -> None:
+    fixture = Fixture("stream")
+    sid = fixture.root
+    assert [r["errorStatus"] for r in fixture.of(sid, "apiRetry")] == [529, 529]
+    [text] = fixture.of(sid, "text")
+    pieces = [d for d in deltas_of(fixture, sid) if d["blockId"] == text["blockId"]]
+    assert len(pieces) > 4 and "".join(d["text"] for d in pieces) == text["text"]
+    # Mid-answer, getEvents gave the block so far.
+    [got] = fixture.requests(protocol.GET_EVENTS)
+    [partial] = [p for p in got["result"]["partial"] if p["kind"] == "text"]
+    assert text["text"].startswith(partial["text"]) and partial["text"] != text["text"]
+
+
+def test_queue_runs_children_one_at_a_time_and_adds_up_their_tokens() -> None:
+    fixture = Fixture("queue")
+    sid = fixture.root
+    [started] = fixture.of(sid, "forkStarted")
+    assert started["state"] == "running" and len(started["children"]) == 3
+    waited = [fixture.of(c["sessionId"], "queuePosition") for c in started["children"]]
+    assert waited[0] == [] and all(waited[1:]), "the first runs at once, the others wait"
+    [finished] = fixture.of(sid, "forkFinished")
+    assert finished["state"] == "finished" and finished["usage"]["outputTokens"] > 0
+    [parent] = [s for s in fixture.sessions if s["sessionId"] == sid]
+    assert parent["lastFork"] == {"forkId": started["forkId"], "state": "finished"}
+
+
+def test_cancel_stream_keeps_what_was_said_and_goes_on() -> None:
+    """A turn cancelled mid-stream: the text so far becomes its text event (the pieces add up to
+    it, no more), the turn ends cancelled, and the next message is answered."""
+    fixture = Fixture("cancel_stream")
+    sid = fixture.root
+    first, second = fixture.of(sid, "turnResult")
+    assert first["cancelled"] is True and first["text"] == "" and second["text"] == "Still here."
+    cut = [t for t in fixture.of(sid, "text") if t["seq"] < first["seq"]]
+    assert len(cut) == 1
+    pieces = [d["text"] for d in deltas_of(fixture, sid) if d["blockId"] == cut[0]["blockId"]]
+    assert "".join(pieces) == cut[0]["text"] and cut[0]["text"].startswith("Sentence 1 of")
+    assert "Sentence 59" not in cut[0]["text"]
+    [cancel] = fixture.requests(protocol.CANCEL)
+    assert fixture.lines.index(cancel) < fixture.lines.index(first)

@@ -209,6 +209,9 @@ def test_the_plugin_approves_a_fork_and_draws_the_nested_tree(
 local fork_done = false
 coven.on_event(function(ev)
   if ev.kind == 'forkProposed' then
+    if coven.protocol_version() ~= 1 then
+      finish('protocol version ' .. tostring(coven.protocol_version()))
+    end
     vim.cmd('CovenApprove')
   elseif ev.kind == 'forkFinished' then
     fork_done = true
@@ -235,6 +238,8 @@ vim.cmd('CovenStart Plan the release')
     assert indent(lines[docs_answer]) > indent(lines[docs]), tree
     assert indent(lines[finished]) == indent(lines[after]) == indent(lines[fork]), tree
     assert "✓ idle" in lines[docs] and "✓ idle" in lines[bugs], tree
+    # The fork's line says its state as the server's events said it.
+    assert lines[fork].endswith("  [finished]"), tree
 
 
 def test_the_plugin_rejects_forks_by_hand_sends_and_cancels(
@@ -608,8 +613,9 @@ SPLIT_ANSWER = [
     "    </fork>",
     "  ✓ turn done (…)",
 ]
-# The fixtures' workspace is no git repository: the children share its folder.
-SHARED_FORK = "  ⑂ Fork  2 tasks · shared folder: not a git repository"
+# The fixtures' workspace is no git repository: the children share its folder. The fork's line
+# ends with its state, as its latest event said it.
+SHARED_FORK = "  ⑂ Fork  2 tasks · shared folder: not a git repository  [{}]"
 RESULTS_PROMPT = (
     '  › forkResults: <fork-results> <task label="Write the docs"> Docs written. </task> '
     '<task label="Fix the bugs"> Bugs…'
@@ -623,7 +629,7 @@ def test_the_tree_draws_a_recorded_fork(tmp_path: Path) -> None:
         "  › you: Plan the release",
         *SPLIT_ANSWER,
         "  ⑂ Fork proposed  2 tasks: Write the docs; Fix the bugs  (:CovenApprove / :CovenReject)",
-        SHARED_FORK,
+        SHARED_FORK.format("finished"),
         "    ⑂ Write the docs  ✓ idle",
         "      › fork: You were assigned 'Write the docs'",
         "      ⏺ Docs written.",
@@ -647,7 +653,7 @@ def test_the_tree_draws_a_recorded_restart_mid_fork(tmp_path: Path) -> None:
         "● Plan the release  ! interrupted",
         "  › you: Plan the release",
         *SPLIT_ANSWER,
-        SHARED_FORK,
+        SHARED_FORK.format("interrupted"),
         "    ⑂ Write the docs  ! interrupted",
         "      › fork: You were assigned 'Write the docs'",
         "    ⑂ Fix the bugs  ! interrupted",
@@ -658,7 +664,7 @@ def test_the_tree_draws_a_recorded_restart_mid_fork(tmp_path: Path) -> None:
         "● Plan the release  ✓ idle",
         "  › you: Plan the release",
         *SPLIT_ANSWER,
-        SHARED_FORK,
+        SHARED_FORK.format("finished"),
         "    ⑂ Write the docs  ✓ idle",
         "      › fork: You were assigned 'Write the docs'",
         "      › fork: You were assigned 'Write the docs'",  # run again after the restart
@@ -738,14 +744,14 @@ def test_the_tree_draws_a_recorded_review(tmp_path: Path) -> None:
         ]
 
     head = ["  › you: Get ready", "  ⏺ Ready.", "  ✓ turn done (…)"]
-    fork = "  ⑂ Fork  2 tasks · worktrees, changes reviewed"
+    fork = "  ⑂ Fork  2 tasks · worktrees, changes reviewed  [{}]"
     review = (
         "  ⑂ Fork review  changes of 2 tasks wait  (:CovenChanges, :CovenApply / :CovenDiscard)"
     )
     assert waiting == [
         "● Get ready  ? reviewing",
         *head,
-        fork,
+        fork.format("reviewing"),
         *child("Write the docs", "docs.md", "pending"),
         *child("Write a changelog", "CHANGES.md", "pending"),
         review,
@@ -754,7 +760,7 @@ def test_the_tree_draws_a_recorded_review(tmp_path: Path) -> None:
     assert lines[: len(waiting) + 3] == [
         "● Get ready  ✓ idle",
         *head,
-        fork,
+        fork.format("finished"),
         *child("Write the docs", "docs.md", "applied"),
         *child("Write a changelog", "CHANGES.md", "discarded"),
         review,

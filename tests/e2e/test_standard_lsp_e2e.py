@@ -12,7 +12,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import client_capabilities
 
-from coven_ls.protocol import to_plain
+from coven_ls.protocol import PROTOCOL_VERSION, to_plain
 from coven_ls.testing.scripted_model import ScriptedModel, ToolUse
 
 from ..harness import Coven, wait_until
@@ -77,6 +77,9 @@ async def test_a_plain_lsp_client_runs_a_session_through_commands(
     assert coven.init_result is not None
     advertised = coven.init_result.capabilities.execute_command_provider
     assert advertised is not None and set(COMMANDS) <= set(advertised.commands)
+    # A plain client is told the protocol version too.
+    experimental = to_plain(coven.init_result.capabilities.experimental)
+    assert experimental == {"coven": {"protocolVersion": PROTOCOL_VERSION}}
 
     sid = (await execute(coven, "coven.startSession", {"prompt": "Please make a file"}))[
         "sessionId"
@@ -270,6 +273,10 @@ async def test_a_coven_aware_client_is_offered_no_command_mirrors(coven: Coven) 
     # commands and clash with its own coven.* commands.
     assert coven.init_result is not None
     assert coven.init_result.capabilities.execute_command_provider is None
+    # What it talks to: the protocol version (protocol.md, Protocol version).
+    experimental = to_plain(coven.init_result.capabilities.experimental)
+    assert experimental == {"coven": {"protocolVersion": PROTOCOL_VERSION}}
+    assert PROTOCOL_VERSION == 1
     # The commands still answer, for a client that calls them anyway.
     listed = await execute(coven, "coven.listSessions", {})
     assert listed == {"sessions": []}

@@ -52,7 +52,14 @@ def test_a_fork_is_a_plan_and_a_tool_call_that_follow_its_children() -> None:
     view = updates.SessionView()
     children = [{"sessionId": "s-a", "label": "A"}, {"sessionId": "s-b", "label": "B"}]
     plan, call = updates.event_updates(
-        event("forkStarted", forkId="f-1", source="model", tasks=["A", "B"], children=children),
+        event(
+            "forkStarted",
+            forkId="f-1",
+            state="running",
+            source="model",
+            tasks=["A", "B"],
+            children=children,
+        ),
         view,
     )
     assert [e.status for e in plan.entries] == ["pending", "pending"]
@@ -70,7 +77,9 @@ def test_a_fork_is_a_plan_and_a_tool_call_that_follow_its_children() -> None:
         {"label": "A", "sessionId": "s-a", "ok": True},
         {"label": "B", "sessionId": "s-b", "ok": False, "error": "API Error: 500"},
     ]
-    plan, done = updates.event_updates(event("forkFinished", forkId="f-1", results=results), view)
+    plan, done = updates.event_updates(
+        event("forkFinished", forkId="f-1", state="finished", results=results), view
+    )
     assert [e.status for e in plan.entries] == ["completed", "completed"]
     shown = done.content[0].content.text
     assert done.status == "completed" and "A done" in shown and "failed: API Error: 500" in shown

@@ -47,9 +47,11 @@ def test_a_working_set_up_is_ready(tmp_path: Path, model: ScriptedModel) -> None
     code, found, report = doctor(tmp_path, model, env=codex_home(tmp_path))
     assert code == 0 and report.ok
     assert set(found) == {
-        "python", "packages", "claude", "auth", "codex", "git", "stateDir", "database"
+        "python", "packages", "claude", "auth", "codex", "git", "stateDir", "database",
+        "worktreePool",
     }  # fmt: skip
     assert "codex-cli" in found["codex"].found and "model provider" in found["codex"].found
+    assert found["worktreePool"].found == "no spare worktrees"
     assert all(f.status == "ok" and f.fix is None for f in found.values())
     assert "ANTHROPIC_API_KEY" in found["auth"].found  # the CLI's own `auth status` said so
     assert "claude-agent-sdk" in found["packages"].found and "Claude Code" in found["claude"].found
@@ -150,3 +152,29 @@ def test_json_and_exit_code_agree_on_a_real_repository(
     code, found, report = doctor(tmp_path, model, "--root", str(tmp_path / "repo"))
     assert (code == 0) == report.ok == all(f.status != "error" for f in found.values())
     assert os.path.basename(str(tmp_path / "repo")) in found["database"].found
+
+
+async def test_the_worktree_pool_and_its_disk_are_shown(
+    tmp_path: Path, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from coven_ls.core import pool
+
+    (tmp_path / "home").mkdir(exist_ok=True)
+    (tmp_path / "gitconfig").write_text("")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    repo = tmp_path / "project"
+    repo.mkdir()
+    (repo / "a.txt").write_text("a\n" * 5000)
+    git = ["git", "-c", "user.name=T", "-c", "user.email=t@example.com"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "one"]):
+        subprocess.run([*git, *args], cwd=repo, check=True, capture_output=True)  # noqa: ASYNC221
+    state = tmp_path / "state" / "coven-ls"
+    await pool.Pools().fill(str(state), str(repo), 2)
+    code, found, _ = doctor(tmp_path, model)
+    shown = found["worktreePool"]
+    assert code == 0 and shown.status == "ok"
+    assert f"{os.path.realpath(repo)}: 2 spare(s)" in shown.found
+    assert str(pool.folder_of(str(state), str(repo))) in shown.found
+    [usage] = pool.usage(str(state))
+    assert f"{usage.bytes / 2**20:.1f} MiB in all" in shown.found and usage.bytes > 10_000

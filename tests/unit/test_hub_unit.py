@@ -26,7 +26,7 @@ from anyio.abc import TaskGroup
 
 from coven_ls import protocol
 from coven_ls.core import isolation, session_log, worktrees
-from coven_ls.core.fork import ForkState, child_prompt
+from coven_ls.core.fork import child_prompt
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.session import Session
 from coven_ls.core.store import Store, database_path
@@ -209,6 +209,12 @@ async def results_turn(rig: Rig, parent: Session, after: int = 0) -> str:
     return prompt["text"]
 
 
+def last_fork(rig: Rig, session: Session) -> tuple[str, str] | None:
+    """What coven/listSessions says of the session's latest fork: its id and state."""
+    [info] = [i for i in rig.hub.list_sessions() if i.sessionId == session.id]
+    return None if info.lastFork is None else (info.lastFork.forkId, info.lastFork.state)
+
+
 def trail(client: RecordingClient, session: Session | str) -> list[str]:
     """A session's events as the client saw them, without the model's words."""
     shown = []
@@ -243,21 +249,32 @@ async def test_approved_fork_runs_children_and_reintegrates(tmp_path: Path) -> N
     async with running_hub(settings(tmp_path, forkMode="approve")) as rig:
         client = rig.client
         parent = await start(rig)
+        assert last_fork(rig, parent) is None
         proposed = await client.wait_for(Kind.FORK_PROPOSED, parent)
+        fork_id = proposed["forkId"]
         assert proposed["tasks"] == TASKS
         assert parent.status == "awaitingApproval"
+        # The fork's state is on the wire: in its events and in the parent's SessionInfo.
+        assert proposed["state"] == "proposed"
+        assert last_fork(rig, parent) == (fork_id, "proposed")
         await client.until(lambda _: bool(client.approvals))
         assert client.approvals == [(parent.id, TASKS, True)]
 
-        rig.hub.forks.decide(proposed["forkId"], True, None, None)
+        rig.hub.forks.decide(fork_id, True, None, None)
+        assert last_fork(rig, parent) == (fork_id, "running")  # before its children exist
         started = await client.wait_for(Kind.FORK_STARTED, parent)
         children = {c["label"]: c["sessionId"] for c in started["children"]}
-        assert started["forkId"] == proposed["forkId"] and started["source"] == "model"
+        assert started["forkId"] == fork_id and started["source"] == "model"
+        assert started["state"] == "running"
         assert list(children) == TASKS
         finished = await client.wait_for(Kind.FORK_FINISHED, parent)
         assert finished["results"] == [
             {"label": label, "sessionId": children[label], "ok": True} for label in TASKS
         ]
+        assert finished["state"] == "finished"
+        assert last_fork(rig, parent) == (fork_id, "finished")
+        # A child is no fork's parent.
+        assert [last_fork(rig, rig.hub.get(c)) for c in children.values()] == [None, None]
         text = await results_turn(rig, parent)
 
     assert task("alpha", answer("alpha")) in text and task("beta", answer("beta")) in text
@@ -310,6 +327,8 @@ async def test_rejection_tells_the_model_why(tmp_path: Path) -> None:
             rig.hub.forks.decide(proposed["forkId"], True, None, None)
 
         assert rejected["forkId"] == proposed["forkId"] and rejected["reason"] == "too broad"
+        assert rejected["state"] == "rejected"
+        assert last_fork(rig, parent) == (proposed["forkId"], "rejected")
         assert "declined your proposed fork" in told["text"]
         assert "Their reason: too broad" in told["text"]
         assert parent_heard(rig.backend) == [PLAN, told["text"]]
@@ -511,7 +530,9 @@ async def test_restart_mid_fork_then_resume(tmp_path: Path) -> None:
             e for e in await parent.events_after(0) if e["kind"] == Kind.FORK_INTERRUPTED
         ]
         assert [(e["forkId"], e["unfinished"]) for e in interrupted] == [(stopped.fork_id, [beta])]
-        assert hub.forks.get(stopped.fork_id).state is ForkState.INTERRUPTED
+        assert [e["state"] for e in interrupted] == ["interrupted"]
+        assert hub.forks.get(stopped.fork_id).state == "interrupted"
+        assert last_fork(rig, parent) == (stopped.fork_id, "interrupted")
         statuses = [hub.get(sid).status for sid in (stopped.parent_id, alpha, beta)]
         assert statuses == ["interrupted", "idle", "interrupted"]
 
@@ -523,6 +544,7 @@ async def test_restart_mid_fork_then_resume(tmp_path: Path) -> None:
             hub.forks.resume(stopped.fork_id)
 
     assert resumed["children"] == [{"sessionId": beta, "label": "beta"}]
+    assert (resumed["state"], finished["state"]) == ("running", "finished")
     assert [(r["label"], r["ok"]) for r in finished["results"]] == [("alpha", True), ("beta", True)]
     # Only beta ran again, as a fresh fork of the parent; alpha's answer came from the store.
     assert {label: a.spec.resume for label, a in child_agents(rig.backend).items()} == {
@@ -587,7 +609,7 @@ async def test_graceful_stop_mid_fork_also_leaves_it_interrupted(tmp_path: Path)
         await rig.hub.flushed()
         forks = [e["kind"] for e in await parent.events_after(0) if e["kind"].startswith("fork")]
         assert forks == [Kind.FORK_STARTED, Kind.FORK_INTERRUPTED]
-        assert rig.hub.forks.get(stopped.fork_id).state is ForkState.INTERRUPTED
+        assert rig.hub.forks.get(stopped.fork_id).state == "interrupted"
 
 
 async def test_a_restart_removes_worktrees_a_killed_server_made_for_no_session(

@@ -77,6 +77,7 @@ def test_interleaved_blocks_go_on_below_with_a_mark_and_cut_off_ones_end() -> No
     feed.event(
         "forkStarted",
         forkId="f",
+        state="running",
         source="user",
         tasks=["Docs"],
         children=[{"sessionId": CHILD, "label": "Docs"}],
@@ -186,7 +187,11 @@ def started(*labels: tuple[str, str], **isolation: Any) -> dict[str, Any]:
 def test_a_worktree_fork_says_where_children_work_and_what_became_of_their_changes() -> None:
     feed = Feed()
     labels = [(DOCS, "Write the docs"), (BUGS, "Fix the bugs"), (TIDY, "Tidy up"), (SAME, "Look")]
-    feed.event("forkStarted", **started(*labels, isolation="worktree", mergeMode="auto", base="9c"))
+    feed.event(
+        "forkStarted",
+        state="running",
+        **started(*labels, isolation="worktree", mergeMode="auto", base="9c"),
+    )
     docs = changes("pending", changed("docs/guide.md", 38, 2), changed("README.md", 2, 0))
     feed.event("changes", sid=DOCS, worktree=worktree(1), changes=docs)
     bugs = changes("pending", changed("src/app.py", 3, 1))
@@ -206,7 +211,7 @@ def test_a_worktree_fork_says_where_children_work_and_what_became_of_their_chang
     ]
     results[1].update(branch=BRANCH.format(2), conflicts=[conflict])
     results[2].update(merge="kept", branch=BRANCH.format(3))
-    feed.event("forkFinished", forkId="f-1", results=results, diskBytes=1843200)
+    feed.event("forkFinished", state="finished", forkId="f-1", results=results, diskBytes=1843200)
 
     assert feed.lines == [
         "● Tell me",
@@ -231,18 +236,27 @@ def test_a_worktree_fork_says_where_children_work_and_what_became_of_their_chang
 
 def test_a_reviewed_fork_waits_and_a_shared_fork_has_no_summary() -> None:
     feed = Feed()
-    feed.event("forkStarted", **started((DOCS, "Docs"), isolation="worktree", mergeMode="review"))
+    feed.event(
+        "forkStarted",
+        state="running",
+        **started((DOCS, "Docs"), isolation="worktree", mergeMode="review"),
+    )
     docs = changes("pending", changed("docs/guide.md", 4, 0, status="added"))
     feed.event("changes", sid=DOCS, worktree=worktree(1), changes=docs)
     feed.event("status", status="reviewing")
-    feed.event("forkReviewing", forkId="f-1", pending=[DOCS])
+    feed.event("forkReviewing", state="reviewing", forkId="f-1", pending=[DOCS])
     feed.event("changes", sid=DOCS, worktree=worktree(1), changes={**docs, "merge": "discarded"})
     result = {"label": "Docs", "sessionId": DOCS, "ok": True, "merge": "discarded"}
-    feed.event("forkFinished", forkId="f-1", results=[{**result, "branch": BRANCH.format(1)}])
+    feed.event(
+        "forkFinished",
+        state="finished",
+        forkId="f-1",
+        results=[{**result, "branch": BRANCH.format(1)}],
+    )
     shared = started((BUGS, "Bugs"), isolation="shared", isolationReason="not a git repository")
-    feed.event("forkStarted", **{**shared, "forkId": "f-2"})
+    feed.event("forkStarted", state="running", **{**shared, "forkId": "f-2"})
     result = {"label": "Bugs", "sessionId": BUGS, "ok": True}
-    feed.event("forkFinished", forkId="f-2", results=[result])
+    feed.event("forkFinished", state="finished", forkId="f-2", results=[result])
 
     assert feed.lines[1:] == [
         "  ⑂ Fork  1 task · worktrees, changes reviewed",
@@ -263,7 +277,7 @@ def test_json_keeps_the_changes_for_the_summary_and_prints_only_events() -> None
     docs = changes("applied", changed("a.txt", 1, 0))
     feed.event("changes", sid=DOCS, worktree=worktree(1), changes=docs)
     result = {"label": "Docs", "sessionId": DOCS, "ok": True, "merge": "applied"}
-    feed.event("forkFinished", forkId="f-1", results=[result])
+    feed.event("forkFinished", state="finished", forkId="f-1", results=[result])
     printed = [json.loads(line) for line in feed.out.getvalue().splitlines()]
     assert [e["kind"] for e in printed] == ["changes", "forkFinished"]
     tree = feed.printer.tree

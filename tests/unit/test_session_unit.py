@@ -666,19 +666,20 @@ async def test_cancel_during_a_permission_request_still_decides_it() -> None:
 # --- the turn-end hook ---------------------------------------------------------------------------
 
 
-async def test_on_turn_end_gets_the_turn_result_event() -> None:
-    calls: list[tuple[Session, dict[str, Any]]] = []
+async def test_on_turn_end_gets_the_turn_result_as_published() -> None:
+    calls: list[tuple[Session, events.TurnResult]] = []
 
-    async def on_turn_end(session: Session, event: dict[str, Any]) -> None:
-        calls.append((session, event))
+    async def on_turn_end(session: Session, result: events.TurnResult) -> None:
+        calls.append((session, result))
 
     async with running(FakeBackend(), on_turn_end=on_turn_end) as session:
         session.send("hi")
         turn = await turn_done(session)
         assert len(calls) == 1
         assert calls[0][0] is session
-        assert calls[0][1] is turn
-        assert calls[0][1]["kind"] == Kind.TURN_RESULT
+        # the typed payload of the very event clients got, not a dict to pick fields from
+        assert isinstance(calls[0][1], events.TurnResult)
+        assert events.event_dict(session.id, turn["seq"], turn["time"], calls[0][1]) == turn
 
 
 async def test_on_turn_end_runs_before_the_next_queued_turn() -> None:
@@ -686,8 +687,8 @@ async def test_on_turn_end_runs_before_the_next_queued_turn() -> None:
     seen: list[str] = []
     both = anyio.Event()
 
-    async def on_turn_end(session: Session, event: dict[str, Any]) -> None:
-        seen.append(event["text"])
+    async def on_turn_end(session: Session, result: events.TurnResult) -> None:
+        seen.append(result.text)
         if len(seen) == 1:
             await hook.pass_through()
         else:
@@ -711,7 +712,7 @@ async def test_on_turn_end_runs_before_the_next_queued_turn() -> None:
 async def test_close_during_a_slow_on_turn_end_hook() -> None:
     hook = Gate()
 
-    async def on_turn_end(session: Session, event: dict[str, Any]) -> None:
+    async def on_turn_end(session: Session, result: events.TurnResult) -> None:
         await hook.pass_through()
 
     backend = FakeBackend()
@@ -728,10 +729,10 @@ async def test_close_during_a_slow_on_turn_end_hook() -> None:
 
 
 async def test_on_turn_end_not_called_for_failed_turns() -> None:
-    calls: list[dict[str, Any]] = []
+    calls: list[events.TurnResult] = []
 
-    async def on_turn_end(session: Session, event: dict[str, Any]) -> None:
-        calls.append(event)
+    async def on_turn_end(session: Session, result: events.TurnResult) -> None:
+        calls.append(result)
 
     backend = FakeBackend([init(), Die()])
     async with running(backend, on_turn_end=on_turn_end) as session:

@@ -3,6 +3,7 @@ the journal's to run beside the commits, never inside one."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -222,3 +223,40 @@ async def test_a_session_row_is_written_again_only_when_it_changed(
     assert sent == [1, 2, 3, 4]
     assert [s["title"] for s in opened.load().sessions] == ["two"]
     opened.close()
+
+
+def test_stored_fork_events_get_the_state_they_were_sent_in(tmp_path: Path) -> None:
+    """Schema 7: fork events stored before they carried `state` get it, so that every fork event
+    a client is given has one; the rest of each event is left as it was."""
+    path = tmp_path / "state" / "w.sqlite3"
+    path.parent.mkdir()
+    db = sqlite3.connect(path)
+    db.executescript(store_module.SCHEMA_V1 + "INSERT INTO meta VALUES ('schema_version', '1');")
+    for target in range(2, 7):
+        db.executescript(store_module.MIGRATIONS[target])
+    db.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+    kinds = {
+        "forkProposed": "proposed",
+        "forkRejected": "rejected",
+        "forkStarted": "running",
+        "forkResumed": "running",
+        "forkReviewing": "reviewing",
+        "forkFinished": "finished",
+        "forkInterrupted": "interrupted",
+        "text": None,
+    }
+    old = []
+    for seq, kind in enumerate(kinds, 1):
+        e = {"sessionId": "s-1", "seq": seq, "kind": kind, "time": "t", "forkId": "f-1"}
+        old.append(e)
+        db.execute("INSERT INTO events VALUES ('s-1', ?, ?, ?)", (seq, kind, json.dumps(e)))
+    db.commit()
+    db.close()
+
+    opened, _ = Store.open(path)
+    try:
+        got = opened.events_between("s-1", 0)
+    finally:
+        opened.close()
+    assert [e.get("state") for e in got] == list(kinds.values())
+    assert [{k: v for k, v in e.items() if k != "state"} for e in got] == old

@@ -300,8 +300,28 @@ def test_a_setup_past_its_time_is_killed_with_its_group(tmp_path: Path) -> None:
 # --- ports --------------------------------------------------------------------------------------
 
 
+def free_span(size: int) -> int:
+    """The first of `size` ports in a row that nothing holds now: fixed numbers would collide
+    with whatever else runs on the machine (other tests' servers and their children)."""
+    for base in range(42000, 60000, 100):
+        probes = []
+        try:
+            for port in range(base, base + size):
+                probe = socket.socket()
+                probes.append(probe)
+                probe.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for probe in probes:
+                probe.close()
+    raise AssertionError(f"no {size} free ports in a row")
+
+
 def test_port_blocks_are_distinct_free_and_given_back(tmp_path: Path) -> None:
-    blocks = PortBlocks(first=41000, last=41050)
+    first = free_span(50)
+    blocks = PortBlocks(first=first, last=first + 50)
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     a, b = blocks.reserve(), blocks.reserve()
@@ -313,10 +333,11 @@ def test_port_blocks_are_distinct_free_and_given_back(tmp_path: Path) -> None:
 
 
 def test_a_block_with_a_busy_port_is_skipped() -> None:
+    first = free_span(20)
     with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 41105))
-        blocks = PortBlocks(first=41100, last=41120)
-        assert blocks.reserve() == 41110  # 41100-41109 holds the busy port
+        busy.bind(("127.0.0.1", first + 5))
+        blocks = PortBlocks(first=first, last=first + 20)
+        assert blocks.reserve() == first + 10  # the first block holds the busy port
         with pytest.raises(OSError, match="no block of 10 free ports"):
             blocks.reserve()
 

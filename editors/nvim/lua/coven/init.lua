@@ -17,6 +17,9 @@ local tree = require('coven.tree')
 
 local M = {}
 
+-- The coven/* protocol version this plugin was written for (protocol.md, Protocol version).
+M.PROTOCOL_VERSION = 1
+
 local defaults = {
   cmd = { 'coven-ls' }, -- how to start the server
   cmd_env = nil, -- extra environment for the server (it passes its own on to `claude`)
@@ -36,6 +39,7 @@ local state = {
   opts = nil,
   client_id = nil,
   ready = false, -- the server answered `initialize`: requests may go out
+  protocol_version = nil, -- what its `initialize` result said it speaks
   waiting = {}, -- what to do once it has
   tree = tree.new(),
   current = nil, -- the session :CovenSend / :CovenFork / :CovenCancel act on
@@ -79,16 +83,18 @@ local function on_event(ev)
     return
   end
   tree.apply(state.tree, ev)
-  if ev.kind == 'forkProposed' then
+  -- A fork waits for approval while its events say it is `proposed` (the server's word).
+  if ev.forkId and ev.state == 'proposed' then
     table.insert(state.proposals, { forkId = ev.forkId, sessionId = ev.sessionId })
-  elseif ev.kind == 'forkStarted' or ev.kind == 'forkRejected' then
+  elseif ev.forkId and ev.state then
     for i, p in ipairs(state.proposals) do
       if p.forkId == ev.forkId then
         table.remove(state.proposals, i)
         break
       end
     end
-  elseif ev.kind == 'forkReviewing' then
+  end
+  if ev.kind == 'forkReviewing' then
     for _, sid in ipairs(ev.pending or {}) do
       if not vim.tbl_contains(state.pending, sid) then
         table.insert(state.pending, sid)
@@ -214,6 +220,16 @@ local function start_server()
     -- than the default half second before it is killed.
     flags = { exit_timeout = 10000 },
     on_init = function(client)
+      -- The coven/* protocol the server speaks (initialize's experimental.coven.protocolVersion).
+      local caps = client.server_capabilities or {}
+      local coven = type(caps.experimental) == 'table' and caps.experimental.coven or nil
+      state.protocol_version = type(coven) == 'table' and coven.protocolVersion or nil
+      if state.protocol_version ~= M.PROTOCOL_VERSION then
+        vim.schedule(function()
+          notify(string.format('coven-ls speaks protocol version %s; this plugin was written for %d',
+            tostring(state.protocol_version), M.PROTOCOL_VERSION), vim.log.levels.WARN)
+        end)
+      end
       state.ready = true
       local waiting = state.waiting
       state.waiting = {}
@@ -604,6 +620,11 @@ function M.discard(name)
 end
 
 -- Call `fn(event)` for every coven/event, after the tree has taken it in.
+-- The coven/* protocol version the server announced (nil before `initialize` is answered).
+function M.protocol_version()
+  return state.protocol_version
+end
+
 function M.on_event(fn)
   table.insert(state.listeners, fn)
 end

@@ -292,7 +292,22 @@ function M.disk_size(size)
 end
 
 function M.new()
-  return { sessions = {}, roots = {}, parent_of = {} }
+  -- forks: forkId -> { state = the server's word for it (its events' `state`), head = its line }
+  return { sessions = {}, roots = {}, parent_of = {}, forks = {} }
+end
+
+-- The fork an event is about, with the state the event says it is in now (as the server says
+-- it: never derived here from the event's kind).
+local function fork_of(tree, ev)
+  local f = tree.forks[ev.forkId]
+  if not f then
+    f = {}
+    tree.forks[ev.forkId] = f
+  end
+  if type(ev.state) == 'string' then
+    f.state = ev.state
+  end
+  return f
 end
 
 local function session(tree, id)
@@ -367,6 +382,7 @@ local CLI_GONE = { failed = true, cancelled = true, closed = true, interrupted =
 function M.apply(tree, ev)
   local s = session(tree, ev.sessionId)
   local kind = ev.kind
+  local fork = type(ev.forkId) == 'string' and fork_of(tree, ev) or nil
   if kind == 'status' then
     s.status = ev.status
     if ev.status ~= 'queued' then
@@ -414,7 +430,10 @@ function M.apply(tree, ev)
       local child = session(tree, c.sessionId)
       child.label, child.title = c.label, one_line(c.label, 60)
     end
-    add(s.items, { text = M.describe(ev), children = children })
+    local item = add(s.items, { text = M.describe(ev), children = children, fork = ev.forkId })
+    if fork then
+      fork.head = item -- its line says the fork's state from now on
+    end
     return
   end
   if kind == 'task' then
@@ -452,6 +471,9 @@ function M.apply(tree, ev)
   end
   if line then
     local item = add(list, { text = line, retry = kind == 'apiRetry' or nil })
+    if kind == 'forkProposed' and fork and not fork.head then
+      item.fork, fork.head = ev.forkId, item -- until it starts: its line then says the state
+    end
     if kind == 'toolUse' and ev.toolUseId then
       s.tools[ev.toolUseId] = item
     end
@@ -488,7 +510,10 @@ function M.render(tree)
   local node
   local function items(list, prefix, depth)
     for _, item in ipairs(list) do
-      if item.text then
+      local fork = item.fork and tree.forks[item.fork]
+      if item.text and fork and fork.head == item and fork.state then
+        add(prefix, item.text .. '  [' .. fork.state .. ']') -- the fork's state now
+      elseif item.text then
         add(prefix, item.text)
       end
       -- A tool call's subagent lines sit under it, a task's under its line.

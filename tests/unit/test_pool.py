@@ -1,0 +1,200 @@
+"""coven_ls.core.pool and worktrees.prepare/adopt against real git: a spare worktree made before
+the user changed things still gives a child exactly the fork's snapshot; the pool keeps to its
+size; a stopped server's half-made spares are cleaned; `usage` reports the disk."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+
+from coven_ls.core import isolation, pool
+from coven_ls.core import worktrees as wt
+from coven_ls.core.worktrees import RepoInfo
+
+
+@pytest.fixture(autouse=True)
+def no_user_git_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (tmp_path / "gitconfig").write_text("")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for name in list(os.environ):
+        if name.startswith("GIT_") and name not in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM"):
+            monkeypatch.delenv(name)
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=Test User", "-c", "user.email=test@example.com", *args],
+        cwd=cwd,
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr.decode()}"
+    return done.stdout.decode()
+
+
+def make_repo(tmp_path: Path) -> Path:
+    top = tmp_path / "repo"
+    (top / "src").mkdir(parents=True)
+    for i in range(30):
+        (top / "src" / f"m{i}.py").write_text(f"x = {i}\n")
+    (top / "keep.txt").write_text("kept\n")
+    (top / "gone.txt").write_text("to be deleted\n")
+    (top / ".gitignore").write_text("*.log\n")
+    git(top, "init", "-q", "-b", "main")
+    git(top, "add", "-A")
+    git(top, "commit", "-q", "-m", "initial")
+    return top
+
+
+def repo_info(top: Path) -> RepoInfo:
+    found = wt.inspect(top)
+    assert isinstance(found, RepoInfo)
+    return found
+
+
+def tree_files(top: Path) -> dict[str, bytes]:
+    """Every file under `top` but git's, with its bytes (what a child would read)."""
+    found: dict[str, bytes] = {}
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for name in filenames:
+            if name == ".git":
+                continue
+            path = Path(dirpath, name)
+            found[path.relative_to(top).as_posix()] = path.read_bytes()
+    return found
+
+
+def change_everything(top: Path) -> None:
+    """What a user does between the spare's making and the fork: a new commit (HEAD moves), a
+    staged edit, an unstaged edit, a deletion, an untracked file and an ignored one."""
+    (top / "src" / "m1.py").write_text("x = 'committed later'\n")
+    git(top, "commit", "-q", "-am", "later")
+    (top / "src" / "m2.py").write_text("x = 'staged'\n")
+    git(top, "add", "src/m2.py")
+    (top / "src" / "m3.py").write_text("x = 'edited, not staged'\n")
+    (top / "gone.txt").unlink()
+    (top / "new.txt").write_text("untracked\n")
+    (top / "debug.log").write_text("ignored: not in the snapshot\n")
+
+
+async def test_a_spare_made_before_the_users_changes_gives_exactly_the_snapshot(
+    tmp_path: Path,
+) -> None:
+    top = make_repo(tmp_path)
+    pools = pool.Pools()
+    state = str(tmp_path / "state")
+    await pools.fill(state, str(top), 2)
+    assert pools.ready(state, str(top)) == 2
+    change_everything(top)
+    info = repo_info(top)
+    base = wt.snapshot(info)
+    # The reference: a worktree made as without a pool.
+    fresh = wt.create(info, base, tmp_path / "fresh", "coven/f-0/1-fresh")
+    [spare] = pools.take(state, str(top), 1)
+    # Even a spare someone wrote into is reset to the snapshot.
+    (spare / "src" / "m4.py").write_text("scribbled\n")
+    (spare / "stray.txt").write_text("stray\n")
+    (spare / "stray.log").write_text("ignored stray\n")
+    child = wt.adopt(info, spare, base, tmp_path / "wt" / "1-a", "coven/f-1/1-a")
+    assert child.head == base == git(child.path, "rev-parse", "HEAD").strip()
+    assert git(child.path, "symbolic-ref", "--short", "HEAD").strip() == "coven/f-1/1-a"
+    assert tree_files(child.path) == tree_files(fresh.path)
+    expected = tree_files(top)
+    del expected["debug.log"]  # ignored files are not in a snapshot
+    assert tree_files(child.path) == expected
+    assert git(child.path, "status", "--porcelain") == ""
+    assert not spare.exists()
+    assert pools.ready(state, str(top)) == 1
+
+
+async def test_make_uses_spares_first_and_creates_the_rest(tmp_path: Path) -> None:
+    top = make_repo(tmp_path)
+    pools = pool.Pools()
+    state = str(tmp_path / "state")
+    await pools.fill(state, str(top), 1)
+    (top / "keep.txt").write_text("edited after the spare\n")
+    trees = await isolation.plan(str(top), None, "auto", state, "f-2")
+    places = [isolation.place(trees, "f-2", n, f"t{n}") for n in (1, 2)]
+    spares = pools.take(state, str(top), 2)
+    assert len(spares) == 1
+    made = await isolation.make(trees, places, spares)
+    for tree in made:
+        assert (Path(tree.path) / "keep.txt").read_text() == "edited after the spare\n"
+        assert git(Path(tree.path), "status", "--porcelain") == ""
+    listed = wt.list_worktrees(repo_info(top))
+    assert sorted(str(w.path) for w in listed[1:]) == sorted(p for p, _ in places)
+
+
+async def test_a_spare_that_cannot_be_adopted_is_removed_and_the_worktree_made(
+    tmp_path: Path,
+) -> None:
+    top = make_repo(tmp_path)
+    trees = await isolation.plan(str(top), None, "auto", str(tmp_path / "state"), "f-3")
+    [place] = [isolation.place(trees, "f-3", 1, "t")]
+    gone = tmp_path / "state" / "pool" / "nothing-here"  # deleted by hand, say
+    [tree] = await isolation.make(trees, [place], [gone])
+    assert (Path(tree.path) / "keep.txt").read_text() == "kept\n"
+
+
+async def test_the_pool_keeps_to_its_size(tmp_path: Path) -> None:
+    top = make_repo(tmp_path)
+    pools = pool.Pools()
+    state = str(tmp_path / "state")
+    await pools.fill(state, str(top), 3)
+    folder = pool.folder_of(state, str(top))
+    assert len(list(folder.glob("*.ready"))) == 3
+    await pools.fill(state, str(top), 1)
+    assert pools.ready(state, str(top)) == 1
+    assert len(list(folder.glob("*.ready"))) == 1
+    assert len(wt.list_worktrees(repo_info(top))) == 2  # the user's and one spare
+    [usage] = list(pool.usage(state))
+    assert usage.spares == 1 and usage.repository == os.path.realpath(top) and usage.bytes > 0
+
+
+async def test_a_restart_keeps_complete_spares_and_cleans_half_made_ones(tmp_path: Path) -> None:
+    top = make_repo(tmp_path)
+    state = str(tmp_path / "state")
+    first = pool.Pools()
+    await first.fill(state, str(top), 3)
+    folder = pool.folder_of(state, str(top))
+    # As a killed server leaves them: one spare taken (its .ready gone) but never adopted, one
+    # made by git and never marked, and a folder git never registered.
+    first.take(state, str(top), 1)
+    info = repo_info(top)
+    wt.prepare(info, folder / "halfmade", info.head)
+    (folder / "unregistered").mkdir()
+    (folder / "unregistered" / "f").write_text("x")
+
+    second = pool.Pools()
+    assert await second.resume(state, 3) == [os.path.realpath(top)]
+    assert second.ready(state, str(top)) == 2
+    names = sorted(p.name for p in folder.iterdir())
+    kept = sorted(p.name for p in folder.glob("*.ready"))
+    assert len(kept) == 2
+    assert names == sorted(["repository", *kept, *(k.removesuffix(".ready") for k in kept)])
+    assert len(wt.list_worktrees(info)) == 3
+
+    third = pool.Pools()  # worktreePool 0: the pools go
+    assert await third.resume(state, 0) == []
+    assert not folder.exists()
+    assert len(wt.list_worktrees(info)) == 1
+
+
+async def test_a_repository_that_is_gone_takes_its_pool_with_it(tmp_path: Path) -> None:
+    top = make_repo(tmp_path)
+    state = str(tmp_path / "state")
+    await pool.Pools().fill(state, str(top), 1)
+    folder = pool.folder_of(state, str(top))
+    assert folder.is_dir()
+    await anyio.to_thread.run_sync(lambda: subprocess.run(["rm", "-rf", str(top)], check=True))
+    assert await pool.Pools().resume(state, 4) == []
+    assert not folder.exists()
