@@ -174,6 +174,10 @@ class Session:
         self.isolation_reason: str | None = None
         self.worktree: Worktree | None = None
         self.changes: Changes | None = None
+        # The commit its `changes` count from: None for the fork's snapshot (`worktree.base`);
+        # after its changes were applied or discarded and it worked on (a follow-up), that
+        # commit, so that only the later work comes back.
+        self.changes_since: str | None = None
         self.backend = backend
         self._sink = sink
         self._first_start = start  # how to start the very first agent process (forks differ)
@@ -316,6 +320,7 @@ class Session:
                 "reason": self.isolation_reason,
                 "worktree": msgspec.to_builtins(self.worktree),
                 "changes": msgspec.to_builtins(self.changes),
+                "since": self.changes_since,
             },
         }
 
@@ -350,6 +355,7 @@ class Session:
                 self.worktree = msgspec.convert(isolation["worktree"], Worktree)
             if isolation.get("changes"):
                 self.changes = msgspec.convert(isolation["changes"], Changes)
+            self.changes_since = isolation.get("since")
         if self.status in protocol.BUSY_STATUSES:
             self.set_status("interrupted")
 

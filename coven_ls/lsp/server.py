@@ -538,8 +538,10 @@ async def abandon_fork(server: CovenServer, params: protocol.ForkIdParams) -> T.
 async def delete_session(
     server: CovenServer, params: protocol.DeleteSessionParams
 ) -> T.DeleteSessionResult:
-    deleted = await server.hub.delete(server.hub.get(params.sessionId), params.purge)
-    return T.DeleteSessionResult(deletedSessionIds=deleted)
+    deleted, kept = await server.hub.delete(
+        server.hub.get(params.sessionId), params.purge, params.discardWork
+    )
+    return T.DeleteSessionResult(deletedSessionIds=deleted, keptBranches=kept)
 
 
 @handler(protocol.STOP_TASK)
@@ -617,6 +619,9 @@ def create_server(hub: Hub, on_exit: Callable[[int], None]) -> CovenServer:
             ls.window_show_message(
                 types.ShowMessageParams(type=types.MessageType.Warning, message=ls.store_warning)
             )
+        # After a restart, a standard-LSP editor is asked again about changes still in review
+        # (a client with its own review UI reads them from the events instead).
+        ls.hub.ask_open_reviews()
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: CovenServer, *args: Any) -> None:
