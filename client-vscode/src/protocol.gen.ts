@@ -1106,12 +1106,33 @@ export interface DeleteSessionParams {
    * also delete the CLI's own transcripts
    */
   purge?: boolean;
+  /**
+   * also delete the branches of fork children that hold work never applied (a conflict, a failed or cancelled child's work, changes waiting for review, later work); without it they are kept, and listed in the answer's `keptBranches`
+   */
+  discardWork?: boolean;
 }
 export interface DeleteSessionResult {
   /**
    * the session first, then its subtree
    */
   deletedSessionIds: string[];
+  /**
+   * branches kept for their unapplied work (empty with `discardWork: true`)
+   */
+  keptBranches?: KeptBranch[];
+}
+/**
+ * A deleted fork child's branch, kept because it holds work never applied. Recorded by the
+ *     server (no restart removes it); `coven-ls prune --discard-work` deletes it.
+ */
+export interface KeptBranch {
+  branch: string;
+  repository: string;
+  commit: string;
+  base: string;
+  sessionId: string;
+  label: string;
+  reason: string;
 }
 export interface StopTaskParams {
   sessionId: string;
