@@ -124,12 +124,19 @@ def _plan_repo(
     items: list[Item] = []
     trees = worktrees.list_worktrees(repo)
     tree_of = {t.branch: t for t in trees if t.branch is not None}
+
+    def in_state(path: Path) -> bool:
+        where = os.path.realpath(path)
+        return where == state or where.startswith(state.rstrip(os.sep) + os.sep)
+
     for branch, tip in sorted(worktrees.branches(repo).items()):
         if (common, branch) in needed:
             continue
         tree = tree_of.get(branch)
         if tree is not None and os.path.realpath(tree.path) in needed_paths:
             continue
+        if tree is not None and not in_state(tree.path):
+            continue  # checked out by the user somewhere of theirs: theirs to delete
         record = kept.get((common, branch))
         if record is not None:
             unapplied, reason = True, f"kept when its session was deleted: {record['reason']}"
@@ -158,9 +165,7 @@ def _plan_repo(
         # detached leftover) that no session uses.
         if tree.branch is not None and tree.branch.startswith(worktrees.COVEN_BRANCH_PREFIX):
             continue
-        where = os.path.realpath(tree.path)
-        inside = where == state or where.startswith(state.rstrip(os.sep) + os.sep)
-        if not inside or where in needed_paths or tree.locked:
+        if not in_state(tree.path) or os.path.realpath(tree.path) in needed_paths or tree.locked:
             continue
         items.append(
             Item(

@@ -211,6 +211,8 @@ def test_prune_keeps_what_sessions_need_and_unapplied_work(tmp_path: Path, state
     (Path(worked.path) / "w.txt").write_text("w\n")
     wt.commit_all(worked.path, "work")
     git(top, "branch", "coven/f-9/1-plain")  # a bare branch with no work
+    # The user checked a coven branch out in a worktree of their own: theirs, left alone.
+    git(top, "worktree", "add", "-q", "-b", "coven/f-8/1-mine", str(tmp_path / "mine"))
 
     report, stored = prune.plan(state)
 
@@ -220,13 +222,13 @@ def test_prune_keeps_what_sessions_need_and_unapplied_work(tmp_path: Path, state
         ("coven/f-9/1-plain", "remove", False),
     ]
     prune.apply(report, stored)
-    assert sorted(wt.branches(info_of(top))) == [used.branch, worked.branch]
+    assert sorted(wt.branches(info_of(top))) == [used.branch, worked.branch, "coven/f-8/1-mine"]
     assert not Path(empty.path).exists() and Path(used.path).is_dir()
 
     report, stored = prune.plan(state, discard_work=True)
     assert [(i.branch, i.action) for i in report.items] == [(worked.branch, "remove")]
     prune.apply(report, stored)
-    assert sorted(wt.branches(info_of(top))) == [used.branch]
+    assert sorted(wt.branches(info_of(top))) == [used.branch, "coven/f-8/1-mine"]
     assert json.loads(json.dumps(report.to_json()))["items"][0]["worktree"] == worked.path
 
 
