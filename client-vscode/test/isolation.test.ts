@@ -308,6 +308,20 @@ describe('isolated fork children: merge mode auto, with a conflict', () => {
     assert.equal(keptMessage([]), undefined);
   });
 
+  test("a child's later work, after its fork ended, waits for the user's review", () => {
+    const later = { ...docsChanges('pending'), files: [{ path: 'docs/faq.md', status: 'added' as const, oldPath: null, binary: false, linesAdded: 12, linesRemoved: 0 }], linesAdded: 12, linesRemoved: 0, commit: 'b41d0e7a9c35' };
+    const story = merged(true);
+    const last = Math.max(...story.filter((e) => e.sessionId === DOCS).map((e) => e.seq));
+    // Protocol.md's example of later work: the child's next event after a follow-up.
+    const event = { sessionId: DOCS, seq: last + 1, kind: 'changes', time: '2026-11-22T02:05:11.020Z', worktree: DOCS_WORKTREE, changes: later } as CovenEvent;
+    const model = modelOf([...story, event]);
+    const docs = present(child(model, DOCS));
+    assert.match(docs.description, /\+12 −0 · 1 file · pending review/);
+    assert.match(docs.tooltip, /Waiting for your review/);
+    assert.ok(offered(docs.contextValue, true).has('coven.applyChanges'));
+    assert.deepEqual(unappliedWork(child(model, PARENT)).map((n) => n.sessionId), [DOCS, BUGS]);
+  });
+
   test('while the fork runs, a child that ended has changes not merged yet: nothing waits for the user', () => {
     const s = new Stream();
     const model = modelOf([
