@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(args)
     tune_interpreter()
     from .lsp.auth import TokenError, resolve_token
-    from .lsp.server import serve_stdio, serve_tcp
+    from .lsp.transports import serve_stdio, serve_tcp
 
     try:
         if args.tcp:

@@ -287,8 +287,10 @@ async function isolationStory() {
 
   await newSession(REVIEW_PROMPT);
   await approveFork(1);
-  await allowBash(REVIEW_TASK);
+  // The proposal's toast out of the way before the child runs: cleared after its Bash call, a
+  // quick child's review announcement (awaited below) could be cleared with it.
   await runCommand('Notifications: Clear All Notifications');
+  await allowBash(REVIEW_TASK);
   await waitForRow(`${REVIEW_TASK}, done · +6 −0 · 2 files · pending review`, 'the child, waiting for review');
   await waitForRow(`${REVIEW_PROMPT}, fork changes to review`, 'the parent, waiting for the review');
   await waitForRow('⑂ Fork · 1 task, 1 child to review', 'the fork, waiting for the review');

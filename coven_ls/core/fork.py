@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from xml.sax.saxutils import escape
 
 import anyio
@@ -43,6 +43,9 @@ from .isolation import ForkTrees
 from .session import Outcome, Session, SessionConfig
 from .store import Store
 from .worktrees import GitError
+
+if TYPE_CHECKING:  # the journal stores forks: it imports this module
+    from .journal import Journal
 
 log = logging.getLogger(__name__)
 
@@ -343,8 +346,9 @@ class Fork:
 
 
 class ForkHost(Protocol):
-    """What forking needs of the rest of the server (the hub): sessions to find, children to
-    create and launch, background work to run, fork rows to store, and the user to ask."""
+    """What forking needs of the hub: its sessions to find, children to create and launch, and
+    the user to ask. Storing fork rows (the journal) and running background work come in as
+    dependencies of their own."""
 
     @property
     def sessions(self) -> Mapping[str, Session]: ...
@@ -355,29 +359,34 @@ class ForkHost(Protocol):
     def launch(self, session: Session) -> None:
         """Announce a session and start its runner."""
 
-    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
-        """Run background work; a failure is logged, never swallowed."""
-
-    def fork_changed(self, fork: Fork) -> None:
-        """The fork's row must be stored (with the next burst of events)."""
-
     def ask_fork_approval(self, session: Session, fork: Fork) -> None:
         """Ask the user about a proposed fork; the answer comes back through `decide`."""
-
-    def tree_usage(self, session: Session) -> Usage:
-        """A session's tokens and its descendants'."""
-
-    async def flushed(self) -> None:
-        """Everything published so far is stored."""
 
     def ask_review(self, fork: Fork, children: list[Session]) -> None:
         """Ask the user to apply or discard each of these children's changes; the answers come
         back through `apply_changes` / `discard_changes`."""
 
 
+class Spawn(Protocol):
+    """Runs background work; a failure is logged, never swallowed."""
+
+    def __call__(self, coro: Coroutine[Any, Any, None], name: str) -> None: ...
+
+
+def tree_usage(sessions: Mapping[str, Session], session: Session) -> Usage:
+    """A session's tokens and those of its fork children, theirs, and so on."""
+    total = session.usage
+    for child in sessions.values():
+        if child.parent_id == session.id:
+            total = total + tree_usage(sessions, child)
+    return total
+
+
 class ForkManager:
-    def __init__(self, host: ForkHost) -> None:
+    def __init__(self, host: ForkHost, journal: Journal, spawn: Spawn) -> None:
         self._host = host
+        self._journal = journal  # stores fork rows with the next burst of events
+        self._spawn = spawn
         self.forks: dict[str, Fork] = {}
 
     def get(self, fork_id: str) -> Fork:
@@ -445,7 +454,7 @@ class ForkManager:
     def _new_fork(self, parent: Session, tasks: list[str], source: ForkSource, **kw: Any) -> Fork:
         fork = Fork(f"f-{uuid.uuid4().hex[:12]}", parent, tasks, source, proposed=list(tasks), **kw)
         self.forks[fork.id] = fork
-        self._host.fork_changed(fork)
+        self._journal.fork_changed(fork)
         # From here until the results are in, the parent's own messages wait, and its agent
         # process is stopped: a paused-but-alive parent could keep working where no one sees it.
         parent.hold()
@@ -488,7 +497,7 @@ class ForkManager:
     ) -> None:
         """The fork will not run: declined or withdrawn (or, `failed`, it could not start)."""
         fork.state = ForkState.REJECTED
-        self._host.fork_changed(fork)
+        self._journal.fork_changed(fork)
         parent = fork.parent
         parent.emit(events.ForkRejected(forkId=fork.id, reason=reason))
         told = tell_model and not parent.closed
@@ -578,8 +587,8 @@ class ForkManager:
     def _start(self, fork: Fork) -> None:
         fork.state = ForkState.RUNNING
         fork.parent.set_status("forking")
-        self._host.fork_changed(fork)
-        self._host.spawn(self._prepare_and_run(fork), name=f"fork {fork.id}")
+        self._journal.fork_changed(fork)
+        self._spawn(self._prepare_and_run(fork), name=f"fork {fork.id}")
 
     async def _prepare_and_run(self, fork: Fork) -> None:
         try:
@@ -619,8 +628,8 @@ class ForkManager:
             ]
             trees.planned = [{"path": p, "branch": b} for p, b in places]
             fork.trees = trees
-            self._host.fork_changed(fork)
-            await self._host.flushed()  # stored before git makes them: a crash leaves no orphan
+            self._journal.fork_changed(fork)
+            await self._journal.flushed()  # stored before git makes them: a crash leaves no orphan
             await failpoints.reached("worktrees")
             try:
                 trees_made = await isolation.make(trees, places)
@@ -638,7 +647,7 @@ class ForkManager:
             child.isolation, child.isolation_reason = trees.mode, trees.reason
             child.worktree = tree
             fork.children.append(child)
-        self._host.fork_changed(fork)
+        self._journal.fork_changed(fork)
         worktree_mode = trees.mode == "worktree"
         parent.emit(
             events.ForkStarted(
@@ -697,7 +706,7 @@ class ForkManager:
             pending = [c for c in fork.children if _pending(c)]
             if pending:
                 fork.state = ForkState.REVIEWING
-                self._host.fork_changed(fork)
+                self._journal.fork_changed(fork)
                 fork.parent.set_status("reviewing")
                 fork.parent.emit(
                     events.ForkReviewing(forkId=fork.id, pending=[c.id for c in pending])
@@ -825,7 +834,7 @@ class ForkManager:
         if fork.state is ForkState.REVIEWING and not any(_pending(c) for c in fork.children):
             fork.state = ForkState.RUNNING  # decided; a second decision must not finish it again
             fork.parent.set_status("forking")
-            self._host.spawn(self._finish_measured(fork), name=f"fork {fork.id}")
+            self._spawn(self._finish_measured(fork), name=f"fork {fork.id}")
 
     def _finish(
         self, fork: Fork, interrupted: str | None = None, disk_bytes: int | None = None
@@ -835,8 +844,8 @@ class ForkManager:
         parent = fork.parent
         fork.results = [self._result_of(child, interrupted) for child in fork.children]
         fork.state = ForkState.FINISHED
-        self._host.fork_changed(fork)
-        usage = sum((self._host.tree_usage(c) for c in fork.children), Usage())
+        self._journal.fork_changed(fork)
+        usage = sum((tree_usage(self._host.sessions, c) for c in fork.children), Usage())
         parent.emit(
             events.ForkFinished(
                 forkId=fork.id,
@@ -923,7 +932,7 @@ class ForkManager:
             elif state in (ForkState.RUNNING, ForkState.INTERRUPTED):
                 fork.state = ForkState.INTERRUPTED
                 parent.hold()
-                self._host.fork_changed(fork)
+                self._journal.fork_changed(fork)
                 if state is ForkState.RUNNING:  # said once, by the restart that found it cut off
                     parent.emit(
                         events.ForkInterrupted(
@@ -951,8 +960,8 @@ class ForkManager:
             fork.state = ForkState.RUNNING
             fork.prepared = anyio.Event()
             fork.parent.set_status("forking")
-            self._host.fork_changed(fork)
-            self._host.spawn(self._prepare_and_run(fork), name=f"fork {fork.id}")
+            self._journal.fork_changed(fork)
+            self._spawn(self._prepare_and_run(fork), name=f"fork {fork.id}")
             return
         again = self._unfinished(fork)
         fork.state = ForkState.RUNNING
@@ -961,8 +970,8 @@ class ForkManager:
         for child in again:
             child.changes = None  # collected again when it ends
             child.restart_as_fork(self._child_spec(fork, child.config.cwd))
-        self._host.fork_changed(fork)
-        self._host.spawn(self._resume_run(fork, again), name=f"fork {fork.id}")
+        self._journal.fork_changed(fork)
+        self._spawn(self._resume_run(fork, again), name=f"fork {fork.id}")
 
     async def _resume_run(self, fork: Fork, again: list[Session]) -> None:
         for child in again:
@@ -982,8 +991,8 @@ class ForkManager:
         """Give the parent what finished; the rest is reported as interrupted."""
         fork = self._interrupted(fork_id, protocol.ABANDON_FORK)
         fork.state = ForkState.RUNNING  # until its finished children's changes are brought back
-        self._host.fork_changed(fork)
-        self._host.spawn(
+        self._journal.fork_changed(fork)
+        self._spawn(
             self._bring_back(fork, "interrupted: the server stopped before it finished"),
             name=f"abandon {fork.id}",
         )

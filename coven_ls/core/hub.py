@@ -27,7 +27,7 @@ from ..protocol import EventDict, Status, events
 from ..protocol.types import KeptBranch, Usage
 from . import failpoints, isolation, keep
 from .agent import AgentSpec, Backend, ClaudeBackend
-from .fork import Fork, ForkManager, ForkState, fork_prompt, results_reached
+from .fork import Fork, ForkManager, ForkState, fork_prompt, results_reached, tree_usage
 from .journal import Journal
 from .session import Session, SessionConfig
 from .slots import Slots
@@ -97,7 +97,6 @@ class Hub:
         self.sessions: dict[str, Session] = {}
         self._owners: dict[str, Client] = {}
         self.clients: list[Client] = []
-        self.forks = ForkManager(self)
         self.stores: dict[Path, Store] = {}
         # Events of stored sessions are committed before they are sent, in bursts.
         self.journal = Journal(task_group, self._deliver, self._send_delta, self._store_trouble)
@@ -105,6 +104,7 @@ class Hub:
         self.slots = Slots(protocol.InitializationOptions().maxParallel)
         # Fork children whose changes a client is being asked to apply or discard right now.
         self._in_review: set[str] = set()
+        self.forks = ForkManager(self, self.journal, self.spawn)
 
     # --- clients ---------------------------------------------------------------------------------
 
@@ -121,9 +121,6 @@ class Hub:
 
     def publish_delta(self, delta: events.Delta) -> None:
         self.journal.publish_delta(delta)
-
-    def fork_changed(self, fork: Fork) -> None:
-        self.journal.fork_changed(fork)
 
     async def flushed(self) -> None:
         """Wait until everything published so far is stored and sent."""
@@ -425,10 +422,7 @@ class Hub:
 
     def tree_usage(self, session: Session) -> Usage:
         """A session's tokens and those of its fork children, theirs, and so on."""
-        total = session.usage
-        for child in self.children_of(session):
-            total = total + self.tree_usage(child)
-        return total
+        return tree_usage(self.sessions, session)
 
     async def close_all(self) -> None:
         """The server is stopping: end every agent process, keep every session's state as it

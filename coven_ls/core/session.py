@@ -4,6 +4,11 @@ A session is driven by one runner task (`run`), which alone opens and closes the
 because claude-agent-sdk's client must be connected and disconnected in the same task. Everything
 else (a new message, cancel, close) only queues work for the runner or interrupts it.
 
+Its parts, each in a module of its own: the agent process (`session_process.AgentProcess`: opened,
+read, watched for silence, closed or killed), the CLI's background tasks
+(`background.BackgroundTasks`), its numbered event log (`session_log.EventLog`) and its row in
+the store (`session_record`).
+
 No pygls here: events leave through the `Sink` the session is given.
 """
 
@@ -21,7 +26,6 @@ from typing import Any, Protocol
 
 import anyio
 import msgspec
-from anyio.abc import TaskGroup
 from claude_agent_sdk import AssistantMessage, ResultMessage, StreamEvent, SystemMessage
 
 from .. import protocol
@@ -35,15 +39,19 @@ from ..protocol import (
     events,
 )
 from ..protocol.types import Changes, Isolation, MergeMode, Origin, StreamKind, Usage, Worktree
+from . import session_record
 from .agent import (
     Agent,
     AgentSpec,
     AgentStartError,
     Backend,
     describe_failure,
-    meaningful_lines,
 )
+from .background import BackgroundTasks
 from .mapping import map_message
+from .session_log import EventLog
+from .session_process import AgentProcess, ChildIdle, StreamEnded
+from .session_record import Outcome as Outcome  # where forks and tests have always found it
 from .status import check_transition
 from .store import Store
 from .streaming import Streams
@@ -52,13 +60,6 @@ if sys.version_info < (3, 11):  # anyio brings the backport there
     from exceptiongroup import BaseExceptionGroup
 
 log = logging.getLogger(__name__)
-
-# A stored session keeps this many of its latest committed events in memory (up to twice as many
-# between trims), for the clients that catch up on what they just missed; older ones are read
-# from the store when asked for. A session without a store keeps all of its events.
-RECENT_EVENTS = 100
-# Assistant message events: the ones that carry the messageId a fork by hand may start at.
-MESSAGE_KINDS = (protocol.Kind.TEXT, protocol.Kind.THINKING, protocol.Kind.TOOL_USE)
 
 # How long an interrupt may take to end a turn before the agent process is stopped outright.
 INTERRUPT_GRACE_SECONDS = 10.0
@@ -114,19 +115,6 @@ class Turn:
     origin: Origin = "user"  # who wrote it: a client, or the server itself (e.g. "forkResults")
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """How a session's last turn ended, as a fork reports it to the parent."""
-
-    ok: bool
-    text: str = ""
-    error: str | None = None
-
-
-class ChildIdle(Exception):
-    """A fork child's CLI said nothing for `childIdleTimeoutSeconds` in a turn."""
-
-
 class Session:
     def __init__(
         self,
@@ -156,18 +144,10 @@ class Session:
         self.depth = depth  # 0 for a top-level session, 1 for its fork children, ...
         self.status: Status = status
         self.last_outcome: Outcome | None = None
-        # The store has every event up to here (the journal advances it); None: no store.
-        self.committed_seq: int | None = None
-        self.store: Store | None = None  # where older events are read from (set by the journal)
-        self.last_seq = 0  # the seq of the session's latest event
+        self.event_log = EventLog(session_id)  # its numbered events (`recent`, `last_seq`, ...)
         self.agent_session_id: str | None = None
         self.cost_usd: float = 0.0
         self.usage = Usage()
-        # The CLI's background tasks that still run (task id -> the last word on each).
-        self.tasks: dict[str, events.Task] = {}
-        # The latest events, up to last_seq with no gap: all of them without a store; with one,
-        # those not committed yet and the RECENT_EVENTS before them (none of a restored log).
-        self.recent: list[EventDict] = []
         # A fork child's place: its fork's isolation mode (and why it is shared), its worktree,
         # and its changes once it has ended (set by the fork's Isolation).
         self.isolation: Isolation | None = None
@@ -179,27 +159,16 @@ class Session:
         # commit, so that only the later work comes back.
         self.changes_since: str | None = None
         self.backend = backend
+        self.process = AgentProcess(session_id, backend, lambda: self._wakeup.set())
+        self.background = BackgroundTasks(lambda: self._notify_changed())
         self._sink = sink
         self._first_start = start  # how to start the very first agent process (forks differ)
         self._turn_gate = turn_gate
         self._slot: contextlib.AsyncExitStack | None = None  # a held slot, until it is given back
         self.queue_position: int | None = None
-        # The CLI is read all the time, not only during a turn: a reader task puts what it says
-        # here, and the runner takes it from here (in a turn, or between turns).
-        self._incoming: deque[Any] = deque()
-        self._arrived = anyio.Event()
-        self._reader: anyio.CancelScope | None = None
-        self._task_group: TaskGroup | None = None
         self.streams = Streams()
-        self._ended_tasks: list[events.Task] = []  # since the last turn, for a CLI-started one
-        self._ended: dict[str, events.Task] = {}  # every task that ended, by id
-        # A task ended and the CLI is about to start a turn to report it: the session is not
-        # done yet (nor may its CLI stop), though nothing runs for a moment.
-        self._report_due = False
         self._on_turn_end = on_turn_end
-        self._agent: Agent | None = None
         self._agent_info: events.AgentStarted | None = None
-        self._process_cost = 0.0  # total_cost_usd the current process has reported so far
         self._inbox: deque[Turn] = deque()
         self._wakeup = anyio.Event()
         self._holds = 0
@@ -212,8 +181,6 @@ class Session:
         self._in_turn = False
         self._turn_no = 0
         self._cancel_requested = anyio.Event()  # set: the running turn was cancelled
-        self._asking = 0  # permission questions waiting for the user (the CLI waits silently)
-        self._heard_at = 0.0  # when the CLI last said something, or the user last answered it
         self._done = anyio.Event()
 
     # --- what clients see ------------------------------------------------------------------------
@@ -245,84 +212,16 @@ class Session:
         )
 
     async def events_after(self, after_seq: int, limit: int | None = None) -> list[EventDict]:
-        """Events after `after_seq` (the first `limit` of them) that are safely stored (a client
-        must never hold an event that a crash could take back): from memory, and from the store
-        what memory no longer holds."""
-        after = max(after_seq, 0)
-        older: list[EventDict] = []
-        while limit is None or len(older) < limit:
-            # Everything before the memory's first event is committed (only committed events
-            # are dropped from memory), so the store has it.
-            first = self.last_seq - len(self.recent) + 1
-            store = self.store
-            if after + 1 >= first or store is None:
-                break
-            wanted = None if limit is None else limit - len(older)
-            read = await anyio.to_thread.run_sync(
-                store.events_between, self.id, after, first - 1, wanted
-            )
-            older += read
-            if wanted is not None and len(read) == wanted:
-                return older
-            after = first - 1  # memory may have dropped more meanwhile: go round again
-        upto = self.last_seq if self.committed_seq is None else self.committed_seq
-        first = self.last_seq - len(self.recent) + 1
-        start = max(after + 1 - first, 0)
-        end = max(upto + 1 - first, start)
-        if limit is not None:
-            end = min(end, start + limit - len(older))
-        return older + self.recent[start:end]
+        """Events after `after_seq` that are safely stored (see `EventLog.events_after`)."""
+        return await self.event_log.events_after(after_seq, limit)
 
     async def has_message(self, message_id: str) -> bool:
         """Whether an assistant message of this session has this id."""
-        if any(e.get("messageId") == message_id for e in self.recent if e["kind"] in MESSAGE_KINDS):
-            return True
-        first = self.last_seq - len(self.recent) + 1
-        store = self.store
-        if store is None or first <= 1:
-            return False
-        seq = await anyio.to_thread.run_sync(
-            lambda: store.first_seq(
-                self.id, MESSAGE_KINDS, {"messageId": message_id}, upto_seq=first - 1
-            )
-        )
-        return seq is not None
+        return await self.event_log.has_message(message_id)
 
     def record(self) -> dict[str, Any]:
         """The session's row in the store."""
-        outcome = self.last_outcome
-        return {
-            "session_id": self.id,
-            "parent_id": self.parent_id,
-            "fork_id": self.fork_id,
-            "label": self.label,
-            "title": self.title,
-            "status": self.status,
-            "agent_session_id": self.agent_session_id,
-            "cwd": self.config.cwd,
-            "model": self.config.model,
-            "permission_mode": self.config.permission_mode,
-            "fork_mode": self.config.fork_mode,
-            "created_at": self.created_at,
-            "cost_usd": self.cost_usd,
-            "usage": msgspec.to_builtins(self.usage),
-            "depth": self.depth,
-            "max_children": self.config.max_children,
-            "max_parallel": self.config.max_parallel,
-            "max_depth": self.config.max_depth,
-            "outcome": None
-            if outcome is None
-            else {"ok": outcome.ok, "text": outcome.text, "error": outcome.error},
-            "isolation": None
-            if self.isolation is None
-            else {
-                "mode": self.isolation,
-                "reason": self.isolation_reason,
-                "worktree": msgspec.to_builtins(self.worktree),
-                "changes": msgspec.to_builtins(self.changes),
-                "since": self.changes_since,
-            },
-        }
+        return session_record.record(self)
 
     def restart_as_fork(self, start: AgentSpec) -> None:
         """Make an interrupted fork child run again from scratch: a fresh fork of its parent."""
@@ -333,48 +232,44 @@ class Session:
         self.set_status("queued")
 
     def restore(self, row: dict[str, Any]) -> None:
-        """Take up where a stopped server left off: its log (where it ends; the events stay in
-        the store until a client asks for them), cost, agent session and outcome. Whatever was
-        under way is `interrupted`, and says so in a new event."""
-        self.recent = []
-        self.last_seq = self.committed_seq = row["last_seq"] or 0
-        self.agent_session_id = row["agent_session_id"]
-        self.cost_usd = row["cost_usd"] or 0.0
-        if row.get("usage"):
-            self.usage = msgspec.convert(row["usage"], Usage)
-        outcome = row.get("outcome")
-        if outcome is not None:
-            self.last_outcome = Outcome(
-                outcome["ok"], outcome.get("text") or "", outcome.get("error")
-            )
-        isolation = row.get("isolation")
-        if isolation is not None:
-            self.isolation = isolation["mode"]
-            self.isolation_reason = isolation.get("reason")
-            if isolation.get("worktree"):
-                self.worktree = msgspec.convert(isolation["worktree"], Worktree)
-            if isolation.get("changes"):
-                self.changes = msgspec.convert(isolation["changes"], Changes)
-            self.changes_since = isolation.get("since")
-        if self.status in protocol.BUSY_STATUSES:
-            self.set_status("interrupted")
+        """Take up where a stopped server left off (see `session_record.restore`)."""
+        session_record.restore(self, row)
 
     def emit(self, payload: events.Payload) -> EventDict:
-        self.last_seq += 1
-        event = protocol.event_dict(self.id, self.last_seq, protocol.now_iso(), payload)
-        self.recent.append(event)
-        if self.committed_seq is not None and len(self.recent) >= 2 * RECENT_EVENTS:
-            self._forget_committed()
+        event = self.event_log.append(payload)
         self._sink.publish(event)
         return event
 
-    def _forget_committed(self) -> None:
-        """Keep RECENT_EVENTS committed events in memory (and every uncommitted one)."""
-        first = self.last_seq - len(self.recent) + 1
-        committed = (self.committed_seq or 0) - first + 1
-        drop = min(len(self.recent) - RECENT_EVENTS, committed)
-        if drop > 0:
-            del self.recent[:drop]
+    # The log's figures, which the journal and the hub read and advance.
+
+    @property
+    def last_seq(self) -> int:
+        return self.event_log.last_seq
+
+    @property
+    def recent(self) -> list[EventDict]:
+        return self.event_log.recent
+
+    @property
+    def committed_seq(self) -> int | None:
+        return self.event_log.committed_seq
+
+    @committed_seq.setter
+    def committed_seq(self, seq: int | None) -> None:
+        self.event_log.committed_seq = seq
+
+    @property
+    def store(self) -> Store | None:
+        return self.event_log.store
+
+    @store.setter
+    def store(self, store: Store | None) -> None:
+        self.event_log.store = store
+
+    @property
+    def tasks(self) -> dict[str, events.Task]:
+        """The CLI's background tasks that still run (task id -> the last word on each)."""
+        return self.background.running
 
     def set_status(self, status: Status) -> None:
         """The one place a session's status changes (and says so in a `status` event)."""
@@ -395,7 +290,9 @@ class Session:
         """Nothing running, queued or held: the session's work, forks included, is done."""
         if self._closing:  # settled once it is closed, with its final status
             return self._done.is_set()
-        return not (self._in_turn or self._inbox or self._holds or self.tasks or self._report_due)
+        return not (
+            self._in_turn or self._inbox or self._holds or self.tasks or self.background.report_due
+        )
 
     async def wait_settled(self) -> None:
         while not self.settled:
@@ -454,20 +351,20 @@ class Session:
 
     async def stop_task(self, task_id: str) -> None:
         """Stop one background task of the CLI (a subagent): the CLI reports its end as usual."""
-        if task_id not in self.tasks or self._agent is None:
+        if task_id not in self.tasks or self.process.agent is None:
             raise protocol.CovenError(
                 protocol.ErrorCode.InvalidState,
                 f"Session {self.id} has no running background task '{task_id}'; the `task` "
                 "events say which run (SessionInfo.backgroundTasks lists them).",
                 {"sessionId": self.id, "taskId": task_id},
             )
-        await self._agent.stop_task(task_id)
+        await self.process.agent.stop_task(task_id)
 
     async def set_permission_mode(self, mode: PermissionMode) -> None:
         """From now on: the running CLI's next tool call, and every later start of it."""
         self.config.permission_mode = mode
-        if self._agent is not None:
-            await self._agent.set_permission_mode(mode)
+        if self.process.agent is not None:
+            await self.process.agent.set_permission_mode(mode)
 
     async def cancel(self) -> int:
         """Interrupt the running turn and drop queued ones; returns how many were dropped. The
@@ -477,7 +374,7 @@ class Session:
         if not self._in_turn:
             return dropped
         self._cancel_requested.set()
-        agent, scope, turn_no = self._agent, self._turn_scope, self._turn_no
+        agent, scope, turn_no = self.process.agent, self._turn_scope, self._turn_no
         if agent is not None and self.status == "running":
             try:
                 with anyio.fail_after(INTERRUPT_GRACE_SECONDS):
@@ -515,7 +412,7 @@ class Session:
     async def run(self) -> None:
         try:
             async with anyio.create_task_group() as readers:
-                self._task_group = readers
+                self.process.task_group = readers
                 try:
                     while True:
                         work = await self._next_work()
@@ -552,29 +449,29 @@ class Session:
             if self._pause_requested:
                 self._pause_requested = False
                 await self._close_agent()
-            while self._incoming:
-                item = self._incoming[0]
+            while self.process.incoming:
+                item = self.process.incoming[0]
                 if _starts_a_turn(item):
                     return _CLI_TURN  # the turn reads it
-                self._incoming.popleft()
-                if isinstance(item, _StreamEnded):
+                self.process.incoming.popleft()
+                if isinstance(item, StreamEnded):
                     log.info("session %s: the CLI ended between turns (%s)", self.id, item)
                     await self._close_agent()
                 else:
                     self._publish(item)
             if self._inbox and not self._holds:
                 return self._inbox.popleft()
-            if not self.tasks and not self._report_due:
+            if not self.tasks and not self.background.report_due:
                 # Quiet (or waiting for its own fork): a fork child's slot, and its CLI, go to
                 # whoever waits for one.
                 await self._give_back_slot()
-            if self._report_due:
+            if self.background.report_due:
                 # The CLI reports an ended task in a turn of its own, soon; if it does not
                 # (it folded the news into a turn already under way), stop waiting for it.
                 with anyio.move_on_after(REPORT_GRACE_SECONDS) as waited:
                     await self._wakeup.wait()
                 if waited.cancelled_caught:
-                    self._report_due = False
+                    self.background.report_due = False
                     self._notify_changed()
                     continue
             else:
@@ -602,7 +499,7 @@ class Session:
         # Every request gets a decision event, even when the turn is cut off while the user
         # thinks, so that no client is left showing a question nobody will answer.
         allow, message = False, "Denied: the turn ended before the user answered."
-        self._asking += 1
+        self.process.asking += 1
         try:
             allow, message = await self._sink.ask_permission(
                 self, tool_name, tool_input, tool_use_id
@@ -613,8 +510,8 @@ class Session:
             log.exception("session %s: permission request failed", self.id)
             allow, message = False, f"The editor could not be asked for permission: {exc}"
         finally:
-            self._asking -= 1
-            self._heard_at = anyio.current_time()
+            self.process.asking -= 1
+            self.process.heard_at = anyio.current_time()
             self.emit(
                 events.PermissionDecision(
                     toolUseId=tool_use_id, toolName=tool_name, allow=allow, message=message or None
@@ -640,11 +537,13 @@ class Session:
         self._in_turn = True
         self._turn_no += 1
         self._cancel_requested = anyio.Event()
-        self._report_due = False  # whatever ended so far, this turn is where the CLI says so
+        self.background.report_due = (
+            False  # whatever ended so far, this turn is where the CLI says so
+        )
         if turn is not None:
             self.emit(events.Prompt(text=turn.text, origin=turn.origin))
         else:
-            self.emit(events.Prompt(text=self._task_report(), origin="task"))
+            self.emit(events.Prompt(text=self.background.report(), origin="task"))
         result: dict[str, Any] | None = None
         failure: str | None = None
         try:
@@ -652,25 +551,25 @@ class Session:
                 self._turn_scope = scope
                 await self._take_slot()
                 if turn is not None:
-                    if self._agent is None:
+                    agent = self.process.agent
+                    if agent is None:
                         self.set_status("starting")
                         spec = self._next_spec()
-                        self._agent = await self.backend.open(spec, self._ask_permission)
-                        self._process_cost = 0.0
-                        self._start_reader(self._agent)
+                        agent = await self.process.open(spec, self._ask_permission)
                     self.set_status("running")
-                    await self._agent.send(turn.text)
+                    await agent.send(turn.text)
                 else:
                     self.set_status("running")
-                assert self._agent is not None
-                self._heard_at = anyio.current_time()
+                assert self.process.agent is not None
+                self.process.heard_at = anyio.current_time()
                 async with anyio.create_task_group() as watchers:
-                    watchers.start_soon(self._repeat_interrupt, self._agent)
+                    watchers.start_soon(self._repeat_interrupt, self.process.agent)
                     result = await self._relay()
                     watchers.cancel_scope.cancel()
                 if result is None:
                     failure = (
-                        "The Claude Code process ended in the middle of a turn." + self._tail()
+                        "The Claude Code process ended in the middle of a turn."
+                        + self.process.tail()
                     )
         except Exception as group:
             exc = _first_error(group)
@@ -678,13 +577,12 @@ class Session:
                 failure = exc.message
             elif isinstance(exc, ChildIdle):
                 failure = str(exc)
-                if self._agent is not None:
-                    self._agent.kill()  # silent this long: it would not heed a graceful close
+                self.process.kill()  # silent this long: it would not heed a graceful close
             elif isinstance(exc, AgentStartError):
                 failure = str(exc)
             else:
                 log.warning("session %s: turn failed", self.id, exc_info=True)
-                failure = describe_failure(exc, self._stderr())
+                failure = describe_failure(exc, self.process.stderr())
         finally:
             self._turn_scope = None
         if result is None and failure is None and not self._closing:
@@ -772,71 +670,13 @@ class Session:
         finally:
             self._hook_scope = None
 
-    def _stderr(self) -> str:
-        return self._agent.stderr_tail() if self._agent is not None else ""
-
-    def _tail(self) -> str:
-        reason = meaningful_lines(self._stderr())
-        return f" Its last output: {reason}" if reason else ""
-
-    def _start_reader(self, agent: Agent) -> None:
-        """Read the CLI for as long as its process lives, turn or no turn."""
-        assert self._task_group is not None
-        scope = anyio.CancelScope()
-        self._reader = scope
-
-        async def read() -> None:
-            with scope:
-                try:
-                    async with contextlib.aclosing(agent.messages()) as stream:
-                        async for message in stream:
-                            self._push(message)
-                except Exception as exc:
-                    self._push(_StreamEnded(exc))
-                else:
-                    self._push(_StreamEnded(None))
-
-        self._task_group.start_soon(read, name=f"reader of {self.id}")
-
-    def _push(self, item: Any) -> None:
-        self._incoming.append(item)
-        self._arrived.set()
-        self._wakeup.set()
-
-    async def _next_message(self) -> Any:
-        while not self._incoming:
-            self._arrived = anyio.Event()
-            await self._arrived.wait()
-        return self._incoming.popleft()
-
-    async def _next_message_or_idle(self) -> Any:
-        """The CLI's next message; a fork child whose CLI stays silent too long (a frozen
-        process, a connection that hangs without an error) must not hold its fork forever.
-        Silence is counted from its last message or the user's last permission answer."""
-        limit = self.config.child_idle_timeout if self.fork_id else 0
-        if limit <= 0:
-            return await self._next_message()
-        while True:
-            wait = self._heard_at + limit - anyio.current_time()
-            with anyio.move_on_after(max(wait, 0.0)):
-                item = await self._next_message()
-                self._heard_at = anyio.current_time()
-                return item
-            if self._asking:  # the CLI waits for the user, not the other way round
-                log.debug("session %s: quiet while the user answers a permission question", self.id)
-                self._heard_at = anyio.current_time()
-            elif anyio.current_time() >= self._heard_at + limit:
-                raise ChildIdle(
-                    f"Claude Code said nothing for {limit:g} seconds (childIdleTimeoutSeconds), "
-                    "so the fork child was stopped."
-                )
-
     async def _relay(self) -> EventDict | None:
         """Publish the CLI's messages until the turn's result event; None if the process ends
         first (an error it died of is raised)."""
         while True:
-            item = await self._next_message_or_idle()
-            if isinstance(item, _StreamEnded):
+            limit = self.config.child_idle_timeout if self.fork_id else 0
+            item = await self.process.next_message_or_idle(limit)
+            if isinstance(item, StreamEnded):
                 if item.error is not None:
                     raise item.error
                 return None
@@ -888,7 +728,7 @@ class Session:
                         payload, cancelled=True, isError=False, text=""
                     )
             elif isinstance(payload, events.Task):
-                tracked = self._track_task(payload)
+                tracked = self.background.track(payload)
                 if tracked is None:
                     continue
                 payload = tracked
@@ -896,53 +736,6 @@ class Session:
             if isinstance(payload, events.TurnResult):
                 result = event
         return result
-
-    def _task_report(self) -> str:
-        """The prompt event of a turn the CLI started: which background tasks it reports on."""
-        ended, self._ended_tasks = self._ended_tasks, []
-        if not ended:
-            return "Claude Code started a turn by itself."
-        return "\n".join(
-            f"Background task {t.status}: {t.description or t.summary or t.taskId}" for t in ended
-        )
-
-    def _track_task(self, task: events.Task) -> events.Task | None:
-        """What to publish of a task's news, with what the CLI leaves out of its later messages
-        filled in from earlier ones (description, toolUseId); None when it says nothing new.
-        The CLI often reports an end twice: a bare `task_updated`, then a `task_notification`
-        with the summary and the figures; the second completes the first."""
-        known = self.tasks.get(task.taskId) or self._ended.get(task.taskId)
-        if known is not None:
-            # The task's description is what it was started with; progress messages put what
-            # it is doing now there ("Running …"), which is no name for it.
-            task = msgspec.structs.replace(
-                task,
-                description=known.description or task.description,
-                toolUseId=task.toolUseId or known.toolUseId,
-            )
-        if task.status in ("started", "running"):
-            if task.taskId in self._ended:
-                return None  # late progress of a task that has ended
-            self.tasks[task.taskId] = task
-            return task
-        if self.tasks.pop(task.taskId, None) is not None:
-            self._ended[task.taskId] = task
-            self._ended_tasks.append(task)
-            self._report_due = True
-            self._notify_changed()
-            return task
-        earlier = self._ended.get(task.taskId)
-        if earlier is None or not _adds_to(task, earlier):
-            return None
-        fuller = msgspec.structs.replace(
-            earlier,
-            summary=task.summary or earlier.summary,
-            totalTokens=task.totalTokens if task.totalTokens is not None else earlier.totalTokens,
-            toolUses=task.toolUses if task.toolUses is not None else earlier.toolUses,
-            durationMs=task.durationMs if task.durationMs is not None else earlier.durationMs,
-        )
-        self._ended[task.taskId] = fuller
-        return fuller
 
     def _publish_task_end(self, task: events.Task) -> None:
         ended = events.Task(
@@ -952,45 +745,27 @@ class Session:
             description=task.description,
             summary="stopped with the Claude Code process",
         )
-        published = self._track_task(ended)
+        published = self.background.track(ended)
         if published is not None:
             self.emit(published)
-        self._report_due = False  # the process is gone: no turn will report it
+        self.background.report_due = False  # the process is gone: no turn will report it
 
     def _account(self, result: events.TurnResult) -> events.TurnResult:
         """The CLI reports the process's running total; turn it into this turn's cost."""
         total = result.costUsd
         if total is None or not math.isfinite(total):
             return result
-        turn_cost = max(total - self._process_cost, 0.0)
-        self._process_cost = total
+        turn_cost = max(total - self.process.cost, 0.0)
+        self.process.cost = total
         self.cost_usd += turn_cost
         return msgspec.structs.replace(result, costUsd=round(turn_cost, 6))
 
     async def _close_agent(self) -> None:
-        agent, self._agent = self._agent, None
-        if self._reader is not None:
-            self._reader.cancel()
-            self._reader = None
-        self._incoming.clear()  # what it says once we stop listening is moot
+        agent = self.process.stop_reading()
         self.streams.clear_all()
         for task in list(self.tasks.values()):  # background tasks die with the process
             self._publish_task_end(task)
-        if agent is not None:
-            try:
-                await agent.close()
-            except Exception:
-                log.warning("session %s: closing the agent failed", self.id, exc_info=True)
-
-
-class _StreamEnded:
-    """The CLI's message stream ended: the process is gone (`error`: what the SDK raised)."""
-
-    def __init__(self, error: Exception | None) -> None:
-        self.error = error
-
-    def __repr__(self) -> str:
-        return f"stream ended: {self.error!r}" if self.error else "stream ended"
+        await self.process.close(agent)
 
 
 class _CliTurn:
@@ -1008,13 +783,6 @@ def _starts_a_turn(message: Any) -> bool:
     if isinstance(message, (AssistantMessage, StreamEvent)):
         return message.parent_tool_use_id is None
     return isinstance(message, ResultMessage)
-
-
-def _adds_to(news: events.Task, earlier: events.Task) -> bool:
-    """Whether a second report of a task's end says more than the first."""
-    return bool(news.summary and not earlier.summary) or (
-        news.totalTokens is not None and earlier.totalTokens is None
-    )
 
 
 def _first_error(exc: BaseException) -> BaseException:

@@ -25,8 +25,7 @@ import pytest
 from anyio.abc import TaskGroup
 
 from coven_ls import protocol
-from coven_ls.core import isolation, worktrees
-from coven_ls.core import session as session_module
+from coven_ls.core import isolation, session_log, worktrees
 from coven_ls.core.fork import ForkState, child_prompt
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.session import Session
@@ -684,18 +683,18 @@ async def test_waiting_for_the_users_permission_answer_is_not_silence(tmp_path: 
         rig.client.permission_gate = answered = Gate()
         rig.backend.default_reply = asking_model(rig.backend.default_reply)
         quiet = QuietWhileAsking(times=4)  # both children: two idle limits each go by
-        session_log = logging.getLogger("coven_ls.core.session")
-        level = session_log.level
-        session_log.setLevel(logging.DEBUG)
-        session_log.addHandler(quiet)
+        process_log = logging.getLogger("coven_ls.core.session_process")
+        level = process_log.level
+        process_log.setLevel(logging.DEBUG)
+        process_log.addHandler(quiet)
         try:
             parent, _children = await start_fork(rig)
             await answered.wait_reached()
             with anyio.fail_after(LIMIT):
                 await quiet.enough.wait()
         finally:
-            session_log.removeHandler(quiet)
-            session_log.setLevel(level)
+            process_log.removeHandler(quiet)
+            process_log.setLevel(level)
         answered.open()
         finished = await rig.client.wait_for(Kind.FORK_FINISHED, parent)
 
@@ -824,7 +823,7 @@ async def assert_log(session: Session, log: list[dict[str, Any]]) -> None:
 async def test_the_log_is_read_from_memory_and_store_alike_and_survives_a_restart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(session_module, "RECENT_EVENTS", 3)
+    monkeypatch.setattr(session_log, "RECENT_EVENTS", 3)
     cfg = settings(tmp_path, stateDir=str(tmp_path / "state"))
     async with running_hub(cfg) as rig:
         session = await start(rig, "one")
@@ -860,7 +859,7 @@ async def test_the_log_is_read_from_memory_and_store_alike_and_survives_a_restar
 async def test_fork_at_a_message_no_longer_in_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stored: bool
 ) -> None:
-    monkeypatch.setattr(session_module, "RECENT_EVENTS", 2)
+    monkeypatch.setattr(session_log, "RECENT_EVENTS", 2)
     cfg = settings(tmp_path, **({"stateDir": str(tmp_path / "state")} if stored else {}))
     async with running_hub(cfg) as rig:
         session = await start(rig, "Look around")

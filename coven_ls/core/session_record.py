@@ -1,0 +1,89 @@
+"""A session's row in the store: what `record` writes and `restore` takes up again after a
+restart (the events themselves are stored by the journal, one by one)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from .. import protocol
+from ..protocol.types import Changes, Usage, Worktree
+
+if TYPE_CHECKING:  # the session holds its record: it imports this module
+    from .session import Session
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a session's last turn ended, as a fork reports it to the parent."""
+
+    ok: bool
+    text: str = ""
+    error: str | None = None
+
+
+def record(session: Session) -> dict[str, Any]:
+    """The session's row in the store."""
+    outcome = session.last_outcome
+    return {
+        "session_id": session.id,
+        "parent_id": session.parent_id,
+        "fork_id": session.fork_id,
+        "label": session.label,
+        "title": session.title,
+        "status": session.status,
+        "agent_session_id": session.agent_session_id,
+        "cwd": session.config.cwd,
+        "model": session.config.model,
+        "permission_mode": session.config.permission_mode,
+        "fork_mode": session.config.fork_mode,
+        "created_at": session.created_at,
+        "cost_usd": session.cost_usd,
+        "usage": msgspec.to_builtins(session.usage),
+        "depth": session.depth,
+        "max_children": session.config.max_children,
+        "max_parallel": session.config.max_parallel,
+        "max_depth": session.config.max_depth,
+        "outcome": None
+        if outcome is None
+        else {"ok": outcome.ok, "text": outcome.text, "error": outcome.error},
+        "isolation": None
+        if session.isolation is None
+        else {
+            "mode": session.isolation,
+            "reason": session.isolation_reason,
+            "worktree": msgspec.to_builtins(session.worktree),
+            "changes": msgspec.to_builtins(session.changes),
+            "since": session.changes_since,
+        },
+    }
+
+
+def restore(session: Session, row: dict[str, Any]) -> None:
+    """Take up where a stopped server left off: its log (where it ends; the events stay in
+    the store until a client asks for them), cost, agent session and outcome. Whatever was
+    under way is `interrupted`, and says so in a new event."""
+    session.event_log.recent = []
+    session.event_log.last_seq = session.event_log.committed_seq = row["last_seq"] or 0
+    session.agent_session_id = row["agent_session_id"]
+    session.cost_usd = row["cost_usd"] or 0.0
+    if row.get("usage"):
+        session.usage = msgspec.convert(row["usage"], Usage)
+    outcome = row.get("outcome")
+    if outcome is not None:
+        session.last_outcome = Outcome(
+            outcome["ok"], outcome.get("text") or "", outcome.get("error")
+        )
+    isolation = row.get("isolation")
+    if isolation is not None:
+        session.isolation = isolation["mode"]
+        session.isolation_reason = isolation.get("reason")
+        if isolation.get("worktree"):
+            session.worktree = msgspec.convert(isolation["worktree"], Worktree)
+        if isolation.get("changes"):
+            session.changes = msgspec.convert(isolation["changes"], Changes)
+        session.changes_since = isolation.get("since")
+    if session.status in protocol.BUSY_STATUSES:
+        session.set_status("interrupted")
