@@ -145,10 +145,22 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     run.add_argument(
+        "--worktree-setup",
+        metavar="COMMAND",
+        help=(
+            "a shell command run in each fork child's new worktree before it starts (install "
+            "dependencies...); auto (the default): the repository's .cursor/worktrees.json or "
+            "conductor.json setup, once you allowed it; '': none"
+        ),
+    )
+    run.add_argument(
         "-y",
         "--yes",
         action="store_true",
-        help="approve every fork, allow every tool and apply every reviewed change",
+        help=(
+            "approve every fork, allow every tool and apply every reviewed change (not a "
+            "repository's worktree setup: that is always asked)"
+        ),
     )
     run.add_argument(
         "--json",
@@ -203,6 +215,7 @@ def _run(args: argparse.Namespace) -> int:
             yes=args.yes,
             merge_mode=args.merge,
             isolation=args.isolation,
+            worktree_setup=args.worktree_setup,
         )
     )
 

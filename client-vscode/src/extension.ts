@@ -7,7 +7,7 @@ import { registerCommands } from './commands';
 import { onPythonInterpreterChange, pythonFromExtension } from './launch';
 import { type ForkNode, type Node, pendingChildren } from './model';
 import { describeToolInput, summarize } from './present';
-import type { RequestPermissionParams, RequestPermissionResult } from './protocol';
+import { type RequestPermissionParams, type RequestPermissionResult, WORKTREE_SETUP_TOOL } from './protocol';
 import { CHANGES_SCHEME, ChangesReview } from './review';
 import { CovenServer, ServerOutput } from './server';
 import { OwnServer } from './setup';
@@ -169,7 +169,7 @@ function watchSettings(server: CovenServer, sync: SessionSync): vscode.Disposabl
 /** Every `coven.*` setting except `coven.trace.server`, which the client applies live. */
 function affectsServer(e: vscode.ConfigurationChangeEvent): boolean {
   const keys = ['server.command', 'server.tcp', 'server.tokenFile', 'claudePath', 'forkMode', 'maxChildren', 'maxParallel', 'maxDepth', 'model', 'permissionMode', 'stateDir'];
-  return [...keys, 'forkIsolation', 'mergeMode'].some((key) => e.affectsConfiguration(`coven.${key}`));
+  return [...keys, 'forkIsolation', 'mergeMode', 'worktreeSetup'].some((key) => e.affectsConfiguration(`coven.${key}`));
 }
 
 async function askPermission(
@@ -180,6 +180,7 @@ async function askPermission(
   const session = sync?.model.session(params.sessionId);
   const where = session ? ` in '${session.label ?? session.title}'` : '';
   const input = params.input !== null && typeof params.input === 'object' ? params.input : {};
+  if (params.toolName === WORKTREE_SETUP_TOOL) return askSetupApproval(input as Record<string, unknown>, token);
   const choice = await vscode.window.showWarningMessage(
     `Claude wants to use ${params.toolName}${where}: ${describeToolInput(input, 200)}`,
     'Allow',
@@ -188,6 +189,26 @@ async function askPermission(
   if (token.isCancellationRequested) return { allow: false, message: 'The permission request was withdrawn.' };
   if (choice === 'Allow') return { allow: true };
   return { allow: false, message: choice === 'Deny' ? 'Denied by the user.' : 'Denied: the question was dismissed.' };
+}
+
+/**
+ * A repository's worktree setup (`.cursor/worktrees.json`, `conductor.json`) runs commands nobody typed before each fork
+ * child starts: shown whole, its script included, in a modal question. The server remembers the answer per repository
+ * and content.
+ */
+async function askSetupApproval(input: Record<string, unknown>, token: vscode.CancellationToken): Promise<RequestPermissionResult> {
+  const file = typeof input.file === 'string' ? input.file : 'the repository';
+  const command = typeof input.command === 'string' ? input.command : '';
+  const script = typeof input.script === 'string' ? `\n\n${input.script}` : '';
+  const choice = await vscode.window.showWarningMessage(
+    `Run the worktree setup from ${file} before each fork child starts?`,
+    { modal: true, detail: `${command}${script}` },
+    'Allow Setup',
+    "Don't Allow",
+  );
+  if (token.isCancellationRequested) return { allow: false, message: 'Denied: the question was withdrawn.' };
+  if (choice === 'Allow Setup') return { allow: true };
+  return choice === "Don't Allow" ? { allow: false, message: 'Refused by the user.' } : { allow: false, message: 'Denied: the question was dismissed.' };
 }
 
 async function announceFork(fork: ForkNode, sync: SessionSync): Promise<void> {

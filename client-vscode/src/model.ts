@@ -215,10 +215,14 @@ export interface NoteNode extends NodeBase {
   readonly kind: 'note';
   readonly sessionId: string;
   readonly seq: number;
-  readonly severity: 'error' | 'cancelled';
-  readonly text: string;
-  readonly detail: string | undefined;
+  /** `setup`: a worktree child's environment and setup, rewritten as its output grows. */
+  severity: 'error' | 'cancelled' | 'setup' | 'warning';
+  text: string;
+  detail: string | undefined;
 }
+
+/** What a fork child's setup note keeps of its output: its end (the whole is in the events). */
+const SETUP_DETAIL_CHARS = 4000;
 
 /** What a turn, a tool call or a subagent holds. */
 export type ItemNode = TextNode | ToolNode | NoteNode | SubagentNode;
@@ -967,6 +971,39 @@ export class CovenModel {
         const fork = node.forkId !== undefined ? this.forks.get(node.forkId) : undefined;
         if (fork !== undefined) this.touch(fork);
         return;
+      }
+      case 'worktreeEnv': {
+        // Before the child starts: what was copied in, what it lacks, and the setup that runs next.
+        const copied = Array.isArray(e.copied) ? e.copied.filter((c): c is string => typeof c === 'string') : [];
+        const notices = Array.isArray(e.notices) ? e.notices.filter((c): c is string => typeof c === 'string') : [];
+        const setup = str(e.setup);
+        const parts = [copied.length > 0 ? `copied ${copied.join(', ')}` : '', `port ${num(e.port) ?? '?'}`];
+        if (setup !== undefined) parts.push(`setup${str(e.setupFile) ? ` from ${str(e.setupFile)}` : ''}: ${firstLine(setup)}`);
+        const detail = [setup ?? '', ...notices.map((n) => `⚠ ${n}`)].filter((line) => line !== '').join('\n') || undefined;
+        this.append(rec, undefined, note(node, e.seq, notices.length > 0 ? 'warning' : 'setup', `Environment: ${parts.filter((p) => p).join(' · ')}`, detail));
+        if (setup !== undefined) this.append(rec, undefined, { ...note(node, e.seq, 'setup', 'Worktree setup running…', ''), key: `${node.sessionId}/setup` });
+        return;
+      }
+      case 'setupOutput': {
+        const setupNote = node.items.find((i): i is NoteNode => i.kind === 'note' && i.key === `${node.sessionId}/setup`);
+        const text = str(e.text);
+        if (setupNote === undefined || text === undefined) return;
+        setupNote.detail = ((setupNote.detail ?? '') + text).slice(-SETUP_DETAIL_CHARS);
+        const lines = setupNote.detail.split('\n').filter((line) => line.trim() !== '');
+        setupNote.text = `Worktree setup: ${lines[lines.length - 1] ?? 'running…'}`;
+        return this.touch(setupNote);
+      }
+      case 'setupEnded': {
+        const setupNote = node.items.find((i): i is NoteNode => i.kind === 'note' && i.key === `${node.sessionId}/setup`);
+        if (setupNote === undefined) return;
+        const seconds = ((num(e.durationMs) ?? 0) / 1000).toFixed(1);
+        if (e.ok === true) setupNote.text = `Worktree setup done (${seconds} s)`;
+        else {
+          setupNote.severity = 'error';
+          setupNote.text = `Worktree setup failed: ${firstLine(str(e.error) ?? 'error')}`;
+          setupNote.detail = str(e.error) ?? setupNote.detail;
+        }
+        return this.touch(setupNote);
       }
       case 'forkError': {
         // Between turns: the answer with the bad tag has ended, the retry is the next turn.

@@ -14,6 +14,7 @@ import {
   mergeStateOf,
   type Node,
   NO_USAGE,
+  type NoteNode,
   type SessionNode,
   type SubagentNode,
   type TextNode,
@@ -162,13 +163,20 @@ export function present(node: Node): Presentation {
         label: node.text,
         description: '',
         tooltip: node.detail !== undefined ? fence(node.detail) : escapeMarkdown(node.text),
-        icon: node.severity === 'error' ? { id: 'error', color: 'testing.iconFailed' } : { id: 'circle-slash' },
+        icon: NOTE_ICONS[node.severity],
         contextValue: `note-${node.severity}`,
         collapsible: 'none',
         decorated: false,
       };
   }
 }
+
+const NOTE_ICONS: Record<NoteNode['severity'], Icon> = {
+  error: { id: 'error', color: 'testing.iconFailed' },
+  cancelled: { id: 'circle-slash' },
+  setup: { id: 'tools' },
+  warning: { id: 'warning', color: 'list.warningForeground' },
+};
 
 /** A block the model is still writing: its latest line, growing. */
 function presentStreaming(node: TextNode): Presentation {

@@ -46,6 +46,9 @@ export type Event =
   | ForkResumedEvent
   | ForkReviewingEvent
   | ChangesEventEvent
+  | WorktreeEnvEvent
+  | SetupOutputEvent
+  | SetupEndedEvent
   | DeletedEvent;
 /**
  * Who wrote a turn's message.
@@ -79,6 +82,9 @@ export type EventKind =
   | 'forkResumed'
   | 'forkReviewing'
   | 'changes'
+  | 'worktreeEnv'
+  | 'setupOutput'
+  | 'setupEnded'
   | 'deleted';
 /**
  * A session in one of these takes no more messages.
@@ -1019,6 +1025,99 @@ export interface ChangesEventEvent {
   changes: Changes;
 }
 /**
+ * A worktree child's environment is being made, before it starts: what `.worktreeinclude` brought into its worktree, what was left out, and which setup runs (`setupOutput` and `setupEnded` follow when one does).
+ */
+export interface WorktreeEnvEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'worktreeEnv';
+  /**
+   * `COVEN_PORT`: the first of the 10 ports reserved for this child while it runs
+   */
+  port: number;
+  /**
+   * `COVEN_CHILD_INDEX`: its task's number, from 1
+   */
+  childIndex: number;
+  /**
+   * the gitignored files and folders (ending in `/`) copied in from the parent's folder
+   */
+  copied?: string[];
+  copiedFiles?: number;
+  copiedBytes?: number;
+  /**
+   * of `copiedFiles`, those cloned (the file system shares their blocks until one is written)
+   */
+  clonedFiles?: number;
+  /**
+   * for the user: what was left out that the child may need, a copy that still points at the parent's folder, why no setup runs
+   */
+  notices?: string[];
+  /**
+   * the setup command that runs next
+   */
+  setup?: string;
+  /**
+   * where it comes from: the `worktreeSetup` setting (`option`), `.cursor/worktrees.json` (`cursor`) or `conductor.json` (`conductor`)
+   */
+  setupSource?: 'conductor' | 'cursor' | 'option';
+  /**
+   * with a setup from the repository: its file, relative to the repository's top
+   */
+  setupFile?: string;
+}
+/**
+ * A piece of the worktree setup's output (stdout and stderr together), as it runs.
+ */
+export interface SetupOutputEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'setupOutput';
+  text: string;
+}
+/**
+ * The worktree setup ended. When it failed, the child ends `failed` without starting, with `error` (and its output's tail) as its task's error.
+ */
+export interface SetupEndedEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'setupEnded';
+  ok: boolean;
+  durationMs: number;
+  exitCode?: number;
+  error?: string;
+}
+/**
  * The session and these were deleted; this event is not stored.
  */
 export interface DeletedEvent {
@@ -1070,6 +1169,10 @@ export interface ForkParams {
    * for this fork: `initializationOptions.mergeMode`'s choice instead
    */
   mergeMode?: ('auto' | 'review') | null;
+  /**
+   * for this fork: `initializationOptions.worktreeSetup`'s choice instead
+   */
+  worktreeSetup?: string | null;
 }
 export interface ForkResult {
   forkId: string;
@@ -1096,6 +1199,10 @@ export interface DecideForkParams {
    * with `approve: true`: as in `coven/fork`
    */
   mergeMode?: ('auto' | 'review') | null;
+  /**
+   * with `approve: true`: as in `coven/fork`
+   */
+  worktreeSetup?: string | null;
 }
 export interface ForkIdParams {
   forkId: string;
@@ -1288,6 +1395,14 @@ export interface InitializationOptions {
    * how a worktree fork's changes come back: `auto` (merged when the fork ends) or `review` (the fork waits, `reviewing`, until the user applies or discards each child's changes)
    */
   mergeMode?: 'auto' | 'review';
+  /**
+   * a shell command (`sh -c`) run in each fork child's new worktree, after the `.worktreeinclude` copies and before the child starts; `auto`: the setup the repository has for another tool (`.cursor/worktrees.json`, then `conductor.json`), once the user allowed it; `""`: none
+   */
+  worktreeSetup?: string;
+  /**
+   * a worktree setup still running after this long is stopped and fails its child (0: never)
+   */
+  worktreeSetupTimeoutSeconds?: number;
   /**
    * the server's token, which a `--tcp` server requires (its `--token-file`, `$COVEN_TOKEN`, or the one it generated and printed); ignored on stdio. Never logged nor sent back
    */

@@ -49,6 +49,9 @@ export const Method = {
   delta: 'coven/delta',
 } as const satisfies Record<string, AnyMethod>;
 
+/** The tool name of the `coven/requestPermission` question about a repository's worktree setup. */
+export const WORKTREE_SETUP_TOOL = 'WorktreeSetup';
+
 /**
  * A `coven/event` notification's params (the generated `Event`, under a name that does not
  * shadow node's global `Event`). Clients must ignore kinds and fields they do not know, which the

@@ -112,6 +112,12 @@ export function initializationOptions(config: vscode.WorkspaceConfiguration): In
   if (forkIsolation === 'worktree' || forkIsolation === 'shared') options.forkIsolation = forkIsolation;
   const mergeMode = text('mergeMode');
   if (mergeMode === 'auto' || mergeMode === 'review') options.mergeMode = mergeMode;
+  // Machine-scoped (a repository's .vscode/settings.json cannot name a command to run); `""` means
+  // none, so it is passed as it is. An untrusted folder runs no setup at all, the repository's own
+  // included.
+  const worktreeSetup = config.get<string>('worktreeSetup');
+  if (!vscode.workspace.isTrusted) options.worktreeSetup = '';
+  else if (typeof worktreeSetup === 'string' && worktreeSetup.trim() !== 'auto') options.worktreeSetup = worktreeSetup.trim();
   return options;
 }
 

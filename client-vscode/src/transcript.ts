@@ -2,7 +2,7 @@
 // Pure (no `vscode` import); the view side only decides when to re-render.
 
 import { changesDescription, conflictLine, mergeText } from './changes';
-import { type CovenModel, type ItemNode, mergeModeOf, mergeStateOf, type SessionNode, totalTokens, treeUsage } from './model';
+import { type CovenModel, type ItemNode, mergeModeOf, mergeStateOf, type NoteNode, type SessionNode, totalTokens, treeUsage } from './model';
 import {
   describeToolInput,
   escapeMarkdown,
@@ -16,6 +16,8 @@ import {
   sessionStatusText,
   truncate,
 } from './present';
+
+const NOTE_TITLES: Record<NoteNode['severity'], string> = { error: 'Error', cancelled: 'Cancelled', setup: 'Setup', warning: 'Note' };
 
 const RESULT_LIMIT = 4000;
 
@@ -128,7 +130,7 @@ function renderItems(items: readonly ItemNode[], depth: number, out: string[]): 
         break;
       }
       case 'note':
-        out.push(`**${item.severity === 'error' ? 'Error' : 'Cancelled'}:** ${escapeMarkdown(item.text)}`, '');
+        out.push(`**${NOTE_TITLES[item.severity]}:** ${escapeMarkdown(item.text)}`, '');
         if (item.detail !== undefined && item.detail !== item.text) out.push(fence(item.detail), '');
         break;
     }

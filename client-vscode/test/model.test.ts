@@ -247,6 +247,32 @@ describe('turns', () => {
     assert.deepEqual(outline(model), ['T [failed · $0.0100]', '  hi', '    hello', '  The Claude Code process ended.']);
   });
 
+  test("a worktree child's environment and setup are notes, the setup's growing with its output", () => {
+    // Hand-built: the recorded scenarios run no worktree setup (it needs a repository's files).
+    const s = new Stream();
+    const model = new CovenModel();
+    model.applySessions([info('s-1', { title: 'Child' })]);
+    model.ingest([
+      s.status('s-1', 'queued'),
+      s.ev('s-1', 'worktreeEnv', {
+        port: 34120, childIndex: 1, copied: ['.env', 'node_modules/'], copiedFiles: 3, copiedBytes: 120,
+        notices: ['.venv/ is a copy that still points at the parent'], setup: 'npm ci', setupSource: 'option',
+      }),
+      s.ev('s-1', 'setupOutput', { text: 'fetching\n' }),
+      s.ev('s-1', 'setupOutput', { text: 'added 3 packages\n' }),
+    ]);
+    assert.deepEqual(outline(model).slice(1), [
+      '  Environment: copied .env, node_modules/ · port 34120 · setup: npm ci',
+      '  Worktree setup: added 3 packages',
+    ]);
+    const setupNote = model.session('s-1')!.items[1]!;
+    assert.equal(present(setupNote).icon.id, 'tools');
+    model.ingest([s.ev('s-1', 'setupEnded', { ok: false, durationMs: 1500, exitCode: 1, error: 'the worktree setup failed (exit code 1): npm ci\nERR' })]);
+    assert.equal(outline(model)[2], '  Worktree setup failed: the worktree setup failed (exit code 1): npm ci');
+    assert.equal(present(setupNote).icon.id, 'error');
+    assert.equal(present(model.session('s-1')!.items[0]!).icon.id, 'warning');
+  });
+
   test('unknown kinds and fields are skipped but their seq counts', () => {
     // Hand-built: a kind from a newer server than the one that recorded the fixtures.
     const s = new Stream();

@@ -39,6 +39,7 @@ from ..protocol.types import (
 )
 from . import failpoints, isolation
 from .agent import AgentSpec
+from .child_env import ChildEnvironments, stop_leftover_setup
 from .isolation import ForkTrees
 from .session import Outcome, Session, SessionConfig
 from .store import Store
@@ -321,6 +322,7 @@ class Fork:
     # Asked for by coven/fork or coven/decideFork (None: the session's setting).
     isolation: Isolation | None = None
     merge_mode: MergeMode | None = None
+    worktree_setup: str | None = None
     trees: ForkTrees | None = None  # decided when it starts
     # Set once its children exist (worktrees take a moment): a cancel waits for it.
     prepared: anyio.Event = field(default_factory=anyio.Event)
@@ -366,6 +368,12 @@ class ForkHost(Protocol):
         """Ask the user to apply or discard each of these children's changes; the answers come
         back through `apply_changes` / `discard_changes`."""
 
+    async def ask_permission(
+        self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
+    ) -> tuple[bool, str]:
+        """Ask the user a yes/no question as a tool permission (a worktree setup from the
+        repository); a message starting with "Denied:" means nobody answered."""
+
 
 class Spawn(Protocol):
     """Runs background work; a failure is logged, never swallowed."""
@@ -388,6 +396,7 @@ class ForkManager:
         self._journal = journal  # stores fork rows with the next burst of events
         self._spawn = spawn
         self.forks: dict[str, Fork] = {}
+        self.envs = ChildEnvironments(host.ask_permission)
 
     def get(self, fork_id: str) -> Fork:
         fork = self.forks.get(fork_id)
@@ -471,6 +480,7 @@ class ForkManager:
         reason: str | None,
         isolation: Isolation | None = None,
         merge_mode: MergeMode | None = None,
+        worktree_setup: str | None = None,
     ) -> None:
         fork = self.get(fork_id)
         if fork.state is not ForkState.PROPOSED:
@@ -487,6 +497,7 @@ class ForkManager:
                     raise protocol.invalid_params(protocol.DECIDE_FORK, str(exc)) from exc
             fork.decision = "approved"
             fork.isolation, fork.merge_mode = isolation, merge_mode
+            fork.worktree_setup = worktree_setup
             self._start(fork)
             return
         fork.decision = "rejected"
@@ -520,6 +531,7 @@ class ForkManager:
         at_message_id: str | None,
         isolation: Isolation | None = None,
         merge_mode: MergeMode | None = None,
+        worktree_setup: str | None = None,
     ) -> Fork:
         # Looked up first (maybe in the store): the checks below and the start of the fork must
         # not be separated by an await, lest the session get busy in between.
@@ -561,6 +573,7 @@ class ForkManager:
             at_message_id=at_message_id,
             isolation=isolation,
             merge_mode=merge_mode,
+            worktree_setup=worktree_setup,
         )
         self._start(fork)
         return fork
@@ -842,6 +855,7 @@ class ForkManager:
         """Every child has ended: report, and give the parent the results (ahead of anything
         that waited)."""
         parent = fork.parent
+        self.envs.forget(fork.id)
         fork.results = [self._result_of(child, interrupted) for child in fork.children]
         fork.state = ForkState.FINISHED
         self._journal.fork_changed(fork)
@@ -865,13 +879,22 @@ class ForkManager:
         of the server's slots (`maxParallel`, the hub's `Slots`)."""
         if child.closed:
             return  # cancelled before it started
-        workdir = parent_dir = None
-        if child.worktree is not None:
-            workdir, parent_dir = child.config.cwd, fork.parent.config.cwd
-        child.send(child_prompt(child.label or "", fork.tasks, workdir, parent_dir), origin="fork")
-        await child.wait_settled()
-        if child.worktree is not None and not child.stopped_with_server:
-            await self._collect(fork, child)
+        try:
+            # Its copies, ports and setup (see child_env), before its agent starts.
+            index = fork.children.index(child) + 1
+            if not await self.envs.ready(fork.id, fork.parent, child, index, fork.worktree_setup):
+                return  # its setup failed (it has ended, failed) or it was cancelled meanwhile
+            workdir = parent_dir = None
+            if child.worktree is not None:
+                workdir, parent_dir = child.config.cwd, fork.parent.config.cwd
+            child.send(
+                child_prompt(child.label or "", fork.tasks, workdir, parent_dir), origin="fork"
+            )
+            await child.wait_settled()
+            if child.worktree is not None and not child.stopped_with_server:
+                await self._collect(fork, child)
+        finally:
+            self.envs.release(child)
 
     @staticmethod
     def _result_of(child: Session, interrupted: str | None = None) -> TaskResult:
@@ -930,6 +953,9 @@ class ForkManager:
                 if parent.status == "interrupted":
                     parent.set_status("awaitingApproval")
             elif state in (ForkState.RUNNING, ForkState.INTERRUPTED):
+                for child in fork.children:  # a setup the stopped server left running
+                    if child.worktree is not None:
+                        stop_leftover_setup(child.worktree.path)
                 fork.state = ForkState.INTERRUPTED
                 parent.hold()
                 self._journal.fork_changed(fork)

@@ -582,6 +582,8 @@ def _isolation_settings(settings: ClientSettings) -> dict[str, Any]:
         "merge_mode": options.mergeMode,
         "state_dir": options.stateDir,
         "child_idle_timeout": options.childIdleTimeoutSeconds,
+        "worktree_setup": options.worktreeSetup,
+        "worktree_setup_timeout": options.worktreeSetupTimeoutSeconds,
     }
 
 

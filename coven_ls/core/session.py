@@ -15,11 +15,12 @@ No pygls here: events leave through the `Sink` the session is given.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import sys
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -107,6 +108,10 @@ class SessionConfig:
     merge_mode: MergeMode = _DEFAULTS.mergeMode
     state_dir: str | None = None  # where forks' worktrees go (None: the default state folder)
     child_idle_timeout: float = _DEFAULTS.childIdleTimeoutSeconds  # for its fork children; 0: off
+    worktree_setup: str = (
+        _DEFAULTS.worktreeSetup
+    )  # for its forks' worktrees ("auto", "", a command)
+    worktree_setup_timeout: float = _DEFAULTS.worktreeSetupTimeoutSeconds
 
 
 @dataclass
@@ -230,6 +235,15 @@ class Session:
         self._agent_info = None
         self.last_outcome = None
         self.set_status("queued")
+
+    def add_env(self, extra: Mapping[str, str]) -> None:
+        """Variables for its agent from now on (a fork child's COVEN_PORT, ...); before its first
+        turn, so that its first process has them too."""
+        self.config.env = {**self.config.env, **extra}  # a new dict: the parent's is shared
+        if self._first_start is not None:
+            self._first_start = dataclasses.replace(
+                self._first_start, env={**self._first_start.env, **extra}
+            )
 
     def restore(self, row: dict[str, Any]) -> None:
         """Take up where a stopped server left off (see `session_record.restore`)."""

@@ -18,8 +18,9 @@ def _to(*statuses: Status) -> frozenset[Status]:
 _ENDINGS = _to("cancelled", "closed", "interrupted")
 
 TRANSITIONS: dict[Status, frozenset[Status]] = {
-    # a fork child waiting for a slot; a restarted child goes back here too
-    "queued": _to("starting", "running") | _ENDINGS,
+    # a fork child waiting for a slot; a restarted child goes back here too; one whose
+    # worktree setup failed ends failed without starting
+    "queued": _to("starting", "running", "failed") | _ENDINGS,
     # the CLI is starting; a cancel while it starts leaves the session idle
     "starting": _to("running", "idle", "failed") | _ENDINGS,
     # a turn runs: it ends idle or failed, or its answer proposes or starts a fork

@@ -642,7 +642,29 @@ def commit_all(worktree: str | os.PathLike[str], message: str) -> str | None:
     user's commit setup."""
     where = Path(worktree)
     what = f"Committing the child's work in {where}"
-    _git(where, "add", "-A", what=what, hint="Check that its files are readable.")
+    # The project's environment copied in (`worktree_env`) is never the child's work, even when
+    # the child un-ignores it: left out of `add`, and taken out of the index if it got there.
+    known = copied_paths(where)
+    copied = [f":(literal){p}" for p in known]
+    # Excluding an ignored path makes `git add` fail ("paths are ignored"): only those the
+    # child un-ignored need it.
+    ignored = set()
+    if known:
+        done = _git(
+            where,
+            "check-ignore",
+            "-z",
+            "--stdin",
+            input=b"".join(os.fsencode(p) + b"\0" for p in known),
+            ok=(0, 1),
+            what=what,
+        )
+        ignored = {os.fsdecode(p) for p in done.stdout.split(b"\0") if p}
+    excluded = [f":(exclude,literal){p}" for p in known if p not in ignored]
+    hint = "Check that its files are readable."
+    _git(where, "add", "-A", "--", ".", *excluded, what=what, hint=hint)
+    if copied:
+        _git(where, "rm", "-r", "--cached", "-q", "--ignore-unmatch", "--", *copied, what=what)
     tree = _out(_git(where, "write-tree", what=what))
     head = _out(_git(where, "rev-parse", "--verify", "HEAD^{commit}", what=what))
     if tree == _out(_git(where, "rev-parse", f"{head}^{{tree}}", what=what)):
@@ -651,6 +673,37 @@ def commit_all(worktree: str | os.PathLike[str], message: str) -> str | None:
     # Compare-and-swap on the old value: a commit the child makes at this very moment is not lost.
     _git(where, "update-ref", "-m", "coven-ls: commit_all", "HEAD", commit, head, what=what)
     return commit
+
+
+COPIED_RECORD = "coven-copied"
+"""in a worktree's own git folder: the paths copied into it from the parent (one a line)"""
+
+
+def own_git_dir(worktree: Path) -> Path:
+    found = _out(_git(worktree, "rev-parse", "--absolute-git-dir", what="Reading the worktree"))
+    return Path(found)
+
+
+def record_copied(worktree: str | os.PathLike[str], paths: Sequence[str]) -> None:
+    """Remember the paths copied into a worktree (see `commit_all`)."""
+    record = own_git_dir(Path(worktree)) / COPIED_RECORD
+    known = copied_paths(worktree)
+    text = "".join(f"{p}\n" for p in dict.fromkeys([*known, *paths]))
+    scratch = record.with_name(record.name + ".tmp")
+    scratch.write_text(text, encoding="utf-8")
+    os.replace(scratch, record)
+
+
+def copied_paths(worktree: str | os.PathLike[str]) -> list[str]:
+    """The paths `record_copied` remembered for this worktree (none for a plain one)."""
+    git_file = Path(worktree) / ".git"
+    if not git_file.is_file():
+        return []  # not a linked worktree: nothing was ever copied into it
+    record = own_git_dir(Path(worktree)) / COPIED_RECORD
+    try:
+        return [ln for ln in record.read_text(encoding="utf-8").splitlines() if ln]
+    except FileNotFoundError:
+        return []
 
 
 # --- changes, show -----------------------------------------------------------------------------

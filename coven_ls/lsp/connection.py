@@ -108,6 +108,8 @@ class CovenServer(LanguageServer):
             if answer["allow"]:
                 return True, ""
             return False, message if isinstance(message, str) and message else "Denied by the user."
+        if tool_name == protocol.WORKTREE_SETUP_TOOL:
+            return await self._ask_setup(tool_input)
         title = await self._choose(
             types.MessageType.Warning,
             f"Claude wants to use {tool_name} in session '{session.title}': "
@@ -119,6 +121,23 @@ class CovenServer(LanguageServer):
         if title == "Deny":
             return False, "Denied by the user."
         return False, "Denied: the permission request was dismissed."
+
+    async def _ask_setup(self, setup: dict[str, Any]) -> tuple[bool, str]:
+        """A repository's worktree setup, shown whole (its script too) before anything runs it."""
+        script = setup.get("script")
+        title = await self._choose(
+            types.MessageType.Warning,
+            f"The worktree setup in {setup.get('file')} of {setup.get('repository')} runs before "
+            f"each fork child starts: {setup.get('command')}"
+            + (f"\n--- its script ---\n{script}" if script else "")
+            + "\nAllow it? (Asked again when it changes.)",
+            ["Allow Setup", "Don't Allow"],
+        )
+        if title == "Allow Setup":
+            return True, ""
+        if title == "Don't Allow":
+            return False, "Refused by the user."
+        return False, "Denied: the question was dismissed."
 
     async def ask_fork_approval(self, session: Session, tasks: list[str]) -> bool | None:
         if self.custom_forks:

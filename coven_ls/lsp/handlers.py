@@ -75,7 +75,12 @@ async def close_session(server: CovenServer, params: protocol.SessionIdParams) -
 async def fork(server: CovenServer, params: protocol.ForkParams) -> T.ForkResult:
     session = server.hub.get(params.sessionId)
     started = await server.hub.forks.fork_by_hand(
-        session, params.tasks, params.atMessageId, params.isolation, params.mergeMode
+        session,
+        params.tasks,
+        params.atMessageId,
+        params.isolation,
+        params.mergeMode,
+        params.worktreeSetup,
     )
     return T.ForkResult(forkId=started.id)
 
@@ -86,7 +91,7 @@ async def decide_fork(server: CovenServer, params: protocol.DecideForkParams) ->
         raise protocol.invalid_params(
             protocol.DECIDE_FORK, "'tasks' only goes with approve: true", "tasks"
         )
-    for name in ("isolation", "mergeMode"):
+    for name in ("isolation", "mergeMode", "worktreeSetup"):
         if getattr(params, name) is not None and not params.approve:
             raise protocol.invalid_params(
                 protocol.DECIDE_FORK, f"'{name}' only goes with approve: true", name
@@ -98,6 +103,7 @@ async def decide_fork(server: CovenServer, params: protocol.DecideForkParams) ->
         params.reason,
         params.isolation,
         params.mergeMode,
+        params.worktreeSetup,
     )
     return T.EmptyResult()
 

@@ -38,6 +38,7 @@ from .methods import (
     SEND_MESSAGE,
     START_SESSION,
     STOP_TASK,
+    WORKTREE_SETUP_TOOL,
 )
 from .types import (
     BUSY_STATUSES,
@@ -85,6 +86,7 @@ __all__ = [
     "START_SESSION",
     "STATUSES",
     "STOP_TASK",
+    "WORKTREE_SETUP_TOOL",
     "CovenError",
     "DecideForkParams",
     "DeleteSessionParams",

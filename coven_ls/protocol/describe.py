@@ -224,4 +224,34 @@ def describe(event: dict[str, Any]) -> str | None:
         return f"⑂ Fork resumed  {count} task{'s' * (count != 1)} again"
     if kind == Kind.FORK_ERROR:
         return f"⑂ Fork tag refused: {one_line(event['message'])}"
+    if kind == Kind.WORKTREE_ENV:
+        return worktree_env(event)
+    if kind == Kind.SETUP_OUTPUT:
+        return f"  │ {one_line(event['text'], 110)}"
+    if kind == Kind.SETUP_ENDED:
+        seconds = int(event.get("durationMs") or 0) / 1000
+        if event.get("ok"):
+            return f"✓ worktree setup done ({seconds:.1f} s)"
+        return f"✗ worktree setup failed: {one_line(str(event.get('error') or ''), 160)}"
     return None
+
+
+def worktree_env(event: dict[str, Any]) -> str:
+    """A worktree child's environment in one line: what was copied, its port, its setup, and
+    what the user should know."""
+    parts = []
+    copied = event.get("copied") or []
+    if copied:
+        what = f"{plural(int(event.get('copiedFiles') or 0), 'file')}, "
+        what += disk_size(int(event.get("copiedBytes") or 0))
+        if event.get("clonedFiles"):
+            what += f", {event['clonedFiles']} cloned"
+        parts.append(f"copied {', '.join(copied)} ({what})")
+    parts.append(f"port {event['port']}")
+    if event.get("setup"):
+        source = f" from {event['setupFile']}" if event.get("setupFile") else ""
+        parts.append(f"setup{source}: {one_line(str(event['setup']), 60)}")
+    line = "⌂ environment  " + " · ".join(parts)
+    for notice in event.get("notices") or []:
+        line += f" ⚠ {notice}"
+    return line

@@ -22,6 +22,7 @@ from .types import (
     MergeMode,
     MergeState,
     Origin,
+    SetupSource,
     Status,
     StreamKind,
     TaskStatus,
@@ -313,6 +314,50 @@ class ChangesEvent(Payload, tag="changes"):
     changes: Changes
 
 
+class WorktreeEnv(Payload, tag="worktreeEnv"):
+    """A worktree child's environment is being made, before it starts: what `.worktreeinclude`
+    brought into its worktree, what was left out, and which setup runs (`setupOutput` and
+    `setupEnded` follow when one does)."""
+
+    port: int
+    """`COVEN_PORT`: the first of the 10 ports reserved for this child while it runs"""
+    childIndex: int
+    """`COVEN_CHILD_INDEX`: its task's number, from 1"""
+    copied: list[str] | None = None
+    """the gitignored files and folders (ending in `/`) copied in from the parent's folder"""
+    copiedFiles: int | None = None
+    copiedBytes: int | None = None
+    clonedFiles: int | None = None
+    """of `copiedFiles`, those cloned (the file system shares their blocks until one is
+    written)"""
+    notices: list[str] | None = None
+    """for the user: what was left out that the child may need, a copy that still points at the
+    parent's folder, why no setup runs"""
+    setup: str | None = None
+    """the setup command that runs next"""
+    setupSource: SetupSource | None = None
+    """where it comes from: the `worktreeSetup` setting (`option`), `.cursor/worktrees.json`
+    (`cursor`) or `conductor.json` (`conductor`)"""
+    setupFile: str | None = None
+    """with a setup from the repository: its file, relative to the repository's top"""
+
+
+class SetupOutput(Payload, tag="setupOutput"):
+    """A piece of the worktree setup's output (stdout and stderr together), as it runs."""
+
+    text: str
+
+
+class SetupEnded(Payload, tag="setupEnded"):
+    """The worktree setup ended. When it failed, the child ends `failed` without starting, with
+    `error` (and its output's tail) as its task's error."""
+
+    ok: bool
+    durationMs: int
+    exitCode: int | None = None
+    error: str | None = None
+
+
 class Deleted(Payload, tag="deleted"):
     """The session and these were deleted; this event is not stored."""
 
@@ -344,6 +389,9 @@ PAYLOADS: tuple[type[Payload], ...] = (
     ForkResumed,
     ForkReviewing,
     ChangesEvent,
+    WorktreeEnv,
+    SetupOutput,
+    SetupEnded,
     Deleted,
 )
 # The same classes as one runtime union, for msgspec to decode into (tagged by `kind`).
@@ -382,6 +430,9 @@ class Kind:
     FORK_RESUMED = kind_of(ForkResumed)
     FORK_REVIEWING = kind_of(ForkReviewing)
     CHANGES = kind_of(ChangesEvent)
+    WORKTREE_ENV = kind_of(WorktreeEnv)
+    SETUP_OUTPUT = kind_of(SetupOutput)
+    SETUP_ENDED = kind_of(SetupEnded)
     DELETED = kind_of(Deleted)
 
 

@@ -54,6 +54,9 @@ DISCARD_CHANGES = "coven/discardChanges"
 EVENT = "coven/event"  # notification, server -> client
 DELTA = "coven/delta"  # notification, server -> client
 REQUEST_PERMISSION = "coven/requestPermission"  # request, server -> client
+# The tool name of the question `coven/requestPermission` asks about a repository's worktree
+# setup (a yes runs commands nobody typed: clients ask it even where they allow every tool).
+WORKTREE_SETUP_TOOL = "WorktreeSetup"
 
 
 @dataclass(frozen=True)

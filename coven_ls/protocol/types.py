@@ -45,6 +45,7 @@ BUSY_STATUSES: frozenset[str] = frozenset(get_args(BusyStatus))
 ForkMode = Literal["auto", "approve", "off"]
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"]
 ForkSource = Literal["model", "user"]
+SetupSource = Literal["option", "cursor", "conductor"]
 ForkState = Literal["proposed", "running", "reviewing", "rejected", "finished", "interrupted"]
 # Who wrote a turn's message; `task`: the CLI started the turn itself, to report on a background
 # task (a subagent of its Agent tool) that finished.
@@ -113,6 +114,13 @@ class InitializationOptions(Wire, omit_defaults=True):
     mergeMode: MergeMode = "auto"
     """how a worktree fork's changes come back: `auto` (merged when the fork ends) or `review`
     (the fork waits, `reviewing`, until the user applies or discards each child's changes)"""
+    worktreeSetup: str = "auto"
+    """a shell command (`sh -c`) run in each fork child's new worktree, after the
+    `.worktreeinclude` copies and before the child starts; `auto`: the setup the repository has
+    for another tool (`.cursor/worktrees.json`, then `conductor.json`), once the user allowed it;
+    `""`: none"""
+    worktreeSetupTimeoutSeconds: NonNegativeFloat = 600.0
+    """a worktree setup still running after this long is stopped and fails its child (0: never)"""
     token: str | None = None
     """the server's token, which a `--tcp` server requires (its `--token-file`, `$COVEN_TOKEN`, or
     the one it generated and printed); ignored on stdio. Never logged nor sent back"""
@@ -179,6 +187,8 @@ class ForkParams(Wire):
     """for this fork: `initializationOptions.forkIsolation`'s choice instead"""
     mergeMode: MergeMode | None = None
     """for this fork: `initializationOptions.mergeMode`'s choice instead"""
+    worktreeSetup: str | None = None
+    """for this fork: `initializationOptions.worktreeSetup`'s choice instead"""
 
 
 class DecideForkParams(Wire):
@@ -192,6 +202,8 @@ class DecideForkParams(Wire):
     isolation: Isolation | None = None
     """with `approve: true`: as in `coven/fork`"""
     mergeMode: MergeMode | None = None
+    """with `approve: true`: as in `coven/fork`"""
+    worktreeSetup: str | None = None
     """with `approve: true`: as in `coven/fork`"""
 
 

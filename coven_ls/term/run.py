@@ -86,6 +86,7 @@ class RunOptions:
     yes: bool = False
     merge_mode: MergeMode | None = None
     isolation: Isolation | None = None
+    worktree_setup: str | None = None
 
     def init_options(self) -> dict[str, Any]:
         """The server's initializationOptions: only what was given, so its defaults apply."""
@@ -94,6 +95,8 @@ class RunOptions:
             options["mergeMode"] = self.merge_mode
         if self.isolation is not None:
             options["forkIsolation"] = self.isolation
+        if self.worktree_setup is not None:
+            options["worktreeSetup"] = self.worktree_setup
         return options
 
 
@@ -124,11 +127,14 @@ class Terminal:
         if self.before_output is not None:
             self.before_output()
 
-    async def ask(self, question: str, choices: str, default: str) -> str | None:
+    async def ask(
+        self, question: str, choices: str, default: str, *, always_ask: bool = False
+    ) -> str | None:
         """One of `choices` (letters); `default` when there is no terminal or at end of input;
-        None when the user pressed Ctrl+C instead of answering."""
+        None when the user pressed Ctrl+C instead of answering. `always_ask`: --yes does not
+        answer it."""
         self._interrupted = False
-        if self.yes:
+        if self.yes and not always_ask:
             self.say(f"{question} → y (--yes)")
             return "y"
         if not self.interactive:
@@ -449,6 +455,8 @@ class Runner:
 
     async def _on_permission(self, request: dict[str, Any]) -> PermissionAnswer:
         name = self._names.get(request["sessionId"], request["sessionId"])
+        if request["toolName"] == protocol.WORKTREE_SETUP_TOOL:
+            return await self._on_setup(request)
         question = (
             f"Allow {request['toolName']} in '{one_line(name, 40)}': "
             f"{summarize_input(request.get('input') or {}, 120)}?"
@@ -462,6 +470,25 @@ class Runner:
         if not self._terminal.interactive:
             return {"allow": False, "message": NO_TERMINAL_DENIAL}
         return {"allow": False, "message": "Denied by the user."}
+
+    async def _on_setup(self, request: dict[str, Any]) -> PermissionAnswer:
+        """A repository's worktree setup runs commands nobody typed: shown whole and asked, even
+        with --yes (the answer is remembered per repository and content)."""
+        setup = request.get("input") or {}
+        script = setup.get("script")
+        question = (
+            f"The repository's worktree setup ({setup.get('file')}) runs before each fork "
+            f"child starts:\n  {setup.get('command')}"
+            + (f"\n--- its script ---\n{script}" if script else "")
+            + "\nAllow it?"
+        )
+        async with self._terminal.lock:
+            answer = await self._terminal.ask(question, "yn", default="n", always_ask=True)
+        if answer == "y":
+            return {"allow": True}
+        if answer is None or not self._terminal.interactive:
+            return {"allow": False, "message": "Denied: nobody could be asked in the terminal."}
+        return {"allow": False, "message": "Refused by the user."}
 
     async def _decide_fork(self, event: dict[str, Any]) -> None:
         name = self._names.get(event["sessionId"], event["sessionId"])

@@ -456,6 +456,64 @@ vim.cmd('CovenStart Plan the release')
     assert "⏺ Both reported." in tree
 
 
+@pytest.mark.parametrize("where", ["option", "conductor"])
+def test_the_plugin_passes_its_worktree_setup_and_asks_about_the_repositorys(
+    tmp_path: Path, model: ScriptedModel, where: str
+) -> None:
+    """worktree_setup = '...' runs as given; a repository's conductor.json setup runs once the
+    user picked "Allow Setup" in Neovim's prompt (the standard window/showMessageRequest)."""
+    task = "Check the setup"
+    model.on("Plan the release", f"Splitting.\n<fork>\n- {task}\n</fork>")
+    model.on(f"You were assigned '{task}'", "Checked.")
+    model.on("<fork-results>", "All set.")
+    repo_env: dict[str, str] = {}
+
+    def in_a_repo(workspace: Path, env: dict[str, str]) -> dict[str, str]:
+        repo_env.update(git_env(tmp_path, env))
+        make_repo(workspace, repo_env)
+        if where == "conductor":
+            setup = {"scripts": {"setup": "echo nvim-setup $COVEN_CHILD_INDEX $CONDUCTOR_PORT"}}
+            (workspace / "conductor.json").write_text(json.dumps(setup))
+        return repo_env
+
+    lines = run_nvim(
+        tmp_path,
+        model,
+        r"""
+vim.lsp.handlers['window/showMessageRequest'] = function(_, params)
+  if params.message:find('worktree setup in conductor.json', 1, true) then
+    vim.fn.writefile({ params.message }, OUT .. '.asked')
+    return { title = 'Allow Setup' }
+  end
+  return vim.NIL
+end
+local fork_done = false
+coven.on_event(function(ev)
+  if ev.kind == 'forkFinished' then
+    fork_done = true
+  elseif ev.sessionId == root and fork_done and ev.kind == 'status' and ev.status == 'idle' then
+    finish_soon()
+  end
+end)
+vim.cmd('CovenStart Plan the release')
+""".replace("OUT", lua_string(str(tmp_path / "result"))),
+        init_options="{ forkMode = 'auto' }",
+        setup="worktree_setup = 'echo nvim-setup $COVEN_CHILD_INDEX'" if where == "option" else "",
+        prepare=in_a_repo,
+    )
+    tree = "\n".join(lines)
+    output = lines[find(lines, "│ nvim-setup 1")]
+    if where == "conductor":
+        assert re.search(r"│ nvim-setup 1 \d+$", output), tree  # with Conductor's port variable
+        asked = (tmp_path / "result.asked").read_text()
+        assert "echo nvim-setup $COVEN_CHILD_INDEX $CONDUCTOR_PORT" in asked
+        assert "setup from conductor.json: echo nvim-setup" in tree
+    else:
+        assert not (tmp_path / "result.asked").exists()
+    assert "✓ worktree setup done" in tree
+    assert "⏺ All set." in tree
+
+
 def test_the_plugin_asks_before_discarding_work_when_it_deletes(
     tmp_path: Path, model: ScriptedModel
 ) -> None:

@@ -559,3 +559,46 @@ def test_run_review_on_a_terminal_applies_one_child_and_discards_the_other(
     [results] = model.wait_for_requests(1, predicate=lambda r: "<fork-results>" in r.last_user_text)
     assert 'merge="applied"' in results.last_user_text
     assert 'merge="discarded"' in results.last_user_text
+
+
+def test_run_worktree_setup_runs_and_a_repository_setup_is_not_allowed_by_yes(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    repo, env = repo_env(tmp_path, model)
+    (repo / "conductor.json").write_text('{"scripts": {"setup": "echo conductor-ran"}}')
+    git(repo, env, "add", "-A")
+    git(repo, env, "commit", "-q", "-m", "a conductor setup")
+    script_children(model, DOCS)
+    model.on(PLAN, f"I will split this.\n<fork>\n- {DOCS}\n</fork>")
+
+    # --worktree-setup: the user's own command runs, with the child's variables.
+    done = run_in(
+        repo,
+        env,
+        "--json",
+        "--yes",
+        "--worktree-setup",
+        'echo "setup of child $COVEN_CHILD_INDEX on port $COVEN_PORT"',
+        PLAN,
+    )
+    assert_no_process_left(tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    output = "".join(e["text"] for e in events if e["kind"] == "setupOutput")
+    assert re.fullmatch(r"setup of child 1 on port \d+\n", output), output
+    assert "WorktreeSetup" not in done.stderr  # the user's own setting: nobody is asked
+
+    # The repository's own setup: --yes does not allow it, and without a terminal nobody can.
+    done = run_in(repo, env, "--json", "--yes", PLAN)
+    assert_no_process_left(tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "The repository's worktree setup (conductor.json)" in done.stderr
+    assert "echo conductor-ran" in done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert not [e for e in events if e["kind"] == "setupOutput"]
+    [env_event] = [e for e in events if e["kind"] == "worktreeEnv"]
+    assert any("conductor.json did not run" in n for n in env_event["notices"])
+    # Nobody answered (no terminal): not remembered as a refusal, so the next run asks again.
+    done = run_in(repo, env, "--json", "--yes", PLAN)
+    assert_no_process_left(tmp_path)
+    assert "The repository's worktree setup (conductor.json)" in done.stderr

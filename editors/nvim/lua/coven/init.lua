@@ -23,6 +23,9 @@ local defaults = {
   tcp = nil, -- 'host:port' of a running `coven-ls --tcp` to connect to instead of `cmd`
   token_file = nil, -- with `tcp`: the file holding its token (default: the one it generated)
   init_options = {}, -- coven-ls initializationOptions (model, forkMode, permissionMode, ...)
+  -- a shell command run in each fork child's new worktree before it starts ('auto': the
+  -- repository's .cursor/worktrees.json or conductor.json setup, once allowed; '': none)
+  worktree_setup = nil,
   root_dir = nil, -- the sessions' default working directory (default: Neovim's cwd)
   open_tree = true, -- open the tree window when a session starts
   tree_width = 60,
@@ -194,6 +197,9 @@ local function start_server()
       notify(problem, vim.log.levels.ERROR)
       return false
     end
+  end
+  if opts.worktree_setup ~= nil then
+    init_options = vim.tbl_extend('force', init_options or {}, { worktreeSetup = opts.worktree_setup })
   end
   local id = compat.start_client({
     name = 'coven-ls',

@@ -252,6 +252,28 @@ function M.describe(ev)
       line = line .. ' · worktrees take ' .. M.disk_size(ev.diskBytes)
     end
     return line
+  elseif kind == 'worktreeEnv' then
+    local parts = {}
+    if type(ev.copied) == 'table' and #ev.copied > 0 then
+      table.insert(parts, 'copied ' .. table.concat(ev.copied, ', '))
+    end
+    table.insert(parts, 'port ' .. tostring(ev.port))
+    if present(ev.setup) then
+      local from = present(ev.setupFile) and (' from ' .. ev.setupFile) or ''
+      table.insert(parts, 'setup' .. from .. ': ' .. one_line(ev.setup, 60))
+    end
+    local line = '⌂ environment  ' .. table.concat(parts, ' · ')
+    for _, notice in ipairs(type(ev.notices) == 'table' and ev.notices or {}) do
+      line = line .. ' ⚠ ' .. tostring(notice)
+    end
+    return line
+  elseif kind == 'setupOutput' then
+    return '  │ ' .. one_line(ev.text, 110)
+  elseif kind == 'setupEnded' then
+    if ev.ok then
+      return string.format('✓ worktree setup done (%.1f s)', (tonumber(ev.durationMs) or 0) / 1000)
+    end
+    return '✗ worktree setup failed: ' .. one_line(ev.error, 160)
   elseif kind == 'forkRejected' then
     return '⑂ Fork rejected' .. (type(ev.reason) == 'string' and (': ' .. ev.reason) or '')
   elseif kind == 'forkInterrupted' then

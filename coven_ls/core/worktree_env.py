@@ -1,0 +1,330 @@
+"""The project's environment in a child's worktree: the gitignored files the repository's
+`.worktreeinclude` names (`.env`, `node_modules/`, ...), copied in before the child starts.
+
+`git worktree add` checks out tracked files only (and the snapshot brings untracked, not-ignored
+ones): a child would have no `.env` and no installed dependencies. `.worktreeinclude` at the
+repository root (gitignore syntax) is the convention Claude Code, Conductor, Codex and the Copilot
+app share: the gitignored files it matches are copied into each new worktree.
+
+Copies are independent of the user's files: never a symbolic or hard link to them (a child
+writing its copy must not change the parent's), links inside a copied tree copied as links,
+modes kept. Where the file system can clone (FICLONE: btrfs, XFS, bcachefs), files are cloned,
+which takes no time and no space until one side writes. What was copied is recorded in the
+worktree's own git folder (`worktrees.COPIED_RECORD`) so that `worktrees.commit_all` keeps it
+out of the child's commits even when the child edits `.gitignore`.
+
+Blocking functions (git, file copies): call them from a worker thread.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import worktrees
+
+INCLUDE_FILE = ".worktreeinclude"
+
+# FICLONE from <linux/fs.h>: _IOW(0x94, 9, int).
+_FICLONE = 0x40049409
+
+# Ignored folders and files worth telling the user about when they are left out: what a child
+# most likely needs to run the project (dependencies, secrets).
+_NOTABLE_FOLDERS = frozenset(
+    {"node_modules", ".venv", "venv", "vendor", ".bundle", "Pods", ".yarn", ".pnpm-store"}
+)
+_NOTABLE_FILE_PREFIX = ".env"
+
+
+@dataclass
+class CopyReport:
+    """What copying a worktree's environment did."""
+
+    entries: list[str] = field(default_factory=list)
+    """the `.worktreeinclude` matches copied (a folder ends with `/`), relative to the top"""
+    files: int = 0
+    bytes: int = 0
+    cloned: int = 0
+    """files cloned (sharing the parent's blocks until written) rather than copied"""
+    warnings: list[str] = field(default_factory=list)
+    cannot_clone: bool = False
+    """the file system refused a clone once: the rest is copied without trying"""
+
+
+# --- which files --------------------------------------------------------------------------------
+
+
+def included(top: Path) -> list[str]:
+    """The gitignored files and folders of the repository whose work tree is `top` that its
+    `.worktreeinclude` matches, relative to `top` (folders end with `/`). Empty without the
+    file. Git itself does the matching, so the syntax is exactly gitignore's."""
+    include = top / INCLUDE_FILE
+    if not include.is_file():
+        return []
+    listing = worktrees._git(
+        top,
+        "ls-files",
+        "-z",
+        "--others",
+        "--ignored",
+        "--directory",
+        f"--exclude-from={include}",
+        what=f"Reading {INCLUDE_FILE}",
+    ).stdout
+    candidates = [os.fsdecode(p) for p in listing.split(b"\0") if p]
+    ignored = set(_ignored(top, candidates))
+    found = [c for c in candidates if c in ignored]
+    # A folder the include names whose files .gitignore ignores one by one (`config/` against
+    # `config/*.json`): not ignored itself, so its ignored files are looked at one by one.
+    folders = [c for c in candidates if c.endswith("/") and c not in ignored]
+    if folders:
+        inner = worktrees._git(
+            top,
+            "ls-files",
+            "-z",
+            "--others",
+            "--ignored",
+            f"--exclude-from={include}",
+            "--",
+            *[f":(literal){f}" for f in folders],
+            what=f"Reading {INCLUDE_FILE}",
+        ).stdout
+        files = [os.fsdecode(p) for p in inner.split(b"\0") if p]
+        found += [f for f in _ignored(top, files) if f not in found]
+    # A folder's contents listed beside it are already in it.
+    folders_found = [f for f in found if f.endswith("/")]
+    return sorted(f for f in found if not any(f != d and f.startswith(d) for d in folders_found))
+
+
+def _ignored(top: Path, paths: Sequence[str]) -> list[str]:
+    """Those of `paths` that .gitignore (and the repository's other exclude files) ignore."""
+    if not paths:
+        return []
+    done = worktrees._git(
+        top,
+        "check-ignore",
+        "-z",
+        "--stdin",
+        input=b"".join(os.fsencode(p) + b"\0" for p in paths),
+        ok=(0, 1),  # 1: none of them is ignored
+        what="Checking which files are ignored",
+    )
+    return [os.fsdecode(p) for p in done.stdout.split(b"\0") if p]
+
+
+def left_out(top: Path) -> list[str]:
+    """Without a `.worktreeinclude`: the ignored dependency folders and `.env` files children will
+    not have, as sentences for the user (with their size). Empty when there is nothing notable
+    or the repository has a `.worktreeinclude` (the user chose)."""
+    if (top / INCLUDE_FILE).is_file():
+        return []
+    listing = worktrees._git(
+        top,
+        "ls-files",
+        "-z",
+        "--others",
+        "--ignored",
+        "--exclude-standard",
+        "--directory",
+        what="Listing ignored files",
+    ).stdout
+    notes = []
+    for raw in listing.split(b"\0"):
+        entry = os.fsdecode(raw)
+        name = entry.rstrip("/").rsplit("/", 1)[-1]
+        folder = entry.endswith("/")
+        if (folder and name in _NOTABLE_FOLDERS) or (
+            not folder and name.startswith(_NOTABLE_FILE_PREFIX)
+        ):
+            size = _size(top / entry)
+            notes.append(
+                f"{entry} ({_human(size)}) is gitignored and not in the children's worktrees: "
+                f"list it in {INCLUDE_FILE} or set a worktree setup"
+            )
+    return notes
+
+
+def _size(path: Path) -> int:
+    if not path.is_dir() or path.is_symlink():
+        return path.lstat().st_size
+    total = 0
+    for folder, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                pass  # gone meanwhile
+    return total
+
+
+def _human(size: int) -> str:
+    if size < 1024:
+        return f"{size} B"
+    value = float(size)
+    for unit in ("KB", "MB", "GB", "TB"):
+        value /= 1024
+        if value < 1024 or unit == "TB":
+            return f"{value:.0f} {unit}" if value >= 10 else f"{value:.1f} {unit}"
+    raise AssertionError  # the loop returns
+
+
+# --- copying ------------------------------------------------------------------------------------
+
+
+def copy_into(source: Path, target: Path, entries: Iterable[str]) -> CopyReport:
+    """Copy these entries (from `included`) from the parent's work tree `source` into the
+    worktree `target`, and record them there so that the child's commits leave them out. What
+    is already at a target path (a copy from an interrupted earlier try) is replaced."""
+    report = CopyReport()
+    source_real = os.path.realpath(source)
+    for entry in entries:
+        relative = entry.rstrip("/")
+        src, dst = source / relative, target / relative
+        if not os.path.lexists(src):
+            continue  # deleted since it was listed
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        _remove(dst)
+        if src.is_symlink() or not src.is_dir():
+            _copy_one(src, dst, report, source_real)
+        else:
+            _copy_tree(src, dst, report, source_real)
+        report.entries.append(entry)
+    worktrees.record_copied(target, [e.rstrip("/") for e in report.entries])
+    return report
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
+def _copy_tree(src: Path, dst: Path, report: CopyReport, source_real: str) -> None:
+    dst.mkdir()
+    folders: list[tuple[Path, Path]] = [(src, dst)]
+    for folder, subfolders, files in os.walk(src):
+        here = Path(folder)
+        there = dst / here.relative_to(src)
+        for name in subfolders:
+            s, d = here / name, there / name
+            if s.is_symlink():  # os.walk lists links to folders among the folders
+                _copy_one(s, d, report, source_real)
+            else:
+                d.mkdir()
+                folders.append((s, d))
+        for name in files:
+            _copy_one(here / name, there / name, report, source_real)
+    # Folder modes last: a read-only folder would refuse the files copied into it.
+    for s, d in reversed(folders):
+        shutil.copystat(s, d, follow_symlinks=False)
+
+
+def _copy_one(src: Path, dst: Path, report: CopyReport, source_real: str) -> None:
+    info = src.lstat()
+    if stat.S_ISLNK(info.st_mode):
+        target = os.readlink(src)
+        os.symlink(target, dst)
+        if os.path.isabs(target) and _within(os.path.realpath(target), source_real):
+            report.warnings.append(
+                f"{dst.name} (a link in the copy) points into the parent's folder: {target}"
+            )
+        return
+    if not stat.S_ISREG(info.st_mode):
+        return  # sockets, fifos, devices: nothing a child can use from a copy
+    if not report.cannot_clone and _clone(src, dst):
+        report.cloned += 1
+    else:
+        report.cannot_clone = True
+        shutil.copyfile(src, dst, follow_symlinks=False)
+    shutil.copystat(src, dst, follow_symlinks=False)  # mode (a .env stays 0600) and times
+    report.files += 1
+    report.bytes += info.st_size
+
+
+def _clone(src: Path, dst: Path) -> bool:
+    """Clone src to dst where the file system can (sharing blocks: no time, no space until one
+    side writes). The ioctl's success is the proof it cloned; False (dst not made) otherwise."""
+    if not hasattr(os, "O_CLOEXEC") or os.name != "posix":
+        return False
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on POSIX
+        return False
+    with open(src, "rb") as fin:
+        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.ioctl(fd, _FICLONE, fin.fileno())
+        except OSError as exc:
+            os.close(fd)
+            os.unlink(dst)
+            if exc.errno in (errno.EOPNOTSUPP, errno.EXDEV, errno.EINVAL, errno.ENOTTY):
+                return False
+            if exc.errno == errno.EBADF:  # some file systems say so for "cannot clone"
+                return False
+            raise
+        os.close(fd)
+    return True
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+# --- copies that still point at the parent ------------------------------------------------------
+
+
+def pointing_at_parent(target: Path, entries: Sequence[str], parent: Path) -> list[str]:
+    """Copied Python virtual environments that still name the parent's folder (their scripts'
+    `#!` lines, `pyvenv.cfg`, editable installs' `.pth` files): a child running their tests
+    would run the parent's code. A sentence each, with the setup to use instead."""
+    needle = os.fsencode(os.path.realpath(parent))
+    plain = os.fsencode(str(parent))
+    notes = []
+    for entry in entries:
+        root = target / entry.rstrip("/")
+        for venv in _venvs(root):
+            if _names_any(venv, (needle, plain)):
+                name = venv.relative_to(target).as_posix()
+                notes.append(
+                    f"{name}/ is a copy of a Python virtual environment that still points at "
+                    f"{parent} (its scripts and editable installs run the parent's code): take "
+                    f"it out of {INCLUDE_FILE} and make it in a worktree setup instead, e.g. "
+                    f'"python -m venv {name} && {name}/bin/pip install -e ."'
+                )
+    return notes
+
+
+def _venvs(root: Path) -> list[Path]:
+    if not root.is_dir() or root.is_symlink():
+        return []
+    if (root / "pyvenv.cfg").is_file():
+        return [root]
+    try:
+        return [p for p in root.iterdir() if (p / "pyvenv.cfg").is_file() and not p.is_symlink()]
+    except OSError:
+        return []
+
+
+def _names_any(venv: Path, needles: Sequence[bytes]) -> bool:
+    looked: list[Path] = [venv / "pyvenv.cfg"]
+    scripts = venv / "bin"
+    if scripts.is_dir():
+        looked += [p for p in scripts.iterdir() if p.is_file() and not p.is_symlink()]
+    for site in venv.glob("lib*/python*/site-packages"):
+        looked += list(site.glob("*.pth"))
+        looked += list(site.glob("*.dist-info/direct_url.json"))
+    for path in looked:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(4096)
+        except OSError:
+            continue
+        if any(n in head for n in needles):
+            return True
+    return False
