@@ -76,7 +76,7 @@ from common import (
     stderr_tail,
 )
 
-from coven_ls.core.agent import resolve_claude
+from coven_ls.agents.claude import resolve_claude
 from coven_ls.testing.scripted_model import ModelRequest, Reply, ScriptedModel, Text
 
 PROMPT = "fanout-bench: plan the work and split it."

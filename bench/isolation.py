@@ -103,8 +103,8 @@ from common import (
     stderr_tail,
 )
 
+from coven_ls.agents.claude import resolve_claude
 from coven_ls.core import worktrees
-from coven_ls.core.agent import resolve_claude
 from coven_ls.testing.scripted_model import ModelRequest, Reply, ScriptedModel, Text, ToolUse
 
 PROMPT = "isolation-bench: look around the repository, then wait for the tasks."

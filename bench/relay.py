@@ -104,7 +104,7 @@ from common import (
     stop_process,
 )
 
-from coven_ls.core.agent import resolve_claude
+from coven_ls.agents.claude import resolve_claude
 from coven_ls.testing import scripted_model
 from coven_ls.testing.scripted_model import ModelRequest, Reply, ScriptedModel, Text, ToolUse
 

@@ -181,6 +181,9 @@ class NeverBackend:
     def check(self) -> None:
         pass
 
+    async def aclose(self) -> None:
+        return None
+
     async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> Agent:
         raise RuntimeError("bench sessions do not start an agent")
 
@@ -292,7 +295,7 @@ async def run_hub(
     run = Run(label)
     backend = NeverBackend()
     async with anyio.create_task_group() as tg:
-        hub = Hub(tg, backend_factory=lambda _path: backend)
+        hub = Hub(tg, backend_factory=lambda *_: backend)
         store: Store | None = None
         if isinstance(store_at, ClientSettings):
             store, _warning = await hub.open_store(store_at)

@@ -58,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="run a scripted session through the real CLI, no API key needed"
     )
     demo.add_argument("--json", action="store_true", help="print raw events, one per line")
+    demo.add_argument(
+        "--agent",
+        choices=["claude", "codex"],
+        default="claude",
+        help="the agent to run: claude (the default) or codex (pip install coven-ls[codex])",
+    )
     doctor = sub.add_parser(
         "doctor",
         help="check what a session needs (Python, the claude CLI, its login, git, the state dir)",
@@ -72,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--root", default=".", help="the workspace (default: this folder)")
     doctor.add_argument("--state-dir", help="as initializationOptions.stateDir")
     doctor.add_argument("--claude", help="as initializationOptions.claudePath")
+    doctor.add_argument("--codex", help="as initializationOptions.codexPath")
     prune = sub.add_parser(
         "prune",
         help="remove the fork worktrees and branches no session needs",
@@ -116,6 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("prompt", nargs="+", help="the first message (several words are joined)")
     run.add_argument("--cwd", default=".", help="working directory of the session (default: .)")
     run.add_argument("--model", help="model for the session (default: the CLI's)")
+    run.add_argument(
+        "--agent",
+        choices=["claude", "codex"],
+        help="the agent that runs the session: claude (Claude Code, the default) or codex",
+    )
     run.add_argument(
         "--fork-mode",
         choices=["auto", "approve", "off"],
@@ -215,6 +227,7 @@ def _run(args: argparse.Namespace) -> int:
             yes=args.yes,
             merge_mode=args.merge,
             isolation=args.isolation,
+            agent=args.agent,
             worktree_setup=args.worktree_setup,
         )
     )
@@ -225,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         from .term.demo import run_demo
 
-        return run_demo(json_output=args.json)
+        return run_demo(json_output=args.json, agent=args.agent)
     if args.command == "run":
         return _run(args)
     if args.command == "prune":
@@ -235,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "doctor":
         from .doctor.checks import main as doctor_main
 
-        return doctor_main(args.root, args.state_dir, args.claude, args.json)
+        return doctor_main(args.root, args.state_dir, args.claude, args.json, codex=args.codex)
     from .core.journal import tune_interpreter
 
     if args.command == "acp":

@@ -447,6 +447,9 @@ class FakeBackend:
     def check(self) -> None:
         pass
 
+    async def aclose(self) -> None:
+        return None
+
     async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> FakeAgent:
         self.opens_started += 1
         self.open_task_ids.append(_task_id())

@@ -212,6 +212,10 @@ export interface StartSessionParams {
    * shown in session lists; default: the prompt's first line (80 characters at most)
    */
   title?: string | null;
+  /**
+   * the agent that runs the session: `claude` or `codex`; default: `initializationOptions.agent`
+   */
+  agent?: ('claude' | 'codex') | null;
 }
 export interface StartSessionResult {
   sessionId: string;
@@ -283,9 +287,13 @@ export interface SessionInfo {
   permissionMode: PermissionMode | null;
   forkMode: ForkMode;
   /**
-   * the CLI's session id; null until the CLI has started
+   * the CLI's session id (a Codex session's thread id); null until the CLI has started
    */
   agentSessionId: string | null;
+  /**
+   * the agent that runs the session: `claude` or `codex`
+   */
+  agent: 'claude' | 'codex';
   createdAt: string;
   /**
    * the session's total cost as the CLI reports it
@@ -1351,6 +1359,14 @@ export interface InitializationOptions {
    * the `claude` binary to run (default: `$COVEN_CLAUDE_PATH`, else the one bundled in claude-agent-sdk, else `claude` on PATH)
    */
   claudePath?: string | null;
+  /**
+   * the agent of sessions that do not name one: `claude` (Claude Code) or `codex`
+   */
+  agent?: 'claude' | 'codex';
+  /**
+   * the `codex` binary to run for Codex sessions (default: `$COVEN_CODEX_PATH`, else the one in the openai-codex-cli-bin wheel, `pip install coven-ls[codex]`, else `codex` on PATH)
+   */
+  codexPath?: string | null;
   /**
    * model for sessions that do not name one (default: the CLI's own)
    */

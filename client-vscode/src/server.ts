@@ -93,6 +93,10 @@ export function initializationOptions(config: vscode.WorkspaceConfiguration): In
   };
   const claudePath = text('claudePath');
   if (claudePath) options.claudePath = claudePath;
+  const agent = text('agent');
+  if (agent === 'claude' || agent === 'codex') options.agent = agent;
+  const codexPath = text('codexPath');
+  if (codexPath) options.codexPath = codexPath;
   const model = text('model');
   if (model) options.model = model;
   const permissionMode = text('permissionMode');

@@ -47,6 +47,7 @@ export function info(sessionId: string, fields: Partial<SessionInfo> = {}): Sess
     permissionMode: 'default',
     forkMode: 'approve',
     agentSessionId: null,
+    agent: 'claude',
     createdAt: '2026-11-22T01:36:13.000Z',
     costUsd: 0,
     queued: 0,

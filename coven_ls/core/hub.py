@@ -22,11 +22,11 @@ import anyio
 from anyio.abc import TaskGroup
 from msgspec import to_builtins
 
-from .. import protocol
+from .. import agents, protocol
 from ..protocol import EventDict, Status, events
 from ..protocol.types import KeptBranch, Usage
 from . import failpoints, isolation, keep
-from .agent import AgentSpec, Backend, ClaudeBackend
+from .agent import AgentSpec, Backend
 from .fork import Fork, ForkManager, ForkState, fork_prompt, results_reached, tree_usage
 from .journal import Journal
 from .session import Session, SessionConfig
@@ -86,14 +86,17 @@ class Client(Protocol):
         user dismissed the question."""
 
 
-BackendFactory = Callable[[str | None], Backend]
+# (agent name, the client's options, the hub's task group) -> a backend for that agent.
+BackendFactory = Callable[[str, protocol.InitializationOptions, TaskGroup], Backend]
 
 
 class Hub:
-    def __init__(self, task_group: TaskGroup, backend_factory: BackendFactory = ClaudeBackend):
+    def __init__(
+        self, task_group: TaskGroup, backend_factory: BackendFactory = agents.make_backend
+    ):
         self._tg = task_group
         self._backend_factory = backend_factory
-        self._backends: dict[str | None, Backend] = {}
+        self._backends: dict[tuple[str, str | None], Backend] = {}
         self.sessions: dict[str, Session] = {}
         self._owners: dict[str, Client] = {}
         self.clients: list[Client] = []
@@ -268,10 +271,13 @@ class Hub:
 
     # --- sessions --------------------------------------------------------------------------------
 
-    def backend(self, claude_path: str | None) -> Backend:
-        if claude_path not in self._backends:
-            self._backends[claude_path] = self._backend_factory(claude_path)
-        return self._backends[claude_path]
+    def backend(self, agent: str, options: protocol.InitializationOptions) -> Backend:
+        """The backend of `agent` for the binary these options name: one each, shared by every
+        session that runs on it (Codex's threads share one app-server process)."""
+        key = agents.backend_key(agent, options)
+        if key not in self._backends:
+            self._backends[key] = self._backend_factory(agent, options, self._tg)
+        return self._backends[key]
 
     def get(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
@@ -292,10 +298,12 @@ class Hub:
             )
         if not params.prompt.strip():
             raise protocol.invalid_params(protocol.START_SESSION, "'prompt' must not be empty")
-        backend = self.backend(settings.options.claudePath)
+        agent = params.agent or settings.options.agent
+        backend = self.backend(agent, settings.options)
         await anyio.to_thread.run_sync(backend.check)
         config = SessionConfig(
             cwd=cwd,
+            agent=agent,
             model=params.model or settings.options.model,
             permission_mode=params.permissionMode or settings.options.permissionMode,
             fork_mode=params.forkMode or settings.options.forkMode,
@@ -432,6 +440,12 @@ class Hub:
                 for session in list(self.sessions.values()):
                     tg.start_soon(session.close, None)
             await self.flushed()
+        with anyio.move_on_after(CLOSE_ALL_SECONDS), anyio.CancelScope(shield=True):
+            for backend in list(self._backends.values()):
+                try:
+                    await backend.aclose()
+                except Exception:
+                    log.warning("closing an agent backend failed", exc_info=True)
         for store in self.stores.values():
             await anyio.to_thread.run_sync(store.close)
         self.stores.clear()
@@ -471,14 +485,19 @@ class Hub:
     def _restore(
         self, store: Store, snapshot: Snapshot, reached: set[str], settings: ClientSettings
     ) -> None:
-        backend = self.backend(settings.options.claudePath)
         restored: list[Session] = []
         for row in snapshot.sessions:
             if row["session_id"] in self.sessions:
                 continue
             depth = row["depth"] or 0
+            agent: protocol.AgentName = row.get("agent") or "claude"
+            if agent not in agents.AGENTS:
+                log.warning("session %s: unknown agent %r, run as claude", row["session_id"], agent)
+                agent = "claude"
+            backend = self.backend(agent, settings.options)
             config = SessionConfig(
                 cwd=row["cwd"],
+                agent=agent,
                 model=row["model"],
                 permission_mode=row["permission_mode"],
                 fork_mode=row["fork_mode"],

@@ -112,6 +112,7 @@ class SessionConfig:
         _DEFAULTS.worktreeSetup
     )  # for its forks' worktrees ("auto", "", a command)
     worktree_setup_timeout: float = _DEFAULTS.worktreeSetupTimeoutSeconds
+    agent: protocol.AgentName = "claude"  # which agent runs it (coven_ls/agents)
 
 
 @dataclass
@@ -203,6 +204,7 @@ class Session:
             permissionMode=self.config.permission_mode,
             forkMode=self.config.fork_mode,
             agentSessionId=self.agent_session_id,
+            agent=self.config.agent,
             createdAt=self.created_at,
             costUsd=round(self.cost_usd, 6),
             queued=len(self._inbox),

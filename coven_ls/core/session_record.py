@@ -35,6 +35,7 @@ def record(session: Session) -> dict[str, Any]:
         "title": session.title,
         "status": session.status,
         "agent_session_id": session.agent_session_id,
+        "agent": session.config.agent,
         "cwd": session.config.cwd,
         "model": session.config.model,
         "permission_mode": session.config.permission_mode,

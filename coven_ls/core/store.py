@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 # flock is POSIX; on Windows the store works unlocked.
 fcntl: Any = importlib.import_module("fcntl") if os.name == "posix" else None
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # About what sqlite's own autocheckpoint would let the WAL grow to (1000 pages) before the
 # journal has it copied back into the database.
@@ -118,9 +118,13 @@ ALTER TABLE forks ADD COLUMN isolation TEXT;
     6: """
 CREATE INDEX events_fork_finished ON events (session_id, seq) WHERE kind = 'forkFinished';
 """,
-    # 6 -> 7: branches of deleted fork children kept for their unapplied work: a restart must
-    # not remove them as orphans, and `coven-ls prune` must know them.
+    # 6 -> 7: which agent runs a session (coven_ls/agents); NULL (every earlier one): Claude.
     7: """
+ALTER TABLE sessions ADD COLUMN agent TEXT;
+""",
+    # 7 -> 8: branches of deleted fork children kept for their unapplied work: a restart must
+    # not remove them as orphans, and `coven-ls prune` must know them.
+    8: """
 CREATE TABLE kept_branches (
     repository TEXT NOT NULL,
     branch TEXT NOT NULL,
@@ -151,6 +155,7 @@ SESSION_COLUMNS = (
     "outcome",
     "usage",
     "isolation",
+    "agent",
 )
 FORK_COLUMNS = (
     "fork_id",
@@ -503,7 +508,7 @@ def read_trees(path: Path) -> StoredTrees:
                                 "repository": trees["repository"],
                             }
                         )
-        if version >= 7:
+        if version >= 8:
             found.kept = read_kept_branches(db)
             # A kept branch's session was deleted: its fork's plan does not make it needed.
             kept = {(k["repository"], k["branch"]) for k in found.kept}
@@ -518,7 +523,7 @@ def forget_kept_branches(path: Path, keys: Iterable[tuple[str, str]]) -> None:
     of its own: sqlite's locking lets it run beside a server that has the store open."""
     db = sqlite3.connect(path, timeout=30, isolation_level=None)
     try:
-        if _schema_version(db) < 7:
+        if _schema_version(db) < 8:
             return
         db.execute("BEGIN IMMEDIATE")
         db.executemany("DELETE FROM kept_branches WHERE repository = ? AND branch = ?", list(keys))

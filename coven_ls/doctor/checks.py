@@ -18,8 +18,8 @@ from pathlib import Path
 import msgspec
 
 from .. import __version__, protocol
+from ..agents.claude import INSTALL_HINT, probe_claude, resolve_claude
 from ..core import worktrees
-from ..core.agent import INSTALL_HINT, probe_claude, resolve_claude
 from ..core.store import SCHEMA_VERSION, database_path
 from ..protocol.types import DoctorReport, Finding
 
@@ -27,12 +27,15 @@ PACKAGES = ("claude-agent-sdk", "pygls", "lsprotocol", "anyio", "msgspec", "agen
 AUTH_SECONDS = 20.0
 
 
-def check(root: str, state_dir: str | None, claude: str | None) -> DoctorReport:
+def check(
+    root: str, state_dir: str | None, claude: str | None, codex: str | None = None
+) -> DoctorReport:
     findings = [python(), packages()]
     found = claude_cli(claude)
     findings.append(found[0])
     if found[1] is not None:
         findings.append(auth(found[1]))
+    findings.append(codex_cli(codex))
     findings.append(git())
     findings.extend(state(root, state_dir))
     return DoctorReport(
@@ -72,6 +75,35 @@ def claude_cli(configured: str | None) -> tuple[Finding, str | None]:
     except protocol.CovenError as exc:
         return Finding("claude", "error", title, exc.message, INSTALL_HINT), None
     return Finding("claude", "ok", title, f"{version} at {path} (from {source})"), path
+
+
+def codex_cli(configured: str | None) -> Finding:
+    """The codex binary Codex sessions would use (optional: Claude sessions do not need it), and
+    whether its CODEX_HOME has a login or a model provider of its own."""
+    from ..agents.codex.backend import INSTALL_HINT as CODEX_HINT
+    from ..agents.codex.backend import probe_codex, resolve_codex
+
+    title = "codex (for Codex sessions)"
+    try:
+        path, source = resolve_codex(configured)
+        version = probe_codex(path, source)
+    except protocol.CovenError as exc:
+        return Finding("codex", "warning", title, exc.message, CODEX_HINT)
+    home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+    config = home / "config.toml"
+    configured_provider = config.is_file() and "model_provider" in config.read_text(
+        errors="replace"
+    )
+    if (home / "auth.json").is_file() or configured_provider or os.environ.get("OPENAI_API_KEY"):
+        how = "a model provider in config.toml" if configured_provider else "a login or API key"
+        return Finding("codex", "ok", title, f"{version} at {path} (from {source}); {how}")
+    return Finding(
+        "codex", "warning", title,
+        f"{version} at {path} (from {source}), but {home} has no login (auth.json) and no "
+        "model_provider in config.toml",
+        "Run `codex login` (or set OPENAI_API_KEY), or configure a model provider in "
+        f"{config}.",
+    )  # fmt: skip
 
 
 def auth(claude: str) -> Finding:
@@ -220,8 +252,10 @@ def render(report: DoctorReport, write: Callable[[str], object] = print) -> None
     write(f"coven-ls {report.version}: {verdict}")
 
 
-def main(root: str, state_dir: str | None, claude: str | None, as_json: bool) -> int:
-    report = check(os.path.abspath(root), state_dir, claude)
+def main(
+    root: str, state_dir: str | None, claude: str | None, as_json: bool, codex: str | None = None
+) -> int:
+    report = check(os.path.abspath(root), state_dir, claude, codex)
     if as_json:
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
     else:

@@ -43,6 +43,7 @@ BusyStatus = Literal["queued", "starting", "running", "forking", "awaitingApprov
 BUSY_STATUSES: frozenset[str] = frozenset(get_args(BusyStatus))
 
 ForkMode = Literal["auto", "approve", "off"]
+AgentName = Literal["claude", "codex"]
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"]
 ForkSource = Literal["model", "user"]
 SetupSource = Literal["option", "cursor", "conductor"]
@@ -84,6 +85,11 @@ class InitializationOptions(Wire, omit_defaults=True):
     claudePath: str | None = None
     """the `claude` binary to run (default: `$COVEN_CLAUDE_PATH`, else the one bundled in
     claude-agent-sdk, else `claude` on PATH)"""
+    agent: AgentName = "claude"
+    """the agent of sessions that do not name one: `claude` (Claude Code) or `codex`"""
+    codexPath: str | None = None
+    """the `codex` binary to run for Codex sessions (default: `$COVEN_CODEX_PATH`, else the one
+    in the openai-codex-cli-bin wheel, `pip install coven-ls[codex]`, else `codex` on PATH)"""
     model: str | None = None
     """model for sessions that do not name one (default: the CLI's own)"""
     permissionMode: PermissionMode | None = None
@@ -163,6 +169,9 @@ class StartSessionParams(Wire):
     """as in `initializationOptions`"""
     title: str | None = None
     """shown in session lists; default: the prompt's first line (80 characters at most)"""
+    agent: AgentName | None = None
+    """the agent that runs the session: `claude` or `codex`; default:
+    `initializationOptions.agent`"""
 
 
 class SendMessageParams(Wire):
@@ -388,7 +397,9 @@ class SessionInfo(Wire):
     permissionMode: PermissionMode | None
     forkMode: ForkMode
     agentSessionId: str | None
-    """the CLI's session id; null until the CLI has started"""
+    """the CLI's session id (a Codex session's thread id); null until the CLI has started"""
+    agent: AgentName
+    """the agent that runs the session: `claude` or `codex`"""
     createdAt: str
     costUsd: float
     """the session's total cost as the CLI reports it"""
@@ -467,7 +478,8 @@ class Finding(Wire, omit_defaults=True):
     """One thing `coven-ls doctor` checked."""
 
     id: str
-    """what was checked: `python`, `packages`, `claude`, `auth`, `git`, `stateDir`, `database`"""
+    """what was checked: `python`, `packages`, `claude`, `auth`, `codex`, `git`, `stateDir`,
+    `database`"""
     status: FindingStatus
     """`error`: a session cannot run until it is fixed; `warning`: sessions run, something is
     missing (worktrees, saving)"""

@@ -1,4 +1,5 @@
-"""`coven-ls demo`: a scripted session through the real `claude` CLI, with no API key.
+"""`coven-ls demo`: a scripted session through the real `claude` CLI (or, with `--agent codex`,
+the real `codex`), with no API key.
 
 It starts the scripted model in this process, starts `coven-ls` as a subprocess pointed at it,
 and talks LSP to the server exactly as an editor would, printing events as they arrive.
@@ -13,10 +14,13 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..protocol.describe import one_line
+from ..testing import scripted_responses
 from ..testing.scripted_model import ReplyOptions, ScriptedModel, Text, Thinking, ToolUse, reply
 from .client import CovenClient, PermissionAnswer
 from .render import TreePrinter
@@ -84,6 +88,72 @@ def demo_model() -> ScriptedModel:
     return model
 
 
+def demo_responses() -> scripted_responses.ScriptedResponses:
+    """The same script for codex (the Responses API): its commands are `exec_command` calls; a
+    child's, which writes, asks to leave the read-only sandbox, so the user is asked."""
+    model = scripted_responses.ScriptedResponses()
+    pace: ReplyOptions = {"latency": 0.3, "chunk_chars": 12, "chunk_delay": 0.02}
+    model.on(
+        "quick tour of this workspace",
+        reply(
+            Thinking("The user wants an overview. Listing the files is the quickest start."),
+            Text("Let me look at what is here."),
+            scripted_responses.command("ls -1"),
+            **pace,
+        ),
+    )
+    model.on(
+        re.compile(r"README\.txt\s+notes\.txt\s+plan\.md"),
+        reply(
+            "Three files. I will look at each of them at the same time.\n<fork>\n"
+            + "".join(f"- {task}\n" for task in TASKS)
+            + "</fork>",
+            **pace,
+        ),
+    )
+    for task, (name, content, answer) in zip(TASKS, FILES, strict=True):
+        summary = f"summaries/{name.split('.')[0]}.md"
+        command = f"cat {name} && mkdir -p summaries && printf '%s\\n' '{answer}' > {summary}"
+        model.on(
+            f"You were assigned '{task}'",
+            reply(scripted_responses.command(command, escalate=True), **pace),
+            times=1,
+        )
+        model.on(content.strip(), reply(answer, latency=1.0, chunk_chars=12, chunk_delay=0.02))
+    model.on(
+        "<fork-results>",
+        reply(
+            "Here is the tour: README.txt introduces the project, notes.txt asks why the build "
+            "is slow, and plan.md says to answer that first. Start with notes.txt.",
+            **pace,
+        ),
+    )
+    return model
+
+
+@dataclass(frozen=True)
+class _Agent:
+    """How the demo runs one agent: its scripted model and what points the agent at it."""
+
+    name: str
+    title: str
+    model: Callable[[], AbstractContextManager[Any]]
+    env: Callable[[Any, Path], dict[str, str]]
+
+
+AGENTS = {
+    "claude": _Agent(
+        "claude",
+        "the real Claude Code CLI",
+        demo_model,
+        lambda m, tmp: m.cli_env(tmp / "claude-config"),
+    ),
+    "codex": _Agent(
+        "codex", "the real codex", demo_responses, lambda m, tmp: m.codex_env(tmp / "codex-home")
+    ),
+}
+
+
 def _workspace(root: Path) -> Path:
     """The demo's project: a git repository with one commit (when git is installed), so that the
     fork's children get worktrees; without git they share the folder."""
@@ -98,7 +168,7 @@ def _workspace(root: Path) -> Path:
     return workspace
 
 
-async def _run(as_json: bool) -> int:
+async def _run(as_json: bool, agent: _Agent) -> int:
     printer = TreePrinter(as_json=as_json)
 
     def allow(request: dict[str, Any]) -> PermissionAnswer:
@@ -107,14 +177,14 @@ async def _run(as_json: bool) -> int:
             print(f"    (the demo allows {request['toolName']}: {one_line(command, 60)})")
         return {"allow": True}
 
-    with tempfile.TemporaryDirectory(prefix="coven-demo-") as tmp, demo_model() as model:
+    with tempfile.TemporaryDirectory(prefix="coven-demo-") as tmp, agent.model() as model:
         workspace = _workspace(Path(tmp))
         client = CovenClient(on_event=printer, on_permission=allow, handles_forks=True)
         await client.start(
             workspace,
-            env=model.cli_env(Path(tmp) / "claude-config"),
+            env=agent.env(model, Path(tmp)),
             # The demo's sessions are not worth keeping: its store goes with its temp folder.
-            init_options={"stateDir": str(Path(tmp) / "state")},
+            init_options={"stateDir": str(Path(tmp) / "state"), "agent": agent.name},
         )
         try:
             started = await client.request("coven/startSession", {"prompt": PROMPT})
@@ -131,7 +201,7 @@ async def _run(as_json: bool) -> int:
         finally:
             await client.stop()
     if not as_json:
-        print("\nThat was the real Claude Code CLI, driven through coven-ls by a scripted model.")
+        print(f"\nThat was {agent.title}, driven through coven-ls by a scripted model.")
     return 1 if failed else 0
 
 
@@ -146,9 +216,9 @@ def _kind(
     )
 
 
-def run_demo(json_output: bool = False) -> int:
+def run_demo(json_output: bool = False, agent: str = "claude") -> int:
     try:
-        return asyncio.run(asyncio.wait_for(_run(json_output), 300))
+        return asyncio.run(asyncio.wait_for(_run(json_output, AGENTS[agent]), 300))
     except asyncio.TimeoutError:
         print("coven-ls demo: timed out after 300 s", file=sys.stderr)
         return 1

@@ -87,6 +87,7 @@ class RunOptions:
     merge_mode: MergeMode | None = None
     isolation: Isolation | None = None
     worktree_setup: str | None = None
+    agent: protocol.AgentName | None = None
 
     def init_options(self) -> dict[str, Any]:
         """The server's initializationOptions: only what was given, so its defaults apply."""
@@ -270,6 +271,7 @@ class Runner:
             ("forkMode", options.fork_mode),
             ("model", options.model),
             ("permissionMode", options.permission_mode),
+            ("agent", options.agent),
         ):
             if value is not None:
                 params[key] = value

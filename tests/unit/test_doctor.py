@@ -35,10 +35,21 @@ def doctor(
     return done.returncode, {f.id: f for f in report.findings}, report
 
 
+def codex_home(tmp_path: Path) -> dict[str, str]:
+    """A CODEX_HOME whose config names a model provider (as ScriptedResponses.codex_env makes)."""
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    (home / "config.toml").write_text('model_provider = "scripted"\n')
+    return {"CODEX_HOME": str(home)}
+
+
 def test_a_working_set_up_is_ready(tmp_path: Path, model: ScriptedModel) -> None:
-    code, found, report = doctor(tmp_path, model)
+    code, found, report = doctor(tmp_path, model, env=codex_home(tmp_path))
     assert code == 0 and report.ok
-    assert set(found) == {"python", "packages", "claude", "auth", "git", "stateDir", "database"}
+    assert set(found) == {
+        "python", "packages", "claude", "auth", "codex", "git", "stateDir", "database"
+    }  # fmt: skip
+    assert "codex-cli" in found["codex"].found and "model provider" in found["codex"].found
     assert all(f.status == "ok" and f.fix is None for f in found.values())
     assert "ANTHROPIC_API_KEY" in found["auth"].found  # the CLI's own `auth status` said so
     assert "claude-agent-sdk" in found["packages"].found and "Claude Code" in found["claude"].found
@@ -52,6 +63,20 @@ def test_a_missing_cli_is_an_error_that_says_what_to_install(
     assert "no-such-claude" in found["claude"].found
     assert found["claude"].fix is not None and "pip install claude-agent-sdk" in found["claude"].fix
     assert "auth" not in found  # nothing to ask
+
+
+def test_codex_is_optional_a_missing_or_unconfigured_one_is_a_warning(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    code, found, _ = doctor(tmp_path, model, "--codex", str(tmp_path / "no-such-codex"))
+    assert code == 0 and found["codex"].status == "warning"
+    assert "no-such-codex" in found["codex"].found
+    assert found["codex"].fix is not None and "coven-ls[codex]" in found["codex"].fix
+    empty = tmp_path / "empty-codex-home"
+    empty.mkdir()
+    code, found, _ = doctor(tmp_path, model, env={"CODEX_HOME": str(empty), "OPENAI_API_KEY": ""})
+    assert code == 0 and found["codex"].status == "warning"
+    assert found["codex"].fix is not None and "codex login" in found["codex"].fix
 
 
 def test_no_login_is_an_error(tmp_path: Path, model: ScriptedModel) -> None:

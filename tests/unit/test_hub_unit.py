@@ -172,7 +172,7 @@ async def running_hub(
     backend = FakeBackend()
     backend.default_reply = model(tasks, gates or {})
     async with anyio.create_task_group() as tg:
-        hub = Hub(tg, backend_factory=lambda _claude_path: backend)
+        hub = Hub(tg, backend_factory=lambda *_: backend)
         store = (await hub.open_store(settings))[0] if settings.options.stateDir else None
         client = RecordingClient(settings, store)
         hub.attach(client)

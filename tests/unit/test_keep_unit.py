@@ -164,7 +164,7 @@ def test_the_store_migrates_to_the_kept_branches_table(tmp_path: Path) -> None:
     store.close()
     db = sqlite3.connect(path)
     db.executescript(
-        "DROP TABLE kept_branches; UPDATE meta SET value = '6' WHERE key = 'schema_version';"
+        "DROP TABLE kept_branches; UPDATE meta SET value = '7' WHERE key = 'schema_version';"
     )
     db.close()
 

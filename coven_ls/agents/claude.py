@@ -1,0 +1,252 @@
+"""The Claude agent: one Claude Code CLI process per running session, through
+claude-agent-sdk. `ClaudeSDKClient` must be connected and disconnected from the same task, which
+is why a session's runner task both opens and closes its agent."""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import shutil
+import subprocess
+from collections.abc import AsyncGenerator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+
+from .. import protocol
+from ..core.agent import (
+    STDERR_GRACE_SECONDS,
+    Agent,
+    AgentSpec,
+    AgentStartError,
+    PermissionAsker,
+    describe_failure,
+    launcher_path,
+)
+
+if TYPE_CHECKING:
+    from claude_agent_sdk import (
+        ClaudeSDKClient,
+        Message,
+        PermissionMode,
+        PermissionResult,
+        ToolPermissionContext,
+    )
+    from claude_agent_sdk.types import SystemPromptPreset
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = (
+    "Install it with `pip install claude-agent-sdk` (its wheel bundles the CLI) or "
+    "`npm install -g @anthropic-ai/claude-code`, or point initializationOptions.claudePath "
+    "(or the COVEN_CLAUDE_PATH environment variable) at a working `claude` binary."
+)
+
+# --- locating the CLI ----------------------------------------------------------------------------
+
+
+def bundled_claude() -> Path | None:
+    try:
+        import claude_agent_sdk
+    except ImportError:
+        return None
+    path = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+    return path if path.is_file() else None
+
+
+def resolve_claude(explicit: str | None) -> tuple[str, str]:
+    """Pick the CLI: (path, where the choice came from). Does not check that it runs."""
+    if explicit:
+        return explicit, "initializationOptions.claudePath"
+    env = os.environ.get("COVEN_CLAUDE_PATH")
+    if env:
+        return env, "COVEN_CLAUDE_PATH"
+    bundled = bundled_claude()
+    if bundled is not None:
+        return str(bundled), "the claude-agent-sdk wheel"
+    found = shutil.which("claude")
+    if found:
+        return found, "PATH"
+    raise protocol.CovenError(
+        protocol.ErrorCode.ClaudeUnavailable,
+        "No Claude Code CLI found (none bundled with claude-agent-sdk, none on PATH). "
+        + INSTALL_HINT,
+    )
+
+
+def probe_claude(path: str, source: str) -> str:
+    """Run `claude --version` and return what it printed, or raise a CovenError that says what to
+    install. Blocking: call it from a worker thread."""
+    resolved = shutil.which(path) if os.sep not in path else path
+    # os.path, not pathlib: its checks are False for any path the OS refuses (too long, a NUL
+    # in it), where pathlib's raise.
+    if not resolved or not os.path.exists(resolved):
+        raise protocol.CovenError(
+            protocol.ErrorCode.ClaudeUnavailable,
+            f"Claude Code CLI not found at '{path}' (from {source}). {INSTALL_HINT}",
+            {"claudePath": path, "source": source},
+        )
+    if not os.access(resolved, os.X_OK) or os.path.isdir(resolved):
+        raise protocol.CovenError(
+            protocol.ErrorCode.ClaudeUnavailable,
+            f"'{resolved}' (from {source}) is not an executable file. {INSTALL_HINT}",
+            {"claudePath": path, "source": source},
+        )
+    try:
+        done = subprocess.run(
+            [resolved, "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise protocol.CovenError(
+            protocol.ErrorCode.ClaudeUnavailable,
+            f"'{resolved}' (from {source}) could not be run: {exc}. {INSTALL_HINT}",
+            {"claudePath": path, "source": source},
+        ) from exc
+    if done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise protocol.CovenError(
+            protocol.ErrorCode.ClaudeUnavailable,
+            f"'{resolved} --version' (from {source}) failed with exit code {done.returncode}: "
+            f"{detail[0]}. {INSTALL_HINT}",
+            {"claudePath": path, "source": source},
+        )
+    return done.stdout.strip()
+
+
+# --- the real backend ----------------------------------------------------------------------------
+
+
+class ClaudeAgent:
+    """One connected `ClaudeSDKClient`."""
+
+    def __init__(self, client: ClaudeSDKClient, stderr_lines: collections.deque[str]) -> None:
+        self._client = client
+        self._stderr = stderr_lines
+
+    async def send(self, text: str) -> None:
+        await self._client.query(text)
+
+    def messages(self) -> AsyncGenerator[Message, None]:
+        # `receive_messages` is an async generator function (its body yields), so what it returns
+        # has `aclose`; the SDK only annotates it as an AsyncIterator.
+        return cast("AsyncGenerator[Message, None]", self._client.receive_messages())
+
+    async def interrupt(self) -> None:
+        await self._client.interrupt()
+
+    async def stop_task(self, task_id: str) -> None:
+        await self._client.stop_task(task_id)
+
+    async def set_permission_mode(self, mode: PermissionMode) -> None:
+        await self._client.set_permission_mode(mode)
+
+    async def close(self) -> None:
+        await self._client.disconnect()
+
+    def kill(self) -> None:
+        # The SDK has no public handle on its process, and its disconnect() gives a process 5 s
+        # to end after stdin is closed, then 5 s after SIGTERM, which a stopped one never
+        # handles: a frozen child held its fork 10 s past its idle limit. Without the handle
+        # (another SDK), close() still ends the process, only later.
+        process = getattr(getattr(self._client, "_transport", None), "_process", None)
+        if process is None or getattr(process, "returncode", 0) is not None:
+            return
+        try:
+            process.kill()
+        except ProcessLookupError:
+            pass
+
+    def stderr_tail(self) -> str:
+        return "\n".join(self._stderr)
+
+
+class ClaudeBackend:
+    name = "claude"
+
+    def __init__(self, claude_path: str | None = None) -> None:
+        self._explicit = claude_path
+        self._checked: str | None = None
+
+    @property
+    def cli_path(self) -> str:
+        return resolve_claude(self._explicit)[0]
+
+    def check(self) -> None:
+        path, source = resolve_claude(self._explicit)
+        if self._checked != path:
+            version = probe_claude(path, source)
+            log.info("using Claude Code %s at %s (from %s)", version, path, source)
+            self._checked = path
+
+    async def aclose(self) -> None:
+        return None  # nothing shared: each session's process ends with its agent
+
+    async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> Agent:
+        from claude_agent_sdk import (
+            ClaudeAgentOptions,
+            ClaudeSDKClient,
+            PermissionResultAllow,
+            PermissionResultDeny,
+        )
+
+        await anyio.to_thread.run_sync(self.check)
+        stderr_lines: collections.deque[str] = collections.deque(maxlen=40)
+
+        async def can_use_tool(
+            name: str, tool_input: dict[str, Any], context: ToolPermissionContext
+        ) -> PermissionResult:
+            allow, message = await ask_permission(name, tool_input, context.tool_use_id)
+            if allow:
+                return PermissionResultAllow()
+            return PermissionResultDeny(message=message)
+
+        said = anyio.Event()
+
+        def on_stderr(line: str) -> None:
+            stderr_lines.append(line.rstrip())
+            said.set()
+            log.debug("claude stderr: %s", line.rstrip())
+
+        system_prompt: SystemPromptPreset
+        if spec.append_system_prompt:
+            system_prompt = {
+                "type": "preset",
+                "preset": "claude_code",
+                "append": spec.append_system_prompt,
+            }
+        else:
+            # system_prompt=None would mean an EMPTY system prompt, not Claude Code's own.
+            system_prompt = {"type": "preset", "preset": "claude_code"}
+        cli_path, env = shutil.which(self.cli_path) or self.cli_path, dict(spec.env)
+        launcher = await anyio.to_thread.run_sync(launcher_path)
+        if launcher is not None:
+            env.update(COVEN_REAL_CLAUDE=cli_path, COVEN_PARENT_PID=str(os.getpid()))
+            cli_path = launcher
+        options = ClaudeAgentOptions(
+            cwd=spec.cwd,
+            model=spec.model,
+            permission_mode=spec.permission_mode,
+            resume=spec.resume,
+            fork_session=spec.fork_session,
+            session_id=spec.session_id,
+            resume_session_at=spec.resume_at,
+            system_prompt=system_prompt,
+            cli_path=cli_path,
+            env=env,
+            can_use_tool=can_use_tool,
+            stderr=on_stderr,
+            # Token by token, as the CLI itself shows it; and a subagent's own words too.
+            include_partial_messages=True,
+            forward_subagent_text=True,
+        )
+        client = ClaudeSDKClient(options)
+        try:
+            await client.connect()
+        except Exception as exc:
+            # The reason is on stderr, which is read apart from the exit: give it a moment.
+            with anyio.move_on_after(STDERR_GRACE_SECONDS):
+                await said.wait()
+            raise AgentStartError(describe_failure(exc, "\n".join(stderr_lines))) from exc
+        return ClaudeAgent(client, stderr_lines)

@@ -1,0 +1,353 @@
+"""From codex app-server notifications to the messages the session reads. Pure: no I/O.
+
+The session's vocabulary is claude-agent-sdk's message types (core/mapping.py turns them into
+coven events, core/streaming.py turns stream events into `coven/delta`), so a Codex thread is
+translated into them: an agent message or reasoning item streams as an Anthropic-style text or
+thinking block and ends as an AssistantMessage; a command is a `Bash` tool call, a file change
+an `Edit` tool call (codex's own item type kept in the input as `codexItem`), and their results
+are tool results; `turn/completed` is the turn's ResultMessage, with the turn's tokens, its cost
+from the price table, and codex's error (HTTP status and message) when it failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from claude_agent_sdk import (
+    AssistantMessage,
+    Message,
+    ResultMessage,
+    StreamEvent,
+    SystemMessage,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+)
+
+from .prices import cost_usd
+
+# Tool names clients already draw, for codex's item types.
+COMMAND_TOOL = "Bash"
+EDIT_TOOL = "Edit"
+
+# codexErrorInfo values that stand for an HTTP status without carrying it.
+_ERROR_STATUS = {
+    "internalServerError": 500,
+    "unauthorized": 401,
+    "badRequest": 400,
+    "usageLimitExceeded": 429,
+}
+
+
+def command_input(item: dict[str, Any]) -> dict[str, Any]:
+    """A commandExecution item (or its approval request) as `Bash` tool input."""
+    out: dict[str, Any] = {
+        "command": str(item.get("command") or ""),
+        "codexItem": "commandExecution",
+    }
+    if item.get("cwd"):
+        out["cwd"] = item["cwd"]
+    if item.get("reason"):
+        out["description"] = item["reason"]
+    return out
+
+
+def file_change_input(item: dict[str, Any]) -> dict[str, Any]:
+    """A fileChange item as `Edit` tool input: the (first) file's path and the whole diff; every
+    change stays in `changes`."""
+    changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
+    paths = [str(c.get("path", "")) for c in changes]
+    diff = "".join(_change_diff(c) for c in changes)
+    return {
+        "file_path": paths[0] if paths else "",
+        "diff": diff,
+        "changes": [
+            {"path": str(c.get("path", "")), "kind": _kind(c), "diff": str(c.get("diff") or "")}
+            for c in changes
+        ],
+        "codexItem": "fileChange",
+    }
+
+
+def _kind(change: dict[str, Any]) -> str:
+    kind = change.get("kind")
+    if isinstance(kind, dict):
+        return str(kind.get("type", ""))
+    return str(kind or "")
+
+
+def _change_diff(change: dict[str, Any]) -> str:
+    diff = str(change.get("diff") or "")
+    if diff.startswith(("--- ", "diff ", "@@")):
+        return diff if diff.endswith("\n") else diff + "\n"
+    # An added or deleted file's "diff" is its content.
+    path = str(change.get("path", ""))
+    sign = "-" if _kind(change) == "delete" else "+"
+    lines = "".join(f"{sign}{line}\n" for line in diff.splitlines())
+    if sign == "+":
+        return f"--- /dev/null\n+++ {path}\n{lines}"
+    return f"--- {path}\n+++ /dev/null\n{lines}"
+
+
+def error_text(error: Any) -> str:
+    """codex's TurnError as a sentence with the HTTP status in it, when codex knows one."""
+    if not isinstance(error, dict):
+        return "Codex failed the turn."
+    message = str(error.get("message") or "Codex failed the turn.")
+    status = http_status(error.get("codexErrorInfo"))
+    details = error.get("additionalDetails")
+    text = (
+        f"HTTP {status}: {message}"
+        if status is not None and str(status) not in message
+        else message
+    )
+    return f"{text} ({details})" if details else text
+
+
+def http_status(info: Any) -> int | None:
+    if isinstance(info, str):
+        return _ERROR_STATUS.get(info)
+    if isinstance(info, dict):
+        for value in info.values():
+            if isinstance(value, dict) and isinstance(value.get("httpStatusCode"), int):
+                return int(value["httpStatusCode"])
+    return None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+@dataclass
+class Translator:
+    """One thread's notifications, in order, to session messages."""
+
+    thread_id: str
+    model: str | None = None
+    turn_id: str | None = None
+    # The turn so far: the last agent message (the turn's answer), tokens, an error.
+    _answer: str = ""
+    _input: int = 0
+    _cached: int = 0
+    _output: int = 0
+    _error: str | None = None
+    _streaming: set[str] = field(default_factory=set)  # items whose block is open
+    items: dict[str, dict[str, Any]] = field(default_factory=dict)  # tool items of the turn
+    total_cost: float = 0.0  # this agent's running total, as the session expects (ResultMessage)
+    priced: bool = True
+
+    def started(self, cwd: str, permission_mode: str | None) -> SystemMessage:
+        """What the session hears when the thread is ready: the agent's `init`."""
+        return SystemMessage(
+            subtype="init",
+            data={
+                "session_id": self.thread_id,
+                "model": self.model,
+                "cwd": cwd,
+                "permissionMode": permission_mode,
+            },
+        )
+
+    def feed(self, method: str, params: dict[str, Any]) -> list[Message]:
+        if params.get("threadId") not in (None, self.thread_id):
+            return []
+        if method == "turn/started":
+            turn = params.get("turn") or {}
+            self._begin(str(turn.get("id") or ""))
+            return []
+        if method == "item/started":
+            return self._item_started(params.get("item") or {})
+        if method == "item/agentMessage/delta":
+            return self._delta(params, "text")
+        if method in ("item/reasoning/summaryTextDelta", "item/reasoning/textDelta"):
+            return self._delta(params, "thinking")
+        if method == "item/completed":
+            return self._item_completed(params.get("item") or {})
+        if method == "thread/tokenUsage/updated":
+            if params.get("turnId") == self.turn_id:
+                last = (params.get("tokenUsage") or {}).get("last") or {}
+                self._input += _int(last.get("inputTokens"))
+                self._cached += _int(last.get("cachedInputTokens"))
+                self._output += _int(last.get("outputTokens"))
+            return []
+        if method == "error":
+            text = error_text(params.get("error"))
+            if params.get("willRetry"):
+                return [SystemMessage(subtype="api_retry", data={"error": text})]
+            self._error = text
+            return []
+        if method == "turn/completed":
+            # A tool call the turn left open (codex says nothing more of an interrupted
+            # command) gets its end, so that no client keeps showing it as running.
+            ended: list[Message] = [
+                self._tool_result(item_id, "Interrupted: the turn was stopped.", True)
+                for item_id in self.items
+            ]
+            self.items.clear()
+            return [*ended, self._result(params.get("turn") or {})]
+        return []
+
+    def _begin(self, turn_id: str) -> None:
+        self.turn_id = turn_id
+        self._answer, self._error = "", None
+        self._input = self._cached = self._output = 0
+        self._streaming.clear()
+        self.items.clear()
+
+    def _stream(self, item_id: str, event: dict[str, Any]) -> StreamEvent:
+        return StreamEvent(uuid=item_id, session_id=self.thread_id, event=event)
+
+    def _item_started(self, item: dict[str, Any]) -> list[Message]:
+        kind, item_id = item.get("type"), str(item.get("id") or "")
+        if kind in ("agentMessage", "reasoning"):
+            self._streaming.add(item_id)
+            block = "text" if kind == "agentMessage" else "thinking"
+            return [
+                self._stream(item_id, {"type": "message_start", "message": {"id": item_id}}),
+                self._stream(
+                    item_id,
+                    {"type": "content_block_start", "index": 0, "content_block": {"type": block}},
+                ),
+            ]
+        if kind == "commandExecution":
+            self.items[item_id] = item
+            return [self._tool_use(item_id, COMMAND_TOOL, command_input(item))]
+        if kind == "fileChange":
+            self.items[item_id] = item
+            return [self._tool_use(item_id, EDIT_TOOL, file_change_input(item))]
+        if kind in ("mcpToolCall", "dynamicToolCall", "webSearch"):
+            self.items[item_id] = item
+            name = str(item.get("tool") or kind) if kind != "webSearch" else "WebSearch"
+            data = {k: v for k, v in item.items() if k not in ("id", "type", "status")}
+            return [self._tool_use(item_id, name, {**data, "codexItem": kind})]
+        return []
+
+    def _tool_use(self, item_id: str, name: str, tool_input: dict[str, Any]) -> AssistantMessage:
+        return AssistantMessage(
+            content=[ToolUseBlock(id=item_id, name=name, input=tool_input)],
+            model=self.model or "codex",
+            message_id=item_id,
+            uuid=item_id,
+            session_id=self.thread_id,
+        )
+
+    def _delta(self, params: dict[str, Any], kind: str) -> list[Message]:
+        item_id = str(params.get("itemId") or "")
+        delta = params.get("delta")
+        if item_id not in self._streaming or not isinstance(delta, str) or not delta:
+            return []
+        key = "text_delta" if kind == "text" else "thinking_delta"
+        field_name = "text" if kind == "text" else "thinking"
+        return [
+            self._stream(
+                item_id,
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": key, field_name: delta},
+                },
+            )
+        ]
+
+    def _item_completed(self, item: dict[str, Any]) -> list[Message]:
+        kind, item_id = item.get("type"), str(item.get("id") or "")
+        self._streaming.discard(item_id)
+        if kind == "agentMessage":
+            text = str(item.get("text") or "")
+            if text:
+                self._answer = text
+            return [self._assistant(item_id, TextBlock(text=text))] if text else []
+        if kind == "reasoning":
+            parts = item.get("summary") or item.get("content") or []
+            text = "\n\n".join(str(p) for p in parts if p)
+            return (
+                [self._assistant(item_id, ThinkingBlock(thinking=text, signature=""))]
+                if text
+                else []
+            )
+        if kind == "commandExecution":
+            self.items.pop(item_id, None)
+            status = item.get("status")
+            output = str(item.get("aggregatedOutput") or "")
+            if status == "declined":
+                output = output or "Declined: the command was not run."
+            exit_code = item.get("exitCode")
+            failed = status in ("failed", "declined") or (
+                isinstance(exit_code, int) and exit_code != 0
+            )
+            if isinstance(exit_code, int) and exit_code != 0:
+                output = (
+                    f"{output}\n(exit code {exit_code})" if output else f"exit code {exit_code}"
+                )
+            return [self._tool_result(item_id, output, failed)]
+        if kind == "fileChange":
+            self.items.pop(item_id, None)
+            status = item.get("status")
+            changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
+            summary = "\n".join(f"{_kind(c)} {c.get('path', '')}" for c in changes)
+            if status == "completed":
+                return [self._tool_result(item_id, summary or "applied", False)]
+            return [self._tool_result(item_id, f"{status or 'failed'}: {summary}".strip(), True)]
+        if kind in ("mcpToolCall", "dynamicToolCall", "webSearch"):
+            self.items.pop(item_id, None)
+            result = item.get("result") or item.get("contentItems") or item.get("results") or ""
+            failed = item.get("status") == "failed" or item.get("success") is False
+            return [
+                self._tool_result(
+                    item_id, result if isinstance(result, str) else str(result), failed
+                )
+            ]
+        return []
+
+    def _assistant(self, item_id: str, block: TextBlock | ThinkingBlock) -> AssistantMessage:
+        return AssistantMessage(
+            content=[block],
+            model=self.model or "codex",
+            message_id=item_id,
+            uuid=item_id,
+            session_id=self.thread_id,
+        )
+
+    def _tool_result(self, item_id: str, content: str, failed: bool) -> UserMessage:
+        return UserMessage(
+            content=[ToolResultBlock(tool_use_id=item_id, content=content, is_error=failed)]
+        )
+
+    def _result(self, turn: dict[str, Any]) -> ResultMessage:
+        status = turn.get("status")
+        error = self._error
+        if status == "failed" and turn.get("error"):
+            error = error_text(turn["error"])
+        failed = status == "failed"
+        cost = cost_usd(self.model, self._input, self._cached, self._output)
+        if cost is None:
+            self.priced = False
+        else:
+            self.total_cost += cost
+        usage = {
+            "input_tokens": max(self._input - self._cached, 0),
+            "output_tokens": self._output,
+            "cache_read_input_tokens": self._cached,
+            "cache_creation_input_tokens": 0,
+        }
+        result = ResultMessage(
+            subtype="error_during_execution"
+            if failed
+            else "interrupted"
+            if status == "interrupted"
+            else "success",
+            duration_ms=_int(turn.get("durationMs")),
+            duration_api_ms=0,
+            is_error=failed,
+            num_turns=1,
+            session_id=self.thread_id,
+            total_cost_usd=self.total_cost if cost is not None else None,
+            usage=usage,
+            result=(error or "Codex failed the turn.") if failed else self._answer,
+        )
+        self.turn_id = None
+        self._streaming.clear()
+        return result

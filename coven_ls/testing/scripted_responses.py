@@ -1,0 +1,588 @@
+"""A scripted stand-in for the OpenAI Responses API (``POST /v1/responses``), for the real
+``codex`` binary, in the script vocabulary of :mod:`coven_ls.testing.scripted_model`::
+
+    with ScriptedResponses() as model:
+        model.on("hello", Thinking("let me see"), "Hi ", "there", chunk_chars=3)
+        model.on("write", command("echo hi > f", escalate=True), times=1)
+        model.on("patch", patch("*** Begin Patch\\n*** Add File: a.txt\\n+x\\n*** End Patch\\n"))
+        model.on("boom", error=HttpError(500, "overloaded"))
+        env = {**os.environ, **model.codex_env(tmp_path / "codex-home")}
+        # codex app-server (or coven-ls with agent "codex") now talks to it
+
+The vocabulary is the Anthropic model's (:class:`Text`, :class:`Thinking`, :class:`ToolUse`,
+:class:`HttpError`, :class:`Usage`, :class:`Reply` with ``latency``, ``chunk_chars``,
+``chunk_delay``, ``drop_after``; :class:`Rule` with ``times``); what differs:
+
+- A rule's string matches the text of the last input item: the last user message, or the
+  output of the tool call the model just made (``function_call_output`` /
+  ``custom_tool_call_output``), so a rule can answer a tool's result.
+- A command is ``ToolUse("exec_command", {"cmd": ...})`` (:func:`command` builds one;
+  ``escalate=True`` asks to run outside the sandbox, which makes codex ask for approval under
+  ``on-request``); a patch is ``ToolUse("apply_patch", {"input": PATCH})`` (:func:`patch`).
+  Codex only offers ``apply_patch`` for a model in its catalog (``gpt-5.5`` is what
+  :meth:`ScriptedResponses.codex_env` configures).
+- :class:`Thinking` is a reasoning item whose summary streams as
+  ``response.reasoning_summary_text.delta``.
+- An :class:`HttpError` is that HTTP status before any stream, with OpenAI's error body.
+- ``drop_after`` ends the stream without ``response.completed`` (codex: "stream disconnected
+  before completion"); ``error_after`` is not supported.
+
+Verified with codex-cli 0.163.0 (see the notes in docs/testing.md): codex sends only
+``POST {base_url}/responses``, re-sends the whole conversation each time (``store: false``),
+and its thread id in the ``thread-id`` header (:attr:`ResponsesRequest.thread_id`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from .scripted_model import (
+    HttpError,
+    Reply,
+    ReplyOptions,
+    Rule,
+    Text,
+    Thinking,
+    ToolUse,
+    Usage,
+    reply,
+)
+
+__all__ = [
+    "API_KEY_VARIABLE",
+    "DEFAULT_MODEL",
+    "DEFAULT_TEXT",
+    "HttpError",
+    "Reply",
+    "ResponsesRequest",
+    "Rule",
+    "ScriptedResponses",
+    "Text",
+    "Thinking",
+    "ToolUse",
+    "Usage",
+    "command",
+    "patch",
+    "reply",
+]
+
+DEFAULT_TEXT = "(scripted responses: no rule matched)"
+# A slug from codex's bundled catalog: an unknown one loses the apply_patch tool.
+DEFAULT_MODEL = "gpt-5.5"
+# The variable codex reads the provider's key from (sent as `Authorization: Bearer`).
+API_KEY_VARIABLE = "COVEN_SCRIPTED_API_KEY"
+
+_logger = logging.getLogger(__name__)
+
+
+def command(
+    cmd: str,
+    *,
+    escalate: bool = False,
+    justification: str | None = None,
+    workdir: str | None = None,
+) -> ToolUse:
+    """An `exec_command` call; `escalate`: ask to run it outside the sandbox (approval)."""
+    args: dict[str, Any] = {"cmd": cmd}
+    if workdir is not None:
+        args["workdir"] = workdir
+    if escalate:
+        args["sandbox_permissions"] = "require_escalated"
+        args["justification"] = justification or "the scripted model needs to write"
+    return ToolUse("exec_command", args)
+
+
+def patch(text: str) -> ToolUse:
+    """An `apply_patch` call (codex's freeform patch format, `*** Begin Patch` ...)."""
+    return ToolUse("apply_patch", {"input": text})
+
+
+@dataclass
+class ResponsesRequest:
+    """One `POST /v1/responses` as the model saw it."""
+
+    time: float
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    model: str
+    last_user_text: str
+    rule_index: int | None = None
+    finished: float | None = None
+    aborted: bool = False
+    # Rule.matches looks at this (the Anthropic model's subagents); codex has none here.
+    is_subagent: bool = False
+
+    @property
+    def thread_id(self) -> str | None:
+        return self.headers.get("thread-id")
+
+    @property
+    def input(self) -> list[dict[str, Any]]:
+        items = self.body.get("input")
+        return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+    @property
+    def all_text(self) -> str:
+        return "\n".join(_item_text(item) for item in self.input)
+
+
+def _item_text(item: dict[str, Any]) -> str:
+    kind = item.get("type")
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        output = item.get("output")
+        return output if isinstance(output, str) else json.dumps(output)
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def _last_user_text(items: list[dict[str, Any]]) -> str:
+    for item in reversed(items):
+        if item.get("type") in ("function_call_output", "custom_tool_call_output"):
+            return _item_text(item)
+        if item.get("role") == "user":
+            return _item_text(item)
+    return ""
+
+
+class _ClientGone(Exception):
+    pass
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], model: ScriptedResponses) -> None:
+        super().__init__(address, _Handler)
+        self.model = model
+        self.connections: set[socket.socket] = set()
+        self.connections_lock = threading.Lock()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    disable_nagle_algorithm = True
+    protocol_version = "HTTP/1.1"
+    server_version = "ScriptedResponses/1"
+    timeout = 120
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.connections_lock:
+            self.server.connections.add(self.connection)
+
+    def finish(self) -> None:
+        with contextlib.suppress(OSError):
+            super().finish()
+        with self.server.connections_lock:
+            self.server.connections.discard(self.connection)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send_json(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._send_json(404, _error_body(f"GET {self.path}: no such endpoint", "not_found"))
+
+    def do_POST(self) -> None:
+        arrived = time.monotonic()
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError as exc:
+            self._send_json(400, _error_body(f"bad JSON body: {exc}", "invalid_request_error"))
+            return
+        if urlsplit(self.path).path.rstrip("/") != "/v1/responses" or not isinstance(body, dict):
+            self._send_json(404, _error_body(f"POST {self.path}: no such endpoint", "not_found"))
+            return
+        raw_items = body.get("input")
+        items: list[Any] = raw_items if isinstance(raw_items, list) else []
+        req = ResponsesRequest(
+            time=arrived,
+            path=self.path,
+            body=body,
+            headers={k.lower(): v for k, v in self.headers.items()},
+            model=str(body.get("model") or ""),
+            last_user_text=_last_user_text([i for i in items if isinstance(i, dict)]),
+        )
+        model = self.server.model
+        rep = model._choose(req)
+        try:
+            self._pause(rep.latency)
+            if rep.error is not None:
+                req.finished = time.monotonic()
+                self._send_json(
+                    rep.error.status, _error_body(rep.error.message, rep.error.error_type)
+                )
+            else:
+                self._stream(req, rep)
+        except (_ClientGone, OSError):
+            req.aborted = True
+            self.close_connection = True
+        finally:
+            model._notify()
+
+    def _pause(self, seconds: float) -> None:
+        if seconds > 0 and self.server.model._stopping.wait(seconds):
+            raise _ClientGone
+
+    def _event(self, payload: dict[str, Any], last: bool = False) -> None:
+        frame = f"event: {payload['type']}\ndata: {json.dumps(payload)}\n\n".encode()
+        end = b"0\r\n\r\n" if last else b""
+        self.wfile.write(f"{len(frame):x}\r\n".encode() + frame + b"\r\n" + end)
+        self.wfile.flush()
+
+    def _stream(self, req: ResponsesRequest, rep: Reply) -> None:
+        ids = self.server.model._ids
+        response_id = f"resp_scripted_{next(ids)}"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self._event({"type": "response.created", "response": {"id": response_id}})
+        sent = 0
+        first = True
+        blocks: list[Any] = list(rep.blocks) or [Text(DEFAULT_TEXT)]
+        for index, block in enumerate(blocks):
+            n = next(ids)
+            deltas: list[dict[str, Any]] = []
+            if isinstance(block, Text):
+                item_id = f"msg_scripted_{n}"
+                done: dict[str, Any] = {
+                    "type": "message",
+                    "id": item_id,
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": block.text, "annotations": []}],
+                }
+                added = {**done, "status": "in_progress", "content": []}
+                deltas = [
+                    {
+                        "type": "response.output_text.delta",
+                        "item_id": item_id,
+                        "output_index": index,
+                        "content_index": 0,
+                        "delta": c,
+                    }
+                    for c in _chunks(block.text, rep.chunk_chars)
+                ]
+            elif isinstance(block, Thinking):
+                item_id = f"rs_scripted_{n}"
+                done = {
+                    "type": "reasoning",
+                    "id": item_id,
+                    "summary": [{"type": "summary_text", "text": block.text}],
+                }
+                added = {**done, "summary": []}
+                deltas = [
+                    {
+                        "type": "response.reasoning_summary_part.added",
+                        "item_id": item_id,
+                        "output_index": index,
+                        "summary_index": 0,
+                        "part": {"type": "summary_text", "text": ""},
+                    }
+                ] + [
+                    {
+                        "type": "response.reasoning_summary_text.delta",
+                        "item_id": item_id,
+                        "output_index": index,
+                        "summary_index": 0,
+                        "delta": c,
+                    }
+                    for c in _chunks(block.text, rep.chunk_chars)
+                ]
+            elif block.name == "apply_patch":
+                done = {
+                    "type": "custom_tool_call",
+                    "id": f"ctc_scripted_{n}",
+                    "call_id": block.id or f"call_scripted_{n}",
+                    "name": "apply_patch",
+                    "input": str(block.input.get("input", "")),
+                    "status": "completed",
+                }
+                added = done
+            else:
+                done = {
+                    "type": "function_call",
+                    "id": f"fc_scripted_{n}",
+                    "call_id": block.id or f"call_scripted_{n}",
+                    "name": block.name,
+                    "arguments": json.dumps(block.input),
+                    "status": "completed",
+                }
+                added = done
+            self._event(
+                {"type": "response.output_item.added", "output_index": index, "item": added}
+            )
+            for delta in deltas:
+                if not first:
+                    self._pause(rep.chunk_delay)
+                first = False
+                self._event(delta)
+                if delta["type"].endswith(".delta"):
+                    sent += 1
+                    if sent == rep.drop_after:
+                        self._drop(rep.chunk_delay)
+            self._event({"type": "response.output_item.done", "output_index": index, "item": done})
+        if rep.drop_after is not None:
+            self._drop(rep.chunk_delay)
+        usage = rep.usage or Usage(
+            input_tokens=max(len(json.dumps(req.body.get("input", ""))) // 4, 1),
+            output_tokens=max(sum(len(_block_text(b)) for b in rep.blocks) // 4, 1),
+        )
+        req.finished = time.monotonic()
+        self._event(
+            {
+                "type": "response.completed",
+                "response": {
+                    "id": response_id,
+                    "usage": {
+                        # OpenAI counts cached tokens inside input_tokens.
+                        "input_tokens": usage.input_tokens + usage.cache_read_input_tokens,
+                        "input_tokens_details": {"cached_tokens": usage.cache_read_input_tokens},
+                        "output_tokens": usage.output_tokens,
+                        "output_tokens_details": {"reasoning_tokens": 0},
+                        "total_tokens": usage.input_tokens
+                        + usage.cache_read_input_tokens
+                        + usage.output_tokens,
+                    },
+                },
+            },
+            last=True,
+        )
+
+    def _drop(self, pause: float) -> None:
+        """End the stream without `response.completed`: the chunked body ends, the connection
+        closes."""
+        self._pause(pause)
+        with contextlib.suppress(OSError):
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        self.close_connection = True
+        raise _ClientGone
+
+
+def _block_text(block: Any) -> str:
+    if isinstance(block, (Text, Thinking)):
+        return block.text
+    return json.dumps(getattr(block, "input", {}))
+
+
+def _error_body(message: str, error_type: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": error_type, "code": None, "param": None}}
+
+
+@dataclass
+class _Record:
+    requests: list[ResponsesRequest] = field(default_factory=list)
+
+
+class ScriptedResponses:
+    """A Responses API server that answers from rules; see the module docstring."""
+
+    def __init__(
+        self,
+        rules: Iterable[Rule] = (),
+        default: Reply | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self._host = host
+        self._requested_port = port
+        self._rules: list[Rule] = list(rules)
+        self.default = default if default is not None else reply(DEFAULT_TEXT)
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._requests: list[ResponsesRequest] = []
+        self._ids = itertools.count(1)
+        self._stopping = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def add(self, rule: Rule) -> None:
+        with self._lock:
+            self._rules.append(rule)
+
+    def on(
+        self,
+        match: str | Any,
+        *blocks_or_reply: Text | Thinking | ToolUse | str | Reply,
+        times: int | None = None,
+        **reply_kw: Any,
+    ) -> Rule:
+        """``on("hello", "Hi", latency=0.5)``; also ``on(m, Reply(...))`` or ``on(m, fn)``."""
+        answer: Any
+        if len(blocks_or_reply) == 1 and (
+            isinstance(blocks_or_reply[0], Reply) or callable(blocks_or_reply[0])
+        ):
+            answer = blocks_or_reply[0]
+        else:
+            options: ReplyOptions = reply_kw  # type: ignore[assignment]
+            answer = reply(*blocks_or_reply, **options)  # type: ignore[arg-type]
+        rule = Rule(match, answer, times)
+        self.add(rule)
+        return rule
+
+    def _choose(self, req: ResponsesRequest) -> Reply:
+        with self._lock:
+            rules = list(enumerate(self._rules))
+        rep = self.default
+        try:
+            for index, rule in rules:
+                if not rule.live or not rule.matches(req):  # type: ignore[arg-type]
+                    continue
+                with self._lock:
+                    if not rule.live:
+                        continue
+                    rule.fired += 1
+                req.rule_index = index
+                rep = rule.reply(req) if callable(rule.reply) else rule.reply  # type: ignore[arg-type]
+                break
+        except Exception as exc:
+            _logger.exception("scripted responses: a rule raised")
+            rep = Reply(error=HttpError(500, f"scripted responses: rule raised {exc!r}"))
+        with self._changed:
+            self._requests.append(req)
+            self._changed.notify_all()
+        return rep
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    def start(self) -> str:
+        if self._server is None:
+            self._stopping.clear()
+            server = _Server((self._host, self._requested_port), self)
+            self._thread = threading.Thread(
+                target=server.serve_forever,
+                kwargs={"poll_interval": 0.1},
+                name=f"scripted-responses:{server.server_address[1]}",
+                daemon=True,
+            )
+            self._server = server
+            self._thread.start()
+        return self.url
+
+    def stop(self) -> None:
+        server, thread = self._server, self._thread
+        if server is None:
+            return
+        self._stopping.set()
+        server.shutdown()
+        with server.connections_lock:
+            for conn in list(server.connections):
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+        server.server_close()
+        if thread is not None:
+            thread.join()
+        self._server = self._thread = None
+
+    def __enter__(self) -> ScriptedResponses:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("ScriptedResponses is not started")
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{self._host}:{self.port}"
+
+    @property
+    def requests(self) -> list[ResponsesRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    def wait_for_requests(
+        self,
+        n: int,
+        timeout: float = 30.0,
+        predicate: Callable[[ResponsesRequest], bool] | None = None,
+    ) -> list[ResponsesRequest]:
+        """Block until ``n`` recorded requests satisfy ``predicate``; return those requests."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                found = [r for r in self._requests if predicate is None or predicate(r)]
+                if len(found) >= n:
+                    return found
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(
+                        f"expected {n} requests to the scripted Responses API, got "
+                        f"{len(found)}: {[r.last_user_text[-60:] for r in self._requests]}"
+                    )
+                self._changed.wait(left)
+
+    def codex_config(self, model: str = DEFAULT_MODEL) -> str:
+        """`config.toml` text that points codex at this server, offline: a provider of its own
+        (OPENAI_BASE_URL is ignored by codex), no retries, no plugin or analytics traffic."""
+        return (
+            f'model = "{model}"\n'
+            'model_provider = "scripted"\n'
+            "[features]\n"
+            "plugins = false\n"
+            "apps = false\n"
+            "remote_plugin = false\n"
+            # Otherwise an unreachable model makes a turn retry forever.
+            "unbounded_connection_retries = false\n"
+            "[analytics]\n"
+            "enabled = false\n"
+            "[model_providers.scripted]\n"
+            'name = "Scripted"\n'
+            f'base_url = "{self.url}/v1"\n'
+            'wire_api = "responses"\n'
+            f'env_key = "{API_KEY_VARIABLE}"\n'
+            "request_max_retries = 0\n"
+            "stream_max_retries = 0\n"
+        )
+
+    def codex_env(
+        self, codex_home: str | os.PathLike[str], model: str = DEFAULT_MODEL
+    ) -> dict[str, str]:
+        """Make `codex_home` (a CODEX_HOME with :meth:`codex_config`) and return the variables
+        that send a codex started with them here."""
+        home = Path(codex_home)
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "config.toml").write_text(self.codex_config(model))
+        return {"CODEX_HOME": str(home), API_KEY_VARIABLE: "scripted"}

@@ -1,0 +1,440 @@
+"""Codex sessions end to end: a real coven-ls, the real `codex` binary (the openai-codex-cli-bin
+wheel) against the scripted Responses API, through pytest-lsp's client."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coven_ls import protocol
+from coven_ls.agents.codex import resolve_codex
+from coven_ls.testing.scripted_responses import (
+    HttpError,
+    ScriptedResponses,
+    Thinking,
+    command,
+    patch,
+)
+
+from ..harness import Coven, processes_with_env, wait_until
+
+try:
+    resolve_codex(None)
+    HAVE_CODEX = True
+except protocol.CovenError:
+    HAVE_CODEX = False
+
+pytestmark = pytest.mark.skipif(
+    not HAVE_CODEX, reason="no codex binary (pip install coven-ls[codex])"
+)
+
+CODEX = {"agent": "codex"}
+
+
+@pytest.fixture
+def responses() -> Iterator[ScriptedResponses]:
+    with ScriptedResponses() as scripted:
+        yield scripted
+
+
+@pytest.fixture
+def start_codex(
+    coven_factory: Callable[..., Awaitable[Coven]], responses: ScriptedResponses, tmp_path: Path
+) -> Callable[..., Awaitable[Coven]]:
+    """A coven-ls whose codex talks to `responses`; the same `home` is the same workspace and
+    CODEX_HOME (a restart)."""
+
+    async def start(home: str = "ws", **kw: Any) -> Coven:
+        env = responses.codex_env(tmp_path / home / "codex-home")
+        return await coven_factory(home=home, extra_env=env, **kw)
+
+    return start
+
+
+def streamed(coven: Coven, sid: str, kind: str = "text") -> str:
+    return "".join(d["text"] for d in coven.deltas if d["sessionId"] == sid and d["kind"] == kind)
+
+
+async def test_text_streams_then_arrives_whole_with_usage(start_codex, responses) -> None:
+    responses.on("hello", Thinking("thinking it over"), "Hello from codex!", chunk_chars=4)
+    coven = await start_codex(init_options=CODEX)
+    sid = await coven.start("hello there")
+    result = await coven.wait_kind(sid, "turnResult")
+    assert result["text"] == "Hello from codex!" and not result["isError"]
+    assert streamed(coven, sid) == "Hello from codex!"
+    assert len([d for d in coven.deltas if d["sessionId"] == sid and d["kind"] == "text"]) > 1
+    assert streamed(coven, sid, "thinking") == "thinking it over"
+    [text] = coven.of(sid, "text")
+    [thinking] = coven.of(sid, "thinking")
+    assert text["text"] == "Hello from codex!" and thinking["text"] == "thinking it over"
+    assert text["blockId"] and text["blockId"] in {d["blockId"] for d in coven.deltas}
+    [agent] = coven.of(sid, "agent")
+    assert agent["agentSessionId"] == result["agentSessionId"]
+    [request] = responses.requests
+    assert request.thread_id == agent["agentSessionId"]
+    assert result["usage"]["inputTokens"] > 0 and result.get("costUsd") is None  # gpt-5.5: unpriced
+    [info] = (await coven.request("coven/listSessions", {}))["sessions"]
+    assert info["agent"] == "codex" and info["agentSessionId"] == agent["agentSessionId"]
+    await coven.wait_status(sid, "idle")
+
+
+async def test_a_command_asks_and_runs_when_allowed_and_not_when_denied(
+    start_codex, responses
+) -> None:
+    # (Plain words could match a command's output: "Wall time: 0.6 seconds".)
+    responses.on("WRITE-ONE", command("echo one > one.txt", escalate=True), times=1)
+    responses.on("WRITE-TWO", command("echo two > two.txt", escalate=True), times=1)
+    responses.on("Process exited", "the command ran")
+    responses.on("rejected", "the command was refused")
+    coven = await start_codex(init_options=CODEX)
+    coven.permission_answer = lambda request: {"allow": "one.txt" in str(request["input"])}
+    sid = await coven.start("WRITE-ONE please")
+    result = await coven.wait_kind(sid, "turnResult")
+    assert result["text"] == "the command ran"
+    assert (coven.workspace / "one.txt").read_text() == "one\n"
+    [use] = coven.of(sid, "toolUse")
+    assert use["name"] == "Bash" and "echo one > one.txt" in use["input"]["command"]
+    [asked] = coven.of(sid, "permissionRequest")
+    assert asked["toolName"] == "Bash" and asked["toolUseId"] == use["toolUseId"]
+    assert use["seq"] < asked["seq"]  # the tool call, then the question about it
+    [tool_result] = coven.of(sid, "toolResult")
+    assert tool_result["toolUseId"] == use["toolUseId"] and not tool_result["isError"]
+
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "WRITE-TWO please"})
+    second = await coven.wait_kind(sid, "turnResult", count=2)
+    assert second["text"] == "the command was refused"
+    assert not (coven.workspace / "two.txt").exists()
+    decisions = coven.of(sid, "permissionDecision")
+    assert [d["allow"] for d in decisions] == [True, False]
+    denied = coven.of(sid, "toolResult")[-1]
+    assert denied["isError"]
+    assert len(coven.permission_requests) == 2
+
+
+async def test_a_file_change_is_an_edit_with_its_diff(start_codex, responses) -> None:
+    responses.on(
+        "add a file",
+        patch("*** Begin Patch\n*** Add File: notes.txt\n+patched by codex\n*** End Patch\n"),
+        times=1,
+    )
+    responses.on("Success", "the file is there")
+    coven = await start_codex(init_options=CODEX)
+    sid = await coven.start("add a file please")
+    result = await coven.wait_kind(sid, "turnResult")
+    assert result["text"] == "the file is there"
+    assert (coven.workspace / "notes.txt").read_text() == "patched by codex\n"
+    [use] = coven.of(sid, "toolUse")
+    assert use["name"] == "Edit" and use["input"]["codexItem"] == "fileChange"
+    assert use["input"]["file_path"] == str(coven.workspace / "notes.txt")
+    assert "+patched by codex" in use["input"]["diff"]
+    [asked] = coven.of(sid, "permissionRequest")
+    assert asked["toolName"] == "Edit" and asked["input"]["file_path"] == use["input"]["file_path"]
+    [done] = coven.of(sid, "toolResult")
+    assert not done["isError"] and "notes.txt" in done["content"]
+
+
+async def test_cancel_mid_stream_interrupts_the_turn_and_the_session_goes_on(
+    start_codex, responses
+) -> None:
+    responses.on("long", "word " * 200, chunk_chars=5, chunk_delay=0.05, times=1)
+    responses.on("again", "short answer")
+    coven = await start_codex(init_options=CODEX)
+    sid = await coven.start("a long answer please")
+    await wait_until(lambda: len(coven.deltas) >= 3, 60, "the answer to stream")
+    await coven.request("coven/cancel", {"sessionId": sid})
+    result = await coven.wait_kind(sid, "turnResult")
+    assert result["cancelled"] and not result["isError"]
+    assert len(streamed(coven, sid)) < len("word " * 200)
+    assert coven.of(sid, "text") == []  # the cut-off answer never arrived whole
+    await coven.wait_status(sid, "idle", after_seq=result["seq"] - 1)
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "again"})
+    second = await coven.wait_kind(sid, "turnResult", count=2)
+    assert second["text"] == "short answer"
+    # Same thread, and codex told the model that the user stopped the last turn.
+    last = responses.requests[-1]
+    assert last.thread_id == result["agentSessionId"] and "turn_aborted" in last.all_text
+
+
+@pytest.mark.parametrize(("status", "words"), [(500, "HTTP 500"), (401, "401"), (429, "429")])
+async def test_an_http_error_fails_the_turn_with_the_real_reason(
+    start_codex, responses, status: int, words: str
+) -> None:
+    responses.on("fail", error=HttpError(status, "scripted refusal"), times=1)
+    responses.on("retry", "fine now")
+    coven = await start_codex(init_options=CODEX)
+    sid = await coven.start("fail please")
+    result = await coven.wait_kind(sid, "turnResult")
+    assert result["isError"] and words in result["text"]
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "retry"})
+    again = await coven.wait_kind(sid, "turnResult", count=2)
+    assert again["text"] == "fine now" and not again["isError"]
+
+
+async def test_claude_and_codex_sessions_in_one_server(start_codex, responses, model) -> None:
+    model.on("to claude", "Claude here.")
+    responses.on("to codex", "Codex here.")
+    coven = await start_codex()  # the default agent stays claude
+    claude = await coven.start("to claude")
+    codex = await coven.start("to codex", agent="codex")
+    assert (await coven.wait_kind(claude, "turnResult"))["text"] == "Claude here."
+    assert (await coven.wait_kind(codex, "turnResult"))["text"] == "Codex here."
+    listed = {
+        s["sessionId"]: s["agent"]
+        for s in (await coven.request("coven/listSessions", {}))["sessions"]
+    }
+    assert listed == {claude: "claude", codex: "codex"}
+    assert len(model.requests) >= 1 and len(responses.requests) == 1
+
+
+async def test_unknown_agent_is_invalid_params(start_codex) -> None:
+    coven = await start_codex()
+    with pytest.raises(Exception, match="agent"):
+        await coven.start("hello", agent="gemini")
+
+
+async def test_a_restart_resumes_the_thread(start_codex, responses) -> None:
+    responses.on("remember the word pineapple", "Noted: pineapple.")
+    responses.on("Which word", "It was pineapple.")
+    first = await start_codex(init_options=CODEX)
+    sid = await first.start("Please remember the word pineapple")
+    thread = (await first.wait_kind(sid, "turnResult"))["agentSessionId"]
+    await first.wait_status(sid, "idle")
+    await first.stop()
+
+    second = await start_codex(init_options=CODEX)
+    [info] = (await second.request("coven/listSessions", {}))["sessions"]
+    assert info["agent"] == "codex" and info["agentSessionId"] == thread
+    await second.request("coven/sendMessage", {"sessionId": sid, "text": "Which word was it?"})
+    result = await second.wait_kind(sid, "turnResult")
+    assert result["text"] == "It was pineapple." and result["agentSessionId"] == thread
+    request = responses.requests[-1]
+    assert request.thread_id == thread
+    assert (
+        "remember the word pineapple" in request.all_text
+        and "Noted: pineapple." in request.all_text
+    )
+
+
+async def test_sigkill_of_the_server_leaves_no_codex_process(start_codex, responses) -> None:
+    """The server dies mid-command (a sandboxed `sleep`): codex, its sandbox and the command go
+    with it; a restarted server resumes the thread."""
+    responses.on("sleep", command("sleep 120"), times=1)
+    responses.on("after", "back again")
+    first = await start_codex(init_options={**CODEX, "permissionMode": "acceptEdits"})
+    sid = await first.start("sleep a while")
+    await first.wait_kind(sid, "toolUse")
+    await wait_until(lambda: bool(first.pids_running("sleep")), 30, "the command to run")
+    assert first.pids_running("app-server")
+    server = first.client._server
+    assert server is not None
+    os.kill(server.pid, signal.SIGKILL)
+    await wait_until(lambda: not processes_with_env(first.marker), 30, "every codex process to end")
+    await first.client.stop()
+
+    second = await start_codex(init_options=CODEX)
+    await second.request("coven/sendMessage", {"sessionId": sid, "text": "after the crash"})
+    result = await second.wait_kind(sid, "turnResult")
+    assert result["text"] == "back again"
+
+
+def test_coven_ls_run_with_agent_codex(responses, tmp_path: Path) -> None:
+    """`coven-ls run --agent codex` from the terminal: the answer, and no process left."""
+    responses.on("terminal", "Hello from codex in the terminal.", chunk_chars=6)
+    home = tmp_path / "codex-home"
+    env = {**os.environ, **responses.codex_env(home), "XDG_STATE_HOME": str(tmp_path / "state")}
+    work = tmp_path / "workspace"
+    work.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "coven_ls", "run", "--json", "--agent", "codex", "--cwd", str(work),
+         "hello from the terminal"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    [result] = [e for e in lines if e.get("kind") == "turnResult"]
+    assert result["text"] == "Hello from codex in the terminal."
+    assert [e["agentSessionId"] for e in lines if e.get("kind") == "agent"] == [
+        responses.requests[0].thread_id
+    ]
+    assert processes_with_env(str(home)) == []
+
+
+async def test_a_killed_app_server_fails_the_turn_and_the_next_message_resumes(
+    start_codex, responses
+) -> None:
+    responses.on("remember", "Noted: mango.")
+    responses.on("slow", "word " * 100, chunk_chars=5, chunk_delay=0.1, times=1)
+    responses.on("Which fruit", "It was mango.")
+    coven = await start_codex(init_options=CODEX)
+    sid = await coven.start("remember the word mango")
+    thread = (await coven.wait_kind(sid, "turnResult"))["agentSessionId"]
+    await coven.wait_status(sid, "idle")
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "a slow answer"})
+    await wait_until(lambda: len(coven.deltas) >= 3, 60, "the slow answer to stream")
+    [app_server] = coven.pids_running("app-server")
+    os.kill(app_server, signal.SIGKILL)
+    error = await coven.wait_kind(sid, "error")
+    assert "codex app-server was killed by SIGKILL" in error["message"]
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "Which fruit was it?"})
+    result = await coven.wait_kind(sid, "turnResult", count=2)
+    assert result["text"] == "It was mango." and result["agentSessionId"] == thread
+    assert coven.pids_running("app-server") not in ([], [app_server])
+    assert "remember the word mango" in responses.requests[-1].all_text
+
+
+async def test_cancel_mid_command_stops_the_command(start_codex, responses) -> None:
+    """codex leaves an interrupted command running; coven-ls ends it, and its tool call."""
+    responses.on("nap", command("sleep 97"), times=1)
+    responses.on("again", "awake")
+    coven = await start_codex(init_options={**CODEX, "permissionMode": "acceptEdits"})
+    sid = await coven.start("take a nap")
+    use = await coven.wait_kind(sid, "toolUse")
+    await wait_until(lambda: bool(coven.pids_running("sleep 97")), 30, "the command to run")
+    await coven.request("coven/cancel", {"sessionId": sid})
+    result = await coven.wait_kind(sid, "turnResult")
+    assert result["cancelled"]
+    [ended] = coven.of(sid, "toolResult")
+    assert ended["toolUseId"] == use["toolUseId"] and ended["isError"]
+    await wait_until(lambda: not coven.pids_running("sleep 97"), 10, "the command to end")
+    assert coven.pids_running("app-server")  # the shared app-server goes on
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "again"})
+    assert (await coven.wait_kind(sid, "turnResult", count=2))["text"] == "awake"
+
+
+async def test_a_fork_tag_runs_children_as_thread_forks_and_reports_back(
+    start_codex, responses
+) -> None:
+    """The model forks into two children: each a `thread/fork` of the parent (its first request
+    holds the parent's conversation), both answers back to the parent in one message."""
+    responses.on(
+        "Plan the release", "Splitting.\n<fork>\n- Write the docs\n- Fix the bugs\n</fork>"
+    )
+    responses.on("'Write the docs'", "Docs written.")
+    responses.on("'Fix the bugs'", "Bugs fixed.")
+    responses.on("<fork-results>", "Both done.")
+    coven = await start_codex(init_options={**CODEX, "forkMode": "auto"})
+    sid = await coven.start("Plan the release")
+    started = await coven.wait_kind(sid, "forkStarted")
+    children = [c["sessionId"] for c in started["children"]]
+    finished = await coven.wait_kind(sid, "turnResult", count=2)
+    assert finished["text"] == "Both done."
+    parent_thread = coven.of(sid, "agent")[0]["agentSessionId"]
+    listed = {
+        s["sessionId"]: s for s in (await coven.request("coven/listSessions", {}))["sessions"]
+    }
+    threads = {listed[c]["agentSessionId"] for c in children}
+    assert len(threads) == 2 and parent_thread not in threads
+    assert all(listed[c]["agent"] == "codex" for c in children)
+    for child in children:
+        first = next(
+            r for r in responses.requests if r.thread_id == listed[child]["agentSessionId"]
+        )
+        assert "Plan the release" in first.all_text and "Splitting." in first.all_text
+    back = responses.requests[-1]
+    assert back.thread_id == parent_thread
+    assert "Docs written." in back.all_text and "Bugs fixed." in back.all_text
+
+
+def small_repo(repo: Path) -> Path:
+    """A git repository with one commit."""
+    repo.mkdir()
+    (repo / "README").write_text("base\n")
+    who = ["-c", "user.name=T", "-c", "user.email=t@example.com"]
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "base"]):
+        subprocess.run(["git", *who, *args], cwd=repo, check=True, capture_output=True)
+    return repo
+
+
+async def test_codex_children_work_in_worktrees_and_are_merged_back(
+    start_codex, responses, tmp_path: Path
+) -> None:
+    repo = small_repo(tmp_path / "repo")
+    responses.on("Split it", "Splitting.\n<fork>\n- Make alpha\n- Make beta\n</fork>")
+    responses.on("'Make alpha'", command("printf 'alpha\\n' > alpha.txt && pwd"), times=1)
+    responses.on("'Make beta'", command("printf 'beta\\n' > beta.txt && pwd"), times=1)
+    responses.on("Process exited", "Made it.")
+    responses.on("<fork-results>", "Both merged.")
+    coven = await start_codex(
+        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"}
+    )
+    sid = await coven.start("Split it", cwd=str(repo))
+    started = await coven.wait_kind(sid, "forkStarted")
+    assert started["isolation"] == "worktree"
+    done = await coven.wait_kind(sid, "turnResult", count=2)
+    assert done["text"] == "Both merged."
+    assert (repo / "alpha.txt").read_text() == "alpha\n"
+    assert (repo / "beta.txt").read_text() == "beta\n"
+    listed = {
+        s["sessionId"]: s for s in (await coven.request("coven/listSessions", {}))["sessions"]
+    }
+    for child in (c["sessionId"] for c in started["children"]):
+        info = listed[child]
+        # Each child's command ran in its own worktree (pwd), not in the repository.
+        [out] = coven.of(child, "toolResult")
+        assert info["worktree"]["path"] in out["content"] and str(repo) + "\n" not in out["content"]
+        assert info["changes"]["merge"] == "applied"
+
+
+async def test_a_fork_at_an_earlier_answer_carries_the_conversation_up_to_it(
+    start_codex, responses
+) -> None:
+    responses.on("first question", "first answer")
+    responses.on("second question", command("echo tool"), times=1)
+    responses.on("Process exited", "second answer")
+    responses.on("'Branch off'", "branched")
+    coven = await start_codex(init_options={**CODEX, "permissionMode": "acceptEdits"})
+    sid = await coven.start("first question")
+    await coven.wait_kind(sid, "turnResult")
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "second question"})
+    await coven.wait_kind(sid, "turnResult", count=2)
+    await coven.wait_status(sid, "idle", after_seq=coven.of(sid, "turnResult")[-1]["seq"])
+    first_answer = coven.of(sid, "text")[0]["messageId"]
+    await coven.request(
+        "coven/fork", {"sessionId": sid, "tasks": ["Branch off"], "atMessageId": first_answer}
+    )
+    started = await coven.wait_kind(sid, "forkStarted")
+    [child] = [c["sessionId"] for c in started["children"]]
+    assert (await coven.wait_kind(child, "turnResult"))["text"] == "branched"
+    request = next(r for r in responses.requests if "'Branch off'" in r.last_user_text)
+    assert "first answer" in request.all_text and "second question" not in request.all_text
+
+    # Any other message (here the tool call's) is no fork point for codex: the child says so.
+    tool_message = coven.of(sid, "toolUse")[0]["messageId"]
+    await coven.wait_kind(sid, "forkFinished")
+    await coven.wait_status(sid, "idle", after_seq=coven.of(sid, "forkFinished")[-1]["seq"])
+    await coven.request(
+        "coven/fork", {"sessionId": sid, "tasks": ["Branch off"], "atMessageId": tool_message}
+    )
+    second = await coven.wait_kind(sid, "forkStarted", count=2)
+    [failed_child] = [c["sessionId"] for c in second["children"]]
+    error = await coven.wait_kind(failed_child, "error")
+    assert "last message of a turn" in error["message"]
+
+
+def test_demo_with_agent_codex() -> None:
+    """`coven-ls demo --agent codex`: the tour and its fork of three, through the real codex."""
+    done = subprocess.run(
+        [sys.executable, "-m", "coven_ls", "demo", "--json", "--agent", "codex"],
+        capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    [started] = [e for e in events if e["kind"] == "forkStarted"]
+    assert started["isolation"] == "worktree" and len(started["children"]) == 3
+    [finished] = [e for e in events if e["kind"] == "forkFinished"]
+    assert [r["merge"] for r in finished["results"]] == ["applied"] * 3
+    for child in (c["sessionId"] for c in started["children"]):
+        kinds = [e["kind"] for e in events if e["sessionId"] == child]
+        # The tool call comes before the question about it.
+        assert kinds.index("toolUse") < kinds.index("permissionRequest")
+    parent = events[0]["sessionId"]
+    last = [e for e in events if e["sessionId"] == parent and e["kind"] == "turnResult"][-1]
+    assert last["text"].startswith("Here is the tour")

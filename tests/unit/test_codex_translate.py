@@ -1,0 +1,203 @@
+"""Codex app-server notifications (recorded from codex-cli 0.163.0 against the scripted Responses
+API, tests/fixtures/codex/turns.jsonl) through the Codex translation and the core's mapping:
+the coven events and deltas a client sees."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from claude_agent_sdk import ResultMessage, StreamEvent
+
+from coven_ls.agents.codex.prices import cost_usd
+from coven_ls.agents.codex.translate import Translator, error_text, file_change_input, http_status
+from coven_ls.core.mapping import map_message
+from coven_ls.core.streaming import Streams
+from coven_ls.protocol import events
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "codex" / "turns.jsonl"
+
+
+def recorded_turns() -> tuple[str, dict[str, list[dict[str, Any]]]]:
+    """The thread id and each turn's notifications and server requests, by the prompt."""
+    lines = [json.loads(line) for line in FIXTURE.read_text().splitlines()[1:]]
+    [started] = [x for x in lines if x.get("method") == "thread/started"]
+    turns: dict[str, list[dict[str, Any]]] = {}
+    current: list[dict[str, Any]] = []
+    for line in lines:
+        if "turn" in line and "method" not in line:
+            current = turns.setdefault(line["turn"], [])
+        elif current is not None:
+            current.append(line)
+    return started["params"]["thread"]["id"], turns
+
+
+def run_turn(
+    lines: list[dict[str, Any]], model: str | None = "gpt-5.5"
+) -> tuple[list[Any], list[Any], list[str]]:
+    """(messages, coven payloads, streamed pieces as "kind:text")."""
+    thread, _ = recorded_turns()
+    translator = Translator(thread, model=model)
+    streams = Streams()
+    messages: list[Any] = []
+    payloads: list[Any] = []
+    pieces: list[str] = []
+    for line in lines:
+        if "id" in line:
+            continue  # a server request: the agent answers it, it is no message
+        for message in translator.feed(line["method"], line["params"]):
+            messages.append(message)
+            if isinstance(message, StreamEvent):
+                piece = streams.feed(message.event, None)
+                if piece is not None:
+                    pieces.append(f"{piece.kind}:{piece.text}")
+            else:
+                payloads += map_message(message)
+    return messages, payloads, pieces
+
+
+def test_text_and_reasoning_stream_then_arrive_whole() -> None:
+    _, turns = recorded_turns()
+    messages, payloads, pieces = run_turn(turns["hello"])
+    assert pieces == ["thinking:pond", "thinking:erin", "thinking:g it", "text:Hi "]
+    kinds = [type(p).__name__ for p in payloads]
+    assert kinds == ["Thinking", "Text", "TurnResult"]
+    thinking, text, result = payloads
+    assert thinking.text == "pondering it" and text.text == "Hi "
+    assert result.text == "Hi " and not result.isError and result.subtype == "success"
+    assert result.usage.inputTokens == 7766 and result.usage.outputTokens == 3
+    # gpt-5.5 is not in the dated price table: no cost rather than a guess.
+    assert result.costUsd is None
+    # The streamed blocks are the ones the whole messages end.
+    assert [m.message_id for m in messages if not isinstance(m, (StreamEvent, ResultMessage))] == [
+        "rs_scripted_2",
+        "msg_scripted_3",
+    ]
+
+
+def test_a_command_is_a_bash_tool_call_with_its_output() -> None:
+    _, turns = recorded_turns()
+    _, payloads, _ = run_turn(turns["write it"])
+    [use] = [p for p in payloads if isinstance(p, events.ToolUse)]
+    [result] = [p for p in payloads if isinstance(p, events.ToolResult)]
+    assert use.name == "Bash" and use.input["codexItem"] == "commandExecution"
+    assert use.input["command"] == "/bin/bash -lc 'echo tool-ran > tool.txt && cat tool.txt'"
+    assert result.toolUseId == use.toolUseId == "call_scripted_5"
+    assert result.content == "tool-ran\n" and not result.isError
+    turn = payloads[-1]
+    assert isinstance(turn, events.TurnResult) and turn.text == "tool said tool-ran"
+    # Two model requests in the turn: their tokens add up.
+    assert turn.usage.inputTokens == 7880 + 8018
+
+
+def test_a_file_change_is_an_edit_with_path_and_diff() -> None:
+    _, turns = recorded_turns()
+    _, payloads, _ = run_turn(turns["patch it"])
+    [use] = [p for p in payloads if isinstance(p, events.ToolUse)]
+    [result] = [p for p in payloads if isinstance(p, events.ToolResult)]
+    assert use.name == "Edit" and use.input["codexItem"] == "fileChange"
+    assert use.input["file_path"].endswith("/repo/patched.txt")
+    assert use.input["diff"].endswith("+x\n") and "/dev/null" in use.input["diff"]
+    assert use.input["changes"][0]["kind"] == "add"
+    assert result.content.startswith("add ") and not result.isError
+
+
+@pytest.mark.parametrize(
+    ("prompt", "status", "words"),
+    [("boom", 500, "high demand"), ("unauth", 401, "bad key")],
+)
+def test_an_http_error_fails_the_turn_with_status_and_reason(
+    prompt: str, status: int, words: str
+) -> None:
+    _, turns = recorded_turns()
+    _, payloads, _ = run_turn(turns[prompt])
+    [result] = payloads
+    assert isinstance(result, events.TurnResult) and result.isError
+    assert f"HTTP {status}" in result.text or f"status {status}" in result.text
+    assert words in result.text
+
+
+def test_error_texts() -> None:
+    assert http_status({"responseTooManyFailedAttempts": {"httpStatusCode": 429}}) == 429
+    assert http_status("internalServerError") == 500
+    assert http_status("other") is None
+    assert error_text({"message": "x", "codexErrorInfo": "internalServerError"}) == "HTTP 500: x"
+    assert error_text({"message": "raw body", "codexErrorInfo": "other"}) == "raw body"
+
+
+def test_retried_errors_are_api_retries_and_other_threads_are_ignored() -> None:
+    translator = Translator("T")
+    [retry] = translator.feed(
+        "error",
+        {"threadId": "T", "willRetry": True, "error": {"message": "Reconnecting... 1/5"}},
+    )
+    [payload] = map_message(retry)
+    assert isinstance(payload, events.ApiRetry) and payload.error == "Reconnecting... 1/5"
+    assert translator.feed("item/started", {"threadId": "other", "item": {"type": "x"}}) == []
+
+
+def test_cost_from_the_dated_table_and_an_interrupted_turn() -> None:
+    translator = Translator("T", model="gpt-5")
+    translator.feed("turn/started", {"threadId": "T", "turn": {"id": "U"}})
+    translator.feed(
+        "thread/tokenUsage/updated",
+        {
+            "threadId": "T",
+            "turnId": "U",
+            "tokenUsage": {
+                "last": {
+                    "inputTokens": 1_000_000,
+                    "cachedInputTokens": 400_000,
+                    "outputTokens": 1000,
+                }
+            },
+        },
+    )
+    # Usage of another turn (a resumed thread's old totals) does not count.
+    translator.feed(
+        "thread/tokenUsage/updated",
+        {"threadId": "T", "turnId": "old", "tokenUsage": {"last": {"inputTokens": 5}}},
+    )
+    [done] = translator.feed(
+        "turn/completed", {"threadId": "T", "turn": {"id": "U", "status": "interrupted"}}
+    )
+    [result] = map_message(done)
+    assert result.subtype == "interrupted" and not result.isError
+    expected = cost_usd("gpt-5", 1_000_000, 400_000, 1000)
+    assert expected == pytest.approx(0.6 * 1.25 + 0.4 * 0.125 + 0.001 * 10)
+    assert result.costUsd == pytest.approx(expected)
+    assert result.usage.inputTokens == 600_000 and result.usage.cacheReadTokens == 400_000
+    assert cost_usd("no-such-model", 1, 1, 1) is None
+
+
+def test_a_declined_command_is_an_error_result() -> None:
+    translator = Translator("T")
+    item = {"type": "commandExecution", "id": "c1", "command": "rm -rf x", "status": "declined"}
+    translator.feed("item/started", {"threadId": "T", "item": {**item, "status": "inProgress"}})
+    [message] = translator.feed("item/completed", {"threadId": "T", "item": item})
+    [result] = map_message(message)
+    assert result.isError and "Declined" in result.content
+
+
+def test_file_change_input_of_an_update_keeps_the_unified_diff() -> None:
+    diff = "@@ -1 +1 @@\n-a\n+b\n"
+    data = file_change_input(
+        {"changes": [{"path": "/r/a.txt", "kind": {"type": "update"}, "diff": diff}]}
+    )
+    assert data["file_path"] == "/r/a.txt" and data["diff"] == diff
+
+
+def test_an_interrupted_turn_ends_the_tool_calls_it_left_open() -> None:
+    translator = Translator("T")
+    translator.feed("turn/started", {"threadId": "T", "turn": {"id": "U"}})
+    item = {"type": "commandExecution", "id": "c1", "command": "sleep 30", "status": "inProgress"}
+    [use] = map_message(translator.feed("item/started", {"threadId": "T", "item": item})[0])
+    ended, done = translator.feed(
+        "turn/completed", {"threadId": "T", "turn": {"id": "U", "status": "interrupted"}}
+    )
+    [result] = map_message(ended)
+    assert isinstance(result, events.ToolResult) and result.toolUseId == use.toolUseId
+    assert result.isError and "Interrupted" in result.content
+    assert isinstance(done, ResultMessage) and translator.items == {}
