@@ -1,8 +1,10 @@
 // Generates src/protocol.gen.ts, the wire protocol's TypeScript types, from the JSON Schema that
-// coven-ls exports (coven_ls/protocol/schema.json, made by `python -m coven_ls.protocol.schema`).
+// coven-ls exports (coven_ls/protocol/schema.json, made by `python -m coven_ls.protocol.schema`),
+// and src/labels.gen.ts, what the clients print for the protocol's values (status words, API
+// failure names), from coven_ls/protocol/labels.json: the same table coven-ls's renderers read.
 //
-//   node scripts/gen-protocol.mjs           write src/protocol.gen.ts
-//   node scripts/gen-protocol.mjs --check   exit 1 if it is not what the schema gives (npm test runs this)
+//   node scripts/gen-protocol.mjs           write src/protocol.gen.ts and src/labels.gen.ts
+//   node scripts/gen-protocol.mjs --check   exit 1 if either is not what its source gives (npm test runs this)
 //
 // json-schema-to-typescript compiles the schema's root, whose properties point at the roots of the
 // protocol (the method tables, Event, the enums, …); with declareExternallyReferenced and
@@ -13,6 +15,8 @@ import { compile } from 'json-schema-to-typescript';
 
 const SCHEMA = fileURLToPath(new URL('../../coven_ls/protocol/schema.json', import.meta.url));
 const OUTPUT = fileURLToPath(new URL('../src/protocol.gen.ts', import.meta.url));
+const LABELS = fileURLToPath(new URL('../../coven_ls/protocol/labels.json', import.meta.url));
+const LABELS_OUTPUT = fileURLToPath(new URL('../src/labels.gen.ts', import.meta.url));
 const ROOT_NAME = 'CovenProtocol';
 
 const BANNER = `// generated from coven_ls/protocol/schema.json by scripts/gen-protocol.mjs; do not edit.
@@ -86,6 +90,21 @@ async function generate(schemaText = readFileSync(SCHEMA, 'utf8')) {
   return text;
 }
 
+/** labels.json as TypeScript constants: one `export const` per table (its `$comment` left out). */
+function generateLabels(labelsText = readFileSync(LABELS, 'utf8')) {
+  const table = JSON.parse(labelsText);
+  const parts = [
+    '// generated from coven_ls/protocol/labels.json by scripts/gen-protocol.mjs; do not edit.',
+    '// Regenerate with `npm run gen:protocol`; `npm test` fails while this file is stale.',
+  ];
+  for (const [name, values] of Object.entries(table)) {
+    if (name.startsWith('$')) continue;
+    const entries = Object.entries(values).map(([k, v]) => `  ${/^\w+$/.test(k) && !/^\d/.test(k) ? k : JSON.stringify(k)}: ${JSON.stringify(v)},`);
+    parts.push('', `export const ${name}: Readonly<Record<string, string>> = {`, ...entries, '};');
+  }
+  return parts.join('\n') + '\n';
+}
+
 async function main(args) {
   const check = args.includes('--check');
   const unknown = args.filter((a) => a !== '--check');
@@ -94,7 +113,21 @@ async function main(args) {
     return 2;
   }
   const text = await generate();
+  const labels = generateLabels();
   if (check) {
+    let currentLabels = '';
+    try {
+      currentLabels = readFileSync(LABELS_OUTPUT, 'utf8');
+    } catch {
+      // missing: stale
+    }
+    if (currentLabels !== labels) {
+      console.error(
+        'src/labels.gen.ts is stale: it does not match coven_ls/protocol/labels.json. ' +
+          'Run `npm run gen:protocol` in client-vscode and commit the result.',
+      );
+      return 1;
+    }
     let current = '';
     try {
       current = readFileSync(OUTPUT, 'utf8');
@@ -112,7 +145,8 @@ async function main(args) {
     return 0;
   }
   writeFileSync(OUTPUT, text);
-  console.log(`wrote ${OUTPUT}`);
+  writeFileSync(LABELS_OUTPUT, labels);
+  console.log(`wrote ${OUTPUT} and ${LABELS_OUTPUT}`);
   return 0;
 }
 

@@ -2,6 +2,7 @@
 // the tree turns these into TreeItems, and the tests check them without an editor.
 
 import { changesDescription, conflictLine, fileLine, mergeMeaning, mergeText } from './changes';
+import { apiFailures, statusLabels } from './labels.gen';
 import {
   type ApiRetry,
   BUSY_STATUSES,
@@ -73,19 +74,8 @@ const PROMPT_ORIGINS: Record<string, { icon: string; description: string; label?
 /** While the model call is retried: the icon of the session and of its turn. */
 const RETRY_ICON: Icon = { id: 'sync~spin', color: 'charts.yellow' };
 
-export const STATUS_TEXT: Record<string, string> = {
-  queued: 'queued',
-  starting: 'starting',
-  running: 'running',
-  idle: 'done',
-  awaitingApproval: 'fork awaiting approval',
-  forking: 'forking',
-  reviewing: 'fork changes to review',
-  failed: 'failed',
-  cancelled: 'cancelled',
-  closed: 'closed',
-  interrupted: 'interrupted',
-};
+/** A status in words (coven_ls/protocol/labels.json's, shared with the other clients). */
+export const STATUS_TEXT: Readonly<Record<string, string>> = statusLabels;
 
 export function present(node: Node): Presentation {
   switch (node.kind) {
@@ -558,11 +548,9 @@ export function formatUsage(u: TokenUsage, separator = ' · '): string {
 export function retryText(retry: ApiRetry): string {
   const status = retry.errorStatus;
   const what =
-    status === 529
-      ? 'API overloaded'
-      : status === 429
-        ? 'API rate limited'
-        : status !== undefined && status >= 500 && status < 600
+    status !== undefined && apiFailures[status] !== undefined
+      ? apiFailures[status]
+      : status !== undefined && status >= 500 && status < 600
           ? `API server error (${status})`
           : retry.error
             ? firstLine(retry.error)

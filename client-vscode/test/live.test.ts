@@ -281,7 +281,7 @@ describe('API retries', () => {
   test('what failed, by HTTP status', () => {
     const r = { attempt: 3, maxRetries: 10, retryDelayMs: 4000, errorStatus: undefined as number | undefined, error: undefined as string | undefined };
     assert.equal(retryText({ ...r, errorStatus: 529, error: 'overloaded' }), 'API overloaded — retrying in 4 s (3/10)');
-    assert.equal(retryText({ ...r, errorStatus: 429, error: 'rate_limit' }), 'API rate limited — retrying in 4 s (3/10)');
+    assert.equal(retryText({ ...r, errorStatus: 429, error: 'rate_limit' }), 'API rate-limited — retrying in 4 s (3/10)');
     assert.equal(retryText({ ...r, errorStatus: 503 }), 'API server error (503) — retrying in 4 s (3/10)');
     assert.equal(retryText({ ...r, error: 'Connection error.' }), 'Connection error. — retrying in 4 s (3/10)');
     assert.equal(retryText({ ...r, retryDelayMs: 549 }), 'API error — retrying in 0.5 s (3/10)');

@@ -48,7 +48,8 @@ from .. import __version__, protocol
 from ..core.hub import ClientSettings, Hub
 from ..core.session import Session
 from ..core.store import Store
-from ..protocol.events import Delta
+from ..protocol.events import Delta, StatusChanged, TurnResult
+from ..protocol.tree import decode
 from . import updates
 
 log = logging.getLogger(__name__)
@@ -298,22 +299,26 @@ class CovenAgent:
             self._queue(delta.sessionId, updates.delta_update(delta))
 
     def observe(self, event: dict[str, Any]) -> None:
-        sid = event["sessionId"]
+        typed = decode(event)
+        if typed is None:
+            return  # a kind this front does not know
+        sid = typed.session_id
         if sid in self._open:
-            for update in updates.event_updates(event, self._view(sid)):
+            for update in updates.event_updates(typed, self._view(sid)):
                 self._queue(sid, update)
         parent = self._parent_of(sid)
         if parent is not None and parent in self._open:
-            for update in updates.child_updates(event, self._view(parent)):
+            for update in updates.child_updates(typed, self._view(parent)):
                 self._queue(parent, update)
-        if event["kind"] == "turnResult" and event.get("cancelled"):
-            self._cancelled.add(sid)
-        if event["kind"] == "status" and event["status"] in AT_REST:
-            rest = self._rests.get(sid)
-            if rest is not None and not rest.done():
-                stop = "cancelled" if sid in self._cancelled else "end_turn"
-                self._cancelled.discard(sid)
-                rest.set_result(stop)
+        match typed.payload:
+            case TurnResult(cancelled=True):
+                self._cancelled.add(sid)
+            case StatusChanged(status=status) if status in AT_REST:
+                rest = self._rests.get(sid)
+                if rest is not None and not rest.done():
+                    stop = "cancelled" if sid in self._cancelled else "end_turn"
+                    self._cancelled.discard(sid)
+                    rest.set_result(stop)
 
     async def ask_permission(
         self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None

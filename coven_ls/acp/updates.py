@@ -1,5 +1,6 @@
-"""coven-ls events as ACP `session/update`s: pure functions over the events and a little state
-per session (which blocks were streamed, what each fork has shown), tested on their own.
+"""coven-ls events as ACP `session/update`s: pure functions over the typed events and a little
+state per session (the tree of it and its fork children, folded by protocol/tree.py; which blocks
+were streamed; what each fork has shown), tested on their own.
 
 What maps to what (protocol.md, "ACP"): streamed pieces are `agent_message_chunk` /
 `agent_thought_chunk`; a whole text or thinking block is sent only when none of it was streamed;
@@ -34,8 +35,10 @@ from acp.schema import (
     UsageUpdate,
 )
 
+from ..protocol import events as ev
 from ..protocol.describe import summarize_input
-from ..protocol.events import Delta
+from ..protocol.events import Delta, EventDict
+from ..protocol.tree import Event, ForkNode, SessionTree
 
 Update = Any  # one of ACP's SessionUpdate variants
 
@@ -66,6 +69,10 @@ def tool_kind(name: str) -> ToolKind:
     return _KINDS.get(name, "other")
 
 
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
+
+
 def tool_title(name: str, tool_input: dict[str, Any]) -> str:
     summary = summarize_input(tool_input, 80)
     return f"{name}: {summary}" if summary else name
@@ -77,46 +84,40 @@ def tool_locations(tool_input: dict[str, Any]) -> list[ToolCallLocation] | None:
 
 
 @dataclass
-class ForkView:
-    """What a fork's plan and tool call show: its tasks, each child's state and last words."""
+class SessionView:
+    """What one ACP session's translation keeps: the tree its events and its fork children's
+    describe, and what was shown of it."""
 
-    fork_id: str
-    tasks: list[str]
-    children: list[str]  # coven session ids, in task order
-    status: list[PlanEntryStatus] = field(default_factory=list)
-    said: list[str] = field(default_factory=list)
+    tree: SessionTree = field(default_factory=SessionTree)
+    streamed: set[str] = field(default_factory=set)  # blockIds of which pieces went out
+    entries: dict[str, PlanEntryStatus] = field(default_factory=dict)  # a child's, as shown
+    said: dict[str, str] = field(default_factory=dict)  # a child's answer, or why it failed
 
-    def __post_init__(self) -> None:
-        self.status = self.status or ["pending"] * len(self.tasks)
-        self.said = self.said or [""] * len(self.tasks)
-
-    @property
-    def tool_call_id(self) -> str:
-        return f"fork-{self.fork_id}"
-
-    def plan(self) -> Update:
+    def plan(self, fork: ForkNode) -> Update:
         return update_plan(
-            plan_entry(task, status=status)
-            for task, status in zip(self.tasks, self.status, strict=True)
+            plan_entry(task, status=self._entry(fork, n)) for n, task in enumerate(fork.tasks)
         )
 
-    def content(self) -> list[Any]:
+    def content(self, fork: ForkNode) -> list[Any]:
         lines = []
-        for task, status, said in zip(self.tasks, self.status, self.said, strict=True):
-            line = f"[{status.replace('_', ' ')}] {task}"
+        for n, task in enumerate(fork.tasks):
+            line = f"[{self._entry(fork, n).replace('_', ' ')}] {task}"
+            said = self.said.get(self._child(fork, n), "")
             lines.append(f"{line}\n{said}" if said else line)
         return [tool_content(text_block("\n\n".join(lines)))]
 
-    def progress(self, status: ToolCallStatus = "in_progress") -> Update:
-        return update_tool_call(self.tool_call_id, status=status, content=self.content())
+    def progress(self, fork: ForkNode, status: ToolCallStatus = "in_progress") -> Update:
+        return update_tool_call(tool_call_id(fork), status=status, content=self.content(fork))
+
+    def _child(self, fork: ForkNode, n: int) -> str:
+        return fork.children[n].sessionId if n < len(fork.children) else ""
+
+    def _entry(self, fork: ForkNode, n: int) -> PlanEntryStatus:
+        return self.entries.get(self._child(fork, n), "pending")
 
 
-@dataclass
-class SessionView:
-    """The per-session state the translation needs."""
-
-    streamed: set[str] = field(default_factory=set)  # blockIds of which pieces went out
-    forks: dict[str, ForkView] = field(default_factory=dict)
+def tool_call_id(fork: ForkNode) -> str:
+    return f"fork-{fork.fork_id}"
 
 
 def delta_update(delta: Delta) -> Update:
@@ -125,90 +126,97 @@ def delta_update(delta: Delta) -> Update:
     return update_agent_message_text(delta.text)
 
 
-def event_updates(event: dict[str, Any], view: SessionView, replay: bool = False) -> list[Update]:
+def event_updates(
+    event: Event | EventDict, view: SessionView, replay: bool = False
+) -> list[Update]:
     """The updates an event of the session itself becomes (none for most bookkeeping events).
     `replay`: a stored event replayed by `session/load` (its prompts are shown too)."""
-    kind = event["kind"]
-    parent = event.get("parentToolUseId")
+    typed = view.tree.apply(event)
+    if typed is None:
+        return []
+    payload = typed.payload
+    parent = getattr(payload, "parentToolUseId", None)
     if parent is not None:
         # A subagent's (the CLI's Agent tool): its tool calls show, marked with the Agent call
         # they belong to (ACP has no nesting of its own); its words stay in its own transcript.
-        return [_nested(u, parent) for u in event_updates({**event, "parentToolUseId": None}, view)
-                if kind in ("toolUse", "toolResult")]  # fmt: skip
-    if kind == "text" or kind == "thinking":
-        block = event.get("blockId")
-        if block is not None and block in view.streamed:
-            return []
-        if kind == "thinking":
-            return [update_agent_thought_text(event["text"])]
-        return [update_agent_message_text(event["text"])]
-    if kind == "prompt":
-        # A live prompt is the client's own message; fork results and queued messages are not.
-        if replay or event.get("origin") != "user":
-            return [update_user_message_text(event["text"])]
+        if isinstance(payload, ev.ToolUse | ev.ToolResult):
+            return [_nested(u, parent) for u in _updates(payload, view, replay)]
         return []
-    if kind == "toolUse":
-        tool_input = event.get("input") or {}
-        return [
-            start_tool_call(
-                event["toolUseId"],
-                tool_title(event["name"], tool_input),
-                kind=tool_kind(event["name"]),
-                status="in_progress",
-                locations=tool_locations(tool_input),
-                raw_input=tool_input,
-            )
-        ]
-    if kind == "toolResult":
-        return [
-            update_tool_call(
-                event["toolUseId"],
-                status="failed" if event.get("isError") else "completed",
-                content=[tool_content(text_block(event.get("content") or ""))],
-            )
-        ]
-    if kind == "turnResult":
-        usage = event.get("usage") or {}
-        used = sum(int(usage.get(k) or 0) for k in _CONTEXT_TOKENS)
-        cost = event.get("costUsd")
-        return [
-            UsageUpdate(
-                session_update="usage_update",
-                used=used,
-                size=CONTEXT_WINDOW,
-                cost=None if cost is None else Cost(amount=cost, currency="USD"),
-            )
-        ]
-    if kind == "forkStarted":
-        fork = ForkView(
-            event["forkId"], list(event["tasks"]), [c["sessionId"] for c in event["children"]]
-        )
-        view.forks[fork.fork_id] = fork
-        title = f"Fork: {len(fork.tasks)} task{'s' if len(fork.tasks) != 1 else ''}"
-        return [
-            fork.plan(),
-            start_tool_call(
-                fork.tool_call_id, title, kind="think", status="in_progress",
-                content=fork.content(), raw_input={"tasks": fork.tasks},
-            ),
-        ]  # fmt: skip
-    if kind == "forkFinished":
-        finished = view.forks.get(event["forkId"])
-        if finished is None:
+    return _updates(payload, view, replay)
+
+
+def _updates(payload: ev.Payload, view: SessionView, replay: bool) -> list[Update]:
+    match payload:
+        case ev.Text(blockId=block) | ev.Thinking(blockId=block) if block in view.streamed:
             return []
-        fork = finished
-        for n, result in enumerate(event["results"][: len(fork.tasks)]):
-            fork.status[n] = "completed"  # a child's answer is already shown (child_updates)
-            if not result.get("ok"):
-                fork.said[n] = f"failed: {result.get('error') or 'no reason given'}"
-            elif result.get("merge"):
-                fork.said[n] += f"\n(changes: {result['merge']})"
-        failed = not any(r.get("ok") for r in event["results"])
-        return [fork.plan(), fork.progress("failed" if failed else "completed")]
-    if kind == "forkRejected":
-        return [update_agent_message_text(f"\n(Fork rejected: {event.get('reason') or 'no'})\n")]
-    if kind == "error" or kind == "forkError":
-        return [update_agent_message_text(f"\n{event['message']}\n")]
+        case ev.Thinking(text=text):
+            return [update_agent_thought_text(text)]
+        case ev.Text(text=text):
+            return [update_agent_message_text(text)]
+        case ev.Prompt(text=text, origin=origin):
+            # A live prompt is the client's own message; fork results and queued messages are not.
+            return [update_user_message_text(text)] if replay or origin != "user" else []
+        case ev.ToolUse(toolUseId=tool_use_id, name=name, input=tool_input):
+            return [
+                start_tool_call(
+                    tool_use_id,
+                    tool_title(name, tool_input),
+                    kind=tool_kind(name),
+                    status="in_progress",
+                    locations=tool_locations(tool_input),
+                    raw_input=tool_input,
+                )
+            ]
+        case ev.ToolResult(toolUseId=tool_use_id, content=content, isError=failed):
+            return [
+                update_tool_call(
+                    tool_use_id,
+                    status="failed" if failed else "completed",
+                    content=[tool_content(text_block(content))],
+                )
+            ]
+        case ev.TurnResult(usage=usage, costUsd=cost):
+            used = sum(getattr(usage, k) for k in _CONTEXT_TOKENS) if usage else 0
+            return [
+                UsageUpdate(
+                    session_update="usage_update",
+                    used=used,
+                    size=CONTEXT_WINDOW,
+                    cost=None if cost is None else Cost(amount=cost, currency="USD"),
+                )
+            ]
+        case ev.ForkStarted(forkId=fork_id):
+            fork = view.tree.forks[fork_id]
+            for child in fork.children:
+                view.entries.pop(child.sessionId, None)
+                view.said.pop(child.sessionId, None)
+            return [
+                view.plan(fork),
+                start_tool_call(
+                    tool_call_id(fork), f"Fork: {plural(len(fork.tasks), 'task')}", kind="think",
+                    status="in_progress", content=view.content(fork),
+                    raw_input={"tasks": list(fork.tasks)},
+                ),
+            ]  # fmt: skip
+        case ev.ForkFinished(forkId=fork_id, results=results):
+            fork = view.tree.forks[fork_id]
+            if not fork.children:
+                return []  # started before this view knew of it: nothing of it was shown
+            for child, result in zip(fork.children, results, strict=False):
+                child_id = child.sessionId
+                view.entries[child_id] = "completed"  # its answer is already shown
+                if not result.ok:
+                    view.said[child_id] = f"failed: {result.error or 'no reason given'}"
+                elif result.merge:
+                    view.said[child_id] = (
+                        view.said.get(child_id, "") + f"\n(changes: {result.merge})"
+                    )
+            failed = not any(r.ok for r in results)
+            return [view.plan(fork), view.progress(fork, "failed" if failed else "completed")]
+        case ev.ForkRejected(reason=reason):
+            return [update_agent_message_text(f"\n(Fork rejected: {reason or 'no'})\n")]
+        case ev.Error(message=message) | ev.ForkError(message=message):
+            return [update_agent_message_text(f"\n{message}\n")]
     return []
 
 
@@ -219,21 +227,23 @@ def _nested(update: Update, parent: str) -> Update:
     return update
 
 
-def child_updates(event: dict[str, Any], view: SessionView) -> list[Update]:
+def child_updates(event: Event | EventDict, view: SessionView) -> list[Update]:
     """What an event of a fork child changes in its parent's fork (the parent's view)."""
-    for fork in view.forks.values():
-        if event["sessionId"] not in fork.children:
-            continue
-        n = fork.children.index(event["sessionId"])
-        if event["kind"] == "status":
-            status = _CHILD_STATUS.get(event["status"])
-            if status is None or status == fork.status[n]:
+    typed = view.tree.apply(event)
+    fork = view.tree.fork_of(typed.session_id) if typed is not None else None
+    if typed is None or fork is None:
+        return []
+    sid = typed.session_id
+    match typed.payload:
+        case ev.StatusChanged(status=status):
+            entry = _CHILD_STATUS.get(status)
+            if entry is None or entry == view.entries.get(sid, "pending"):
                 return []
-            fork.status[n] = status
-            return [fork.plan(), fork.progress()]
-        if event["kind"] == "turnResult" and not event.get("cancelled"):
-            fork.said[n] = event.get("text") or ""
-            return [fork.progress()]
+            view.entries[sid] = entry
+            return [view.plan(fork), view.progress(fork)]
+        case ev.TurnResult(cancelled=cancelled, text=text) if not cancelled:
+            view.said[sid] = text
+            return [view.progress(fork)]
     return []
 
 

@@ -30,28 +30,17 @@ from .. import protocol
 from ..core.hub import Hub
 from ..core.session import Session
 from ..protocol import Kind
-from ..protocol.describe import describe, one_line
+from ..protocol import events as ev
+from ..protocol.describe import describe_payload, one_line
+from ..protocol.tree import Event, SessionTree
 
 log = logging.getLogger(__name__)
 
 # A coven/* request handler: the connection's server and the raw params.
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
-# Statuses in which a fork child has done its part of the fork (for "Fork 2/3 done").
-_CHILD_OVER = protocol.SETTLED_STATUSES
 # Statuses after which a session runs no turn: its turn progress, if any, is over.
 _TURN_OVER = protocol.SETTLED_STATUSES | {"awaitingApproval", "forking"}
-# Event kinds whose line becomes the message of the session's turn progress.
-_TURN_MESSAGES = frozenset(
-    {
-        Kind.TEXT,
-        Kind.THINKING,
-        Kind.TOOL_USE,
-        Kind.TOOL_RESULT,
-        Kind.PERMISSION_REQUEST,
-        Kind.PERMISSION_DECISION,
-    }
-)
 _LOG_TYPES = {
     Kind.ERROR: types.MessageType.Error,
     Kind.FORK_ERROR: types.MessageType.Warning,
@@ -83,6 +72,7 @@ class _Progress:
     begun: bool = False
     ended: bool = False
     end_message: str | None = None
+    reported: int = 0  # a fork's: how many of its children were reported done
     cancel: Callable[[], None] = field(default=lambda: None, repr=False)
 
 
@@ -94,9 +84,7 @@ class StandardLsp:
         self._hub = hub
         self._turns: dict[str, _Progress] = {}  # session id -> its running turn
         self._forks: dict[str, _Progress] = {}  # fork id -> its progress
-        self._fork_of_child: dict[str, str] = {}  # child session id -> fork id
-        self._fork_children: dict[str, list[tuple[str, str]]] = {}  # fork id -> (sid, label)
-        self._fork_done: dict[str, list[str]] = {}  # fork id -> child ids done, in order
+        self._tree = SessionTree()  # forks, their children, which of them are done
         self._caps: tuple[bool, bool] | None = None
 
     # --- what the client declared ----------------------------------------------------------------
@@ -121,92 +109,96 @@ class StandardLsp:
     def observe(self, event: dict[str, Any]) -> None:
         """Called for every coven/event this connection is sent."""
         progress, custom = self._capabilities()
+        if custom and not progress:
+            return  # neither log lines nor progress for this client
+        typed = self._tree.apply(event)
+        if typed is None:
+            return  # a kind this server does not know
         if not custom:
-            self._log(event)
+            self._log(typed)
         if progress:
-            self._track_turn(event)
-            self._track_fork(event)
+            self._track_turn(typed)
+            self._track_fork(typed)
 
     def _title(self, session_id: str) -> str:
         session = self._hub.sessions.get(session_id)
         return session.title if session is not None else session_id
 
-    def _log(self, event: dict[str, Any]) -> None:
-        line = describe(event)
+    def _log(self, event: Event) -> None:
+        line = describe_payload(event.payload)
         if line is None:
             return
         self._server.protocol.notify(
             types.WINDOW_LOG_MESSAGE,
             types.LogMessageParams(
-                type=_log_type(event), message=f"[{self._title(event['sessionId'])}] {line}"
+                type=_log_type(event.payload), message=f"[{self._title(event.session_id)}] {line}"
             ),
         )
 
-    def _track_turn(self, event: dict[str, Any]) -> None:
-        sid, kind = event["sessionId"], event["kind"]
+    def _track_turn(self, event: Event) -> None:
+        sid, payload = event.session_id, event.payload
         turn = self._turns.get(sid)
-        if kind == Kind.PROMPT:
-            if turn is not None:  # a turn without an end we saw: close it before the next
-                self._end(turn, None)
-            turn = _Progress(
-                token=f"coven:turn:{sid}:{event['seq']}",
-                title=f"Claude: {one_line(self._title(sid), 60)}",
-                message=one_line(event["text"], 80),
-                cancel=lambda: self._cancel_turn(sid),
-            )
-            self._turns[sid] = turn
-            self._begin(turn)
-        elif turn is None:
-            return
-        elif kind in _TURN_MESSAGES:
-            self._report(turn, describe(event))
-        elif kind in (Kind.TURN_RESULT, Kind.ERROR):
-            self._end(turn, describe(event))
-            del self._turns[sid]
-        elif kind == Kind.STATUS and event["status"] in _TURN_OVER:
-            self._end(turn, None)
-            del self._turns[sid]
-
-    def _track_fork(self, event: dict[str, Any]) -> None:
-        sid, kind = event["sessionId"], event["kind"]
-        if kind == Kind.FORK_STARTED:
-            fork_id = event["forkId"]
-            children = [(c["sessionId"], c["label"]) for c in event["children"]]
-            self._fork_children[fork_id] = children
-            self._fork_done[fork_id] = []
-            for child_id, _ in children:
-                self._fork_of_child[child_id] = fork_id
-            fork = _Progress(
-                token=f"coven:fork:{fork_id}",
-                title=f"Fork: {one_line(self._title(sid), 60)}",
-                message=f"Fork 0/{len(children)} done",
-                percentage=0,
-                cancel=lambda: self._cancel_fork(fork_id),
-            )
-            self._forks[fork_id] = fork
-            self._begin(fork)
-        elif kind == Kind.STATUS and event["status"] in _CHILD_OVER:
-            fork_id = self._fork_of_child.get(sid)
-            progress = self._forks.get(fork_id or "")
-            if progress is None or fork_id is None or sid in self._fork_done[fork_id]:
+        match payload:
+            case ev.Prompt(text=text):
+                if turn is not None:  # a turn without an end we saw: close it before the next
+                    self._end(turn, None)
+                turn = _Progress(
+                    token=f"coven:turn:{sid}:{event.seq}",
+                    title=f"Claude: {one_line(self._title(sid), 60)}",
+                    message=one_line(text, 80),
+                    cancel=lambda: self._cancel_turn(sid),
+                )
+                self._turns[sid] = turn
+                self._begin(turn)
+            case _ if turn is None:
                 return
-            done = self._fork_done[fork_id]
-            done.append(sid)
-            children = self._fork_children[fork_id]
-            label = next(label for child_id, label in children if child_id == sid)
-            self._report(
-                progress,
-                f"Fork {len(done)}/{len(children)} done: {one_line(label, 40)}",
-                percentage=len(done) * 100 // len(children),
-            )
-        elif kind == Kind.FORK_FINISHED:
-            fork_id = event["forkId"]
-            progress = self._forks.pop(fork_id, None)
-            for child_id, _ in self._fork_children.pop(fork_id, []):
-                self._fork_of_child.pop(child_id, None)
-            self._fork_done.pop(fork_id, None)
-            if progress is not None:
-                self._end(progress, describe(event))
+            case (
+                ev.Text()
+                | ev.Thinking()
+                | ev.ToolUse()
+                | ev.ToolResult()
+                | ev.PermissionRequest()
+                | ev.PermissionDecision()
+            ):
+                # What the turn is doing now: the progress's message.
+                self._report(turn, describe_payload(payload))
+            case ev.TurnResult() | ev.Error():
+                self._end(turn, describe_payload(payload))
+                del self._turns[sid]
+            case ev.StatusChanged(status=status) if status in _TURN_OVER:
+                self._end(turn, None)
+                del self._turns[sid]
+
+    def _track_fork(self, event: Event) -> None:
+        match event.payload:
+            case ev.ForkStarted(forkId=fork_id, children=children):
+                started = _Progress(
+                    token=f"coven:fork:{fork_id}",
+                    title=f"Fork: {one_line(self._title(event.session_id), 60)}",
+                    message=f"Fork 0/{len(children)} done",
+                    percentage=0,
+                    cancel=lambda: self._cancel_fork(fork_id),
+                )
+                self._forks[fork_id] = started
+                self._begin(started)
+            case ev.StatusChanged():
+                # A child that has just done its part (the tree counts each child once).
+                forked = self._tree.fork_of(event.session_id)
+                counted = self._forks.get(forked.fork_id) if forked is not None else None
+                if forked is None or counted is None or len(forked.settled) <= counted.reported:
+                    return
+                counted.reported = done = len(forked.settled)
+                total = len(forked.children)
+                label = {c.sessionId: c.label for c in forked.children}[forked.settled[-1]]
+                self._report(
+                    counted,
+                    f"Fork {done}/{total} done: {one_line(label, 40)}",
+                    percentage=done * 100 // total,
+                )
+            case ev.ForkFinished(forkId=fork_id):
+                finished = self._forks.pop(fork_id, None)
+                if finished is not None:
+                    self._end(finished, describe_payload(event.payload))
 
     # --- cancelling from the client (window/workDoneProgress/cancel) -----------------------------
 
@@ -305,10 +297,10 @@ class StandardLsp:
             log.debug("could not send progress %s", progress.token, exc_info=True)
 
 
-def _log_type(event: dict[str, Any]) -> types.MessageType:
-    if event["kind"] == Kind.TURN_RESULT and event.get("isError") and not event.get("cancelled"):
+def _log_type(payload: ev.Payload) -> types.MessageType:
+    if isinstance(payload, ev.TurnResult) and payload.isError and not payload.cancelled:
         return types.MessageType.Error
-    return _LOG_TYPES.get(event["kind"], types.MessageType.Log)
+    return _LOG_TYPES.get(payload.kind, types.MessageType.Log)
 
 
 def install_standard_lsp(

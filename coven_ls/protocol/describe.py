@@ -7,20 +7,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .events import Kind
-
-STATUS_MARKS = {
-    "starting": "…",
-    "running": "▶",
-    "idle": "✓",
-    "awaitingApproval": "?",
-    "forking": "⑂",
-    "reviewing": "?",
-    "failed": "✗",
-    "cancelled": "■",
-    "closed": "◼",
-    "interrupted": "!",
-}
+from . import events as ev
+from .events import EventDict
+from .labels import API_FAILURES, STATUS_MARKS
+from .tree import Event, decode_payload
+from .types import Changes
 
 
 def one_line(text: str, limit: int = 100) -> str:
@@ -54,49 +45,40 @@ def seconds(ms: float) -> str:
     return f"{value:.1f} s"
 
 
-API_FAILURES = {429: "API rate-limited", 529: "API overloaded"}
-
-
-def api_retry(event: dict[str, Any]) -> str:
+def api_retry(retry: ev.ApiRetry) -> str:
     """`⟳ API overloaded — retrying in 4 s (3/10)`."""
-    status = event.get("errorStatus")
-    error = str(event.get("error") or "")
-    if isinstance(status, int) and status in API_FAILURES:
+    status, error = retry.errorStatus, retry.error or ""
+    if status in API_FAILURES:
         what = API_FAILURES[status]
     elif "overloaded" in error.lower():
         what = "API overloaded"
-    elif isinstance(status, int):
+    elif status is not None:
         what = f"API error {status}"
     else:
         what = f"API call failed ({one_line(error, 40)})" if error else "API call failed"
-    delay = seconds(event.get("retryDelayMs") or 0)
-    return f"⟳ {what} — retrying in {delay} ({event.get('attempt')}/{event.get('maxRetries')})"
+    delay = seconds(retry.retryDelayMs or 0)
+    return f"⟳ {what} — retrying in {delay} ({retry.attempt}/{retry.maxRetries})"
 
 
 TASK_MARKS = {"started": "◇", "running": "◇", "completed": "◆", "failed": "✗", "stopped": "■"}
 
 
-def task(event: dict[str, Any]) -> str:
+def task(news: ev.Task) -> str:
     """A background task's news: `◇ task started: Find TODOs`, `◆ task completed: Find TODOs —
     Found 3 TODOs.` (the description when the event has it, else the task id)."""
-    status = event.get("status", "")
-    name = one_line(event.get("description") or event.get("taskId") or "", 60)
+    status = news.status
+    name = one_line(news.description or news.taskId or "", 60)
     line = f"{TASK_MARKS.get(status, '◇')} task {status}: {name}"
     if status == "running":
         progress = [
-            str(event["lastToolName"]) if event.get("lastToolName") else "",
-            f"{event['toolUses']} tool use{'s' * (event['toolUses'] != 1)}"
-            if isinstance(event.get("toolUses"), int)
-            else "",
-            f"{compact_count(event['totalTokens'])} tokens"
-            if isinstance(event.get("totalTokens"), int)
-            else "",
+            news.lastToolName or "",
+            plural(news.toolUses, "tool use") if news.toolUses is not None else "",
+            f"{compact_count(news.totalTokens)} tokens" if news.totalTokens is not None else "",
         ]
         shown = [p for p in progress if p]
         return line + (f" ({', '.join(shown)})" if shown else "")
-    summary = event.get("summary")
-    if summary and status in ("completed", "failed", "stopped"):
-        line += f" — {one_line(summary, 80)}"
+    if news.summary and status in ("completed", "failed", "stopped"):
+        line += f" — {one_line(news.summary, 80)}"
     return line
 
 
@@ -114,32 +96,33 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}{'s' * (count != 1)}"
 
 
-def change_counts(changes: Mapping[str, Any]) -> str:
+def change_counts(changes: Changes | Mapping[str, Any]) -> str:
     """`+40 −2 · 2 files`: a child's changes in one glance (lines added and removed, files)."""
+    if isinstance(changes, Changes):
+        changes = {"files": changes.files, "linesAdded": changes.linesAdded,
+                   "linesRemoved": changes.linesRemoved}  # fmt: skip
     files = len(changes.get("files") or [])
     added, removed = changes.get("linesAdded") or 0, changes.get("linesRemoved") or 0
     return f"+{added} −{removed} · {plural(files, 'file')}"
 
 
-def changes_line(changes: Mapping[str, Any]) -> str:
+def changes_line(changes: Changes) -> str:
     """A child's `changes` event: `± +40 −2 · 2 files changed`. (Its `merge` is `pending` in
     either merge mode until the fork ends: what became of it is the fork's summary.)"""
-    if not changes.get("files"):
+    if not changes.files:
         return "± no files changed"
-    merge = changes.get("merge")
-    done = "" if merge == "pending" else f" · {merge}"
+    done = "" if changes.merge == "pending" else f" · {changes.merge}"
     return f"± {change_counts(changes)} changed{done}"
 
 
-def isolation_note(event: Mapping[str, Any]) -> str:
+def isolation_note(started: ev.ForkStarted) -> str:
     """` · worktrees, merged when done`, or ` · shared folder: <why>`: where a fork's children
     work decides whether the user's files change under them."""
-    isolation = event.get("isolation")
-    if isolation == "worktree":
-        review = event.get("mergeMode") == "review"
+    if started.isolation == "worktree":
+        review = started.mergeMode == "review"
         return f" · worktrees, {'changes reviewed' if review else 'merged when done'}"
-    if isolation == "shared":
-        reason = event.get("isolationReason")
+    if started.isolation == "shared":
+        reason = started.isolationReason
         return " · shared folder" + (f": {reason}" if reason else "")
     return ""
 
@@ -155,103 +138,94 @@ def disk_size(size: int) -> str:
     return f"{size / 1024**3:.1f} GB"
 
 
-def describe(event: dict[str, Any]) -> str | None:
+def describe(event: Event | EventDict) -> str | None:
     """One line for an event, or None for events a reader does not need to see."""
-    kind = event["kind"]
-    if kind == Kind.STATUS:
-        return f"{STATUS_MARKS.get(event['status'], '·')} {event['status']}"
-    if kind == Kind.PROMPT:
-        who = "you" if event.get("origin") == "user" else event.get("origin", "server")
-        text = str(event["text"])
-        if event.get("origin") == "fork":  # a child's brief: its first line names the task
-            text = text.split("\n", 1)[0]
-        return f"› {who}: {one_line(text)}"
-    if kind == Kind.AGENT:
-        return f"· agent session {event.get('agentSessionId')} ({event.get('model')})"
-    if kind == Kind.TEXT:
-        return f"⏺ {one_line(event['text'])}"
-    if kind == Kind.THINKING:
-        return f"✻ {one_line(event['text'])}"
-    if kind == Kind.TOOL_USE:
-        return f"⚙ {event['name']}  {summarize_input(event['input'])}"
-    if kind == Kind.TOOL_RESULT:
-        mark = "✗" if event.get("isError") else "↳"
-        return f"  {mark} {one_line(event.get('content', ''), 90)}"
-    if kind == Kind.PERMISSION_REQUEST:
-        return f"? {event['toolName']} asks for permission"
-    if kind == Kind.PERMISSION_DECISION:
-        return f"  {'allowed' if event['allow'] else 'denied'} {event['toolName']}"
-    if kind == Kind.TURN_RESULT:
-        if event.get("cancelled"):
+    payload = event.payload if isinstance(event, Event) else decode_payload(event)
+    return None if payload is None else describe_payload(payload)
+
+
+def describe_payload(payload: ev.Payload) -> str | None:
+    match payload:
+        case ev.StatusChanged(status=status):
+            return f"{STATUS_MARKS.get(status, '·')} {status}"
+        case ev.Prompt(text=text, origin=origin):
+            who = "you" if origin == "user" else origin
+            if origin == "fork":  # a child's brief: its first line names the task
+                text = text.split("\n", 1)[0]
+            return f"› {who}: {one_line(text)}"
+        case ev.AgentStarted(agentSessionId=agent, model=model):
+            return f"· agent session {agent} ({model})"
+        case ev.Text(text=text):
+            return f"⏺ {one_line(text)}"
+        case ev.Thinking(text=text):
+            return f"✻ {one_line(text)}"
+        case ev.ToolUse(name=name, input=tool_input):
+            return f"⚙ {name}  {summarize_input(tool_input)}"
+        case ev.ToolResult(content=content, isError=failed):
+            return f"  {'✗' if failed else '↳'} {one_line(content, 90)}"
+        case ev.PermissionRequest(toolName=tool):
+            return f"? {tool} asks for permission"
+        case ev.PermissionDecision(toolName=tool, allow=allow):
+            return f"  {'allowed' if allow else 'denied'} {tool}"
+        case ev.TurnResult(cancelled=True):
             return "■ turn cancelled"
-        mark = "✗ turn failed" if event.get("isError") else "✓ turn done"
-        seconds = (event.get("durationMs") or 0) / 1000
-        return f"{mark} ({seconds:.1f} s, ${event.get('costUsd') or 0:.4f})"
-    if kind == Kind.API_RETRY:
-        return api_retry(event)
-    if kind == Kind.TASK:
-        return f"  {task(event)}"
-    if kind == Kind.QUEUE_POSITION:
-        return queue_position(int(event["position"]))
-    if kind == Kind.ERROR:
-        return f"✗ error: {event['message']}"
-    if kind == Kind.FORK_PROPOSED:
-        tasks = event["tasks"]
-        return f"⑂ Fork proposed  {len(tasks)} task{'s' * (len(tasks) != 1)}: {'; '.join(tasks)}"
-    if kind == Kind.FORK_STARTED:
-        count = len(event["children"])
-        return f"⑂ Fork  {plural(count, 'task')}{isolation_note(event)}"
-    if kind == Kind.FORK_FINISHED:
-        results = event["results"]
-        ok = sum(1 for r in results if r["ok"])
-        line = f"⑂ Fork done  {ok} of {len(results)} tasks succeeded"
-        if isinstance(event.get("diskBytes"), int):
-            line += f" · worktrees take {disk_size(event['diskBytes'])}"
-        return line
-    if kind == Kind.FORK_REVIEWING:
-        count = len(event.get("pending") or [])
-        return f"⑂ Fork review  changes of {plural(count, 'task')} wait: apply or discard each"
-    if kind == Kind.CHANGES:
-        return changes_line(event["changes"])
-    if kind == Kind.FORK_REJECTED:
-        reason = event.get("reason")
-        return "⑂ Fork rejected" + (f": {reason}" if reason else "")
-    if kind == Kind.FORK_INTERRUPTED:
-        count = len(event["unfinished"])
-        return f"⑂ Fork interrupted  {count} unfinished: resume or abandon it"
-    if kind == Kind.FORK_RESUMED:
-        count = len(event["children"])
-        return f"⑂ Fork resumed  {count} task{'s' * (count != 1)} again"
-    if kind == Kind.FORK_ERROR:
-        return f"⑂ Fork tag refused: {one_line(event['message'])}"
-    if kind == Kind.WORKTREE_ENV:
-        return worktree_env(event)
-    if kind == Kind.SETUP_OUTPUT:
-        return f"  │ {one_line(event['text'], 110)}"
-    if kind == Kind.SETUP_ENDED:
-        seconds = int(event.get("durationMs") or 0) / 1000
-        if event.get("ok"):
-            return f"✓ worktree setup done ({seconds:.1f} s)"
-        return f"✗ worktree setup failed: {one_line(str(event.get('error') or ''), 160)}"
+        case ev.TurnResult(isError=failed, durationMs=duration, costUsd=cost):
+            mark = "✗ turn failed" if failed else "✓ turn done"
+            return f"{mark} ({(duration or 0) / 1000:.1f} s, ${cost or 0:.4f})"
+        case ev.ApiRetry():
+            return api_retry(payload)
+        case ev.Task():
+            return f"  {task(payload)}"
+        case ev.QueuePosition(position=position):
+            return queue_position(position)
+        case ev.Error(message=message):
+            return f"✗ error: {message}"
+        case ev.ForkProposed(tasks=tasks):
+            return f"⑂ Fork proposed  {plural(len(tasks), 'task')}: {'; '.join(tasks)}"
+        case ev.ForkStarted(children=children):
+            return f"⑂ Fork  {plural(len(children), 'task')}{isolation_note(payload)}"
+        case ev.ForkFinished(results=results, diskBytes=disk):
+            ok = sum(1 for r in results if r.ok)
+            line = f"⑂ Fork done  {ok} of {len(results)} tasks succeeded"
+            return line + (f" · worktrees take {disk_size(disk)}" if disk is not None else "")
+        case ev.ForkReviewing(pending=pending):
+            waiting = plural(len(pending), "task")
+            return f"⑂ Fork review  changes of {waiting} wait: apply or discard each"
+        case ev.ChangesEvent(changes=changes):
+            return changes_line(changes)
+        case ev.ForkRejected(reason=reason):
+            return "⑂ Fork rejected" + (f": {reason}" if reason else "")
+        case ev.ForkInterrupted(unfinished=unfinished):
+            return f"⑂ Fork interrupted  {len(unfinished)} unfinished: resume or abandon it"
+        case ev.ForkResumed(children=children):
+            return f"⑂ Fork resumed  {plural(len(children), 'task')} again"
+        case ev.ForkError(message=message):
+            return f"⑂ Fork tag refused: {one_line(message)}"
+        case ev.WorktreeEnv():
+            return worktree_env(payload)
+        case ev.SetupOutput(text=text):
+            return f"  │ {one_line(text, 110)}"
+        case ev.SetupEnded(ok=True, durationMs=duration):
+            return f"✓ worktree setup done ({duration / 1000:.1f} s)"
+        case ev.SetupEnded(durationMs=duration, error=error):
+            return f"✗ worktree setup failed: {one_line(error or '', 160)}"
     return None
 
 
-def worktree_env(event: dict[str, Any]) -> str:
+def worktree_env(env: ev.WorktreeEnv) -> str:
     """A worktree child's environment in one line: what was copied, its port, its setup, and
     what the user should know."""
     parts = []
-    copied = event.get("copied") or []
-    if copied:
-        what = f"{plural(int(event.get('copiedFiles') or 0), 'file')}, "
-        what += disk_size(int(event.get("copiedBytes") or 0))
-        if event.get("clonedFiles"):
-            what += f", {event['clonedFiles']} cloned"
-        parts.append(f"copied {', '.join(copied)} ({what})")
-    parts.append(f"port {event['port']}")
-    if event.get("setup"):
-        source = f" from {event['setupFile']}" if event.get("setupFile") else ""
-        parts.append(f"setup{source}: {one_line(str(event['setup']), 60)}")
+    if env.copied:
+        what = f"{plural(env.copiedFiles or 0, 'file')}, {disk_size(env.copiedBytes or 0)}"
+        if env.clonedFiles:
+            what += f", {env.clonedFiles} cloned"
+        parts.append(f"copied {', '.join(env.copied)} ({what})")
+    parts.append(f"port {env.port}")
+    if env.setup:
+        source = f" from {env.setupFile}" if env.setupFile else ""
+        parts.append(f"setup{source}: {one_line(env.setup, 60)}")
     line = "⌂ environment  " + " · ".join(parts)
-    for notice in event.get("notices") or []:
+    for notice in env.notices or []:
         line += f" ⚠ {notice}"
     return line

@@ -19,13 +19,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from ..protocol import Kind
-from ..protocol.describe import change_counts, describe, one_line
+import msgspec
 
-# The statuses that run no turn: a block still streaming when one of them comes was cut off.
-_TURN_OVER = frozenset({"idle", "failed", "cancelled", "closed", "interrupted"})
+from ..protocol import events as ev
+from ..protocol.describe import change_counts, describe_payload, one_line
+from ..protocol.labels import FILE_MARKS
+from ..protocol.tree import SessionTree
+from ..protocol.types import SETTLED_STATUSES, Changes, ConflictFile
+
 _MARKS = {"text": "⏺", "thinking": "✻"}
-_FILE_MARKS = {"added": "A", "modified": "M", "deleted": "D", "renamed": "R"}
 # How many changed files a question lists before it says how many more there are.
 FILES_LISTED = 20
 CONFLICTS_NAMED = 3
@@ -36,7 +38,7 @@ CONFLICTS_NAMED = 3
 
 def file_line(changed: Mapping[str, Any]) -> str:
     """`M docs/guide.md  +40 −2`, `R old.py → new.py  +1 −1`, `A logo.png  binary`."""
-    mark = _FILE_MARKS.get(str(changed.get("status")), "?")
+    mark = FILE_MARKS.get(str(changed.get("status")), "?")
     path = str(changed["path"])
     if changed.get("oldPath"):
         path = f"{changed['oldPath']} → {path}"
@@ -54,33 +56,33 @@ def file_listing(changes: Mapping[str, Any], indent: str = "  ") -> list[str]:
     return lines
 
 
-def _conflict_paths(conflicts: list[Mapping[str, Any]]) -> str:
-    paths = [str(c.get("path")) for c in conflicts]
+def _conflict_paths(conflicts: list[ConflictFile]) -> str:
+    paths = [c.path for c in conflicts]
     shown = ", ".join(paths[:CONFLICTS_NAMED])
     more = len(paths) - CONFLICTS_NAMED
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-def merge_line(result: Mapping[str, Any], changes: Mapping[str, Any] | None) -> str | None:
+def merge_line(result: ev.TaskOutcome, changes: Changes | None) -> str | None:
     """What became of one child's changes, from its `forkFinished` result (and its latest
     `changes` event, for the counts); None for a child that shared the parent's folder."""
-    merge = result.get("merge") or (changes or {}).get("merge")
+    merge = result.merge or (changes.merge if changes else None)
     if merge is None:
         return None
-    label = one_line(str(result.get("label") or result.get("sessionId")), 60)
+    label = one_line(result.label or result.sessionId, 60)
     counts = f" {change_counts(changes)}" if changes else ""
-    branch = result.get("branch")
+    branch = result.branch
     on_branch = f" — work kept on branch {branch}" if branch else ""
     if merge == "applied":
         return f"✓ {label}: applied{counts}"
     if merge == "conflict":
-        conflicts = list(result.get("conflicts") or (changes or {}).get("conflicts") or [])
+        conflicts = result.conflicts or (changes.conflicts if changes else [])
         where = f" in {_conflict_paths(conflicts)}" if conflicts else ""
         return f"✗ {label}: conflict{where}{on_branch}"
     if merge == "discarded":
         return f"■ {label}: discarded{counts}{on_branch}"
     if merge == "kept":
-        why = f" ({one_line(result['error'], 60)})" if result.get("error") else ""
+        why = f" ({one_line(result.error, 60)})" if result.error else ""
         kept = f" —{counts} kept on branch {branch}" if branch else ""
         return f"! {label}: not merged, the task failed{why}{kept}"
     if merge == "unchanged":
@@ -88,14 +90,13 @@ def merge_line(result: Mapping[str, Any], changes: Mapping[str, Any] | None) -> 
     return f"? {label}: {merge}{counts}"
 
 
-def merge_summary(
-    finished: Mapping[str, Any], changes: Mapping[str, Mapping[str, Any]]
-) -> list[str]:
-    """One line per child of a `forkFinished` event (those that worked in a worktree), given
-    each child's latest `changes` by session id."""
+def merge_summary(tree: SessionTree, fork_id: str) -> list[str]:
+    """One line per child of a finished fork (those that worked in a worktree), from its
+    `forkFinished` results and each child's latest `changes`."""
+    fork = tree.forks.get(fork_id)
     lines = []
-    for result in finished.get("results") or []:
-        line = merge_line(result, changes.get(str(result.get("sessionId"))))
+    for result in fork.results if fork is not None else ():
+        line = merge_line(result, tree.session(result.sessionId).changes)
         if line is not None:
             lines.append(line)
     return lines
@@ -133,14 +134,16 @@ class TreePrinter:
         # With full_text, the assistant's text is printed whole (indented, line by line) rather
         # than cut to one line: what a terminal user reads as the answer.
         self._full_text = full_text
-        self._depth: dict[str, int] = {}
+        # Sessions, forks, children and their changes (kept in JSON mode too: the fork's merge
+        # summary is made of them).
+        self.tree = SessionTree()
+        self._depth: dict[str, int] = {}  # sessions placed by add_session (others: by the tree)
         self._names: dict[str, str] = {}
         self._announced: set[str] = set()
         self._tags: dict[str, str] = {}
         self._blocks: dict[str, _Block] = {}
         self._open: _Block | None = None  # the block whose line the cursor is on
-        self._tasks: dict[str, dict[str, Any]] = {}  # task id -> what its events said so far
-        self.changes: dict[str, dict[str, Any]] = {}  # a child's latest `changes`, by session
+        self._tasks: dict[str, ev.Task] = {}  # task id -> what its events said so far
         self._shown_commit: dict[str, str | None] = {}  # the work whose `±` line is printed
 
     def add_session(self, session_id: str, name: str, parent_id: str | None = None) -> None:
@@ -151,47 +154,50 @@ class TreePrinter:
     # --- events ----------------------------------------------------------------------------------
 
     def __call__(self, event: dict[str, Any]) -> None:
-        if event["kind"] == Kind.CHANGES:
-            # Kept in JSON mode too: the fork's merge summary is made of them.
-            self.changes[event["sessionId"]] = event["changes"]
+        typed = self.tree.apply(event)
         if self._json:
             self._out.write(json.dumps(event, ensure_ascii=False) + "\n")
             self._out.flush()
             return
-        session_id, kind = event["sessionId"], event["kind"]
+        session_id = event["sessionId"]
         self._announce(session_id)
-        if kind == Kind.TASK:
-            event = self._remember_task(event)
-        extra = 2 if event.get("parentToolUseId") else 0
-        block = self._blocks.pop(event.get("blockId") or "", None)
-        if block is not None and kind in (Kind.TEXT, Kind.THINKING):
-            self._finish(block, event)
-        elif self._full_text and kind == Kind.TEXT:
-            first, *rest = str(event["text"]).strip().splitlines() or [""]
-            self._write(session_id, self._tags.get(session_id, "") + f"⏺ {first}", extra)
-            for more in rest:
-                self._write(session_id, f"  {more}" if more.strip() else "", extra)
-        else:
-            line = self._line(event)
-            if line is not None:
-                self._write(session_id, self._tags.get(session_id, "") + line, extra)
-        if kind == Kind.FORK_FINISHED:
-            # What became of each child's changes, under the fork's last line.
-            for summary in merge_summary(event, self.changes):
-                self._write(session_id, summary, 1)
-        if kind in (Kind.TURN_RESULT, Kind.ERROR) or (
-            kind == Kind.STATUS and event["status"] in _TURN_OVER
-        ):
-            # A block of the turn that got no event was cut off: its pieces stay as printed.
-            # A subagent's go on after its parent's turn, unless the CLI went with it.
-            everything = kind != Kind.TURN_RESULT
-            self._drop(session_id, everything=everything)
-        if kind == Kind.FORK_STARTED:
-            count = len(event["children"])
-            for number, child in enumerate(event["children"], 1):
-                self.add_session(child["sessionId"], f"⑂ {child['label']}", session_id)
-                # Children stream at the same time; the tag says whose line it is.
-                self._tags[child["sessionId"]] = f"[{number}/{count}] "
+        if typed is None:
+            return  # a kind this client does not know
+        payload = typed.payload
+        if isinstance(payload, ev.Task):
+            payload = self._remember_task(payload)
+        parent = getattr(payload, "parentToolUseId", None)
+        extra = 2 if parent else 0
+        block = self._blocks.pop(getattr(payload, "blockId", None) or "", None)
+        match payload:
+            case ev.Text(text=text) | ev.Thinking(text=text) if block is not None:
+                self._finish(block, text)
+            case ev.Text(text=text) if self._full_text:
+                first, *rest = text.strip().splitlines() or [""]
+                self._write(session_id, self._tags.get(session_id, "") + f"⏺ {first}", extra)
+                for more in rest:
+                    self._write(session_id, f"  {more}" if more.strip() else "", extra)
+            case _:
+                line = self._line(session_id, payload)
+                if line is not None:
+                    self._write(session_id, self._tags.get(session_id, "") + line, extra)
+        match payload:
+            case ev.ForkFinished():
+                # What became of each child's changes, under the fork's last line.
+                for summary in merge_summary(self.tree, payload.forkId):
+                    self._write(session_id, summary, 1)
+            case ev.TurnResult():
+                # A block of the turn that got no event was cut off: its pieces stay as printed.
+                # A subagent's go on after its parent's turn, unless the CLI went with it.
+                self._drop(session_id, everything=False)
+            case ev.Error():
+                self._drop(session_id, everything=True)
+            case ev.StatusChanged(status=status) if status in SETTLED_STATUSES:
+                self._drop(session_id, everything=True)
+            case ev.ForkStarted(children=children):
+                for number, child in enumerate(children, 1):
+                    # Children stream at the same time; the tag says whose line it is.
+                    self._tags[child.sessionId] = f"[{number}/{len(children)}] "
 
     def delta(self, delta: dict[str, Any]) -> None:
         """A `coven/delta`: print the piece where its block's line is."""
@@ -224,15 +230,14 @@ class TreePrinter:
             self._out.write("\n")
             self._out.flush()
 
-    def _line(self, event: dict[str, Any]) -> str | None:
-        kind = event["kind"]
-        if kind == Kind.CHANGES:
-            sid, changes = event["sessionId"], event["changes"]
+    def _line(self, session_id: str, payload: ev.Payload) -> str | None:
+        if isinstance(payload, ev.ChangesEvent):
+            commit = payload.changes.commit
             # Printed once per piece of work; a new `merge` alone is for the fork's summary.
-            if sid in self._shown_commit and self._shown_commit[sid] == changes.get("commit"):
+            if session_id in self._shown_commit and self._shown_commit[session_id] == commit:
                 return None
-            self._shown_commit[sid] = changes.get("commit")
-        return describe(event)
+            self._shown_commit[session_id] = commit
+        return describe_payload(payload)
 
     # --- streamed blocks -------------------------------------------------------------------------
 
@@ -270,10 +275,10 @@ class TreePrinter:
         self._out.flush()
         self._open = block
 
-    def _finish(self, block: _Block, event: dict[str, Any]) -> None:
+    def _finish(self, block: _Block, text: str) -> None:
         """The block's event: its whole text. What streamed is already on the terminal; print
         what is missing (the end of a one-line text) and end the line."""
-        final = self._render(block.kind, str(event["text"]), final=True)
+        final = self._render(block.kind, text, final=True)
         if final.startswith(block.printed):
             self._print_block(block, final)
             if self._open is block:
@@ -299,20 +304,33 @@ class TreePrinter:
     def _announce(self, session_id: str) -> None:
         if session_id not in self._announced:
             self._announced.add(session_id)
-            name = self._names.get(session_id, f"session {session_id}")
+            label = self.tree.session(session_id).label
+            name = self._names.get(session_id) or (
+                f"⑂ {label}" if label is not None else f"session {session_id}"
+            )
             self._write(session_id, self._tags.get(session_id, "") + f"● {name}", -1)
 
-    def _remember_task(self, event: dict[str, Any]) -> dict[str, Any]:
+    def _remember_task(self, task: ev.Task) -> ev.Task:
         """A task's later events may leave out what its first said (its description, its tool
         call): fill them in, so that each line says which task it is."""
-        known = self._tasks.setdefault(event["taskId"], {})
-        for key in ("description", "toolUseId"):
-            if event.get(key):
-                known[key] = event[key]
-        return {**known, **event}
+        known = self._tasks.get(task.taskId)
+        if known is not None:
+            task = msgspec.structs.replace(
+                task,
+                description=task.description or known.description,
+                toolUseId=task.toolUseId or known.toolUseId,
+            )
+        self._tasks[task.taskId] = task
+        return task
 
     def _indent(self, session_id: str, extra: int = 0) -> str:
-        return "  " * (2 * self._depth.get(session_id, 0) + 1 + extra)
+        return "  " * (2 * self._depth_of(session_id) + 1 + extra)
+
+    def _depth_of(self, session_id: str) -> int:
+        if session_id in self._depth:
+            return self._depth[session_id]
+        parent = self.tree.session(session_id).parent_id
+        return 0 if parent is None else self._depth_of(parent) + 1
 
     def _write(self, session_id: str, line: str, extra: int = 0) -> None:
         self.break_line()

@@ -409,7 +409,7 @@ class Runner:
             self._spawn(self._review(event))
         elif kind == Kind.FORK_FINISHED and self._options.as_json:
             # The tree prints this summary itself; with --json, stdout is for events only.
-            for line in merge_summary(event, self._printer.changes):
+            for line in merge_summary(self._printer.tree, event["forkId"]):
                 self._terminal.say(line)
         elif sid == self.root and kind == Kind.TURN_RESULT:
             self._last_result = event

@@ -50,7 +50,7 @@ def test_a_live_prompt_is_not_echoed_but_a_replayed_one_and_fork_results_are() -
 
 def test_a_fork_is_a_plan_and_a_tool_call_that_follow_its_children() -> None:
     view = updates.SessionView()
-    children = [{"sessionId": "s-a"}, {"sessionId": "s-b"}]
+    children = [{"sessionId": "s-a", "label": "A"}, {"sessionId": "s-b", "label": "B"}]
     plan, call = updates.event_updates(
         event("forkStarted", forkId="f-1", source="model", tasks=["A", "B"], children=children),
         view,
@@ -61,7 +61,8 @@ def test_a_fork_is_a_plan_and_a_tool_call_that_follow_its_children() -> None:
     running = updates.child_updates(event("status", sid="s-a", status="running"), view)
     assert [e.status for e in running[0].entries] == ["in_progress", "pending"]
     assert updates.child_updates(event("status", sid="s-a", status="running"), view) == []
-    [said] = updates.child_updates(event("turnResult", sid="s-a", text="A done"), view)
+    answer = event("turnResult", sid="s-a", text="A done", isError=False, subtype="success")
+    [said] = updates.child_updates(answer, view)
     assert "A done" in said.content[0].content.text
     assert updates.child_updates(event("status", sid="s-other", status="idle"), view) == []
 
@@ -78,7 +79,8 @@ def test_a_fork_is_a_plan_and_a_tool_call_that_follow_its_children() -> None:
 def test_a_turn_reports_its_tokens_and_cost() -> None:
     usage = {"inputTokens": 10, "outputTokens": 5, "cacheReadTokens": 100}
     [update] = updates.event_updates(
-        event("turnResult", text="", usage=usage, costUsd=0.25), updates.SessionView()
+        event("turnResult", text="", isError=False, subtype="success", usage=usage, costUsd=0.25),
+        updates.SessionView(),
     )
     assert (update.used, update.size) == (115, updates.CONTEXT_WINDOW)
     assert (update.cost.amount, update.cost.currency) == (0.25, "USD")

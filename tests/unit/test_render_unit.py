@@ -7,7 +7,10 @@ import io
 import json
 from typing import Any
 
+import msgspec
+
 from coven_ls.protocol.describe import change_counts
+from coven_ls.protocol.events import TaskOutcome
 from coven_ls.term.render import (
     FILES_LISTED,
     TreePrinter,
@@ -263,16 +266,16 @@ def test_json_keeps_the_changes_for_the_summary_and_prints_only_events() -> None
     feed.event("forkFinished", forkId="f-1", results=[result])
     printed = [json.loads(line) for line in feed.out.getvalue().splitlines()]
     assert [e["kind"] for e in printed] == ["changes", "forkFinished"]
-    assert merge_summary(printed[1], feed.printer.changes) == ["✓ Docs: applied +1 −0 · 1 file"]
+    tree = feed.printer.tree
+    assert merge_summary(tree, printed[1]["forkId"]) == ["✓ Docs: applied +1 −0 · 1 file"]
 
 
 def test_merge_lines_name_a_few_conflicts_and_listings_cut_long_lists() -> None:
     conflicts = [{"path": f"f{n}.py", "reason": "same lines"} for n in range(5)]
     result = {"label": "Fix", "sessionId": BUGS, "ok": True, "merge": "conflict"}
-    assert merge_line({**result, "conflicts": conflicts}, None) == (
-        "✗ Fix: conflict in f0.py, f1.py, f2.py and 2 more"
-    )
-    assert merge_line({"label": "Shared", "sessionId": BUGS, "ok": True}, None) is None
+    outcome = msgspec.convert({**result, "conflicts": conflicts}, TaskOutcome)
+    assert merge_line(outcome, None) == "✗ Fix: conflict in f0.py, f1.py, f2.py and 2 more"
+    assert merge_line(TaskOutcome("Shared", BUGS, True), None) is None
     moved = changed("new.py", 1, 1, status="renamed", oldPath="old.py")
     logo = changed("logo.png", 0, 0, status="added", binary=True)
     many = changes("pending", moved, logo, *(changed(f"m{n}", n, 0) for n in range(FILES_LISTED)))

@@ -22,19 +22,10 @@
 
 local M = {}
 
-M.STATUS_MARKS = {
-  queued = '·',
-  starting = '…',
-  running = '▶',
-  idle = '✓',
-  awaitingApproval = '?',
-  forking = '⑂',
-  reviewing = '?',
-  failed = '✗',
-  cancelled = '■',
-  closed = '◼',
-  interrupted = '!',
-}
+-- Marks and names shared with coven-ls's own renderers (coven_ls/protocol/labels.json).
+local labels = require('coven.labels')
+
+M.STATUS_MARKS = labels.statusMarks
 
 -- Collapse whitespace and cut to `limit` characters (not bytes: labels are UTF-8).
 local function one_line(text, limit)
@@ -70,7 +61,7 @@ local function seconds(ms)
   return string.format('%.1f s', value)
 end
 
-local API_FAILURES = { [429] = 'API rate-limited', [529] = 'API overloaded' }
+local API_FAILURES = labels.apiFailures
 
 local function api_retry(ev)
   local status = tonumber(ev.errorStatus)
