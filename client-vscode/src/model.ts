@@ -1434,7 +1434,7 @@ export function mergeStateOf(child: SessionNode): MergeState | undefined {
  */
 export function mergeModeOf(child: SessionNode): 'auto' | 'review' | undefined {
   const fork = child.parent?.kind === 'fork' ? child.parent : undefined;
-  if (fork?.state === 'done' && child.changes?.merge === 'pending') return 'review';
+  if (fork?.state === 'finished' && child.changes?.merge === 'pending') return 'review';
   return fork?.state === 'reviewing' ? 'review' : fork?.mergeMode;
 }
 
