@@ -79,6 +79,26 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--state-dir", help="as initializationOptions.stateDir")
     doctor.add_argument("--claude", help="as initializationOptions.claudePath")
     doctor.add_argument("--codex", help="as initializationOptions.codexPath")
+    prune = sub.add_parser(
+        "prune",
+        help="remove the fork worktrees and branches no session needs",
+        description=(
+            "Remove the git worktrees and `coven/` branches of fork children that no stored "
+            "session needs (deleted sessions, a server killed mid-fork, leftover prepared "
+            "worktrees), in every repository the state folder's stores know and in this "
+            "folder's. Branches holding work never applied (a deleted session's conflict, a "
+            "failed child's work, changes never reviewed) are kept unless --discard-work. "
+            "Exit code 0 when everything meant to go went, 1 otherwise."
+        ),
+    )
+    prune.add_argument("--dry-run", action="store_true", help="list, change nothing")
+    prune.add_argument(
+        "--discard-work",
+        action="store_true",
+        help="also delete branches that hold work never applied",
+    )
+    prune.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    prune.add_argument("--state-dir", help="as initializationOptions.stateDir")
     sub.add_parser(
         "acp",
         help="serve the Agent Client Protocol on stdio (Zed, JetBrains, CodeCompanion, ...)",
@@ -275,6 +295,10 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args)
     if args.command == "chat":
         return _chat(args)
+    if args.command == "prune":
+        from .doctor.prune import main as prune_main
+
+        return prune_main(args.state_dir, args.dry_run, args.discard_work, args.json)
     if args.command == "doctor":
         from .doctor.checks import main as doctor_main
 

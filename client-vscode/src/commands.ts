@@ -17,6 +17,7 @@ import {
   type SubagentNode,
 } from './model';
 import { changesDescription } from './changes';
+import { deleteParams, discardQuestion, keptMessage, unappliedWork } from './deletion';
 import { forkStateText, sessionStatusText } from './present';
 import { type DecideForkParams, ErrorCode, Method } from './protocol';
 import type { ChangesReview } from './review';
@@ -179,10 +180,28 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
         'Delete with Claude Transcripts',
       );
       if (choice === undefined) return;
-      await server.request(Method.deleteSession, {
-        sessionId: session.sessionId,
-        purge: choice === 'Delete with Claude Transcripts',
-      });
+      // Work never applied (a conflict, a failed child's, changes waiting for review) is kept on
+      // its branch unless the user says to discard it: asked here, before anything is deleted.
+      const unapplied = unappliedWork(session);
+      let workChoice: string | undefined;
+      if (unapplied.length > 0) {
+        const question = discardQuestion(unapplied);
+        workChoice = await vscode.window.showWarningMessage(
+          question.message,
+          { modal: true, detail: question.detail },
+          ...question.choices,
+        );
+      }
+      const params = deleteParams(
+        session.sessionId,
+        choice === 'Delete with Claude Transcripts',
+        workChoice,
+        unapplied.length > 0,
+      );
+      if (!params) return;
+      const answer = await server.request(Method.deleteSession, params);
+      const kept = keptMessage(answer.keptBranches);
+      if (kept) void vscode.window.showInformationMessage(kept);
     },
 
     'coven.openTranscript': async (target) => {

@@ -1428,11 +1428,13 @@ export function mergeStateOf(child: SessionNode): MergeState | undefined {
 
 /**
  * How a fork child's pending changes come back: `review` when its fork waits for the user (or was
- * started in merge mode review), `auto` when the fork merges them as it ends; undefined while the
- * fork is not known (a child seen in a listing only).
+ * started in merge mode review), or when they are later work (a follow-up after its fork ended,
+ * which only the user brings back); `auto` when the fork merges them as it ends; undefined while
+ * the fork is not known (a child seen in a listing only).
  */
 export function mergeModeOf(child: SessionNode): 'auto' | 'review' | undefined {
   const fork = child.parent?.kind === 'fork' ? child.parent : undefined;
+  if (fork?.state === 'finished' && child.changes?.merge === 'pending') return 'review';
   return fork?.state === 'reviewing' ? 'review' : fork?.mergeMode;
 }
 

@@ -1660,12 +1660,53 @@ export interface DeleteSessionParams {
    * also delete the CLI's own transcripts
    */
   purge?: boolean;
+  /**
+   * also delete the branches of fork children that hold work never applied (a conflict, a failed or cancelled child's work, changes waiting for review, later work); without it they are kept, and listed in the answer's `keptBranches`
+   */
+  discardWork?: boolean;
 }
 export interface DeleteSessionResult {
   /**
    * the session first, then its subtree
    */
   deletedSessionIds: string[];
+  /**
+   * branches kept for their unapplied work (empty with `discardWork: true`)
+   */
+  keptBranches?: KeptBranch[];
+}
+/**
+ * A deleted fork child's branch, kept because it holds work never applied. Recorded by the server (no restart removes it); `coven-ls prune --discard-work` deletes it.
+ */
+export interface KeptBranch {
+  /**
+   * e.g. `coven/<forkId>/<n>-<label>`
+   */
+  branch: string;
+  /**
+   * the work tree whose repository has the branch
+   */
+  repository: string;
+  /**
+   * the branch's commit, which holds the work
+   */
+  commit: string;
+  /**
+   * the commit the work counts from (`git diff <base> <commit>` shows it)
+   */
+  base: string;
+  /**
+   * the deleted child's
+   */
+  sessionId: string;
+  /**
+   * the child's task label
+   */
+  label: string;
+  /**
+   * what it holds, e.g. "changes that conflicted with the working tree"
+   */
+  reason: string;
 }
 export interface StopTaskParams {
   /**

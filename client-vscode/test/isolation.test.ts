@@ -20,6 +20,7 @@ import {
   sideLocation,
   sideText,
 } from '../src/changes';
+import { DISCARD_WORK, deleteParams, discardQuestion, KEEP_WORK, keptMessage, unappliedWork } from '../src/deletion';
 import { type ChildChanges, CovenModel, type ForkNode, mergeStateOf, type SessionNode } from '../src/model';
 import { present, sessionIcon, summarize } from '../src/present';
 import type { CovenEvent, GetChangesResult, SessionInfo } from '../src/protocol';
@@ -283,6 +284,45 @@ describe('isolated fork children: merge mode auto, with a conflict', () => {
     });
     return [...ended, ...changes, finished];
   }
+
+  test('deleting the parent asks before discarding the conflicting child\'s work, and says what was kept', () => {
+    const model = modelOf(merged(true));
+    const unapplied = unappliedWork(child(model, PARENT));
+    // The applied child's work is in the working tree: only the conflicting one's is at stake.
+    assert.deepEqual(unapplied.map((n) => n.sessionId), [BUGS]);
+    const question = discardQuestion(unapplied);
+    assert.match(question.message, /^1 fork child holds work never applied: Fix the bugs \(conflicted\)\. Keep its branch/);
+    assert.deepEqual(question.choices, [KEEP_WORK, DISCARD_WORK]);
+    assert.deepEqual(deleteParams(PARENT, false, KEEP_WORK, true), { sessionId: PARENT, purge: false, discardWork: false });
+    assert.deepEqual(deleteParams(PARENT, true, DISCARD_WORK, true), { sessionId: PARENT, purge: true, discardWork: true });
+    // Dismissed: nothing is deleted.
+    assert.equal(deleteParams(PARENT, false, undefined, true), undefined);
+    // Nothing at stake: no second question, nothing discarded.
+    assert.deepEqual(unappliedWork(child(model, DOCS)), []);
+    assert.deepEqual(deleteParams(DOCS, false, undefined, false), { sessionId: DOCS, purge: false, discardWork: false });
+    const kept = keptMessage([
+      { branch: BUGS_WORKTREE.branch, repository: REPOSITORY, commit: '7e3b0c9d2a41', base: '9c1e4f0a7b2d', sessionId: BUGS, label: 'Fix the bugs', reason: 'changes that conflicted with the working tree' },
+    ]);
+    assert.equal(
+      kept,
+      `Kept 1 branch with work never applied: ${BUGS_WORKTREE.branch} (Fix the bugs: changes that conflicted with the working tree). \`coven-ls prune --discard-work\` deletes them.`,
+    );
+    assert.equal(keptMessage([]), undefined);
+  });
+
+  test("a child's later work, after its fork ended, waits for the user's review", () => {
+    const later = { ...docsChanges('pending'), files: [{ path: 'docs/faq.md', status: 'added' as const, oldPath: null, binary: false, linesAdded: 12, linesRemoved: 0 }], linesAdded: 12, linesRemoved: 0, commit: 'b41d0e7a9c35' };
+    const story = merged(true);
+    const last = Math.max(...story.filter((e) => e.sessionId === DOCS).map((e) => e.seq));
+    // Protocol.md's example of later work: the child's next event after a follow-up.
+    const event = { sessionId: DOCS, seq: last + 1, kind: 'changes', time: '2026-11-22T02:05:11.020Z', worktree: DOCS_WORKTREE, changes: later } as CovenEvent;
+    const model = modelOf([...story, event]);
+    const docs = present(child(model, DOCS));
+    assert.match(docs.description, /\+12 −0 · 1 file · pending review/);
+    assert.match(docs.tooltip, /Waiting for your review/);
+    assert.ok(offered(docs.contextValue, true).has('coven.applyChanges'));
+    assert.deepEqual(unappliedWork(child(model, PARENT)).map((n) => n.sessionId), [DOCS, BUGS]);
+  });
 
   test('while the fork runs, a child that ended has changes not merged yet: nothing waits for the user', () => {
     const s = new Stream();

@@ -428,6 +428,7 @@ class ForkManager:
     # --- detection (runs in the parent's runner task, at the end of each turn) -------------------
 
     async def on_turn_end(self, session: Session, result: events.TurnResult) -> None:
+        await self._bring_later_work(session)
         config = session.config
         if not may_fork(config, session.depth):
             return  # the tag, if any, stays in the answer as plain text
@@ -449,6 +450,31 @@ class ForkManager:
         session.set_status("awaitingApproval")
         session.emit(events.ForkProposed(forkId=fork.id, state=fork.state, tasks=tasks))
         self._host.ask_fork_approval(session, fork)
+
+    async def _bring_later_work(self, child: Session) -> None:
+        """A worktree child whose changes were already collected (its fork has ended, or waits
+        for review) did more work in its worktree (a follow-up): its changes are that work,
+        `pending` again until coven/applyChanges brings them back."""
+        fork = self.forks.get(child.fork_id or "")
+        if (
+            fork is None
+            or child.worktree is None
+            or child.changes is None
+            or fork.state not in ("finished", "reviewing")
+        ):
+            return
+        try:
+            later = await isolation.later_work(
+                child.worktree, child.changes, child.changes_since, child.label or ""
+            )
+        except GitError as exc:
+            child.emit(events.Error(message=f"Its later work could not be read: {exc.message}"))
+            return
+        if later is None:
+            return
+        changes, child.changes_since = later
+        self._set_changes(child, changes)
+        self._host.ask_review(fork, [child])
 
     def _new_fork(self, parent: Session, tasks: list[str], source: ForkSource, **kw: Any) -> Fork:
         fork = Fork(f"f-{uuid.uuid4().hex[:12]}", parent, tasks, source, proposed=list(tasks), **kw)
@@ -779,7 +805,7 @@ class ForkManager:
         ok = self._result_of(child, interrupted).ok
         await failpoints.reached("commit")
         try:
-            changes = await isolation.collect(tree, child.label or "", ok)
+            changes = await isolation.collect(tree, child.label or "", ok, child.changes_since)
         except GitError as exc:
             log.warning("session %s: its changes could not be read: %s", child.id, exc)
             child.emit(events.Error(message=f"Its changes could not be read: {exc.message}"))
@@ -794,7 +820,7 @@ class ForkManager:
     async def _merge(self, child: Session) -> Changes:
         tree, changes = child.worktree, child.changes
         assert tree is not None and changes is not None
-        merged = await isolation.merge(tree, changes, child.label or "child")
+        merged = await isolation.merge(tree, changes, child.label or "child", child.changes_since)
         self._set_changes(child, merged)
         return merged
 
@@ -830,7 +856,9 @@ class ForkManager:
         text = None
         if path is not None:
             try:
-                changed, base, mine = await isolation.file_text(tree, changes, path)
+                changed, base, mine = await isolation.file_text(
+                    tree, changes, path, child.changes_since
+                )
             except KeyError:
                 raise protocol.invalid_params(
                     protocol.GET_CHANGES,

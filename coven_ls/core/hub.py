@@ -21,11 +21,12 @@ from typing import Any, Protocol
 import anyio
 import msgspec
 from anyio.abc import TaskGroup
+from msgspec import to_builtins
 
 from .. import agents, protocol
 from ..protocol import EventDict, Status, events
-from ..protocol.types import Usage
-from . import failpoints, isolation
+from ..protocol.types import KeptBranch, Usage
+from . import failpoints, isolation, keep
 from .agent import AgentSpec, Backend
 from .fork import Fork, ForkManager, fork_prompt, results_reached, tree_usage
 from .journal import Journal
@@ -105,6 +106,8 @@ class Hub:
         self.journal = Journal(task_group, self._deliver, self._send_delta, self._store_trouble)
         # Fork children's turns, server-wide: at most maxParallel run at once.
         self.slots = Slots(protocol.InitializationOptions().maxParallel)
+        # Fork children whose changes a client is being asked to apply or discard right now.
+        self._in_review: set[str] = set()
         self.forks = ForkManager(self, self.journal, self.spawn)
 
     # --- clients ---------------------------------------------------------------------------------
@@ -220,16 +223,20 @@ class Hub:
 
     def ask_review(self, fork: Fork, children: list[Session]) -> None:
         client = self.client_for(fork.parent)
-        if client is None:
+        children = [c for c in children if c.id not in self._in_review]
+        if client is None or not children:
             return  # they wait for coven/applyChanges or coven/discardChanges
 
         async def ask() -> None:
             await self.flushed()  # forkReviewing first, then the questions
             for child in children:
+                self._in_review.add(child.id)
                 try:
                     apply = await client.ask_review(child)
                 except ConnectionError:
                     return  # the editor went away: the changes wait for applyChanges
+                finally:
+                    self._in_review.discard(child.id)
                 if apply is None or child.changes is None or child.changes.merge != "pending":
                     continue
                 if apply:
@@ -238,6 +245,18 @@ class Hub:
                     self.forks.discard_changes(child)
 
         self.spawn(ask(), name=f"review of {fork.id}")
+
+    def ask_open_reviews(self) -> None:
+        """A client is ready: changes that wait for review and that no one is being asked about
+        (a restart brought them back, or the editor that was asked went away) are asked about
+        again, through the client that answers for their fork (the one just connected, after a
+        restart)."""
+        for fork in list(self.forks.forks.values()):
+            pending = [
+                c for c in fork.children if c.changes is not None and c.changes.merge == "pending"
+            ]
+            if pending and fork.state in ("reviewing", "finished"):
+                self.ask_review(fork, pending)
 
     def spawn(self, coro: Any, name: str) -> None:
         """Run background work in the hub's task group; a failure is logged, never swallowed
@@ -524,7 +543,8 @@ class Hub:
         snapshot = await anyio.to_thread.run_sync(store.load)
         reached = await anyio.to_thread.run_sync(results_reached, store, snapshot.forks)
         self._restore(store, snapshot, reached, settings)
-        await self._remove_orphans(snapshot.forks)  # git runs only when there are orphans
+        # git runs only when there are orphans
+        await self._remove_orphans(snapshot.forks, snapshot.kept)
         self.forks.resume_pools(settings.options.stateDir, settings.options.worktreePool)
         return store, warning
 
@@ -574,33 +594,54 @@ class Hub:
         for session in restored:
             self.launch(session, announce=False)
 
-    async def _remove_orphans(self, forks: list[dict[str, Any]]) -> None:
+    async def _remove_orphans(
+        self, forks: list[dict[str, Any]], kept: list[dict[str, Any]]
+    ) -> None:
         """Remove the worktrees a killed server made but never gave a session (it stores where
-        they go before it makes them), with their branches."""
+        they go before it makes them), with their branches; a branch kept for its unapplied
+        work (a deleted child's, `kept`) stays."""
         known = {s.worktree.path for s in self.sessions.values() if s.worktree is not None}
+        keep = {(k["repository"], k["branch"]) for k in kept}
         for row in forks:
             trees = row.get("isolation") or {}
+            repository = trees.get("repository")
             for planned in trees.get("planned") or []:
-                if planned["path"] not in known and trees.get("repository"):
-                    await isolation.remove_quietly(
-                        trees["repository"], planned["path"], planned["branch"]
-                    )
+                if planned["path"] in known or not repository:
+                    continue
+                if (repository, planned["branch"]) in keep:
+                    if Path(planned["path"]).exists():
+                        await isolation.remove_quietly(
+                            repository, planned["path"], planned["branch"], keep_branch=True
+                        )
+                    continue
+                await isolation.remove_quietly(repository, planned["path"], planned["branch"])
 
-    async def delete(self, session: Session, purge: bool) -> list[str]:
+    async def delete(
+        self, session: Session, purge: bool, discard_work: bool = False
+    ) -> tuple[list[str], list[KeptBranch]]:
         """Remove a session and its subtree from the server and its store; with `purge`, the
-        CLI's own transcripts too. Returns the ids removed."""
+        CLI's own transcripts too. A fork child's worktree goes, and its branch too unless it
+        holds work never applied: that branch is kept (and recorded in the store) unless
+        `discard_work`. Returns the ids removed and the branches kept."""
         subtree = [session]
         for node in subtree:
             subtree.extend(self.children_of(node))
         await self.close(session)
+        store = self.journal.store_of(session.id)
+        kept = [] if discard_work else await keep.unapplied_branches(subtree)
+        if kept and store is not None:
+            # Recorded before any worktree goes: a restart then never removes these branches.
+            await anyio.to_thread.run_sync(store.keep_branches, [to_builtins(k) for k in kept])
+        keep_ids = {k.sessionId for k in kept}
         for node in subtree:
-            if node.worktree is not None:  # its work goes with it
+            if node.worktree is not None:
                 tree = node.worktree
-                await isolation.remove_quietly(tree.repository, tree.path, tree.branch)
+                await isolation.remove_quietly(
+                    tree.repository, tree.path, tree.branch, keep_branch=node.id in keep_ids
+                )
         await failpoints.reached("delete")  # worktrees gone, the sessions still stored
         ids = [s.id for s in subtree]
         await self.flushed()
-        store = self.journal.store_of(session.id)
         if store is not None:
             await anyio.to_thread.run_sync(store.delete_sessions, ids)
         if purge:
@@ -617,7 +658,7 @@ class Hub:
             session.id, session.last_seq + 1, protocol.now_iso(), events.Deleted(sessionIds=ids)
         )
         self._deliver(deleted, protocol.event_body(deleted))
-        return ids
+        return ids, kept
 
 
 def branch_spec(config: SessionConfig, conversation: str, at_message_id: str | None) -> AgentSpec:

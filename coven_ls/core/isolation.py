@@ -211,14 +211,15 @@ def child_cwd(tree: Worktree, parent_cwd: str) -> str:
     return os.path.normpath(os.path.join(tree.path, inside))
 
 
-async def collect(tree: Worktree, label: str, ok: bool) -> Changes:
-    """Commit what a child changed in its worktree (any tool may have written files) and list it:
-    `pending` when it succeeded and has changes to bring back, `kept` when it failed (its work
-    stays on its branch), `unchanged` when it changed nothing."""
+async def collect(tree: Worktree, label: str, ok: bool, since: str | None = None) -> Changes:
+    """Commit what a child changed in its worktree (any tool may have written files) and list it
+    (from `since`, else the fork's snapshot): `pending` when it succeeded and has changes to
+    bring back, `kept` when it failed (its work stays on its branch), `unchanged` when it
+    changed nothing."""
     repo = await _repo(tree.repository)
     if Path(tree.path).is_dir():
         await anyio.to_thread.run_sync(worktrees.commit_all, tree.path, f"coven: {label}")
-    found = await anyio.to_thread.run_sync(worktrees.changes, repo, tree.base, tree.branch)
+    found = await anyio.to_thread.run_sync(worktrees.changes, repo, since or tree.base, tree.branch)
     commit = await anyio.to_thread.run_sync(worktrees.resolve, repo, tree.branch)
     merge: MergeState = "unchanged" if not found else "pending" if ok else "kept"
     return _changes(merge, found, commit)
@@ -251,15 +252,16 @@ def _changes(
     )
 
 
-async def merge(tree: Worktree, changes: Changes, label: str) -> Changes:
-    """Merge a child's committed changes into the parent's working tree: `applied`, or
-    `conflict` with the files (then nothing was written; when git itself failed, every file is
-    in conflict with git's message)."""
+async def merge(tree: Worktree, changes: Changes, label: str, since: str | None = None) -> Changes:
+    """Merge a child's committed changes (from `since`, else the fork's snapshot) into the
+    parent's working tree: `applied`, or `conflict` with the files (then nothing was written;
+    when git itself failed, every file is in conflict with git's message)."""
+    base = since or tree.base
     try:
         async with _merge_lock(tree.repository):
             repo = await _repo(tree.repository)
             result = await anyio.to_thread.run_sync(
-                lambda: worktrees.merge_into_worktree(repo, tree.base, tree.branch, label=label)
+                lambda: worktrees.merge_into_worktree(repo, base, tree.branch, label=label)
             )
     except worktrees.GitError as exc:
         return _with_merge(
@@ -295,10 +297,78 @@ def _with_merge(
     return msgspec.structs.replace(changes, merge=merge, conflicts=conflicts)
 
 
+# Changes in these states were brought back (or turned down) as they were: later work of the
+# child counts from their commit.
+_SETTLED_MERGES = ("applied", "discarded")
+
+
+async def later_work(
+    tree: Worktree, changes: Changes, since: str | None, label: str
+) -> tuple[Changes, str | None] | None:
+    """A child that already ended worked on (a follow-up in its worktree): commit that work and,
+    when there is new work, its changes (`pending`) and the commit they count from: after
+    changes that were applied or discarded, their commit (only the later work comes back,
+    merged against what was applied last); else where they counted from (the snapshot), the
+    new work joining what was never applied. None when nothing changed."""
+    repo = await _repo(tree.repository)
+    if Path(tree.path).is_dir():
+        await anyio.to_thread.run_sync(worktrees.commit_all, tree.path, f"coven: {label}")
+    tip = await anyio.to_thread.run_sync(worktrees.resolve, repo, tree.branch)
+    last = changes.commit or since or tree.base
+    if tip == last:
+        return None
+    if changes.merge in _SETTLED_MERGES and changes.commit is not None:
+        since = changes.commit
+    start = since or tree.base
+    found = await anyio.to_thread.run_sync(worktrees.changes, repo, start, tip)
+    if not found:
+        return None
+    return _changes("pending", found, tip), since
+
+
+def kept_reason(changes: Changes | None) -> str:
+    """What a branch kept for its work holds, as a phrase."""
+    merge = changes.merge if changes is not None else None
+    if merge == "pending":
+        return "changes waiting for review"
+    if merge == "conflict":
+        return "changes that conflicted with the working tree"
+    if merge == "kept" or merge is None:
+        return "work of a child that failed or was cancelled, never applied"
+    return "work done after its changes were brought back, never applied"
+
+
+async def unapplied(
+    tree: Worktree, changes: Changes | None, since: str | None
+) -> tuple[str, str, str] | None:
+    """Whether a child's branch holds work that never reached the parent's working tree (work
+    still in its worktree is committed first): (the reason, as `kept_reason` says it, the
+    branch's commit, the commit the work counts from), or None when everything on it was
+    applied, discarded by the user, or is no change at all."""
+    found = await anyio.to_thread.run_sync(worktrees.inspect, tree.repository)
+    if isinstance(found, worktrees.NotARepo):
+        return None  # the repository itself is gone: there is no branch to keep
+    repo = found
+    if Path(tree.path).is_dir():
+        await anyio.to_thread.run_sync(worktrees.commit_all, tree.path, "coven: unfinished work")
+    tips = await anyio.to_thread.run_sync(worktrees.branches, repo)
+    tip = tips.get(tree.branch)
+    if tip is None:
+        return None
+    if changes is not None and changes.merge in (*_SETTLED_MERGES, "unchanged"):
+        last = changes.commit or since or tree.base
+    else:
+        last = since or tree.base
+    if tip == last or await anyio.to_thread.run_sync(worktrees.same_tree, repo, tip, last):
+        return None
+    return kept_reason(changes), tip, last
+
+
 async def file_text(
-    tree: Worktree, changes: Changes, path: str
+    tree: Worktree, changes: Changes, path: str, since: str | None = None
 ) -> tuple[ChangedFile, bytes | None, bytes | None]:
-    """A changed file's content in the snapshot and in the child's commit."""
+    """A changed file's content where the changes count from (`since`, else the snapshot) and
+    in the child's commit."""
     changed = next((f for f in changes.files if f.path == path), None)
     if changed is None:
         raise KeyError(path)
@@ -308,7 +378,7 @@ async def file_text(
     base = (
         None
         if changed.status == "added"
-        else await anyio.to_thread.run_sync(worktrees.show, repo, tree.base, old)
+        else await anyio.to_thread.run_sync(worktrees.show, repo, since or tree.base, old)
     )
     child = (
         None
@@ -337,14 +407,18 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-async def remove_quietly(repository: str, path: str, branch: str) -> None:
-    """Remove a child's worktree and branch; a failure is logged (deleting a session must not
-    fail because git did)."""
+async def remove_quietly(
+    repository: str, path: str, branch: str, keep_branch: bool = False
+) -> None:
+    """Remove a child's worktree and (unless `keep_branch`) its branch; a failure is logged
+    (deleting a session must not fail because git did)."""
     try:
         found = await anyio.to_thread.run_sync(worktrees.inspect, repository)
         if isinstance(found, worktrees.NotARepo):
             return  # the repository itself is gone: nothing of it to clean
-        await anyio.to_thread.run_sync(worktrees.remove, found, path, branch)
+        await anyio.to_thread.run_sync(
+            lambda: worktrees.remove(found, path, branch, keep_branch=keep_branch)
+        )
     except (worktrees.GitError, OSError):
         log.warning("could not remove the worktree %s (branch %s)", path, branch, exc_info=True)
     _remove_if_empty(Path(path).parent)

@@ -172,6 +172,10 @@ class Session:
         self.isolation_reason: str | None = None
         self.worktree: Worktree | None = None
         self.changes: Changes | None = None
+        # The commit its `changes` count from: None for the fork's snapshot (`worktree.base`);
+        # after its changes were applied or discarded and it worked on (a follow-up), that
+        # commit, so that only the later work comes back.
+        self.changes_since: str | None = None
         self.backend = backend
         self.process = AgentProcess(session_id, backend, lambda: self._wakeup.set())
         self.background = BackgroundTasks(lambda: self._notify_changed())

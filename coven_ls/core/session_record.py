@@ -57,6 +57,7 @@ def record(session: Session) -> dict[str, Any]:
             "reason": session.isolation_reason,
             "worktree": msgspec.to_builtins(session.worktree),
             "changes": msgspec.to_builtins(session.changes),
+            "since": session.changes_since,
         },
         "branched_from": None if session.branched_from is None else _branch_row(session),
     }
@@ -96,5 +97,6 @@ def restore(session: Session, row: dict[str, Any]) -> None:
             session.worktree = msgspec.convert(isolation["worktree"], Worktree)
         if isolation.get("changes"):
             session.changes = msgspec.convert(isolation["changes"], Changes)
+        session.changes_since = isolation.get("since")
     if session.status in protocol.BUSY_STATUSES:
         session.set_status("interrupted")

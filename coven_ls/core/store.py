@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 # flock is POSIX; on Windows the store works unlocked.
 fcntl: Any = importlib.import_module("fcntl") if os.name == "posix" else None
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # About what sqlite's own autocheckpoint would let the WAL grow to (1000 pages) before the
 # journal has it copied back into the database.
@@ -137,9 +137,19 @@ UPDATE events SET body = json_set(body, '$.state', CASE kind
     WHERE kind IN ('forkProposed', 'forkRejected', 'forkStarted', 'forkResumed',
         'forkReviewing', 'forkFinished', 'forkInterrupted');
 """,
-    # 8 -> 9: a branch (coven/branch) keeps where it left its parent (JSON): the message it was
-    # branched at and the parent's conversation it starts from.
+    # 8 -> 9: branches of deleted fork children kept for their unapplied work: a restart must
+    # not remove them as orphans, and `coven-ls prune` must know them.
     9: """
+CREATE TABLE kept_branches (
+    repository TEXT NOT NULL,
+    branch TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (repository, branch)
+);
+""",
+    # 9 -> 10: a branch (coven/branch) keeps where it left its parent (JSON): the message it was
+    # branched at and the parent's conversation it starts from.
+    10: """
 ALTER TABLE sessions ADD COLUMN branched_from TEXT;
 """,
 }
@@ -242,6 +252,8 @@ class Snapshot:
 
     sessions: list[dict[str, Any]] = field(default_factory=list)
     forks: list[dict[str, Any]] = field(default_factory=list)
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    """branches kept for their unapplied work (`KeptBranch` dicts)"""
 
 
 class Store:
@@ -368,6 +380,24 @@ class Store:
                 self._db.execute("ROLLBACK")
                 raise
 
+    # --- kept branches ---------------------------------------------------------------------------
+
+    def keep_branches(self, kept: Iterable[Mapping[str, Any]]) -> None:
+        """Record branches kept for their unapplied work (each a `KeptBranch` as a dict)."""
+        rows = [(k["repository"], k["branch"], json.dumps(dict(k))) for k in kept]
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO kept_branches VALUES (?, ?, ?)", rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def kept_branches(self) -> list[dict[str, Any]]:
+        with self._read_lock:
+            return read_kept_branches(self._reader)
+
     # --- checkpoints -----------------------------------------------------------------------------
 
     def checkpoint_due(self) -> bool:
@@ -404,6 +434,7 @@ class Store:
             ]
             cursor = self._reader.execute(f"SELECT {', '.join(FORK_COLUMNS)} FROM forks")
             snapshot.forks = [_fork_dict(row) for row in cursor]
+            snapshot.kept = read_kept_branches(self._reader)
             return snapshot
 
     def events_between(
@@ -453,6 +484,73 @@ class Store:
         with self._read_lock:
             row = self._reader.execute(sql + " ORDER BY seq LIMIT 1", args).fetchone()
         return None if row is None else int(row[0])
+
+
+def read_kept_branches(db: sqlite3.Connection) -> list[dict[str, Any]]:
+    return [json.loads(body) for (body,) in db.execute("SELECT body FROM kept_branches")]
+
+
+@dataclass
+class StoredTrees:
+    """What a store says about git worktrees and branches, for `coven-ls prune`."""
+
+    needed: list[dict[str, str]] = field(default_factory=list)
+    """{path, branch, repository} of every stored session's worktree, and of those planned for
+    forks (made, or about to be made, by a server that may be running)"""
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    """the branches kept for their unapplied work (`KeptBranch` dicts)"""
+
+
+def read_trees(path: Path) -> StoredTrees:
+    """Read a store's worktrees and kept branches without taking its lock (a server may have it
+    open): a read-only connection, which sqlite keeps consistent with the server's writes."""
+    db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    try:
+        version = _schema_version(db)
+        found = StoredTrees()
+        if version >= 5:
+            for (isolation,) in db.execute("SELECT isolation FROM sessions"):
+                tree = (json.loads(isolation) if isolation else {}).get("worktree")
+                if tree:
+                    found.needed.append({k: tree[k] for k in ("path", "branch", "repository")})
+            # A fork's planned worktrees are needed while it may still make or use them (it
+            # runs, or waits to be resumed); after that, its sessions say what is needed.
+            forks = db.execute(
+                "SELECT isolation FROM forks WHERE state IN ('running', 'interrupted')"
+            )
+            for (isolation,) in forks:
+                trees = json.loads(isolation) if isolation else {}
+                for planned in trees.get("planned") or []:
+                    if trees.get("repository"):
+                        found.needed.append(
+                            {
+                                "path": planned["path"],
+                                "branch": planned["branch"],
+                                "repository": trees["repository"],
+                            }
+                        )
+        if version >= 9:
+            found.kept = read_kept_branches(db)
+            # A kept branch's session was deleted: its fork's plan does not make it needed.
+            kept = {(k["repository"], k["branch"]) for k in found.kept}
+            found.needed = [n for n in found.needed if (n["repository"], n["branch"]) not in kept]
+        return found
+    finally:
+        db.close()
+
+
+def forget_kept_branches(path: Path, keys: Iterable[tuple[str, str]]) -> None:
+    """Drop the records of kept branches ((repository, branch)) that were deleted. A short write
+    of its own: sqlite's locking lets it run beside a server that has the store open."""
+    db = sqlite3.connect(path, timeout=30, isolation_level=None)
+    try:
+        if _schema_version(db) < 9:
+            return
+        db.execute("BEGIN IMMEDIATE")
+        db.executemany("DELETE FROM kept_branches WHERE repository = ? AND branch = ?", list(keys))
+        db.execute("COMMIT")
+    finally:
+        db.close()
 
 
 _MAX_SEQ = 2**63 - 1

@@ -19,10 +19,12 @@ The flow, for one fork of a parent working in the repository `info = inspect(cwd
 
 Choices, and why:
 
-- Submodules are not isolated. A child's worktree has each submodule as an empty folder (git
-  does not check submodules out in a new worktree, and doing so would clone or copy them); a
-  change a child makes to a submodule pointer is reported as skipped, never applied. `inspect`
-  lists the submodules so that the caller can tell the user.
+- Submodules come from the parent's. Each submodule the parent has checked out is checked out
+  in the child's worktree at the snapshot's commit, as a linked worktree (detached) of the
+  parent's own submodule repository: no clone, no network, no change to any configuration, its
+  objects shared (`checkout_submodules`). One the parent has not initialised stays an empty
+  folder, as in the parent. A change a child makes to a submodule pointer is reported as
+  skipped, never applied.
 - Binary files and symbolic links are taken from the child only when the working tree still has
   the snapshot's version (or already has the child's); otherwise they are a conflict, as they
   cannot be merged line by line.
@@ -50,6 +52,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import logging
 import os
 import re
 import shutil
@@ -60,6 +63,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+log = logging.getLogger(__name__)
 
 MIN_GIT_VERSION = (2, 25, 0)
 
@@ -152,7 +157,7 @@ class RepoInfo:
     branch: str | None
     """the checked-out branch's short name; None when HEAD is detached"""
     submodules: tuple[str, ...]
-    """submodule paths (relative, `/`-separated): not isolated, children see them empty"""
+    """submodule paths (relative, `/`-separated): checked out in children as the parent has them"""
     git_version: tuple[int, int, int]
 
 
@@ -555,6 +560,7 @@ def create(repo: RepoInfo, snapshot: str, path: str | os.PathLike[str], branch: 
         "branch of that name must not.",
     )
     head = _out(_git(where, "rev-parse", "HEAD"))
+    checkout_submodules(repo.toplevel, where, head)
     return Worktree(path=where, branch=branch, head=head)
 
 
@@ -640,7 +646,65 @@ def adopt(
     head = _out(_git(where, "rev-parse", "HEAD"))
     if head != _out(_git(where, "rev-parse", f"{_rev(snapshot)}^{{commit}}")):
         raise GitError(f"The worktree {where} is at {head}, not at the snapshot {snapshot}.")
+    checkout_submodules(repo.toplevel, where, head)
     return Worktree(path=where, branch=branch, head=head)
+
+
+def checkout_submodules(source: Path, worktree: Path, commit: str) -> list[str]:
+    """Check out in `worktree` (a new worktree at `commit`) every submodule that the work tree
+    `source` has checked out, at the commit `commit` records for it, as a detached linked
+    worktree of `source`'s submodule repository (nested submodules too). Returns the paths
+    checked out. A submodule whose recorded commit its repository lacks (the pointer was moved
+    past what was fetched) stays an empty folder, and is logged: a child is better off without
+    it than without a worktree."""
+    found: list[str] = []
+    for sub in _submodules(source):
+        origin = source / sub
+        if not (origin / ".git").exists():
+            continue  # not initialised in the parent: empty there, so empty here
+        entry = _out(_git(worktree, "ls-tree", "-z", _rev(commit), "--", sub)).rstrip("\0")
+        info, _, _name = entry.partition("\t")
+        fields = info.split()
+        if len(fields) != 3 or fields[0] != _MODE_GITLINK:
+            continue
+        target = worktree / sub
+        try:
+            _git(
+                origin,
+                "worktree",
+                "add",
+                "--quiet",
+                "--detach",
+                str(target),
+                _rev(fields[2]),
+                what=f"Checking out the submodule {sub} in {worktree}",
+            )
+        except GitError as exc:
+            log.warning("%s", exc.message)
+            continue
+        found.append(sub)
+        found.extend(f"{sub}/{p}" for p in checkout_submodules(origin, target, fields[2]))
+    return found
+
+
+def _remove_submodule_worktrees(worktree: Path) -> None:
+    """Unregister the submodule worktrees `checkout_submodules` made in a child's worktree (from
+    the parent's submodule repositories), innermost first, so that none stays registered."""
+    if not (worktree / ".git").is_file():
+        return
+    try:
+        subs = _submodules(worktree)
+    except GitError:
+        return  # not a usable work tree any more: `git worktree prune` forgets its leftovers
+    for sub in subs:
+        target = worktree / sub
+        if not (target / ".git").is_file():
+            continue
+        _remove_submodule_worktrees(target)
+        try:
+            _git(target, "worktree", "remove", "--force", str(target))
+        except GitError as exc:
+            log.warning("%s", exc.message)
 
 
 def commit_all(worktree: str | os.PathLike[str], message: str) -> str | None:
@@ -1371,7 +1435,8 @@ def list_coven_worktrees(repo: RepoInfo, prefix: str = COVEN_BRANCH_PREFIX) -> l
 
 
 def list_worktrees(repo: RepoInfo) -> list[Worktree]:
-    """Every linked worktree of the repository (the main one included), as git lists them."""
+    """Every linked worktree of the repository (the main one too), with whether its folder
+    still exists."""
     return _list_worktrees(repo)
 
 
@@ -1414,6 +1479,7 @@ def remove(
     where = Path(path).absolute()
     registered = {wt.path.resolve() for wt in _list_worktrees(repo)}
     if where.resolve() in registered:
+        _remove_submodule_worktrees(where)
         _git(
             repo.toplevel,
             "worktree",
@@ -1429,17 +1495,67 @@ def remove(
             "by hand if it is a child's leftover."
         )
     if not keep_branch:
-        ref = f"refs/heads/{branch}"
-        if not _git(repo.toplevel, "rev-parse", "-q", "--verify", ref, ok=(0, 1)).returncode:
-            _git(
-                repo.toplevel,
-                "branch",
-                "-D",
-                "--",
-                branch,
-                what=f"Deleting the branch {branch}",
-                hint="A branch checked out in some worktree cannot be deleted.",
-            )
+        delete_branch(repo, branch)
+
+
+def delete_branch(repo: RepoInfo, branch: str) -> None:
+    """Delete one of coven-ls's branches (a branch already gone is fine)."""
+    ref = f"refs/heads/{branch}"
+    if not _git(repo.toplevel, "rev-parse", "-q", "--verify", ref, ok=(0, 1)).returncode:
+        _git(
+            repo.toplevel,
+            "branch",
+            "-D",
+            "--",
+            branch,
+            what=f"Deleting the branch {branch}",
+            hint="A branch checked out in some worktree cannot be deleted.",
+        )
+
+
+def same_tree(repo: RepoInfo, a: str, b: str) -> bool:
+    """Whether two commits hold exactly the same files."""
+    trees = _git(
+        repo.toplevel,
+        "rev-parse",
+        f"{_rev(a)}^{{tree}}",
+        f"{_rev(b)}^{{tree}}",
+        what="Reading trees",
+    )
+    first, second = _out(trees).splitlines()
+    return first == second
+
+
+def branches(repo: RepoInfo, prefix: str = COVEN_BRANCH_PREFIX) -> dict[str, str]:
+    """The repository's branches under `prefix`, each with the commit it points at."""
+    out = _git(
+        repo.toplevel,
+        "for-each-ref",
+        "--format=%(refname:short)%00%(objectname)",
+        f"refs/heads/{prefix.rstrip('/')}/",
+    )
+    found: dict[str, str] = {}
+    for line in _out(out).splitlines():
+        name, _, commit = line.partition("\0")
+        if name.startswith(prefix):
+            found[name] = commit
+    return found
+
+
+def branch_start(repo: RepoInfo, branch: str) -> str | None:
+    """The commit a branch was created at, from its reflog (None when it has none: reflogs off,
+    or expired): for a child's branch, the fork's snapshot."""
+    done = _git(
+        repo.toplevel,
+        "reflog",
+        "show",
+        "--format=%H",
+        f"refs/heads/{branch}",
+        "--",
+        ok=(0, 128),
+    )
+    lines = _out(done).splitlines() if not done.returncode else []
+    return lines[-1] if lines else None
 
 
 def restore(repo: RepoInfo, path: str | os.PathLike[str], branch: str) -> Worktree:
@@ -1466,7 +1582,9 @@ def restore(repo: RepoInfo, path: str | os.PathLike[str], branch: str) -> Worktr
         what=f"Making the worktree {where} again on the branch {branch}",
         hint=f"`git branch --list '{branch}'` shows whether the branch still exists.",
     )
-    return Worktree(path=where, branch=branch, head=resolve(repo, branch))
+    head = resolve(repo, branch)
+    checkout_submodules(repo.toplevel, where, head)
+    return Worktree(path=where, branch=branch, head=head)
 
 
 def prune(repo: RepoInfo, prefix: str = COVEN_BRANCH_PREFIX) -> list[Worktree]:

@@ -131,8 +131,10 @@ async def abandon_fork(server: CovenServer, params: protocol.ForkIdParams) -> T.
 async def delete_session(
     server: CovenServer, params: protocol.DeleteSessionParams
 ) -> T.DeleteSessionResult:
-    deleted = await server.hub.delete(server.hub.get(params.sessionId), params.purge)
-    return T.DeleteSessionResult(deletedSessionIds=deleted)
+    deleted, kept = await server.hub.delete(
+        server.hub.get(params.sessionId), params.purge, params.discardWork
+    )
+    return T.DeleteSessionResult(deletedSessionIds=deleted, keptBranches=kept)
 
 
 @handler(protocol.STOP_TASK)

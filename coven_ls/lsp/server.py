@@ -60,6 +60,9 @@ def create_server(hub: Hub, on_exit: Callable[[int], None]) -> CovenServer:
             ls.window_show_message(
                 types.ShowMessageParams(type=types.MessageType.Warning, message=ls.store_warning)
             )
+        # After a restart, a standard-LSP editor is asked again about changes still in review
+        # (a client with its own review UI reads them from the events instead).
+        ls.hub.ask_open_reviews()
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: CovenServer, *args: Any) -> None:

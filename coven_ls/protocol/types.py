@@ -273,6 +273,10 @@ class DeleteSessionParams(Wire):
     """the session to delete, with its subtree"""
     purge: bool = False
     """also delete the CLI's own transcripts"""
+    discardWork: bool = False
+    """also delete the branches of fork children that hold work never applied (a conflict, a
+    failed or cancelled child's work, changes waiting for review, later work); without it they
+    are kept, and listed in the answer's `keptBranches`"""
 
 
 class GetEventsParams(Wire):
@@ -332,9 +336,31 @@ class BranchResult(Wire):
     """the branch: a new session"""
 
 
+class KeptBranch(Wire):
+    """A deleted fork child's branch, kept because it holds work never applied. Recorded by the
+    server (no restart removes it); `coven-ls prune --discard-work` deletes it."""
+
+    branch: str
+    """e.g. `coven/<forkId>/<n>-<label>`"""
+    repository: str
+    """the work tree whose repository has the branch"""
+    commit: str
+    """the branch's commit, which holds the work"""
+    base: str
+    """the commit the work counts from (`git diff <base> <commit>` shows it)"""
+    sessionId: str
+    """the deleted child's"""
+    label: str
+    """the child's task label"""
+    reason: str
+    """what it holds, e.g. "changes that conflicted with the working tree" """
+
+
 class DeleteSessionResult(Wire):
     deletedSessionIds: list[str]
     """the session first, then its subtree"""
+    keptBranches: list[KeptBranch] = []
+    """branches kept for their unapplied work (empty with `discardWork: true`)"""
 
 
 class Usage(Wire):

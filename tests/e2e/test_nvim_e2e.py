@@ -519,6 +519,89 @@ vim.cmd('CovenStart Plan the release')
     assert "⏺ All set." in tree
 
 
+def test_the_plugin_asks_before_discarding_work_when_it_deletes(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    docs, extra = "Write the docs", "Add a file"
+    model.on("Plan the release", f"Splitting.\n<fork>\n- {docs}\n- {extra}\n</fork>")
+    model.on(f"You were assigned '{docs}'", ToolUse("Bash", append("docs", "notes.txt", "docs-ok")))
+    model.on("docs-ok", "Docs are written.")
+    model.on(f"You were assigned '{extra}'", ToolUse("Bash", append("new", "added.txt", "file-ok")))
+    model.on("file-ok", "File added.")
+    repo_env: dict[str, str] = {}
+
+    def in_a_repo(workspace: Path, env: dict[str, str]) -> dict[str, str]:
+        repo_env.update(git_env(tmp_path, env))
+        make_repo(workspace, repo_env)
+        return repo_env
+
+    run_nvim(
+        tmp_path,
+        model,
+        r"""
+vim.lsp.handlers['window/showMessageRequest'] = function(_, params)
+  if params.message:find('wants to use Bash', 1, true) then return { title = 'Allow' } end
+  return vim.NIL
+end
+-- The user keeps the first child's work, then discards the rest when deleting the root.
+local asked, told, answers = {}, {}, { 1, 2 }
+vim.fn.confirm = function(message, choices)
+  table.insert(asked, message .. ' [' .. choices:gsub('\n', '|') .. ']')
+  return table.remove(answers, 1)
+end
+local notify = vim.notify
+vim.notify = function(message, ...)
+  table.insert(told, message)
+  return notify(message, ...)
+end
+local deleted = 0
+coven.on_event(function(ev)
+  if ev.kind == 'forkReviewing' then
+    vim.schedule(function() vim.cmd('CovenDelete Add a file') end)
+  elseif ev.kind == 'deleted' then
+    deleted = deleted + 1
+    vim.schedule(function()
+      if deleted == 1 then
+        vim.cmd('CovenDelete')
+      else
+        vim.wait(10000, function() return #told >= 2 end)
+        vim.fn.writefile(asked, OUT .. '.asked')
+        local said = vim.tbl_filter(function(m) return m:find('deleted', 1, true) end, told)
+        vim.fn.writefile(said, OUT .. '.told')
+        finish_soon()
+      end
+    end)
+  end
+end)
+vim.cmd('CovenStart Plan the release')
+""".replace("OUT", lua_string(str(tmp_path / "result"))),
+        init_options="{ forkMode = 'auto', mergeMode = 'review' }",
+        prepare=in_a_repo,
+    )
+
+    repo = (tmp_path / "workspace").resolve()
+    asked = (tmp_path / "result.asked").read_text().splitlines()
+    assert asked == [
+        f"coven: 1 fork child holds work never applied: {extra} (waiting for review). Keep the "
+        "branches (coven-ls prune --discard-work deletes them later), or discard the work? "
+        "[&Keep branches|&Discard work|&Cancel]",
+        f"coven: 1 fork child holds work never applied: {docs} (waiting for review). Keep the "
+        "branches (coven-ls prune --discard-work deletes them later), or discard the work? "
+        "[&Keep branches|&Discard work|&Cancel]",
+    ]
+    branches = git(repo, repo_env, "branch", "--format=%(refname:short)").split()
+    [kept] = [b for b in branches if b.startswith("coven/")]
+    assert kept.endswith("/2-add-a-file")
+    told = (tmp_path / "result.told").read_text().splitlines()
+    assert told == [
+        f"coven: deleted '{extra}'; kept 1 branch with work never applied: {kept} (changes "
+        "waiting for review)",
+        "coven: deleted 'Plan the release'",
+    ]
+    assert git(repo, repo_env, "show", f"{kept}:added.txt") == "new\n"
+    assert not (repo / "added.txt").exists()
+
+
 # --- the golden fixtures, replayed into the tree renderer ----------------------------------------
 
 # Feeds a fixture's events to tree.apply in arrival order: the `coven/event`s the plugin gets live

@@ -627,7 +627,7 @@ def test_detached_head(tmp_path: Path) -> None:
     assert user_state(top) == before
 
 
-def test_submodules_are_reported_and_left_alone(tmp_path: Path) -> None:
+def test_submodules_are_checked_out_from_the_parents_and_left_alone(tmp_path: Path) -> None:
     lib = tmp_path / "lib"
     lib.mkdir()
     git(lib, "init", "-q", "-b", "main")
@@ -640,16 +640,47 @@ def test_submodules_are_reported_and_left_alone(tmp_path: Path) -> None:
     info = info_of(top)
     assert info.submodules == ("vendor/lib",)
 
+    recorded = git(top, "rev-parse", "HEAD:vendor/lib").strip()
+    # The library moves on after the pointer was recorded; its clone in the parent fetched it.
+    (lib / "lib.txt").write_text("newer\n")
+    git(lib, "commit", "-q", "-am", "newer")
+    git(top / "vendor" / "lib", "fetch", "-q")
+    user_config = (top / ".git" / "config").read_text()
+
     base = wt.snapshot(info)
     kid = child(info, base, tmp_path, 1)
-    assert (kid.path / "vendor" / "lib").is_dir()
-    assert list((kid.path / "vendor" / "lib").iterdir()) == []  # not checked out for a child
+    # Checked out from the parent's submodule (no network), at the commit the snapshot records.
+    assert (kid.path / "vendor" / "lib" / "lib.txt").read_text() == "lib\n"
+    assert git(kid.path / "vendor" / "lib", "rev-parse", "HEAD").strip() == recorded
+    assert (top / ".git" / "config").read_text() == user_config
     (kid.path / "a.txt").write_text("child\n")
+    (kid.path / "vendor" / "lib" / "lib.txt").write_text("changed in the child\n")
     wt.commit_all(kid.path, "work")
     result = wt.merge_into_worktree(info, base, kid.branch or "")
     assert result.ok and (top / "a.txt").read_text() == "child\n"
     assert (top / "vendor" / "lib" / "lib.txt").read_text() == "lib\n"
 
+    wt.remove(info, kid.path, kid.branch or "")
+    assert not kid.path.exists()
+    assert str(kid.path) not in git(top / "vendor" / "lib", "worktree", "list")
+
+
+def test_a_submodule_the_parent_has_not_initialised_stays_empty(tmp_path: Path) -> None:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    git(lib, "init", "-q", "-b", "main")
+    (lib / "lib.txt").write_text("lib\n")
+    git(lib, "add", "-A")
+    git(lib, "commit", "-q", "-m", "lib")
+    top = make_repo(tmp_path, dirty=False)
+    git(top, "-c", "protocol.file.allow=always", "submodule", "-q", "add", str(lib), "vendor/lib")
+    git(top, "commit", "-q", "-m", "submodule")
+    git(top, "submodule", "deinit", "-q", "--force", "vendor/lib")
+    info = info_of(top)
+
+    kid = child(info, wt.snapshot(info), tmp_path, 1)
+
+    assert list((kid.path / "vendor" / "lib").iterdir()) == []
     wt.remove(info, kid.path, kid.branch or "")
     assert not kid.path.exists()
 

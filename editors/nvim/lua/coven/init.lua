@@ -100,6 +100,12 @@ local function on_event(ev)
         table.insert(state.pending, sid)
       end
     end
+  elseif ev.kind == 'deleted' and type(ev.sessionIds) == 'table' then
+    local function kept(sid)
+      return not vim.tbl_contains(ev.sessionIds, sid)
+    end
+    state.pending = vim.tbl_filter(kept, state.pending)
+    state.changed = vim.tbl_filter(kept, state.changed)
   elseif ev.kind == 'changes' and type(ev.changes) == 'table' then
     if ev.changes.merge ~= 'pending' then
       state.pending = vim.tbl_filter(function(sid)
@@ -619,6 +625,71 @@ function M.discard(name)
   end
 end
 
+-- Work never applied to the parent's working tree (protocol.md, coven/deleteSession).
+local UNAPPLIED = { pending = 'waiting for review', conflict = 'conflicted', kept = 'never applied' }
+
+-- The session and the fork children under it whose changes were never applied, as labels.
+local function unapplied_work(sid)
+  local found = {}
+  local function visit(id)
+    local s = state.tree.sessions[id]
+    if s and type(s.changes) == 'table' and UNAPPLIED[s.changes.merge] then
+      table.insert(found, label_of(id) .. ' (' .. UNAPPLIED[s.changes.merge] .. ')')
+    end
+    for child, parent in pairs(state.tree.parent_of) do
+      if parent == id then
+        visit(child)
+      end
+    end
+  end
+  visit(sid)
+  table.sort(found)
+  return found
+end
+
+-- Delete a session (the one named, else the current one) and its fork children. A child's work
+-- never applied stays on its branch unless the user says to discard it: asked first.
+function M.delete(name)
+  local sid = child_named(name) or state.current
+  if not sid then
+    notify('no session to delete: name one (:CovenDelete <label or id>)', vim.log.levels.WARN)
+    return
+  end
+  local discard = false
+  local unapplied = unapplied_work(sid)
+  if #unapplied > 0 then
+    local choice = vim.fn.confirm(
+      'coven: ' .. #unapplied .. ' fork ' .. (#unapplied == 1 and 'child holds' or 'children hold')
+        .. ' work never applied: ' .. table.concat(unapplied, ', ')
+        .. '. Keep the branches (coven-ls prune --discard-work deletes them later), or discard the work?',
+      '&Keep branches\n&Discard work\n&Cancel',
+      1,
+      'Warning'
+    )
+    if choice ~= 1 and choice ~= 2 then
+      notify("'" .. label_of(sid) .. "' was not deleted")
+      return
+    end
+    discard = choice == 2
+  end
+  local label = label_of(sid)
+  request('coven/deleteSession', { sessionId = sid, discardWork = discard }, function(result)
+    if state.current == sid then
+      state.current = nil
+    end
+    local kept = {}
+    for _, k in ipairs(result.keptBranches or {}) do
+      table.insert(kept, k.branch .. ' (' .. k.reason .. ')')
+    end
+    if #kept > 0 then
+      notify("deleted '" .. label .. "'; kept " .. #kept .. (#kept == 1 and ' branch' or ' branches')
+        .. ' with work never applied: ' .. table.concat(kept, '; '))
+    else
+      notify("deleted '" .. label .. "'")
+    end
+  end)
+end
+
 -- Call `fn(event)` for every coven/event, after the tree has taken it in.
 -- The coven/* protocol version the server announced (nil before `initialize` is answered).
 function M.protocol_version()
@@ -657,6 +728,7 @@ function M.setup(opts)
   command('CovenDiff', M.diff, '?', 'Diff of a changed file (default: the quickfix entry)')
   command('CovenApply', M.apply, '?', "Apply a reviewed fork child's changes")
   command('CovenDiscard', M.discard, '?', "Discard a reviewed fork child's changes")
+  command('CovenDelete', M.delete, '?', 'Delete a session and its fork children (asks before discarding work)')
 end
 
 return M

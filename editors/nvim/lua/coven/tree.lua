@@ -380,6 +380,19 @@ local CLI_GONE = { failed = true, cancelled = true, closed = true, interrupted =
 
 -- Fold one event into the tree.
 function M.apply(tree, ev)
+  if ev.kind == 'deleted' and type(ev.sessionIds) == 'table' then
+    -- coven/deleteSession: the session and its subtree leave the tree.
+    local gone = {}
+    for _, id in ipairs(ev.sessionIds) do
+      gone[id] = true
+      tree.sessions[id] = nil
+      tree.parent_of[id] = nil
+    end
+    tree.roots = vim.tbl_filter(function(id)
+      return not gone[id]
+    end, tree.roots)
+    return
+  end
   local s = session(tree, ev.sessionId)
   local kind = ev.kind
   local fork = type(ev.forkId) == 'string' and fork_of(tree, ev) or nil
