@@ -187,7 +187,59 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help='with --json: also print the streamed pieces of text, as {"delta": ...} lines',
     )
+    chat = sub.add_parser(
+        "chat",
+        help="talk to Claude Code in the terminal: follow-ups, forks, branches, sessions",
+        description=(
+            "An interactive session through coven-ls: type follow-ups, fork (/fork), move "
+            "between the sessions of the tree (/switch) and back to stored ones (/resume); "
+            "/help lists the commands. Ctrl+C clears the line or cancels the running turn; "
+            "Ctrl+D or /quit leaves (the sessions stay in the store)."
+        ),
+    )
+    chat.add_argument("prompt", nargs="*", help="the first message (several words are joined)")
+    chat.add_argument("--resume", metavar="SESSION_ID", help="go on with a stored session")
+    chat.add_argument("--cwd", default=".", help="the workspace folder (default: .)")
+    chat.add_argument("--model", help="model for new sessions (default: the CLI's)")
+    chat.add_argument(
+        "--fork-mode",
+        choices=["auto", "approve", "off"],
+        default="approve",
+        help="auto: forks start at once; approve: ask first (default); off: no forks",
+    )
+    chat.add_argument(
+        "--permission-mode",
+        choices=["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"],
+        help="Claude Code's permission mode for new sessions (default: its own)",
+    )
     return parser
+
+
+def _chat(args: argparse.Namespace) -> int:
+    import os
+
+    from .term.chat import ChatOptions, chat
+
+    cwd = os.path.abspath(os.path.expanduser(args.cwd))
+    if not os.path.isdir(cwd):
+        print(f"coven-ls chat: --cwd {cwd} is not a directory", file=sys.stderr)
+        return 2
+    if not sys.stdin.isatty() or not sys.stdout.isatty():
+        print(
+            "coven-ls chat: needs a terminal (stdin and stdout); for scripts, use coven-ls run.",
+            file=sys.stderr,
+        )
+        return 2
+    return chat(
+        ChatOptions(
+            cwd=cwd,
+            prompt=" ".join(args.prompt) or None,
+            resume=args.resume,
+            fork_mode=args.fork_mode,
+            model=args.model,
+            permission_mode=args.permission_mode,
+        )
+    )
 
 
 def _setup_logging(args: argparse.Namespace) -> None:
@@ -241,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_demo(json_output=args.json, agent=args.agent)
     if args.command == "run":
         return _run(args)
+    if args.command == "chat":
+        return _chat(args)
     if args.command == "prune":
         from .doctor.prune import main as prune_main
 

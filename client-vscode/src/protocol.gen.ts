@@ -182,6 +182,13 @@ export interface Requests {
     result: ForkResult;
   };
   /**
+   * A new session holding the session's conversation (up to a message), in its folder
+   */
+  'coven/branch': {
+    params: BranchParams;
+    result: BranchResult;
+  };
+  /**
    * Approves (perhaps with other tasks) or rejects a fork the model proposed
    */
   'coven/decideFork': {
@@ -329,7 +336,7 @@ export interface SessionInfo {
    */
   sessionId: string;
   /**
-   * the parent's `sessionId` for a fork child, else null
+   * the parent's `sessionId` for a fork child or a branch, else null
    */
   parentId: string | null;
   /**
@@ -416,6 +423,10 @@ export interface SessionInfo {
    * a worktree child's changes once it has ended, else null
    */
   changes: Changes | null;
+  /**
+   * a branch's (`coven/branch`): where it left its parent; null for any other session
+   */
+  branchedFrom: BranchedFrom | null;
   /**
    * the latest fork of this session (as the parent) and its state now; null when it never forked
    */
@@ -530,6 +541,15 @@ export interface ConflictFile {
    * e.g. "changed on the same lines in the working tree and by the child"
    */
   reason: string;
+}
+/**
+ * Where a branch left its parent's conversation.
+ */
+export interface BranchedFrom {
+  /**
+   * the parent's assistant message it was branched at; null: the parent's whole conversation as it stood
+   */
+  atMessageId: string | null;
 }
 /**
  * A fork and its state.
@@ -1574,6 +1594,26 @@ export interface ForkResult {
    * the new fork's id (its events carry it)
    */
   forkId: string;
+}
+export interface BranchParams {
+  /**
+   * the session to branch
+   */
+  sessionId: string;
+  /**
+   * branch at this assistant message (a `messageId` of the session's events) instead of the end
+   */
+  atMessageId?: string | null;
+  /**
+   * sent to the branch as its first message; without it the branch waits, idle, for one
+   */
+  prompt?: string | null;
+}
+export interface BranchResult {
+  /**
+   * the branch: a new session
+   */
+  sessionId: string;
 }
 export interface DecideForkParams {
   /**

@@ -42,6 +42,7 @@ export const Method = {
   listSessions: 'coven/listSessions',
   getEvents: 'coven/getEvents',
   fork: 'coven/fork',
+  branch: 'coven/branch',
   decideFork: 'coven/decideFork',
   resumeFork: 'coven/resumeFork',
   abandonFork: 'coven/abandonFork',

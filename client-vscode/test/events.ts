@@ -59,6 +59,7 @@ export function info(sessionId: string, fields: Partial<SessionInfo> = {}): Sess
     isolationReason: null,
     worktree: null,
     changes: null,
+    branchedFrom: null,
     ...fields,
   };
 }

@@ -169,8 +169,10 @@ class CovenAgent:
             where = session.config.cwd if session is not None else cwd or ""
             if cwd is not None and os.path.abspath(where) != os.path.abspath(cwd):
                 continue
+            branched = info.branchedFrom is not None
             meta = {"coven": {"status": info.status, "parentId": info.parentId,
-                              "forkId": info.forkId, "label": info.label}}  # fmt: skip
+                              "forkId": info.forkId, "label": info.label,
+                              "branch": branched}}  # fmt: skip
             listed.append(
                 SessionInfo(session_id=info.sessionId, cwd=where, title=info.title, field_meta=meta)
             )
@@ -241,22 +243,18 @@ class CovenAgent:
         mcp_servers: Any = None,
         **kwargs: Any,
     ) -> ForkSessionResponse:
-        """ACP's fork (one copy of a conversation) is a coven manual fork into one child, named
-        after the task in `_meta.coven.task` (or "Fork"); its answer comes back to the parent
-        as any fork's does. The child is a session of its own, ready for `session/prompt`."""
+        """ACP's fork (one copy of a conversation) is a coven branch: a new session holding the
+        parent's whole conversation, in the parent's folder, ready for `session/prompt`. The
+        parent is left as it is and never hears of it."""
         session = self._session(session_id)
-        meta = kwargs.get("coven") or {}  # the SDK hands _meta's keys in as keyword arguments
-        task = meta["task"] if isinstance(meta.get("task"), str) else "Fork"
         try:
-            fork = await self.hub.forks.fork_by_hand(session, [task], None, None, None)
+            branch = await self.hub.branch(self, session, None, None)
         except protocol.CovenError as exc:
             raise RequestError(exc.code, exc.message, exc.data) from exc
-        await fork.prepared.wait()  # its child exists once its worktree does
-        if not fork.children:
-            raise RequestError.internal_error({"forkId": fork.id, "reason": "the fork was refused"})
-        child = fork.children[0].id
-        self._open.add(child)
-        return ForkSessionResponse(session_id=child, modes=_modes(session.config.permission_mode))
+        self._open.add(branch.id)
+        return ForkSessionResponse(
+            session_id=branch.id, modes=_modes(session.config.permission_mode)
+        )
 
     async def resume_session(
         self,

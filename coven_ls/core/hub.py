@@ -345,6 +345,62 @@ class Hub:
             start=start,
         )
 
+    async def branch(
+        self, client: Client, parent: Session, at_message_id: str | None, prompt: str | None
+    ) -> Session:
+        """coven/branch: a new session of the same agent holding `parent`'s conversation (up to
+        `at_message_id`), in the parent's folder, with `prompt` as its first message. The parent
+        is left as it is and never hears of it."""
+        method = protocol.BRANCH
+        if prompt is not None and not prompt.strip():
+            raise protocol.invalid_params(method, "'prompt' must not be empty", "prompt")
+        # Looked up first (maybe in the store): the checks below and the branch's start must not
+        # be separated by an await.
+        message_found = at_message_id is None or await parent.has_message(at_message_id)
+        if parent.closed:
+            raise protocol.CovenError(
+                protocol.ErrorCode.InvalidState,
+                f"Session {parent.id} is {parent.status}; it cannot be branched.",
+                {"sessionId": parent.id, "status": parent.status},
+            )
+        if not parent.settled or self.forks.active_fork(parent) is not None:
+            raise protocol.CovenError(
+                protocol.ErrorCode.InvalidState,
+                f"Session {parent.id} is busy ({parent.status}); branch it when its turn has "
+                "ended, or cancel the turn first.",
+                {"sessionId": parent.id, "status": parent.status},
+            )
+        if parent.agent_session_id is None:
+            raise protocol.CovenError(
+                protocol.ErrorCode.InvalidState,
+                f"Session {parent.id} has no agent conversation yet, so there is nothing to "
+                "branch; wait for its first turn to start.",
+                {"sessionId": parent.id},
+            )
+        if not message_found:
+            raise protocol.invalid_params(
+                method,
+                f"'atMessageId' {at_message_id!r} is not an assistant message of session "
+                f"{parent.id}; use the messageId of one of its text events.",
+                "atMessageId",
+            )
+        config = dataclasses.replace(parent.config)
+        session = self._new_session(
+            parent.backend,
+            config,
+            status="starting" if prompt else "idle",
+            store=self.journal.store_of(parent.id),
+            title=_title(prompt) if prompt else parent.title,
+            parent_id=parent.id,
+            branched_from=protocol.BranchedFrom(atMessageId=at_message_id),
+            depth=parent.depth,
+            start=branch_spec(config, parent.agent_session_id, at_message_id),
+        )
+        self._owners[session.id] = client
+        if prompt:
+            session.send(prompt)
+        return session
+
     def _new_session(
         self,
         backend: Backend,
@@ -398,10 +454,11 @@ class Hub:
 
     async def close(self, session: Session) -> None:
         """Close a session and, first, its fork children (their results would have no one to go
-        to)."""
+        to); its branches are conversations of their own and stay open."""
         async with anyio.create_task_group() as tg:
             for child in self.children_of(session):
-                tg.start_soon(self.close, child)
+                if child.branched_from is None:
+                    tg.start_soon(self.close, child)
         await session.close()
 
     def list_sessions(self) -> list[protocol.SessionInfo]:
@@ -528,6 +585,7 @@ class Hub:
                 fork_id=row["fork_id"],
                 label=row["label"],
                 depth=depth,
+                **_branch_settings(config, row),
             )
             session.created_at = row["created_at"]
             session.restore(row)
@@ -601,6 +659,37 @@ class Hub:
         )
         self._deliver(deleted, protocol.event_body(deleted))
         return ids, kept
+
+
+def branch_spec(config: SessionConfig, conversation: str, at_message_id: str | None) -> AgentSpec:
+    """How a branch's CLI starts: a copy (`--fork-session`) of the parent's conversation
+    `conversation`, cut at `at_message_id`, under an id chosen here so that its transcript is
+    known before its CLI says a word."""
+    return AgentSpec(
+        cwd=config.cwd,
+        model=config.model,
+        permission_mode=config.permission_mode,
+        resume=conversation,
+        fork_session=True,
+        session_id=str(uuid.uuid4()),
+        resume_at=at_message_id,
+        append_system_prompt=config.append_system_prompt,
+        env=config.env,
+    )
+
+
+def _branch_settings(config: SessionConfig, row: dict[str, Any]) -> dict[str, Any]:
+    """A stored branch's marker and, if its CLI never started, how it starts (from its
+    parent's conversation, as it would have)."""
+    stored = row.get("branched_from")
+    if not stored:
+        return {}
+    settings: dict[str, Any] = {
+        "branched_from": protocol.BranchedFrom(atMessageId=stored.get("atMessageId"))
+    }
+    if row["agent_session_id"] is None and stored.get("agentSessionId"):
+        settings["start"] = branch_spec(config, stored["agentSessionId"], stored.get("atMessageId"))
+    return settings
 
 
 def _isolation_settings(settings: ClientSettings) -> dict[str, Any]:

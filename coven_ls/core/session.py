@@ -39,7 +39,16 @@ from ..protocol import (
     Status,
     events,
 )
-from ..protocol.types import Changes, Isolation, MergeMode, Origin, StreamKind, Usage, Worktree
+from ..protocol.types import (
+    BranchedFrom,
+    Changes,
+    Isolation,
+    MergeMode,
+    Origin,
+    StreamKind,
+    Usage,
+    Worktree,
+)
 from . import session_record
 from .agent import (
     Agent,
@@ -135,6 +144,7 @@ class Session:
         parent_id: str | None = None,
         fork_id: str | None = None,
         label: str | None = None,
+        branched_from: BranchedFrom | None = None,
         depth: int = 0,
         status: Status = "starting",
         turn_gate: TurnGate | None = None,
@@ -148,6 +158,7 @@ class Session:
         self.parent_id = parent_id
         self.fork_id = fork_id
         self.label = label
+        self.branched_from = branched_from  # a branch's: where it left its parent
         self.depth = depth  # 0 for a top-level session, 1 for its fork children, ...
         self.status: Status = status
         self.last_outcome: Outcome | None = None
@@ -217,6 +228,7 @@ class Session:
             isolationReason=self.isolation_reason,
             worktree=self.worktree,
             changes=self.changes,
+            branchedFrom=self.branched_from,
         )
 
     async def events_after(self, after_seq: int, limit: int | None = None) -> list[EventDict]:
@@ -230,6 +242,12 @@ class Session:
     def record(self) -> dict[str, Any]:
         """The session's row in the store."""
         return session_record.record(self)
+
+    @property
+    def first_start(self) -> AgentSpec | None:
+        """How its very first agent process starts, when that differs from a fresh conversation
+        (a fork child's, a branch's); None once it has a conversation of its own."""
+        return self._first_start if self.agent_session_id is None else None
 
     def restart_as_fork(self, start: AgentSpec) -> None:
         """Make an interrupted fork child run again from scratch: a fresh fork of its parent."""

@@ -59,6 +59,18 @@ def record(session: Session) -> dict[str, Any]:
             "changes": msgspec.to_builtins(session.changes),
             "since": session.changes_since,
         },
+        "branched_from": None if session.branched_from is None else _branch_row(session),
+    }
+
+
+def _branch_row(session: Session) -> dict[str, Any]:
+    """Where a branch left its parent, and, until its CLI has a conversation of its own, the
+    parent's conversation it starts from (a restart before then starts it from there again)."""
+    assert session.branched_from is not None
+    start = session.first_start
+    return {
+        "atMessageId": session.branched_from.atMessageId,
+        "agentSessionId": None if start is None else start.resume,
     }
 
 

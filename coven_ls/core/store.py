@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 # flock is POSIX; on Windows the store works unlocked.
 fcntl: Any = importlib.import_module("fcntl") if os.name == "posix" else None
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # About what sqlite's own autocheckpoint would let the WAL grow to (1000 pages) before the
 # journal has it copied back into the database.
@@ -147,6 +147,11 @@ CREATE TABLE kept_branches (
     PRIMARY KEY (repository, branch)
 );
 """,
+    # 9 -> 10: a branch (coven/branch) keeps where it left its parent (JSON): the message it was
+    # branched at and the parent's conversation it starts from.
+    10: """
+ALTER TABLE sessions ADD COLUMN branched_from TEXT;
+""",
 }
 
 SESSION_COLUMNS = (
@@ -171,6 +176,7 @@ SESSION_COLUMNS = (
     "usage",
     "isolation",
     "agent",
+    "branched_from",
 )
 FORK_COLUMNS = (
     "fork_id",
@@ -665,7 +671,7 @@ def _schema_version(db: sqlite3.Connection) -> int:
     return int(row[0])
 
 
-_SESSION_JSON = ("outcome", "usage", "isolation")
+_SESSION_JSON = ("outcome", "usage", "isolation", "branched_from")
 
 
 def _session_row(s: dict[str, Any]) -> tuple[Any, ...]:

@@ -85,6 +85,13 @@ async def fork(server: CovenServer, params: protocol.ForkParams) -> T.ForkResult
     return T.ForkResult(forkId=started.id)
 
 
+@handler(protocol.BRANCH)
+async def branch(server: CovenServer, params: protocol.BranchParams) -> T.BranchResult:
+    parent = server.hub.get(params.sessionId)
+    session = await server.hub.branch(server, parent, params.atMessageId, params.prompt)
+    return T.BranchResult(sessionId=session.id)
+
+
 @handler(protocol.DECIDE_FORK)
 async def decide_fork(server: CovenServer, params: protocol.DecideForkParams) -> T.EmptyResult:
     if params.tasks is not None and not params.approve:

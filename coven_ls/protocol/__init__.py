@@ -21,6 +21,7 @@ from .events import KINDS, EventDict, Kind, Payload, event_dict
 from .methods import (
     ABANDON_FORK,
     APPLY_CHANGES,
+    BRANCH,
     CANCEL,
     CLOSE_SESSION,
     DECIDE_FORK,
@@ -48,6 +49,8 @@ from .types import (
     SETTLED_STATUSES,
     STATUSES,
     AgentName,
+    BranchedFrom,
+    BranchParams,
     CovenServerCapabilities,
     DecideForkParams,
     DeleteSessionParams,
@@ -69,6 +72,7 @@ from .types import (
 __all__ = [
     "ABANDON_FORK",
     "APPLY_CHANGES",
+    "BRANCH",
     "BUSY_STATUSES",
     "CANCEL",
     "CLOSE_SESSION",
@@ -95,6 +99,8 @@ __all__ = [
     "STOP_TASK",
     "WORKTREE_SETUP_TOOL",
     "AgentName",
+    "BranchParams",
+    "BranchedFrom",
     "CovenError",
     "CovenServerCapabilities",
     "DecideForkParams",

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from .events import GetEventsResult
 from .types import (
     ApplyChangesResult,
+    BranchParams,
+    BranchResult,
     CancelResult,
     DecideForkParams,
     DeleteSessionParams,
@@ -42,6 +44,7 @@ CLOSE_SESSION = "coven/closeSession"
 LIST_SESSIONS = "coven/listSessions"
 GET_EVENTS = "coven/getEvents"
 FORK = "coven/fork"
+BRANCH = "coven/branch"
 DECIDE_FORK = "coven/decideFork"
 RESUME_FORK = "coven/resumeFork"
 ABANDON_FORK = "coven/abandonFork"
@@ -113,6 +116,12 @@ REQUESTS: dict[str, Method] = {
             ForkParams,
             ForkResult,
             "Forks an idle session by hand into one child per task",
+        ),
+        Method(
+            BRANCH,
+            BranchParams,
+            BranchResult,
+            "A new session holding the session's conversation (up to a message), in its folder",
         ),
         Method(
             DECIDE_FORK,

@@ -236,6 +236,16 @@ class ForkParams(Wire):
     """for this fork: `initializationOptions.worktreeSetup`'s choice instead (`""`: no setup)"""
 
 
+class BranchParams(Wire):
+    sessionId: str
+    """the session to branch"""
+    atMessageId: str | None = None
+    """branch at this assistant message (a `messageId` of the session's events) instead of the
+    end"""
+    prompt: str | None = None
+    """sent to the branch as its first message; without it the branch waits, idle, for one"""
+
+
 class DecideForkParams(Wire):
     forkId: str
     """from the `forkProposed` event"""
@@ -319,6 +329,11 @@ class CancelResult(Wire):
 class ForkResult(Wire):
     forkId: str
     """the new fork's id (its events carry it)"""
+
+
+class BranchResult(Wire):
+    sessionId: str
+    """the branch: a new session"""
 
 
 class KeptBranch(Wire):
@@ -434,6 +449,14 @@ class StopTaskParams(Wire):
     """from a `task` event"""
 
 
+class BranchedFrom(Wire):
+    """Where a branch left its parent's conversation."""
+
+    atMessageId: str | None
+    """the parent's assistant message it was branched at; null: the parent's whole conversation
+    as it stood"""
+
+
 class ForkRef(Wire):
     """A fork and its state."""
 
@@ -450,7 +473,7 @@ class SessionInfo(Wire):
     sessionId: str
     """coven-ls's id for the session (`s-…`)"""
     parentId: str | None
-    """the parent's `sessionId` for a fork child, else null"""
+    """the parent's `sessionId` for a fork child or a branch, else null"""
     forkId: str | None
     """the fork a child belongs to, else null"""
     label: str | None
@@ -495,6 +518,8 @@ class SessionInfo(Wire):
     """a worktree child's worktree, else null"""
     changes: Changes | None
     """a worktree child's changes once it has ended, else null"""
+    branchedFrom: BranchedFrom | None
+    """a branch's (`coven/branch`): where it left its parent; null for any other session"""
     lastFork: ForkRef | None = None
     """the latest fork of this session (as the parent) and its state now; null when it never
     forked"""

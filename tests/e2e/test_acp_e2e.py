@@ -15,7 +15,7 @@ from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 from acp.stdio import spawn_agent_process
 
-from coven_ls.testing.scripted_model import ScriptedModel, ToolUse
+from coven_ls.testing.scripted_model import ScriptedModel, ToolUse, reply
 
 from ..harness import processes_with_env, wait_until
 
@@ -246,25 +246,28 @@ async def test_cancel_mid_fork_answers_cancelled(home: Path, model: ScriptedMode
         assert agent.editor.text(sid).endswith("Answered after the fork.")
 
 
-async def test_acp_fork_is_a_coven_fork_into_one_child(home: Path, model: ScriptedModel) -> None:
-    model.on("Look around", "Looked.")
-    model.on("You were assigned 'Summarize it'", "The summary.")
-    model.on("<fork-results>", "Got the summary back.")
+async def test_acp_fork_is_a_branch(home: Path, model: ScriptedModel) -> None:
+    """session/fork copies the conversation into a session of its own, ready for a prompt; the
+    parent is left as it is and never hears of it."""
+    model.on("Look around", "I saw a zebra.")
+    model.on("Go on here", lambda r: reply(f"saw-zebra={'zebra' in r.all_text}"))
     async with acp_agent(home, model) as agent:
         sid = await agent.new()
         await agent.prompt(sid, "Look around")
-        forked = await agent.conn.fork_session(
-            session_id=sid, cwd=str(agent.workspace), coven={"task": "Summarize it"}
-        )
-        child = forked.session_id
-        await agent.editor.wait(
-            lambda: agent.editor.text(sid).endswith("Got the summary back."), "the results turn"
-        )
-        assert agent.editor.text(child).strip() == "The summary."
+        heard = len([u for s, u in agent.editor.updates if s == sid])
+        forked = await agent.conn.fork_session(session_id=sid, cwd=str(agent.workspace))
+        branch = forked.session_id
+        assert branch != sid
+        assert (await agent.prompt(branch, "Go on here")).stop_reason == "end_turn"
+        assert agent.editor.text(branch).strip() == "saw-zebra=True"
         listed = (await agent.conn.list_sessions(cwd=str(agent.workspace))).sessions
-        [info] = [s for s in listed if s.session_id == child]
+        [info] = [s for s in listed if s.session_id == branch]
         assert info.field_meta["coven"]["parentId"] == sid
-        assert info.field_meta["coven"]["label"] == "Summarize it"
+        assert info.field_meta["coven"]["branch"] is True
+        assert info.field_meta["coven"]["forkId"] is None
+        # The parent got nothing: no update, no results turn.
+        assert len([u for s, u in agent.editor.updates if s == sid]) == heard
+        assert not [r for r in model.requests if "<fork-results>" in r.last_user_text]
 
 
 async def test_a_store_held_by_a_language_server_is_named(

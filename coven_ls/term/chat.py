@@ -1,0 +1,635 @@
+"""`coven-ls chat [PROMPT]`: a conversation with Claude Code in the terminal, through coven-ls.
+
+The same server, store and tree rendering as `coven-ls run` (which stays as it is, for scripts);
+here the session goes on: an input line stays at the bottom (prompt_toolkit: editing, history kept
+across runs in a 0600 file in the state dir, completion of the commands), and what the current
+session's tree does prints above it as it happens.
+
+- Plain text goes to the current session as a follow-up (queued, and said so, when it is busy);
+  the first line starts a session when there is none. A multi-line paste is one message.
+- Slash commands: see `chat_commands.COMMANDS` (`/help`). `/fork "prompt"` is a branch
+  (`coven/branch`: a new session with the whole conversation, which becomes the current one);
+  `/fork task one; task two` is a coven fork of those tasks (`coven/fork`), and the chat stays on
+  the parent.
+- A permission, a proposed fork or a fork child's changes are asked inline: the line being typed
+  is put aside and given back once the question is answered.
+- Ctrl+C clears a typed line; on an empty line it cancels the current session's running turn or
+  fork; twice on an idle, empty prompt it quits, as Ctrl+D and `/quit` do. Quitting shuts the
+  server down in order (every CLI process ends); the sessions stay in the store for
+  `coven-ls chat --resume ID`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections import deque
+from collections.abc import Awaitable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.patch_stdout import patch_stdout
+from pygls.exceptions import JsonRpcException
+
+from .. import protocol
+from ..protocol import Kind
+from ..protocol.describe import change_counts, one_line, summarize_input
+from . import chat_commands as cmd
+from .client import CovenClient, PermissionAnswer
+from .render import TreePrinter, file_listing
+from .run import applied_line
+
+EXIT_OK, EXIT_NOT_STARTED = 0, 2
+HISTORY_FILE = "chat-history"
+BUSY = frozenset(protocol.BUSY_STATUSES)
+
+
+@dataclass(frozen=True)
+class ChatOptions:
+    cwd: str
+    prompt: str | None = None
+    resume: str | None = None
+    fork_mode: protocol.ForkMode | None = None
+    model: str | None = None
+    permission_mode: protocol.PermissionMode | None = None
+
+
+@dataclass
+class _Question:
+    text: str
+    choices: str
+    answer: asyncio.Future[str | None]
+
+
+class _Stdout:
+    """Whatever sys.stdout is when written to: prompt_toolkit's proxy while the input line shows,
+    so that the tree prints above it."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+class _Commands(Completer):
+    """Completes a command's name at the start of the line."""
+
+    def get_completions(
+        self, document: Document, complete_event: CompleteEvent
+    ) -> Iterable[Completion]:
+        typed = document.text_before_cursor
+        if not typed.startswith("/") or " " in typed:
+            return
+        for name in cmd.COMMANDS:
+            if name.startswith(typed):
+                yield Completion(name, start_position=-len(typed))
+
+
+def history_path() -> Path:
+    """The input history, kept across runs, readable by its owner only, in the server's default
+    state folder (`$XDG_STATE_HOME/coven-ls`; the front ends do not import the core)."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local/state")
+    path = Path(base) / "coven-ls" / HISTORY_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))
+    os.chmod(path, 0o600)  # a file made by an older run, or under another umask
+    return path
+
+
+class Chat:
+    def __init__(self, options: ChatOptions) -> None:
+        self._options = options
+        self.client = CovenClient(
+            on_event=self._on_event,
+            on_permission=self._on_permission,
+            handles_forks=True,
+            handles_review=True,
+        )
+        self._printer = TreePrinter(_Stdout(), full_text=True)  # type: ignore[arg-type]
+        self.current: str | None = None
+        self._infos: dict[str, dict[str, Any]] = {}  # sessionId -> SessionInfo, kept current
+        self._unplaced: list[dict[str, Any]] = []  # events of sessions not known yet
+        self._proposed: dict[str, str] = {}  # sessionId -> the forkId awaiting a decision
+        self._questions: deque[_Question] = deque()
+        self._draft = ""
+        self._armed = False  # Ctrl+C pressed once on an idle, empty prompt
+        self._quit = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._input: PromptSession[str] | None = None
+        self._asker: PromptSession[str] | None = None
+
+    # --- the conversation ------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, self._on_sigint)
+        loop.add_signal_handler(signal.SIGTERM, self._stop)
+        try:
+            await self.client.start(Path(self._options.cwd), own_session=True)
+            watch = asyncio.ensure_future(self._watch_server())
+            try:
+                if not await self._begin():
+                    return EXIT_NOT_STARTED
+                with patch_stdout(raw=True):
+                    await self._loop()
+            finally:
+                watch.cancel()
+            return EXIT_OK
+        finally:
+            for task in list(self._tasks):
+                task.cancel()
+            # shutdown closes every session (their CLI processes end); the store keeps them.
+            await self.client.stop()
+            loop.remove_signal_handler(signal.SIGINT)
+            loop.remove_signal_handler(signal.SIGTERM)
+
+    async def _begin(self) -> bool:
+        await self._refresh()
+        if self._options.resume is not None:
+            if not await self._resume(self._options.resume):
+                return False
+        if self._options.prompt:
+            await self._message(self._options.prompt)
+            return self.current is not None
+        if self.current is None:
+            self.say("Type a message to start a session; /help lists the commands.")
+        return True
+
+    async def _loop(self) -> None:
+        self._input = PromptSession(
+            history=FileHistory(str(history_path())),
+            completer=_Commands(),
+            complete_while_typing=True,
+            refresh_interval=0.5,  # the prompt shows the current session's status
+        )
+        self._asker = PromptSession()
+        while not self._quit:
+            if self._questions:
+                await self._ask_next()
+                continue
+            try:
+                line = await self._input.prompt_async(self._prompt, default=self._draft)
+            except KeyboardInterrupt:
+                typed = self._input.default_buffer.text
+                self._draft = ""
+                await self._on_ctrl_c(bool(typed.strip()))
+                continue
+            except EOFError:  # Ctrl+D
+                break
+            if line is _ASIDE:
+                continue  # a question came: asked first, then the draft comes back
+            self._draft = ""
+            self._armed = False
+            await self._line(line)
+
+    def _prompt(self) -> str:
+        info = self._infos.get(self.current or "")
+        if info is None:
+            return "coven > "
+        status = info["status"]
+        state = "" if status == "idle" else f"({status}) "
+        return f"{state}{self._place(info)} > "
+
+    def _place(self, info: dict[str, Any]) -> str:
+        """Where a session is: `⑂ 2/3 label` for a fork child, `⎇ title` for a branch."""
+        if info.get("forkId"):
+            siblings = [s for s in self._infos.values() if s.get("forkId") == info["forkId"]]
+            n = next(i for i, s in enumerate(siblings, 1) if s["sessionId"] == info["sessionId"])
+            return f"⑂ {n}/{len(siblings)} {one_line(info.get('label') or '', 30)}"
+        title = one_line(info["title"], 30)
+        return f"⎇ {title}" if info.get("branchedFrom") else title
+
+    def say(self, text: str) -> None:
+        print(text, flush=True)
+
+    # --- lines and commands ----------------------------------------------------------------------
+
+    async def _line(self, line: str) -> None:
+        try:
+            command = cmd.parse(line)
+        except cmd.CommandError as exc:
+            self.say(str(exc))
+            return
+        if command is None:
+            return
+        try:
+            await self._do(command)
+        except JsonRpcException as exc:
+            self.say(f"coven-ls: {exc.message}")
+
+    async def _do(self, command: cmd.Command) -> None:
+        if isinstance(command, cmd.Message):
+            await self._message(command.text)
+        elif isinstance(command, cmd.Simple):
+            await self._simple(command.name)
+        elif isinstance(command, cmd.Resume):
+            await self._resume(command.session_id)
+        elif isinstance(command, cmd.Switch):
+            await self._switch(command.target)
+        elif self.current is None:
+            self.say("There is no session yet: type a message to start one.")
+        elif isinstance(command, cmd.Branch):
+            await self._branch(command.prompt)
+        elif isinstance(command, cmd.Fork):
+            started = await self.client.request(
+                protocol.FORK, {"sessionId": self.current, "tasks": command.tasks}
+            )
+            count = len(command.tasks)
+            self.say(
+                f"⑂ forking into {count} task{'s' if count != 1 else ''} ({started['forkId']})"
+            )
+        elif isinstance(command, (cmd.Approve, cmd.Reject)):
+            await self._decide(command)
+        elif isinstance(command, cmd.Cancel):
+            await self._cancel(command.target)
+
+    async def _simple(self, name: str) -> None:
+        if name == "/quit":
+            self._quit = True
+        elif name == "/help":
+            for command, what in cmd.COMMANDS.items():
+                self.say(f"  {command} {what}")
+            self.say("  Anything else is a message to the current session (//x sends /x).")
+        elif name == "/tree":
+            await self._refresh()
+            for n, (info, depth) in enumerate(self._numbered(), 1):
+                mark = "▶" if info["sessionId"] == self.current else " "
+                self.say(
+                    f"{mark}{n:>3}. {'  ' * depth}{self._place(info)} [{info['status']}] "
+                    f"{info['sessionId']}"
+                )
+        elif name == "/sessions":
+            await self._refresh()
+            tops = [s for s in self._infos.values() if s["parentId"] is None]
+            if not tops:
+                self.say("No sessions in this workspace yet.")
+            for info in tops:
+                mark = "▶" if info["sessionId"] == self.current else " "
+                self.say(
+                    f"{mark} {info['sessionId']}  {info['createdAt'][:16].replace('T', ' ')}  "
+                    f"{info['status']:<11} {one_line(info['title'], 60)}"
+                )
+        elif name == "/review":
+            await self._review_current()
+
+    async def _message(self, text: str) -> None:
+        if self.current is None:
+            params: dict[str, Any] = {"prompt": text, "cwd": self._options.cwd}
+            for key, value in (
+                ("forkMode", self._options.fork_mode),
+                ("model", self._options.model),
+                ("permissionMode", self._options.permission_mode),
+            ):
+                if value is not None:
+                    params[key] = value
+            try:
+                started = await self.client.request(protocol.START_SESSION, params)
+            except JsonRpcException as exc:
+                self.say(f"coven-ls chat: {exc.message}")
+                return
+            await self._enter(started["sessionId"])
+            return
+        sent = await self.client.request(
+            protocol.SEND_MESSAGE, {"sessionId": self.current, "text": text}
+        )
+        if sent["queued"]:
+            ahead = sent["position"]
+            self.say(
+                f"(queued: the session is busy; {ahead} turn{'s' if ahead != 1 else ''} ahead)"
+            )
+
+    async def _branch(self, prompt: str) -> None:
+        made = await self.client.request(
+            protocol.BRANCH, {"sessionId": self.current, "prompt": prompt}
+        )
+        await self._enter(made["sessionId"])
+        self.say(f"⎇ branched: now in {made['sessionId']} (/switch parent goes back)")
+
+    async def _enter(self, session_id: str) -> None:
+        """Make a session the current one, once its info is known."""
+        await self._refresh()
+        self.current = session_id
+        self._place_in_tree(session_id)
+
+    async def _switch(self, target: str) -> None:
+        await self._refresh()
+        info = self._infos.get(self.current or "")
+        found: str | None = None
+        if target == "parent":
+            found = info["parentId"] if info else None
+            if found is None:
+                self.say("This session has no parent.")
+                return
+        elif target == "root":
+            found = self._root(self.current) if self.current else None
+        elif target.isdigit():
+            numbered = self._numbered()
+            if not 1 <= int(target) <= len(numbered):
+                self.say(f"No session {target} in the tree: /tree numbers them.")
+                return
+            found = numbered[int(target) - 1][0]["sessionId"]
+        else:
+            found = target if target in self._infos else None
+        if found is None:
+            self.say(f"No session {target}: /tree and /sessions list them.")
+            return
+        self.current = found
+        self._place_in_tree(found)
+        now = self._infos[found]
+        self.say(f"→ {self._place(now)} [{now['status']}]")
+
+    async def _resume(self, session_id: str) -> bool:
+        await self._refresh()
+        if session_id not in self._infos:
+            self.say(f"coven-ls chat: no session {session_id} in this workspace (/sessions).")
+            return False
+        self.current = session_id
+        self._place_in_tree(session_id)
+        replay = await self.client.request(protocol.GET_EVENTS, {"sessionId": session_id})
+        for event in replay["events"]:
+            self._printer(event)
+        info = self._infos[session_id]
+        self.say(f"→ resumed {self._place(info)} [{info['status']}]")
+        return True
+
+    async def _cancel(self, target: str | None) -> None:
+        session = self.current
+        if target is not None:
+            numbered = self._numbered()
+            if not target.isdigit() or not 1 <= int(target) <= len(numbered):
+                self.say(f"No session {target} in the tree: /tree numbers them.")
+                return
+            session = numbered[int(target) - 1][0]["sessionId"]
+        done = await self.client.request(protocol.CANCEL, {"sessionId": session})
+        dropped = done["droppedMessages"]
+        self.say("cancelled" + (f" ({dropped} queued message(s) dropped)" if dropped else ""))
+
+    async def _decide(self, command: cmd.Approve | cmd.Reject) -> None:
+        fork_id = self._proposed.get(self.current or "")
+        if fork_id is None:
+            self.say("No fork is proposed in this session.")
+            return
+        params: dict[str, Any] = {"forkId": fork_id, "approve": isinstance(command, cmd.Approve)}
+        if isinstance(command, cmd.Approve) and command.tasks:
+            params["tasks"] = command.tasks
+        if isinstance(command, cmd.Reject):
+            params["reason"] = command.reason or "rejected in the terminal"
+        await self.client.request(protocol.DECIDE_FORK, params)
+
+    # --- the tree --------------------------------------------------------------------------------
+
+    async def _refresh(self) -> None:
+        listed = await self.client.request(protocol.LIST_SESSIONS, {})
+        self._infos = {s["sessionId"]: s for s in listed["sessions"]}
+        waiting, self._unplaced = self._unplaced, []
+        for event in waiting:
+            self._take(event)
+
+    def _root(self, session_id: str) -> str:
+        seen = session_id
+        while (parent := (self._infos.get(seen) or {}).get("parentId")) in self._infos:
+            seen = parent
+        return seen
+
+    def _numbered(self) -> list[tuple[dict[str, Any], int]]:
+        """The current tree, depth first, in the order its sessions were made."""
+        if self.current is None:
+            return []
+        out: list[tuple[dict[str, Any], int]] = []
+        stack = [(self._root(self.current), 0)]
+        while stack:
+            sid, depth = stack.pop()
+            out.append((self._infos[sid], depth))
+            kids = [s["sessionId"] for s in self._infos.values() if s["parentId"] == sid]
+            stack.extend((kid, depth + 1) for kid in reversed(kids))
+        return out
+
+    def _place_in_tree(self, session_id: str) -> None:
+        """Give the printer the session's place (its depth under its parents)."""
+        chain = [session_id]
+        while (parent := self._infos[chain[-1]].get("parentId")) in self._infos:
+            chain.append(parent)
+        for sid in reversed(chain):
+            info = self._infos[sid]
+            name = info.get("label") or info["title"]
+            self._printer.add_session(sid, one_line(name, 60), info.get("parentId"))
+
+    def _in_tree(self, session_id: str) -> bool:
+        return self.current is not None and self._root(session_id) == self._root(self.current)
+
+    # --- events ----------------------------------------------------------------------------------
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        if event["sessionId"] not in self._infos:
+            self._unplaced.append(event)  # placed once listSessions knows the session
+            return
+        self._take(event)
+
+    def _take(self, event: dict[str, Any]) -> None:
+        sid, kind = event["sessionId"], event["kind"]
+        info = self._infos.get(sid)
+        if info is None:
+            return
+        if kind == Kind.STATUS:
+            info["status"] = event["status"]
+        elif kind == Kind.FORK_STARTED:
+            for child in event["children"]:
+                self._infos.setdefault(
+                    child["sessionId"],
+                    {
+                        "sessionId": child["sessionId"],
+                        "parentId": sid,
+                        "forkId": event["forkId"],
+                        "label": child["label"],
+                        "title": child["label"],
+                        "status": "queued",
+                        "branchedFrom": None,
+                        "createdAt": event["time"],
+                    },
+                )
+                self._printer.add_session(child["sessionId"], child["label"], sid)
+        if kind == Kind.FORK_PROPOSED:
+            self._proposed[sid] = event["forkId"]
+        elif kind.startswith("fork"):
+            self._proposed.pop(sid, None)
+        if not self._in_tree(sid):
+            return
+        self._printer(event)
+        if kind == Kind.FORK_PROPOSED:
+            self._spawn(self._ask_fork(event))
+        elif kind == Kind.FORK_REVIEWING:
+            self._spawn(self._review(event["pending"]))
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and not self._quit:
+            self.say(f"coven-ls chat: {task.exception()!r}")
+
+    # --- questions, inline -----------------------------------------------------------------------
+
+    async def ask(self, text: str, choices: str) -> str | None:
+        """One of `choices`, asked at the input line (the line being typed is put aside until it
+        is answered); None after Ctrl+C or when the chat ends first."""
+        question = _Question(text, choices, asyncio.get_running_loop().create_future())
+        self._questions.append(question)
+        app = self._input.app if self._input is not None else None
+        if app is not None and app.is_running:
+            self._draft = app.current_buffer.text
+            app.exit(result=_ASIDE)
+        return await question.answer
+
+    async def _ask_next(self) -> None:
+        question = self._questions.popleft()
+        assert self._asker is not None
+        try:
+            while True:
+                line = await self._asker.prompt_async(
+                    f"{question.text} [{'/'.join(question.choices)}] "
+                )
+                answer = line.strip().lower()[:1]
+                if answer and answer in question.choices:
+                    break
+                self.say(f"Please answer {' or '.join(question.choices)}.")
+        except (KeyboardInterrupt, EOFError):
+            answer = None
+        if not question.answer.done():
+            question.answer.set_result(answer)
+
+    async def _on_permission(self, request: dict[str, Any]) -> PermissionAnswer:
+        info = self._infos.get(request["sessionId"]) or {}
+        name = one_line(info.get("label") or info.get("title") or request["sessionId"], 40)
+        answer = await self.ask(
+            f"Allow {request['toolName']} in '{name}': "
+            f"{summarize_input(request.get('input') or {}, 120)}?",
+            "yn",
+        )
+        if answer == "y":
+            return {"allow": True}
+        if answer is None:
+            return {"allow": False, "message": "Denied: the user pressed Ctrl+C."}
+        return {"allow": False, "message": "Denied by the user."}
+
+    async def _ask_fork(self, event: dict[str, Any]) -> None:
+        tasks = event["tasks"]
+        listing = "\n".join(f"  {n}. {task}" for n, task in enumerate(tasks, 1))
+        answer = await self.ask(
+            f"Claude proposes to fork into {len(tasks)} task{'s' if len(tasks) != 1 else ''}:\n"
+            f"{listing}\nApprove the fork? (/approve a; b approves other tasks)",
+            "yn",
+        )
+        if answer is None or self._proposed.get(event["sessionId"]) != event["forkId"]:
+            return  # left for /approve or /reject, or decided meanwhile
+        params: dict[str, Any] = {"forkId": event["forkId"], "approve": answer == "y"}
+        if answer == "n":
+            params["reason"] = "rejected in the terminal"
+        try:
+            await self.client.request(protocol.DECIDE_FORK, params)
+        except JsonRpcException as exc:
+            self.say(f"coven-ls: {exc.message}")
+
+    async def _review_current(self) -> None:
+        await self._refresh()
+        pending = [
+            s["sessionId"]
+            for s in self._infos.values()
+            if s["parentId"] == self.current and (s.get("changes") or {}).get("merge") == "pending"
+        ]
+        if not pending:
+            self.say("No fork child of this session has changes waiting for review.")
+            return
+        await self._review(pending)
+
+    async def _review(self, pending: list[str]) -> None:
+        for child in pending:
+            found = await self.client.request(protocol.GET_CHANGES, {"sessionId": child})
+            changes, repository = found["changes"], found["worktree"]["repository"]
+            if changes["merge"] != "pending":
+                continue  # decided meanwhile
+            info = self._infos.get(child) or {}
+            name = one_line(info.get("label") or child, 40)
+            listing = "\n".join(file_listing(changes))
+            answer = await self.ask(
+                f"Fork child '{name}' changed {change_counts(changes)}:\n{listing}\n"
+                f"Apply the changes to {repository}? (n: discard them)",
+                "yn",
+            )
+            if answer is None:
+                return  # the rest stay pending: /review asks again
+            if answer == "y":
+                done = await self.client.request(protocol.APPLY_CHANGES, {"sessionId": child})
+                self.say(applied_line(name, done["changes"]))
+            else:
+                await self.client.request(protocol.DISCARD_CHANGES, {"sessionId": child})
+
+    # --- Ctrl+C and the end ----------------------------------------------------------------------
+
+    async def _on_ctrl_c(self, had_text: bool) -> None:
+        if had_text:
+            self._armed = False
+            return  # the typed line is cleared, nothing else
+        info = self._infos.get(self.current or "")
+        if info is not None and info["status"] in BUSY:
+            self._armed = False
+            self.say("^C cancelling")
+            try:
+                await self.client.request(protocol.CANCEL, {"sessionId": self.current})
+            except JsonRpcException as exc:
+                self.say(f"coven-ls: could not cancel: {exc.message}")
+            return
+        if self._armed:
+            self._quit = True
+            return
+        self._armed = True
+        self.say("(Ctrl+C again, Ctrl+D or /quit to quit)")
+
+    def _on_sigint(self) -> None:
+        """A Ctrl+C while no input line shows (the terminal is not in raw mode then): cancel what
+        runs, else quit."""
+        info = self._infos.get(self.current or "")
+        if info is not None and info["status"] in BUSY:
+            self._spawn(self._on_ctrl_c(False))
+        else:
+            self._stop()
+
+    def _stop(self) -> None:
+        self._quit = True
+        for question in self._questions:
+            if not question.answer.done():
+                question.answer.set_result(None)
+        for session in (self._input, self._asker):
+            if session is not None and session.app.is_running:
+                session.app.exit(exception=EOFError())
+
+    async def _watch_server(self) -> None:
+        await self.client.wait_server_exit()
+        tail = "\n".join(self.client.server_stderr)
+        self.say(f"coven-ls chat: the server stopped.\n{tail}")
+        self._stop()
+
+
+# What the input line returns when a question put it aside (never a line the user typed: the
+# identity is what is compared).
+_ASIDE = "\x00aside"
+
+
+def chat(options: ChatOptions) -> int:
+    try:
+        return asyncio.run(Chat(options).run())
+    except KeyboardInterrupt:  # before the handler was installed, or after it was removed
+        return 130

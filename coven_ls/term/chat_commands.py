@@ -1,0 +1,129 @@
+"""What a line typed into `coven-ls chat` asks for: a follow-up, or one of the slash commands.
+
+Parsing only (no I/O), so that every command's syntax is tested on its own; `chat.py` acts on the
+result."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+# Every command, with what `/help` says of it, in the order `/help` lists them.
+COMMANDS: dict[str, str] = {
+    "/fork": '"prompt": a branch with the whole conversation, switch to it, send it the prompt; '
+    "task one; task two: fork those tasks (stay here)",
+    "/switch": "N|ID|parent|root: go to another session of the tree (N from /tree)",
+    "/tree": "the current session's tree, numbered",
+    "/sessions": "this workspace's sessions, from the store",
+    "/resume": "ID: go to a stored session",
+    "/approve": "[task; …]: approve the proposed fork (with these tasks instead)",
+    "/reject": "[reason]: reject the proposed fork (the model is told why)",
+    "/cancel": "[N]: cancel the running turn or fork (of session N from /tree)",
+    "/review": "apply or discard the current fork's children's changes",
+    "/help": "this list",
+    "/quit": "leave (Ctrl+D too); the sessions stay in the store",
+}
+
+
+class CommandError(ValueError):
+    """A command typed wrong; the message says how to type it."""
+
+
+@dataclass(frozen=True)
+class Message:
+    text: str
+
+
+@dataclass(frozen=True)
+class Branch:
+    prompt: str
+
+
+@dataclass(frozen=True)
+class Fork:
+    tasks: list[str]
+
+
+@dataclass(frozen=True)
+class Switch:
+    target: str  # a number from /tree, a session id, "parent" or "root"
+
+
+@dataclass(frozen=True)
+class Resume:
+    session_id: str
+
+
+@dataclass(frozen=True)
+class Approve:
+    tasks: list[str] = field(default_factory=list)  # empty: the tasks as proposed
+
+
+@dataclass(frozen=True)
+class Reject:
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Cancel:
+    target: str | None = None
+
+
+@dataclass(frozen=True)
+class Simple:
+    name: str  # "/tree", "/sessions", "/review", "/help", "/quit"
+
+
+Command = Message | Branch | Fork | Switch | Resume | Approve | Reject | Cancel | Simple
+
+_SIMPLE = ("/tree", "/sessions", "/review", "/help", "/quit")
+
+
+def tasks_of(text: str) -> list[str]:
+    return [t.strip() for t in text.split(";") if t.strip()]
+
+
+def parse(line: str) -> Command | None:
+    """What `line` asks for; None for a blank line. Text that does not start with `/` (or starts
+    with `//`, a message that begins with a slash) is a message."""
+    if not line.strip():
+        return None
+    stripped = line.strip()
+    if not stripped.startswith("/") or stripped.startswith("//"):
+        return Message(line[1:] if stripped.startswith("//") else line)
+    name, _, rest = stripped.partition(" ")
+    rest = rest.strip()
+    if name not in COMMANDS:
+        raise CommandError(f"{name}: no such command; /help lists them.")
+    if name in _SIMPLE:
+        if rest:
+            raise CommandError(f"{name} takes nothing after it.")
+        return Simple(name)
+    if name == "/fork":
+        return _fork(rest)
+    if name in ("/switch", "/resume"):
+        if not rest or len(rest.split()) != 1:
+            raise CommandError(f"Usage: {name} {COMMANDS[name].split(':')[0]}")
+        return Switch(rest) if name == "/switch" else Resume(rest)
+    if name == "/approve":
+        return Approve(tasks_of(rest))
+    if name == "/reject":
+        return Reject(rest or None)
+    if name == "/cancel":
+        return Cancel(rest or None)
+    raise AssertionError(name)  # pragma: no cover: every command is handled above
+
+
+def _fork(rest: str) -> Command:
+    usage = 'Usage: /fork "prompt" (a branch), or /fork task one; task two (a fork).'
+    if not rest:
+        raise CommandError(usage)
+    if rest[0] in "\"'":
+        try:
+            words = shlex.split(rest)
+        except ValueError as exc:
+            raise CommandError(f"{usage} ({exc})") from None
+        if len(words) != 1 or not words[0].strip():
+            raise CommandError(usage)
+        return Branch(words[0])
+    return Fork(tasks_of(rest))
