@@ -8,14 +8,12 @@ import collections
 import logging
 import os
 import shutil
-import subprocess
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
-from .. import protocol
 from ..core.agent import (
     STDERR_GRACE_SECONDS,
     Agent,
@@ -25,6 +23,8 @@ from ..core.agent import (
     describe_failure,
     launcher_path,
 )
+from . import binary
+from .binary import BinarySource
 
 if TYPE_CHECKING:
     from claude_agent_sdk import (
@@ -56,63 +56,27 @@ def bundled_claude() -> Path | None:
     return path if path.is_file() else None
 
 
+CLAUDE = BinarySource(
+    name="Claude Code CLI",
+    command="claude",
+    option="claudePath",
+    variable="COVEN_CLAUDE_PATH",
+    wheel="the claude-agent-sdk wheel",
+    bundled=bundled_claude,
+    missing="No Claude Code CLI found (none bundled with claude-agent-sdk, none on PATH).",
+    install_hint=INSTALL_HINT,
+)
+
+
 def resolve_claude(explicit: str | None) -> tuple[str, str]:
     """Pick the CLI: (path, where the choice came from). Does not check that it runs."""
-    if explicit:
-        return explicit, "initializationOptions.claudePath"
-    env = os.environ.get("COVEN_CLAUDE_PATH")
-    if env:
-        return env, "COVEN_CLAUDE_PATH"
-    bundled = bundled_claude()
-    if bundled is not None:
-        return str(bundled), "the claude-agent-sdk wheel"
-    found = shutil.which("claude")
-    if found:
-        return found, "PATH"
-    raise protocol.CovenError(
-        protocol.ErrorCode.ClaudeUnavailable,
-        "No Claude Code CLI found (none bundled with claude-agent-sdk, none on PATH). "
-        + INSTALL_HINT,
-    )
+    return binary.resolve(CLAUDE, explicit)
 
 
 def probe_claude(path: str, source: str) -> str:
     """Run `claude --version` and return what it printed, or raise a CovenError that says what to
     install. Blocking: call it from a worker thread."""
-    resolved = shutil.which(path) if os.sep not in path else path
-    # os.path, not pathlib: its checks are False for any path the OS refuses (too long, a NUL
-    # in it), where pathlib's raise.
-    if not resolved or not os.path.exists(resolved):
-        raise protocol.CovenError(
-            protocol.ErrorCode.ClaudeUnavailable,
-            f"Claude Code CLI not found at '{path}' (from {source}). {INSTALL_HINT}",
-            {"claudePath": path, "source": source},
-        )
-    if not os.access(resolved, os.X_OK) or os.path.isdir(resolved):
-        raise protocol.CovenError(
-            protocol.ErrorCode.ClaudeUnavailable,
-            f"'{resolved}' (from {source}) is not an executable file. {INSTALL_HINT}",
-            {"claudePath": path, "source": source},
-        )
-    try:
-        done = subprocess.run(
-            [resolved, "--version"], capture_output=True, text=True, timeout=30, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise protocol.CovenError(
-            protocol.ErrorCode.ClaudeUnavailable,
-            f"'{resolved}' (from {source}) could not be run: {exc}. {INSTALL_HINT}",
-            {"claudePath": path, "source": source},
-        ) from exc
-    if done.returncode != 0:
-        detail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise protocol.CovenError(
-            protocol.ErrorCode.ClaudeUnavailable,
-            f"'{resolved} --version' (from {source}) failed with exit code {done.returncode}: "
-            f"{detail[0]}. {INSTALL_HINT}",
-            {"claudePath": path, "source": source},
-        )
-    return done.stdout.strip()
+    return binary.probe(CLAUDE, path, source)
 
 
 # --- the real backend ----------------------------------------------------------------------------

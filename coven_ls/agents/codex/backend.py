@@ -4,9 +4,7 @@ app-server process the backend shares among them."""
 from __future__ import annotations
 
 import logging
-import os
 import shutil
-import subprocess
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
@@ -17,8 +15,9 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from claude_agent_sdk import Message
 
-from ... import protocol
 from ...core.agent import AgentSpec, AgentStartError, PermissionAsker
+from .. import binary
+from ..binary import BinarySource
 from .appserver import AppServer, AppServerGone, CodexRpcError
 from .translate import COMMAND_TOOL, EDIT_TOOL, Translator, command_input, file_change_input
 
@@ -58,56 +57,27 @@ def bundled_codex() -> Path | None:
     return path if path.is_file() else None
 
 
+CODEX = BinarySource(
+    name="codex",
+    command="codex",
+    option="codexPath",
+    variable="COVEN_CODEX_PATH",
+    wheel="the openai-codex-cli-bin wheel",
+    bundled=bundled_codex,
+    missing="No codex binary found (openai-codex-cli-bin is not installed, none on PATH).",
+    install_hint=INSTALL_HINT,
+    data={"agent": "codex"},
+)
+
+
 def resolve_codex(explicit: str | None) -> tuple[str, str]:
     """Pick the binary: (path, where the choice came from). Does not check that it runs."""
-    if explicit:
-        return explicit, "initializationOptions.codexPath"
-    env = os.environ.get("COVEN_CODEX_PATH")
-    if env:
-        return env, "COVEN_CODEX_PATH"
-    bundled = bundled_codex()
-    if bundled is not None:
-        return str(bundled), "the openai-codex-cli-bin wheel"
-    found = shutil.which("codex")
-    if found:
-        return found, "PATH"
-    raise protocol.CovenError(
-        protocol.ErrorCode.ClaudeUnavailable,
-        "No codex binary found (openai-codex-cli-bin is not installed, none on PATH). "
-        + INSTALL_HINT,
-        {"agent": "codex"},
-    )
+    return binary.resolve(CODEX, explicit)
 
 
 def probe_codex(path: str, source: str) -> str:
     """Run `codex --version`; its output, or a CovenError that says what to install. Blocking."""
-    resolved = shutil.which(path) if os.sep not in path else path
-    data = {"agent": "codex", "codexPath": path, "source": source}
-    if not resolved or not os.path.exists(resolved) or os.path.isdir(resolved):
-        raise protocol.CovenError(
-            protocol.ErrorCode.ClaudeUnavailable,
-            f"codex not found at '{path}' (from {source}). {INSTALL_HINT}",
-            data,
-        )
-    try:
-        done = subprocess.run(
-            [resolved, "--version"], capture_output=True, text=True, timeout=30, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise protocol.CovenError(
-            protocol.ErrorCode.ClaudeUnavailable,
-            f"'{resolved}' (from {source}) could not be run: {exc}. {INSTALL_HINT}",
-            data,
-        ) from exc
-    if done.returncode != 0:
-        detail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise protocol.CovenError(
-            protocol.ErrorCode.ClaudeUnavailable,
-            f"'{resolved} --version' (from {source}) failed with exit code {done.returncode}: "
-            f"{detail[0]}. {INSTALL_HINT}",
-            data,
-        )
-    return done.stdout.strip()
+    return binary.probe(CODEX, path, source)
 
 
 class CodexAgent:
