@@ -275,15 +275,24 @@ class AppServer:
                 found += tree(child)
             return found
 
-        targets = [pid for pid in tree(process.pid)[1:] if cmdlines.get(pid) == argv and argv]
+        def runs_it(pid: int) -> bool:
+            # The command itself, or the sandbox that runs it (`codex-linux-sandbox … --
+            # /bin/bash -lc …`, with bubblewrap under it when the machine has it): its argv
+            # ends with the command's.
+            line = cmdlines.get(pid, [])
+            return bool(argv) and len(line) >= len(argv) and line[len(line) - len(argv) :] == argv
+
+        doomed: set[int] = set()
+        for target in tree(process.pid)[1:]:
+            if target not in doomed and runs_it(target):
+                doomed.update(tree(target))  # the outermost match: everything under it goes
         killed = 0
-        for target in targets:
-            for pid in tree(target):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed += 1
-                except (ProcessLookupError, PermissionError):
-                    pass
+        for pid in doomed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
         return killed
 
     async def aclose(self) -> None:
