@@ -201,3 +201,19 @@ def test_an_interrupted_turn_ends_the_tool_calls_it_left_open() -> None:
     assert isinstance(result, events.ToolResult) and result.toolUseId == use.toolUseId
     assert result.isError and "Interrupted" in result.content
     assert isinstance(done, ResultMessage) and translator.items == {}
+
+
+def test_a_command_ended_by_an_interrupt_gets_one_result() -> None:
+    """Codex reports a command killed after its turn was interrupted as completing: the tool call
+    already got its end with the turn, so that report is not a second result."""
+    translator = Translator("t-1")
+    translator.feed("turn/started", {"threadId": "t-1", "turn": {"id": "turn-1"}})
+    command = {"type": "commandExecution", "id": "call-1", "command": "sleep 97"}
+    translator.feed("item/started", {"threadId": "t-1", "item": command})
+    ended = translator.feed(
+        "turn/completed", {"threadId": "t-1", "turn": {"id": "turn-1", "status": "interrupted"}}
+    )
+    results = [m for m in ended if not isinstance(m, ResultMessage)]
+    assert len(results) == 1 and "Interrupted" in str(results[0])
+    late = {**command, "status": "failed", "exitCode": -1, "aggregatedOutput": ""}
+    assert translator.feed("item/completed", {"threadId": "t-1", "item": late}) == []

@@ -136,6 +136,8 @@ class Translator:
     _error: str | None = None
     _streaming: set[str] = field(default_factory=set)  # items whose block is open
     items: dict[str, dict[str, Any]] = field(default_factory=dict)  # tool items of the turn
+    # Tool items an interrupted turn already ended: a completion codex sends later is not news.
+    _ended_early: set[str] = field(default_factory=set)
     total_cost: float = 0.0  # this agent's running total, as the session expects (ResultMessage)
     priced: bool = True
 
@@ -186,6 +188,7 @@ class Translator:
                 self._tool_result(item_id, "Interrupted: the turn was stopped.", True)
                 for item_id in self.items
             ]
+            self._ended_early.update(self.items)
             self.items.clear()
             return [*ended, self._result(params.get("turn") or {})]
         return []
@@ -255,6 +258,10 @@ class Translator:
     def _item_completed(self, item: dict[str, Any]) -> list[Message]:
         kind, item_id = item.get("type"), str(item.get("id") or "")
         self._streaming.discard(item_id)
+        if item_id in self._ended_early:
+            # Its end was already said when the turn was interrupted; a command killed after
+            # that still reports completing: one result per tool call.
+            return []
         if kind == "agentMessage":
             text = str(item.get("text") or "")
             if text:
