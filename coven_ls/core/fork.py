@@ -540,6 +540,32 @@ class ForkManager:
             parent.set_status("idle")
         parent.release()
 
+    def check_copyable(self, session: Session, verb: str, refused: str) -> str:
+        """The session's agent conversation id, or InvalidState unless that conversation can be
+        copied now (a fork's children or a branch start from it): open, settled, not forking,
+        with an agent conversation. `verb` and `refused` word the errors for what was asked."""
+        if session.closed:
+            raise protocol.CovenError(
+                protocol.ErrorCode.InvalidState,
+                f"Session {session.id} is {session.status}; {refused}.",
+                {"sessionId": session.id, "status": session.status},
+            )
+        if not session.settled or self.active_fork(session) is not None:
+            raise protocol.CovenError(
+                protocol.ErrorCode.InvalidState,
+                f"Session {session.id} is busy ({session.status}); {verb} it when its turn has "
+                "ended, or cancel the turn first.",
+                {"sessionId": session.id, "status": session.status},
+            )
+        if session.agent_session_id is None:
+            raise protocol.CovenError(
+                protocol.ErrorCode.InvalidState,
+                f"Session {session.id} has no agent conversation yet, so there is nothing to "
+                f"{verb}; wait for its first turn to start.",
+                {"sessionId": session.id},
+            )
+        return session.agent_session_id
+
     async def fork_by_hand(
         self,
         session: Session,
@@ -552,26 +578,7 @@ class ForkManager:
         # Looked up first (maybe in the store): the checks below and the start of the fork must
         # not be separated by an await, lest the session get busy in between.
         message_found = at_message_id is None or await session.has_message(at_message_id)
-        if session.closed:
-            raise protocol.CovenError(
-                protocol.ErrorCode.InvalidState,
-                f"Session {session.id} is {session.status}; it cannot fork.",
-                {"sessionId": session.id, "status": session.status},
-            )
-        if not session.settled or self.active_fork(session) is not None:
-            raise protocol.CovenError(
-                protocol.ErrorCode.InvalidState,
-                f"Session {session.id} is busy ({session.status}); fork it when its turn has "
-                "ended, or cancel the turn first.",
-                {"sessionId": session.id, "status": session.status},
-            )
-        if session.agent_session_id is None:
-            raise protocol.CovenError(
-                protocol.ErrorCode.InvalidState,
-                f"Session {session.id} has no agent conversation yet, so there is nothing to "
-                "fork; wait for its first turn to start.",
-                {"sessionId": session.id},
-            )
+        self.check_copyable(session, "fork", "it cannot fork")
         try:
             tasks = check_tasks(tasks, session.config.max_children)
         except ForkSyntaxError as exc:

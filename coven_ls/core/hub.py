@@ -357,26 +357,7 @@ class Hub:
         # Looked up first (maybe in the store): the checks below and the branch's start must not
         # be separated by an await.
         message_found = at_message_id is None or await parent.has_message(at_message_id)
-        if parent.closed:
-            raise protocol.CovenError(
-                protocol.ErrorCode.InvalidState,
-                f"Session {parent.id} is {parent.status}; it cannot be branched.",
-                {"sessionId": parent.id, "status": parent.status},
-            )
-        if not parent.settled or self.forks.active_fork(parent) is not None:
-            raise protocol.CovenError(
-                protocol.ErrorCode.InvalidState,
-                f"Session {parent.id} is busy ({parent.status}); branch it when its turn has "
-                "ended, or cancel the turn first.",
-                {"sessionId": parent.id, "status": parent.status},
-            )
-        if parent.agent_session_id is None:
-            raise protocol.CovenError(
-                protocol.ErrorCode.InvalidState,
-                f"Session {parent.id} has no agent conversation yet, so there is nothing to "
-                "branch; wait for its first turn to start.",
-                {"sessionId": parent.id},
-            )
+        conversation = self.forks.check_copyable(parent, "branch", "it cannot be branched")
         if not message_found:
             raise protocol.invalid_params(
                 method,
@@ -394,7 +375,7 @@ class Hub:
             parent_id=parent.id,
             branched_from=protocol.BranchedFrom(atMessageId=at_message_id),
             depth=parent.depth,
-            start=branch_spec(config, parent.agent_session_id, at_message_id),
+            start=branch_spec(config, conversation, at_message_id),
         )
         self._owners[session.id] = client
         if prompt:
