@@ -42,7 +42,7 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
-from coven_ls.core.agent import AgentSpec, PermissionAsker
+from coven_ls.core.agent import AgentSpec, Conversation, PermissionAsker
 
 DEFAULT_TIMEOUT = 3.0
 MODEL = "claude-test-1"
@@ -429,6 +429,7 @@ class FakeBackend:
         self.interrupt_gate: Gate | None = None
         self.interrupt_session_id = "agent-1"
         self.interrupt_cost: float | None = None
+        self.purged: list[Conversation] = []  # what `purge` was given, in order
 
     def add(self, *replies: Iterable[Step]) -> None:
         self.replies.extend(list(r) for r in replies)
@@ -449,6 +450,12 @@ class FakeBackend:
 
     async def aclose(self) -> None:
         return None
+
+    async def fork_point_problem(self, conversation: str, message_id: str) -> str | None:
+        return None
+
+    async def purge(self, conversations: list[Conversation]) -> None:
+        self.purged.extend(conversations)
 
     async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> FakeAgent:
         self.opens_started += 1

@@ -19,6 +19,7 @@ from ..core.agent import (
     Agent,
     AgentSpec,
     AgentStartError,
+    Conversation,
     PermissionAsker,
     describe_failure,
     launcher_path,
@@ -146,6 +147,21 @@ class ClaudeBackend:
 
     async def aclose(self) -> None:
         return None  # nothing shared: each session's process ends with its agent
+
+    async def fork_point_problem(self, conversation: str, message_id: str) -> str | None:
+        return None  # the CLI copies a conversation up to any of its messages
+
+    async def purge(self, conversations: list[Conversation]) -> None:
+        """Delete the CLI's transcripts (`<config>/projects/<cwd>/<id>.jsonl`)."""
+        config_dir = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.expanduser("~/.claude")
+        for conversation in conversations:
+            project = "".join(c if c.isalnum() else "-" for c in conversation.cwd)
+            name = f"{conversation.agent_session_id}.jsonl"
+            transcript = Path(config_dir) / "projects" / project / name
+            try:
+                transcript.unlink(missing_ok=True)
+            except OSError:
+                log.warning("could not delete %s", transcript, exc_info=True)
 
     async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> Agent:
         from claude_agent_sdk import (

@@ -82,6 +82,23 @@ class Backend(Protocol):
         """The server is stopping: end what the backend shares among its agents (Codex's
         app-server). Each agent has been closed before."""
 
+    async def fork_point_problem(self, conversation: str, message_id: str) -> str | None:
+        """Why `conversation` cannot be copied up to its assistant message `message_id` (an
+        agent may copy only up to some of its messages), for a person; None when it can."""
+
+    async def purge(self, conversations: list[Conversation]) -> None:
+        """Remove what the agent stored of these conversations (`coven/deleteSession` with
+        `purge`); each comes before the one it was forked from. Every session of theirs has been
+        closed. What cannot be removed is logged, not raised: the sessions are gone already."""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """An agent's own conversation (Claude's session id, Codex's thread id) and its folder."""
+
+    agent_session_id: str
+    cwd: str
+
 
 # --- tying the CLI's life to ours ---------------------------------------------------------------
 

@@ -398,6 +398,14 @@ def tree_usage(sessions: Mapping[str, Session], session: Session) -> Usage:
     return total
 
 
+async def fork_point_problem(session: Session, at_message_id: str | None) -> str | None:
+    """Why the session's agent cannot copy its conversation up to `at_message_id` (an assistant
+    message of the session's), or None; for coven/fork and coven/branch."""
+    if at_message_id is None or session.agent_session_id is None:
+        return None
+    return await session.backend.fork_point_problem(session.agent_session_id, at_message_id)
+
+
 class ForkManager:
     def __init__(self, host: ForkHost, journal: Journal, spawn: Spawn) -> None:
         self._host = host
@@ -578,6 +586,7 @@ class ForkManager:
         # Looked up first (maybe in the store): the checks below and the start of the fork must
         # not be separated by an await, lest the session get busy in between.
         message_found = at_message_id is None or await session.has_message(at_message_id)
+        problem = await fork_point_problem(session, at_message_id) if message_found else None
         self.check_copyable(session, "fork", "it cannot fork")
         try:
             tasks = check_tasks(tasks, session.config.max_children)
@@ -589,6 +598,8 @@ class ForkManager:
                 f"'atMessageId' {at_message_id!r} is not an assistant message of session "
                 f"{session.id}; use the messageId of one of its text events.",
             )
+        if problem is not None:
+            raise protocol.invalid_params(protocol.FORK, problem, "atMessageId")
         fork = self._new_fork(
             session,
             tasks,

@@ -491,6 +491,9 @@ class Session:
                 self.process.incoming.popleft()
                 if isinstance(item, StreamEnded):
                     log.info("session %s: the CLI ended between turns (%s)", self.id, item)
+                    if item.error is not None:
+                        # Died while idle (killed, crashed): said now, not at the next message.
+                        self.emit(events.Error(message=self._ended_by(item.error)))
                     await self._close_agent()
                 else:
                     self._publish(item)
@@ -512,6 +515,11 @@ class Session:
             else:
                 await self._wakeup.wait()
             self._wakeup = anyio.Event()
+
+    def _ended_by(self, error: Exception) -> str:
+        if isinstance(error, AgentStartError):
+            return str(error)  # the agent's own words (how codex's app-server ended, say)
+        return describe_failure(error, self.process.stderr())
 
     def _next_spec(self) -> AgentSpec:
         if self.agent_session_id is None and self._first_start is not None:

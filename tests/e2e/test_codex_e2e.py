@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pygls.exceptions import JsonRpcException
 
 from coven_ls import protocol
 from coven_ls.agents.codex import resolve_codex
@@ -406,17 +407,21 @@ async def test_a_fork_at_an_earlier_answer_carries_the_conversation_up_to_it(
     request = next(r for r in responses.requests if "'Branch off'" in r.last_user_text)
     assert "first answer" in request.all_text and "second question" not in request.all_text
 
-    # Any other message (here the tool call's) is no fork point for codex: the child says so.
+    # Any other message (here the tool call's) is no fork point for codex: InvalidParams, for
+    # coven/fork and coven/branch alike, and no fork starts.
     tool_message = coven.of(sid, "toolUse")[0]["messageId"]
     await coven.wait_kind(sid, "forkFinished")
     await coven.wait_status(sid, "idle", after_seq=coven.of(sid, "forkFinished")[-1]["seq"])
-    await coven.request(
-        "coven/fork", {"sessionId": sid, "tasks": ["Branch off"], "atMessageId": tool_message}
-    )
-    second = await coven.wait_kind(sid, "forkStarted", count=2)
-    [failed_child] = [c["sessionId"] for c in second["children"]]
-    error = await coven.wait_kind(failed_child, "error")
-    assert "last message of a turn" in error["message"]
+    for method, params in (
+        ("coven/fork", {"tasks": ["Branch off"]}),
+        ("coven/branch", {"prompt": "Branch off"}),
+    ):
+        with pytest.raises(JsonRpcException) as refused:
+            await coven.request(method, {"sessionId": sid, "atMessageId": tool_message, **params})
+        assert refused.value.code == -32602
+        assert "last message of a turn" in refused.value.message
+        assert tool_message in refused.value.message
+    assert len(coven.of(sid, "forkStarted")) == 1
 
 
 def test_demo_with_agent_codex() -> None:
@@ -438,3 +443,65 @@ def test_demo_with_agent_codex() -> None:
     parent = events[0]["sessionId"]
     last = [e for e in events if e["sessionId"] == parent and e["kind"] == "turnResult"][-1]
     assert last["text"].startswith("Here is the tour")
+
+
+def rollouts(codex_home: Path, thread: str) -> list[Path]:
+    """What codex stored of a thread: its rollout file(s) under CODEX_HOME/sessions."""
+    return list((codex_home / "sessions").rglob(f"rollout-*-{thread}.jsonl"))
+
+
+async def test_delete_with_purge_removes_every_thread_forks_first(
+    start_codex, responses, tmp_path: Path
+) -> None:
+    """The parent's thread is referenced by its children's (thread/fork): purge deletes the
+    children's first, then the parent's, and nothing of them is left in CODEX_HOME."""
+    responses.on("Plan it", "Splitting.\n<fork>\n- Part one\n- Part two\n</fork>")
+    responses.on("'Part one'", "One done.")
+    responses.on("'Part two'", "Two done.")
+    responses.on("<fork-results>", "All done.")
+    responses.on("keep me", "kept")
+    coven = await start_codex(init_options={**CODEX, "forkMode": "auto"})
+    sid = await coven.start("Plan it")
+    other = await coven.start("keep me")
+    await coven.wait_kind(sid, "turnResult", count=2)
+    await coven.wait_kind(other, "turnResult")
+    await coven.wait_status(sid, "idle", after_seq=coven.of(sid, "turnResult")[-1]["seq"])
+    listed = (await coven.request("coven/listSessions", {}))["sessions"]
+    threads = {s["sessionId"]: s["agentSessionId"] for s in listed}
+    home = tmp_path / "ws" / "codex-home"
+    assert len(threads) == 4 and all(rollouts(home, t) for t in threads.values())
+
+    deleted = await coven.request("coven/deleteSession", {"sessionId": sid, "purge": True})
+    assert set(deleted["deletedSessionIds"]) == set(threads) - {other}
+    for session, thread in threads.items():
+        assert bool(rollouts(home, thread)) == (session == other), session
+    # The server goes on with the session it kept.
+    await coven.request("coven/sendMessage", {"sessionId": other, "text": "keep me again"})
+    assert (await coven.wait_kind(other, "turnResult", count=2))["text"] == "kept"
+
+
+async def test_an_app_server_killed_while_idle_is_said_started_again_and_resumed(
+    start_codex, responses
+) -> None:
+    """Nobody is in a turn when codex dies: the idle session is told at once, a new app-server
+    is started with its thread resumed, and the next message goes on with the conversation."""
+    responses.on("remember", "Noted: kiwi.")
+    responses.on("Which fruit", "It was kiwi.")
+    coven = await start_codex(init_options=CODEX)
+    sid = await coven.start("remember the word kiwi")
+    first = await coven.wait_kind(sid, "turnResult")
+    await coven.wait_status(sid, "idle", after_seq=first["seq"])
+    [app_server] = coven.pids_running("app-server")
+    os.kill(app_server, signal.SIGKILL)
+    error = await coven.wait_kind(sid, "error")
+    assert "codex app-server was killed by SIGKILL" in error["message"]
+    assert "starts it again" in error["message"]
+    await wait_until(
+        lambda: coven.pids_running("app-server") not in ([], [app_server]), 30, "a new app-server"
+    )
+    [info] = (await coven.request("coven/listSessions", {}))["sessions"]
+    assert info["status"] == "idle"
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "Which fruit was it?"})
+    result = await coven.wait_kind(sid, "turnResult", count=2)
+    assert result["text"] == "It was kiwi." and result["agentSessionId"] == first["agentSessionId"]
+    assert "remember the word kiwi" in responses.requests[-1].all_text

@@ -15,7 +15,7 @@ from claude_agent_sdk import (
 
 from coven_ls import protocol
 from coven_ls.core import session as session_module
-from coven_ls.core.agent import AgentSpec
+from coven_ls.core.agent import AgentSpec, AgentStartError
 from coven_ls.core.session import Session, SessionConfig
 from coven_ls.protocol import Kind, events
 
@@ -853,3 +853,20 @@ async def test_a_report_that_never_comes_is_not_waited_for_forever(
         with anyio.fail_after(LIMIT):
             await session.wait_settled()
         assert session.status == "idle"
+
+
+async def test_an_agent_that_dies_between_turns_is_said_at_once_and_the_next_message_resumes() -> (
+    None
+):
+    backend = FakeBackend([init(), assistant("Hi."), result("Hi.")])
+    backend.default_reply = lambda text: [init(), assistant("Back."), result("Back.")]
+    async with running(backend) as session:
+        session.send("hello")
+        first = await turn_done(session)
+        backend.agents[0].speak([Fail(AgentStartError("The codex app-server was killed."))])
+        error = await sink_of(session).wait_for(Kind.ERROR, after=first["seq"])
+        assert error["message"] == "The codex app-server was killed."
+        assert session.status == "idle" and session.process.agent is None
+        session.send("again")
+        await turn_done(session, after=error["seq"])
+        assert backend.agents[1].spec.resume == "agent-1"
