@@ -45,6 +45,10 @@ class AgentSpec:
     resume_at: str | None = None
     append_system_prompt: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    # Folders the agent must not write, though its cwd lies in one of them or they hold no
+    # sandbox's temporary folders: a worktree child's parent repository. (Claude's writes there
+    # are refused at its permission questions; an agent with a sandbox of its own narrows it.)
+    read_only_roots: tuple[str, ...] = ()
 
 
 class Agent(Protocol):

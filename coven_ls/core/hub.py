@@ -187,6 +187,14 @@ class Hub:
                     f"{session.worktree.path}; that file belongs to the conversation you were "
                     f"forked from. Write {instead} instead."
                 )
+            instead = isolation.outside_command(session.worktree, tool_name, tool_input)
+            if instead is not None:
+                return False, (
+                    "Denied: you work in your own worktree, "
+                    f"{session.worktree.path}; this command reaches into "
+                    f"{session.worktree.repository}, which belongs to the conversation you were "
+                    f"forked from. Work on {instead} instead."
+                )
         client = self.client_for(session)
         if client is None:
             return False, "Denied: no editor is connected to coven-ls to approve this tool use."

@@ -598,6 +598,10 @@ class Session:
                     if agent is None:
                         self.set_status("starting")
                         spec = self._next_spec()
+                        if self.worktree is not None:
+                            spec = dataclasses.replace(
+                                spec, read_only_roots=(self.worktree.repository,)
+                            )
                         agent = await self.process.open(spec, self._ask_permission)
                     self.set_status("running")
                     await agent.send(turn.text)

@@ -272,7 +272,8 @@ class DeleteSessionParams(Wire):
     sessionId: str
     """the session to delete, with its subtree"""
     purge: bool = False
-    """also delete the CLI's own transcripts"""
+    """also delete what the agent stored of the conversations (Claude Code's transcripts, Codex's
+    threads)"""
     discardWork: bool = False
     """also delete the branches of fork children that hold work never applied (a conflict, a
     failed or cancelled child's work, changes waiting for review, later work); without it they

@@ -505,3 +505,33 @@ async def test_an_app_server_killed_while_idle_is_said_started_again_and_resumed
     result = await coven.wait_kind(sid, "turnResult", count=2)
     assert result["text"] == "It was kiwi." and result["agentSessionId"] == first["agentSessionId"]
     assert "remember the word kiwi" in responses.requests[-1].all_text
+
+
+async def test_a_codex_child_cannot_write_the_parents_repository(
+    start_codex, responses, tmp_path: Path
+) -> None:
+    """The repository lies under /tmp, which codex's workspace-write sandbox leaves writable: a
+    worktree child's sandbox writes only its worktree, and an escalation (which would run outside
+    the sandbox) that names the parent's repository is refused before anyone is asked."""
+    repo = small_repo(tmp_path / "repo")
+    responses.on("Probe it", "Forking.\n<fork>\n- Probe\n</fork>")
+    responses.on("'Probe'", command(f"printf stray > {repo}/via-tmp.txt"), times=1)
+    responses.on(
+        "Process exited", command(f"printf esc > {repo}/escalated.txt", escalate=True), times=1
+    )
+    responses.on("rejected", "Probed.")
+    responses.on("<fork-results>", "Done.")
+    coven = await start_codex(
+        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"}
+    )
+    sid = await coven.start("Probe it", cwd=str(repo))
+    started = await coven.wait_kind(sid, "forkStarted")
+    assert started["isolation"] == "worktree"
+    [child] = [c["sessionId"] for c in started["children"]]
+    assert (await coven.wait_kind(sid, "turnResult", count=2))["text"] == "Done."
+    assert not (repo / "via-tmp.txt").exists() and not (repo / "escalated.txt").exists()
+    sandboxed, escalated = coven.of(child, "toolResult")
+    assert sandboxed["isError"] and escalated["isError"]
+    [decision] = coven.of(child, "permissionDecision")
+    assert not decision["allow"] and "your own worktree" in decision["message"]
+    assert coven.permission_requests == []  # refused without asking the user

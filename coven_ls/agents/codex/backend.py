@@ -51,6 +51,16 @@ _SANDBOX_POLICY = {
 }
 
 
+def sandbox_policy(sandbox: str, spec: AgentSpec) -> dict[str, Any]:
+    """A turn's sandbox. One that may write its workspace writes only there when the agent has
+    folders it must not write (a worktree child): codex's workspace-write sandbox otherwise
+    leaves /tmp and $TMPDIR writable too, and with them a repository that lies under them."""
+    policy: dict[str, Any] = dict(_SANDBOX_POLICY[sandbox])
+    if policy["type"] == "workspaceWrite" and spec.read_only_roots:
+        policy.update(writableRoots=[], excludeSlashTmp=True, excludeTmpdirEnvVar=True)
+    return policy
+
+
 def bundled_codex() -> Path | None:
     try:
         import codex_cli_bin  # type: ignore[import-untyped,import-not-found,unused-ignore]
@@ -206,7 +216,7 @@ class CodexAgent:
                     "input": [{"type": "text", "text": text}],
                     "cwd": self._spec.cwd,
                     "approvalPolicy": approval,
-                    "sandboxPolicy": _SANDBOX_POLICY[sandbox],
+                    "sandboxPolicy": sandbox_policy(sandbox, self._spec),
                 },
             )
         except (CodexRpcError, AppServerGone) as exc:
