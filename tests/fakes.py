@@ -267,6 +267,8 @@ def _task_id() -> int:
 class FakeAgent:
     """One fake agent process (an `Agent`)."""
 
+    reports_ended_tasks = True
+
     def __init__(self, backend: FakeBackend, spec: AgentSpec, ask: PermissionAsker) -> None:
         self.backend = backend
         self.spec = spec

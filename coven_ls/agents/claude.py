@@ -86,6 +86,8 @@ def probe_claude(path: str, source: str) -> str:
 class ClaudeAgent:
     """One connected `ClaudeSDKClient`."""
 
+    reports_ended_tasks = True
+
     def __init__(self, client: ClaudeSDKClient, stderr_lines: collections.deque[str]) -> None:
         self._client = client
         self._stderr = stderr_lines

@@ -52,6 +52,10 @@ class AgentSpec:
 
 
 class Agent(Protocol):
+    # Whether the agent starts a turn by itself to report a background task that ended (Claude
+    # Code does; until it does, the session is not settled).
+    reports_ended_tasks: bool
+
     async def send(self, text: str) -> None: ...
 
     def messages(self) -> AsyncGenerator[Message, None]:
@@ -62,7 +66,7 @@ class Agent(Protocol):
     async def interrupt(self) -> None: ...
 
     async def stop_task(self, task_id: str) -> None:
-        """Stop one of the CLI's background tasks; its end arrives as a task message."""
+        """Stop one of the agent's background tasks; its end arrives as a task message."""
 
     async def set_permission_mode(self, mode: PermissionMode) -> None:
         """Change the running CLI's permission mode, from its next tool call on."""

@@ -779,6 +779,9 @@ class Session:
                 tracked = self.background.track(payload)
                 if tracked is None:
                     continue
+                agent = self.process.agent
+                if agent is not None and not agent.reports_ended_tasks:
+                    self.background.report_due = False  # no turn of its own will report it
                 payload = tracked
             self.emit(payload)
             if isinstance(payload, events.TurnResult):
@@ -791,7 +794,7 @@ class Session:
             status="stopped",
             toolUseId=task.toolUseId,
             description=task.description,
-            summary="stopped with the Claude Code process",
+            summary="stopped with the agent process",
         )
         published = self.background.track(ended)
         if published is not None:

@@ -445,7 +445,7 @@ class Changes(Wire):
 
 class StopTaskParams(Wire):
     sessionId: str
-    """the session whose CLI runs the task"""
+    """the session whose agent runs the task"""
     taskId: str
     """from a `task` event"""
 

@@ -535,3 +535,34 @@ async def test_a_codex_child_cannot_write_the_parents_repository(
     [decision] = coven.of(child, "permissionDecision")
     assert not decision["allow"] and "your own worktree" in decision["message"]
     assert coven.permission_requests == []  # refused without asking the user
+
+
+async def test_stop_task_stops_a_command_codex_left_running(start_codex, responses) -> None:
+    """A command still running when its turn completes (codex keeps it in the background) is a
+    background task; coven/stopTask ends it; a second stopTask is a clear InvalidState."""
+    responses.on("serve", command("sleep 88", yield_time_ms=300), times=1)
+    responses.on("Wall time", "It runs in the background.")
+    responses.on("still there", "yes")
+    coven = await start_codex(init_options={**CODEX, "permissionMode": "acceptEdits"})
+    sid = await coven.start("serve it")
+    result = await coven.wait_kind(sid, "turnResult")
+    assert result["text"] == "It runs in the background."
+    [use] = coven.of(sid, "toolUse")
+    started = await coven.wait_kind(sid, "task")
+    assert started["status"] == "started" and started["taskId"] == use["toolUseId"]
+    assert "sleep 88" in started["description"]
+    [ended_call] = coven.of(sid, "toolResult")
+    assert ended_call["toolUseId"] == use["toolUseId"] and not ended_call["isError"]
+    assert coven.pids_running("sleep 88")
+    [info] = (await coven.request("coven/listSessions", {}))["sessions"]
+    assert info["backgroundTasks"] == [started["taskId"]] and info["status"] == "idle"
+
+    await coven.request("coven/stopTask", {"sessionId": sid, "taskId": started["taskId"]})
+    stopped = await coven.wait_kind(sid, "task", count=2)
+    assert stopped["status"] == "stopped" and stopped["taskId"] == started["taskId"]
+    await wait_until(lambda: not coven.pids_running("sleep 88"), 10, "the command to end")
+    with pytest.raises(JsonRpcException) as again:
+        await coven.request("coven/stopTask", {"sessionId": sid, "taskId": started["taskId"]})
+    assert again.value.code == -32003 and "no running background task" in again.value.message
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "still there?"})
+    assert (await coven.wait_kind(sid, "turnResult", count=2))["text"] == "yes"

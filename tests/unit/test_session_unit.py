@@ -870,3 +870,22 @@ async def test_an_agent_that_dies_between_turns_is_said_at_once_and_the_next_mes
         session.send("again")
         await turn_done(session, after=error["seq"])
         assert backend.agents[1].spec.resume == "agent-1"
+
+
+async def test_an_agent_that_reports_no_ended_task_in_a_turn_leaves_the_session_settled() -> None:
+    """Codex starts no turn to report a background command that ended: the session is settled
+    as soon as the end arrives, not after waiting for a report turn."""
+    backend = FakeBackend([init(), assistant("On it."), result("On it.")])
+    async with running(backend) as session:
+        session.send("start a background job")
+        first = await turn_done(session)
+        agent = backend.agents[0]
+        agent.reports_ended_tasks = False
+        agent.speak([task_started("t1", "serve")])
+        await sink_of(session).wait_for(Kind.TASK, after=first["seq"], status="started")
+        assert not session.settled
+        agent.speak([task_notification("t1", "completed", "served")])
+        await sink_of(session).wait_for(Kind.TASK, after=first["seq"], status="completed")
+        with anyio.fail_after(LIMIT):
+            await session.wait_settled()
+        assert session.status == "idle" and not session.background.report_due

@@ -245,8 +245,30 @@ class CodexAgent:
         except CodexRpcError as exc:
             log.info("codex thread %s: interrupt: %s", self.thread_id, exc)
 
+    # codex starts no turn of its own to report a background command that ended.
+    reports_ended_tasks = False
+
     async def stop_task(self, task_id: str) -> None:
-        return None  # codex has no background tasks of its own
+        """Stop a command a turn left running (a background task); its end arrives as the
+        task's end, `stopped`."""
+        item = self.translator.background.get(task_id)
+        if item is None:
+            raise AgentStartError(f"Codex runs no background command '{task_id}'.")
+        self.translator.stopping.add(task_id)
+        await self._terminate(task_id, item)
+
+    async def _terminate(self, task_id: str, item: dict[str, Any]) -> None:
+        try:
+            answer = await self._server.request(
+                "thread/backgroundTerminals/terminate",
+                {"threadId": self.thread_id, "processId": str(item.get("processId") or "")},
+            )
+        except (CodexRpcError, AppServerGone) as exc:
+            log.warning("codex thread %s: could not stop %s: %s", self.thread_id, task_id, exc)
+            answer = {}
+        if not answer.get("terminated"):
+            # Not codex's any more (it ended meanwhile, or codex lost it): end it by its argv.
+            self._server.kill_command(str(item.get("command") or ""))
 
     async def set_permission_mode(self, mode: Any) -> None:
         self._mode = mode  # from the next turn on (turn/start carries it)
@@ -260,6 +282,12 @@ class CodexAgent:
         if turn is not None and self._server.running:
             with anyio.move_on_after(5), anyio.CancelScope(shield=True):
                 await self._send_interrupt(turn)
+        # Its background commands end with it, as a Claude process's background tasks do (the
+        # session says they stopped): the shared app-server would keep them running.
+        for task_id, item in list(self.translator.background.items()):
+            if self._server.running:
+                with anyio.move_on_after(5), anyio.CancelScope(shield=True):
+                    await self._terminate(task_id, item)
         self._closed = True
         for scope in list(self._asking):
             scope.cancel()
