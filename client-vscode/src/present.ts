@@ -67,7 +67,7 @@ const PROMPT_ORIGINS: Record<string, { icon: string; description: string; label?
   forkError: { icon: 'warning', description: 'fork tag refused', label: 'Told Claude why its fork tag was refused' },
   // The CLI started the turn itself, to tell the model a background task ended; the prompt says
   // which ("Background task completed: Find TODOs").
-  task: { icon: 'bell', description: 'from Claude Code' },
+  task: { icon: 'bell', description: 'from the agent' },
   unprompted: { icon: 'comment-discussion', description: '', label: 'Claude (no prompt)' },
 };
 
@@ -246,7 +246,7 @@ function presentSession(node: SessionNode): Presentation {
   if (totalTokens(node.usage) > 0) rows.push(`Tokens: ${formatUsage(node.usage)}`);
   const tree = treeUsage(node);
   if (totalTokens(tree) > totalTokens(node.usage)) rows.push(`With its forks: ${formatUsage(tree)}`);
-  if (node.agentSessionId) rows.push(`Claude Code session: \`${node.agentSessionId}\``);
+  if (node.agentSessionId) rows.push(`Agent conversation: \`${node.agentSessionId}\``);
   if (child) rows.push(...isolationRows(node, merge));
   if (node.lastError && node.status === 'failed') rows.push('', fence(node.lastError));
   return {

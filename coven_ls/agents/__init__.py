@@ -16,6 +16,7 @@ from ..protocol.types import AgentName, InitializationOptions
 @dataclass(frozen=True)
 class AgentKind:
     name: AgentName
+    title: str  # for people ("Claude Code", "Codex")
     # The binary the client named in initializationOptions (None: the agent's own search).
     path_option: Callable[[InitializationOptions], str | None]
     make: Callable[[str | None, TaskGroup], Backend]
@@ -34,8 +35,8 @@ def _codex(path: str | None, task_group: TaskGroup) -> Backend:
 
 
 AGENTS: dict[str, AgentKind] = {
-    "claude": AgentKind("claude", lambda o: o.claudePath, _claude),
-    "codex": AgentKind("codex", lambda o: o.codexPath, _codex),
+    "claude": AgentKind("claude", "Claude Code", lambda o: o.claudePath, _claude),
+    "codex": AgentKind("codex", "Codex", lambda o: o.codexPath, _codex),
 }
 
 

@@ -173,6 +173,4 @@ def describe_failure(exc: BaseException, stderr: str) -> str:
             how = None
         how = how or f"exited with code {code}"
         return f"Claude Code {how}" + (f": {reason}" if reason else ".")
-    return f"The Claude Code process failed: {exc}" + (
-        f" Its last output: {reason}" if reason else ""
-    )
+    return f"The agent process failed: {exc}" + (f" Its last output: {reason}" if reason else "")

@@ -80,7 +80,8 @@ def may_fork(config: SessionConfig, depth: int) -> bool:
 
 
 def fork_prompt(config: SessionConfig, depth: int) -> str | None:
-    """What to append to Claude Code's system prompt for a session at `depth`."""
+    """What to append to the agent's system prompt (Codex: its developer instructions) for a
+    session at `depth`."""
     return fork_instructions(config.max_children) if may_fork(config, depth) else None
 
 

@@ -1,4 +1,5 @@
-"""One Claude Code session: its turns, its status, its numbered event log, and its agent process.
+"""One agent session (Claude Code, Codex): its turns, its status, its numbered event log, and
+its agent process.
 
 A session is driven by one runner task (`run`), which alone opens and closes the agent process,
 because claude-agent-sdk's client must be connected and disconnected in the same task. Everything
@@ -615,8 +616,7 @@ class Session:
                     watchers.cancel_scope.cancel()
                 if result is None:
                     failure = (
-                        "The Claude Code process ended in the middle of a turn."
-                        + self.process.tail()
+                        "The agent process ended in the middle of a turn." + self.process.tail()
                     )
         except Exception as group:
             exc = _first_error(group)

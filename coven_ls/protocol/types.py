@@ -107,7 +107,7 @@ class InitializationOptions(Wire, omit_defaults=True):
     model: str | None = None
     """model for sessions that do not name one (default: the CLI's own)"""
     permissionMode: PermissionMode | None = None
-    """permission mode for sessions that do not name one (default: Claude Code's own)"""
+    """permission mode for sessions that do not name one (default: the agent's own)"""
     forkMode: ForkMode = "approve"
     """fork mode for sessions that do not name one"""
     permissionTimeoutSeconds: float = 300.0
@@ -488,7 +488,7 @@ class SessionInfo(Wire):
     model: str | None
     """null when the CLI's default is used"""
     permissionMode: PermissionMode | None
-    """null when Claude Code's own default is used"""
+    """null when the agent's own default is used"""
     forkMode: ForkMode
     """whether the model's `<fork>` tags fork it, after approval or not"""
     agentSessionId: str | None

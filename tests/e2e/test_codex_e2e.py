@@ -566,3 +566,85 @@ async def test_stop_task_stops_a_command_codex_left_running(start_codex, respons
     assert again.value.code == -32003 and "no running background task" in again.value.message
     await coven.request("coven/sendMessage", {"sessionId": sid, "text": "still there?"})
     assert (await coven.wait_kind(sid, "turnResult", count=2))["text"] == "yes"
+
+
+async def test_a_codex_fork_in_review_mode_waits_for_apply_and_discard(
+    start_codex, responses, tmp_path: Path
+) -> None:
+    repo = small_repo(tmp_path / "repo")
+    responses.on("Review it", "Splitting.\n<fork>\n- Make wanted\n- Make unwanted\n</fork>")
+    responses.on("'Make wanted'", command("printf 'yes\\n' > wanted.txt"), times=1)
+    responses.on("'Make unwanted'", command("printf 'no\\n' > unwanted.txt"), times=1)
+    responses.on("Process exited", "Made it.")
+    responses.on("<fork-results>", "Reviewed.")
+    coven = await start_codex(
+        init_options={
+            **CODEX, "forkMode": "auto", "permissionMode": "acceptEdits", "mergeMode": "review"
+        }
+    )  # fmt: skip
+    sid = await coven.start("Review it", cwd=str(repo))
+    started = await coven.wait_kind(sid, "forkStarted")
+    labels = {c["label"]: c["sessionId"] for c in started["children"]}
+    reviewing = await coven.wait_kind(sid, "forkReviewing")
+    assert sorted(reviewing["pending"]) == sorted(labels.values())
+    assert not (repo / "wanted.txt").exists() and not (repo / "unwanted.txt").exists()
+    wanted, unwanted = labels["Make wanted"], labels["Make unwanted"]
+    changes = await coven.request("coven/getChanges", {"sessionId": wanted})
+    assert [f["path"] for f in changes["changes"]["files"]] == ["wanted.txt"]
+    applied = await coven.request("coven/applyChanges", {"sessionId": wanted})
+    assert applied["changes"]["merge"] == "applied"
+    assert (repo / "wanted.txt").read_text() == "yes\n"
+    await coven.request("coven/discardChanges", {"sessionId": unwanted})
+    done = await coven.wait_kind(sid, "turnResult", count=2)
+    assert done["text"] == "Reviewed." and not (repo / "unwanted.txt").exists()
+    finished = await coven.wait_kind(sid, "forkFinished")
+    assert {r["sessionId"]: r["merge"] for r in finished["results"]} == {
+        wanted: "applied",
+        unwanted: "discarded",
+    }
+
+
+async def test_a_restart_mid_fork_resumes_the_codex_children(
+    start_codex, responses, tmp_path: Path
+) -> None:
+    """The server is killed while both codex children wait on the model: the restarted server
+    has the fork interrupted, and coven/resumeFork runs the children again as thread forks of
+    the parent, whose answers reach the parent."""
+    responses.on("Plan the work", "Splitting.\n<fork>\n- Write docs\n- Fix bugs\n</fork>", times=1)
+    responses.on("'Write docs'", "(never)", latency=300, times=1)
+    responses.on("'Fix bugs'", "(never)", latency=300, times=1)
+    responses.on("'Write docs'", "Docs written.")
+    responses.on("'Fix bugs'", "Bugs fixed.")
+    responses.on("<fork-results>", "Done after the restart.")
+    first = await start_codex(init_options={**CODEX, "forkMode": "auto"})
+    sid = await first.start("Plan the work")
+    started = await first.wait_kind(sid, "forkStarted")
+    children = sorted(c["sessionId"] for c in started["children"])
+    await wait_until(
+        lambda: sum("You were assigned" in r.last_user_text for r in responses.requests) >= 2,
+        90,
+        "both children to ask the model",
+    )
+    parent_thread = first.of(sid, "agent")[0]["agentSessionId"]
+    server = first.client._server
+    assert server is not None
+    os.kill(server.pid, signal.SIGKILL)
+    await wait_until(lambda: not processes_with_env(first.marker), 30, "every codex process to end")
+    await first.client.stop()
+
+    second = await start_codex(init_options={**CODEX, "forkMode": "auto"})
+    interrupted = await second.wait_kind(sid, "forkInterrupted")
+    assert sorted(interrupted["unfinished"]) == children
+    await second.request("coven/resumeFork", {"forkId": interrupted["forkId"]})
+    prompt = await second.wait_kind(sid, "prompt", origin="forkResults")
+    assert "Docs written." in prompt["text"] and "Bugs fixed." in prompt["text"]
+    result = await second.wait_for(
+        lambda e: e["sessionId"] == sid and e["kind"] == "turnResult" and e["seq"] > prompt["seq"],
+        what="the parent's answer after the resumed fork",
+    )
+    assert result["text"] == "Done after the restart."
+    # Each resumed child's request held the parent's conversation (a thread fork of it).
+    for label in ("'Write docs'", "'Fix bugs'"):
+        answered = [r for r in responses.requests if label in r.last_user_text][-1]
+        assert "Plan the work" in answered.all_text and answered.thread_id != parent_thread
+    assert responses.requests[-1].thread_id == parent_thread

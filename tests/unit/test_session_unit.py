@@ -372,7 +372,7 @@ async def test_stream_ending_without_result_fails_and_next_turn_resumes() -> Non
         session.send("first")
         error = await sink_of(session).wait_for(Kind.ERROR, limit=LIMIT)
         await sink_of(session).wait_for(Kind.STATUS, status="failed", limit=LIMIT)
-        assert error["message"].startswith("The Claude Code process ended in the middle of a turn.")
+        assert error["message"].startswith("The agent process ended in the middle of a turn.")
         assert "Error: out of memory" in error["message"]
         assert session.status == "failed"
         assert not sink_of(session).of(Kind.TURN_RESULT)
@@ -402,7 +402,7 @@ async def test_messages_raising_fails_the_turn() -> None:
     async with running(backend) as session:
         session.send("x")
         error = await sink_of(session).wait_for(Kind.ERROR, limit=LIMIT)
-        assert error["message"] == "The Claude Code process failed: pipe broken"
+        assert error["message"] == "The agent process failed: pipe broken"
         await sink_of(session).wait_for(Kind.STATUS, status="failed", limit=LIMIT)
         assert backend.agents[0].closed
 
@@ -433,7 +433,7 @@ async def test_open_raising_another_error() -> None:
     async with running(backend) as session:
         session.send("hi")
         error = await sink_of(session).wait_for(Kind.ERROR, limit=LIMIT)
-        assert error["message"] == "The Claude Code process failed: exec format error"
+        assert error["message"] == "The agent process failed: exec format error"
 
 
 async def test_first_start_spec_is_used_until_the_agent_session_is_known() -> None:
