@@ -443,7 +443,12 @@ class ScriptedResponses:
     def on(
         self,
         match: str | Any,
-        *blocks_or_reply: Text | Thinking | ToolUse | str | Reply,
+        *blocks_or_reply: Text
+        | Thinking
+        | ToolUse
+        | str
+        | Reply
+        | Callable[[ResponsesRequest], Reply],
         times: int | None = None,
         **reply_kw: Any,
     ) -> Rule:
