@@ -8,6 +8,8 @@ from coven_ls.agents import claude_conversation
 from coven_ls.agents.codex import conversation as codex_conversation
 from coven_ls.core import transcript
 from coven_ls.core.transcript import Entry, cut, estimate_tokens, render
+from coven_ls.protocol import events
+from coven_ls.protocol.describe import describe_payload
 
 TASK = "You were assigned 'Write the docs'"
 
@@ -124,3 +126,9 @@ def test_codex_items_become_entries() -> None:
         Entry("toolResult", "x\n", error=True),
         Entry("assistant", "done"),
     ]
+
+
+def test_a_transcript_childs_prompt_is_described_by_its_assignment() -> None:
+    text = render([Entry("user", "hello")], TASK + "\n\nYou are one of 2 forks")
+    line = describe_payload(events.Prompt(text=text, origin="fork"))
+    assert line == "› fork: You were assigned 'Write the docs'"
