@@ -38,6 +38,8 @@ export interface SessionNode extends NodeBase {
   cwd: string | undefined;
   model: string | undefined;
   agentSessionId: string | undefined;
+  /** The agent that runs it (`claude`, `codex`), once coven/listSessions said so. */
+  agent: string | undefined;
   claudeCodeVersion: string | undefined;
   queuedMessages: number;
   costUsd: number;
@@ -514,6 +516,7 @@ export class CovenModel {
       node.cwd = str(info.cwd) ?? node.cwd;
       node.model = str(info.model) ?? node.model;
       node.agentSessionId = str(info.agentSessionId) ?? node.agentSessionId;
+      node.agent = str(info.agent) ?? node.agent;
       node.queuedMessages = num(info.queued) ?? node.queuedMessages;
       rec.costFromInfo = num(info.costUsd) ?? rec.costFromInfo;
       rec.usageFromInfo = tokenUsage(info.usage) ?? rec.usageFromInfo;
@@ -709,6 +712,7 @@ export class CovenModel {
         cwd: undefined,
         model: undefined,
         agentSessionId: undefined,
+        agent: undefined,
         claudeCodeVersion: undefined,
         queuedMessages: 0,
         costUsd: 0,
