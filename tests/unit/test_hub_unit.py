@@ -1042,3 +1042,30 @@ async def test_a_model_fork_approved_with_another_agent_and_context(tmp_path: Pa
         await results_turn(rig, parent)
     assert (started["agent"], started["context"]) == ("codex", "fresh")
     assert all(PLAN not in a.sent[0] for a in first_messages(rig.backend).values())
+
+
+async def test_a_transcript_fork_resumed_after_a_restart_writes_the_conversation_out_again(
+    tmp_path: Path,
+) -> None:
+    cfg = settings(tmp_path, stateDir=str(tmp_path / "state"))
+    gates = {"beta": Gate()}
+    async with running_hub(cfg, gates=gates) as rig:
+        session = await idle_parent(rig)
+        fork = await rig.hub.forks.fork_by_hand(
+            session, ["alpha", "beta"], None, context="transcript"
+        )
+        await gates["beta"].wait_reached()
+        await rig.hub.flushed()
+        await rig.kill()
+    for store in rig.hub.stores.values():
+        store.close()
+
+    async with running_hub(cfg) as rig:
+        rig.backend.conversations[PARENT_AGENT] = [Entry("user", "Look around, again")]
+        parent = rig.hub.get(session.id)
+        assert rig.hub.forks.get(fork.id).child_context == "transcript"
+        rig.hub.forks.resume(fork.id)
+        await results_turn(rig, parent)
+    beta = first_messages(rig.backend)["beta"]
+    assert beta.spec.resume is None and not beta.spec.fork_session
+    assert "<user>\nLook around, again\n</user>" in beta.sent[0]
