@@ -7,6 +7,9 @@ back and their answers in the parent's `<fork-results>`."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +22,7 @@ from coven_ls.agents.codex import resolve_codex
 from coven_ls.testing.scripted_model import ModelRequest, ScriptedModel, Thinking, ToolUse
 from coven_ls.testing.scripted_responses import ScriptedResponses, command
 
-from ..harness import Coven
+from ..harness import Coven, wait_until
 
 try:
     resolve_codex(None)
@@ -224,3 +227,40 @@ async def test_a_codex_parent_with_claude_children(
     assert all(m["role"] != "assistant" for m in child.messages)
     assert "<user>\nExplain CODEX-PARENT\n</user>" in child.last_user_text
     assert "CODEX-ANSWER: explained." in child.last_user_text
+
+
+async def test_a_transcript_fork_cut_off_by_sigkill_resumes_as_a_transcript(
+    coven_factory, model: ScriptedModel
+) -> None:
+    """The fork's context is kept with it: after a restart, coven/resumeFork starts the child
+    again as a new session given the conversation written out, not a native copy."""
+    model.on(assigned("Summarize it"), "(never)", latency=300, times=1)
+    model.on(assigned("Summarize it"), "Summary after the restart.")
+    model.on("<fork-results>", "Done after the restart.")
+    model.on("Remember KEPT-WORD", "Remembered KEPT-WORD.")
+    first = await coven_factory(home="ws")
+    sid = await first.start("Remember KEPT-WORD")
+    await first.wait_kind(sid, "turnResult")
+    await first.wait_status(sid, "idle")
+    await first.request(
+        protocol.FORK, {"sessionId": sid, "tasks": ["Summarize it"], "context": "transcript"}
+    )
+    [child] = (await first.wait_kind(sid, "forkStarted"))["children"]
+    model.wait_for_requests(1, timeout=90, predicate=lambda r: "Summarize it" in r.last_user_text)
+    await first.wait_status(child["sessionId"], "running")
+    server = first.client._server
+    os.kill(server.pid, signal.SIGKILL)
+    await asyncio.wait_for(server.wait(), 30)
+    await wait_until(lambda: not first.agent_pids(), 30, "the killed server's agents to die")
+
+    second = await coven_factory(home="ws")
+    interrupted = await second.wait_kind(sid, "forkInterrupted")
+    await second.request(protocol.RESUME_FORK, {"forkId": interrupted["forkId"]})
+    prompt, turn = await results_turn(second, sid)
+
+    assert "Summary after the restart." in prompt["text"]
+    assert turn["text"] == "Done after the restart."
+    again = [r for r in model.requests if assigned("Summarize it") in r.last_user_text][-1]
+    assert again.last_user_text.startswith("You were forked from another session")
+    assert "<user>\nRemember KEPT-WORD\n</user>" in again.last_user_text
+    assert all(m["role"] != "assistant" for m in again.messages)
