@@ -92,7 +92,12 @@ def cut(
     while start < len(rendered) - 1 and kinds[start] == "toolResult":
         total -= sizes[start]
         start += 1
-    return rendered[start:], Cuts(thinking, long_results, start, total)
+    kept = rendered[start:]
+    if total > token_limit and kept:  # one message over the limit alone: its end goes
+        keep = token_limit * 4
+        kept[-1] = f"{kept[-1][:keep]}\n[… cut: {len(kept[-1]) - keep:,} more characters]"
+        total = estimate_tokens(kept[-1])
+    return kept, Cuts(thinking, long_results, start, total)
 
 
 def preamble(cuts: Cuts) -> str:

@@ -132,3 +132,9 @@ def test_a_transcript_childs_prompt_is_described_by_its_assignment() -> None:
     text = render([Entry("user", "hello")], TASK + "\n\nYou are one of 2 forks")
     line = describe_payload(events.Prompt(text=text, origin="fork"))
     assert line == "› fork: You were assigned 'Write the docs'"
+
+
+def test_one_message_over_the_limit_alone_is_cut_to_it() -> None:
+    kept, cuts = cut([Entry("user", "old"), Entry("user", "w" * 2_000)], token_limit=100)
+    assert cuts.oldest == 1 and cuts.tokens <= 110
+    assert kept[0].startswith("<user>\nwww") and "more characters]" in kept[0]
