@@ -62,7 +62,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       const choices = agentChoices(server.agents, vscode.workspace.getConfiguration('coven').get<string>('agent'));
       let agent: string | undefined;
       if (choices.length > 0) {
-        const picked = await vscode.window.showQuickPick(choices, { title: 'New Coven Session', placeHolder: 'Which agent should run the session?' });
+        const picked = await vscode.window.showQuickPick(choices, { title: 'New Coven Session: which agent?', placeHolder: 'Claude Code or Codex (coven.agent sets the default)' });
         if (picked === undefined) return;
         agent = picked.agent;
       }
