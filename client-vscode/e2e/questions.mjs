@@ -15,6 +15,19 @@ export async function questionsStory(ui) {
   const toast = (text) => page.locator('.notification-toast', { hasText: text });
   const statusItem = (text) => page.locator('.part.statusbar .statusbar-item', { hasText: text });
   const quickInput = page.locator('.quick-input-widget');
+  /** Branch Here from a row's context menu, until its input box shows (a click that lands while
+   * the menu is still opening is lost: then the menu is opened again). */
+  const branchHere = async (target) => {
+    for (let attempt = 1; ; attempt++) {
+      await target.click({ button: 'right' });
+      await page.locator('.context-view .action-label[aria-label="Branch Here"]').click();
+      const asked = quickInput.filter({ hasText: "The branch's first message" });
+      if (await asked.waitFor({ timeout: 10_000 }).then(() => true, () => false)) return;
+      if (attempt === 3) throw new Error('Branch Here never asked for the first message');
+      log('Branch Here: no input box yet, opening the menu again');
+      await page.keyboard.press('Escape');
+    }
+  };
 
   await runCommand('View: Close All Editors');
   await runCommand('Notifications: Clear All Notifications');
@@ -45,6 +58,8 @@ export async function questionsStory(ui) {
   await screenshot('fork-key');
   await page.keyboard.press('Escape');
   await quickInput.waitFor({ state: 'hidden' });
+  await topRow(WEIGH_PROMPT).first().click(); // the click that selected it also collapsed it
+  await row(WEIGH_ANSWER).first().waitFor();
   log('Alt+Shift+F in an editor: the document is formatted, no fork is asked for');
   await page.keyboard.press('Control+P');
   await quickInput.locator('input').fill('RELEASE.md');
@@ -60,9 +75,7 @@ export async function questionsStory(ui) {
 
   // (c) Branch Here on a message: a session of its own with the conversation up to it.
   log('Branch Here on the answer after the fork');
-  await row(WEIGH_ANSWER).first().click({ button: 'right' });
-  await page.locator('.context-view .action-label[aria-label="Branch Here"]').click();
-  await quickInput.filter({ hasText: "The branch's first message" }).waitFor();
+  await branchHere(row(WEIGH_ANSWER).first());
   await quickInput.locator('input').fill(BRANCH_PROMPT);
   await page.keyboard.press('Enter');
   await waitForRow(`${BRANCH_PROMPT}, ⎇ branch`, 'the branch, at the top level');
@@ -80,11 +93,9 @@ export async function questionsStory(ui) {
   else await screenshot('branch-here');
 
   log('Branch Here on a session, with no first message');
-  await topRow(WEIGH_PROMPT).first().click({ button: 'right' });
-  await page.locator('.context-view .action-label[aria-label="Branch Here"]').click();
-  await quickInput.filter({ hasText: "The branch's first message" }).waitFor();
+  await branchHere(topRow(WEIGH_PROMPT).first());
   await page.keyboard.press('Enter');
-  await rowWith('⎇ branch · idle').first().waitFor();
+  await waitForRow(`${WEIGH_PROMPT}, ⎇ branch`, 'the branch of the whole session, waiting for a message');
 
   // (d) A Codex session (New Session asks which agent: the server finds both), its fork approved
   // from the status bar item while the question is on screen, which goes with it.

@@ -35,7 +35,8 @@ export class ForkPrompts implements vscode.Disposable {
     if (!this.questions.add(fork.forkId, { withdraw: close })) return;
     const text = forkQuestionText(fork, this.model.session(fork.sessionId));
     void vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: `${text}. ${answerLinks(fork.forkId)}` },
+      // The answers first: a progress toast shows one line until expanded, and they must be seen.
+      { location: vscode.ProgressLocation.Notification, title: `Fork proposed: ${answerLinks(fork.forkId)}. ${text}.` },
       () => closed,
     );
     this.update();
