@@ -244,7 +244,6 @@ async function isolationStory() {
   await newSession(MERGE_PROMPT);
   await approveFork(2);
   for (const task of MERGE_TASKS) await allowBash(task);
-  // The proposal's notification outlives its approval from the tree: out of the screenshots' way.
   await runCommand('Notifications: Clear All Notifications');
   const [parser, flag] = MERGE_TASKS;
   await waitForRow(`${parser}, done · +4 −1 · 2 files · applied`, 'the first child, merged');

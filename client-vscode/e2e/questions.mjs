@@ -15,16 +15,25 @@ export async function questionsStory(ui) {
   const toast = (text) => page.locator('.notification-toast', { hasText: text });
   const statusItem = (text) => page.locator('.part.statusbar .statusbar-item', { hasText: text });
   const quickInput = page.locator('.quick-input-widget');
-  /** Branch Here from a row's context menu, until its input box shows (a click that lands while
-   * the menu is still opening is lost: then the menu is opened again). */
+  /**
+   * Branch Here from a row's context menu, until its input box shows. A click can be lost on a
+   * menu that is still opening: then the item is hovered (which focuses it) and Enter runs it.
+   */
   const branchHere = async (target) => {
     for (let attempt = 1; ; attempt++) {
       await target.click({ button: 'right' });
-      await page.locator('.context-view .action-label[aria-label="Branch Here"]').click();
+      const item = page.locator('.context-view .action-label[aria-label="Branch Here"]');
+      await item.waitFor();
+      await page.waitForTimeout(300);
+      if (attempt === 1) await item.click();
+      else {
+        await item.hover();
+        await page.keyboard.press('Enter');
+      }
       const asked = quickInput.filter({ hasText: "The branch's first message" });
       if (await asked.waitFor({ timeout: 10_000 }).then(() => true, () => false)) return;
       if (attempt === 3) throw new Error('Branch Here never asked for the first message');
-      log('Branch Here: no input box yet, opening the menu again');
+      log(`Branch Here: no input box after attempt ${attempt}, opening the menu again`);
       await page.keyboard.press('Escape');
     }
   };
@@ -104,6 +113,8 @@ export async function questionsStory(ui) {
   await rowWith('Codex ·').first().waitFor();
   const codexQuestion = toast(`Codex proposes to fork '${CODEX_PROMPT}'`);
   await codexQuestion.waitFor();
+  await waitForRow('⑂ Fork · 2 tasks, proposed', 'the Codex fork, proposed');
+  await page.waitForTimeout(500); // the toast fades in
   await screenshot('codex-question');
   await statusItem('Fork proposed').click();
   await quickInput.locator('.monaco-list-row', { hasText: 'Approve with Edits' }).waitFor();

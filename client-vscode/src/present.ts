@@ -241,14 +241,15 @@ function presentSession(node: SessionNode): Presentation {
   if (node.retry !== undefined) rows.push(retryText(node.retry));
   if (child) rows.push(`Fork child of \`${node.parentId}\``);
   if (node.branchedFrom !== undefined) rows.push(branchText(node.branchedFrom));
-  if (node.agent !== undefined) rows.push(`Agent: ${AGENT_NAMES[node.agent] ?? escapeMarkdown(node.agent)}`);
+  const agent = agentOf(node);
+  if (agent !== undefined) rows.push(`Agent: ${AGENT_NAMES[agent] ?? escapeMarkdown(agent)}`);
   if (node.model) rows.push(`Model: ${escapeMarkdown(node.model)}`);
   if (node.cwd) rows.push(`Folder: ${escapeMarkdown(node.cwd)}`);
   if (node.costUsd > 0) rows.push(`Cost: ${formatCost(node.costUsd)}`);
   if (totalTokens(node.usage) > 0) rows.push(`Tokens: ${formatUsage(node.usage)}`);
   const tree = treeUsage(node);
   if (totalTokens(tree) > totalTokens(node.usage)) rows.push(`With its forks: ${formatUsage(tree)}`);
-  if (node.agentSessionId) rows.push(`${node.agent === 'codex' ? 'Codex thread' : 'Claude Code session'}: \`${node.agentSessionId}\``);
+  if (node.agentSessionId) rows.push(`${agent === 'codex' ? 'Codex thread' : 'Claude Code session'}: \`${node.agentSessionId}\``);
   if (child) rows.push(...isolationRows(node, merge));
   if (node.lastError && node.status === 'failed') rows.push('', fence(node.lastError));
   return {
@@ -275,8 +276,19 @@ const AGENT_NAMES: Record<string, string> = { claude: 'Claude Code', codex: 'Cod
 function agentMarks(node: SessionNode): string[] {
   const marks: string[] = [];
   if (node.branchedFrom !== undefined) marks.push('⎇ branch');
-  if (node.agent !== undefined && node.agent !== 'claude') marks.push(AGENT_NAMES[node.agent] ?? node.agent);
+  const agent = agentOf(node);
+  if (agent !== undefined && agent !== 'claude') marks.push(AGENT_NAMES[agent] ?? agent);
   return marks;
+}
+
+/**
+ * The session's agent: its listing's, else (a fork child known only from its fork's events) its
+ * parent's, which a child runs unless its listing says otherwise.
+ */
+function agentOf(node: SessionNode): string | undefined {
+  if (node.agent !== undefined) return node.agent;
+  const fork = node.parent?.kind === 'fork' ? node.parent : undefined;
+  return fork?.parent?.kind === 'session' ? agentOf(fork.parent) : undefined;
 }
 
 function branchText(from: NonNullable<SessionNode['branchedFrom']>): string {

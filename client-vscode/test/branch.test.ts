@@ -8,9 +8,11 @@ import { info, Stream } from './events';
 // Hand-built listings: the recorded scenarios hold no branch and no Codex session (the shapes are
 // protocol.md's SessionInfo: a branch has a parentId, no forkId and a branchedFrom marker).
 describe('branches and agents in the tree', () => {
-  const s = new Stream();
+  let s = new Stream();
 
+  /** A fresh model (and stream: each session's seq starts at 1) with a parent, its branch and a Codex session. */
   function model(): CovenModel {
+    s = new Stream();
     const m = new CovenModel();
     m.ingest([...s.turn('p1', 'Write the parser', 'Done.'), ...s.turn('b1', 'Try a generator', 'Tried.'), ...s.turn('x1', 'Count files', '3.')]);
     m.applySessions([
@@ -56,5 +58,20 @@ describe('branches and agents in the tree', () => {
     m.applySessions([info('p1'), info('c1', { parentId: 'p1', forkId: 'f1', label: 'task', branchedFrom: null })]);
     assert.equal(m.session('c1')!.branchedFrom, undefined);
     assert.equal(m.session('c1')!.parentId, 'p1');
+  });
+
+  test("a Codex parent's fork children are marked Codex before any listing names them", () => {
+    const m = model();
+    m.ingest([
+      s.ev('x1', 'forkStarted', { forkId: 'fx', state: 'running', source: 'model', tasks: ['Count the notes'], children: [{ sessionId: 'xc1', label: 'Count the notes' }] }),
+      ...s.turn('xc1', "You were assigned 'Count the notes'", 'Seven lines.', 'fork'),
+    ]);
+    const child = m.session('xc1')!;
+    assert.equal(child.agent, undefined, 'no listing yet');
+    assert.equal(child.parent?.kind, 'fork');
+    assert.match(present(child).description, /^Codex · done/);
+    // A listing that names another agent (a cross-agent fork) wins over the parent's.
+    m.applySessions([info('xc1', { parentId: 'x1', forkId: 'fx', label: 'Count the notes', agent: 'claude' })]);
+    assert.doesNotMatch(present(m.session('xc1')!).description, /Codex/);
   });
 });
