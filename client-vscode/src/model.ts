@@ -203,6 +203,10 @@ export interface ForkNode extends NodeBase {
   mergeMode: 'auto' | 'review' | undefined;
   /** In worktree mode: the snapshot commit the children started from. */
   base: string | undefined;
+  /** What the children started from when not the parent's conversation natively (`fresh`, `transcript`). */
+  context: string | undefined;
+  /** The agent the children run when not the parent's (`claude`, `codex`). */
+  agent: string | undefined;
   /** In worktree mode: what the children's worktrees take on disk (forkFinished). */
   diskBytes: number | undefined;
   /** The children whose changes waited for a decision when the fork began reviewing (forkReviewing). */
@@ -929,6 +933,8 @@ export class CovenModel {
         fork.isolationReason = str(e.isolationReason) ?? fork.isolationReason;
         fork.mergeMode = e.mergeMode === 'auto' || e.mergeMode === 'review' ? e.mergeMode : fork.mergeMode;
         fork.base = str(e.base) ?? fork.base;
+        fork.context = str(e.context) ?? fork.context;
+        fork.agent = str(e.agent) ?? fork.agent;
         const children = (Array.isArray(e.children) ? e.children : []).map(obj);
         this.setTasks(fork, children.map((c) => str(c.label) ?? ''));
         this.place(rec, fork);
@@ -1298,7 +1304,7 @@ export class CovenModel {
         kind: 'fork', key: `fork:${forkId}`, parent: undefined, version: 0,
         forkId, sessionId, state: 'running', tasks: [], source: undefined, atMessageId: undefined,
         reason: undefined, results: undefined, usage: undefined, isolation: undefined, isolationReason: undefined,
-        mergeMode: undefined, base: undefined, diskBytes: undefined, pending: [], children: [], taskNodes: [], placed: false,
+        mergeMode: undefined, base: undefined, context: undefined, agent: undefined, diskBytes: undefined, pending: [], children: [], taskNodes: [], placed: false,
         orphaned: false,
       };
       this.forks.set(forkId, fork);

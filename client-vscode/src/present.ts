@@ -282,12 +282,13 @@ function agentMarks(node: SessionNode): string[] {
 }
 
 /**
- * The session's agent: its listing's, else (a fork child known only from its fork's events) its
- * parent's, which a child runs unless its listing says otherwise.
+ * The session's agent: its listing's, else (a fork child known only from its fork's events) the
+ * one its fork started it with (`forkStarted.agent`), else its parent's.
  */
 function agentOf(node: SessionNode): string | undefined {
   if (node.agent !== undefined) return node.agent;
   const fork = node.parent?.kind === 'fork' ? node.parent : undefined;
+  if (fork?.agent !== undefined) return fork.agent;
   return fork?.parent?.kind === 'session' ? agentOf(fork.parent) : undefined;
 }
 
@@ -457,6 +458,8 @@ function presentFork(fork: ForkNode): Presentation {
   const rows = [`**Fork** · ${forkStateText(fork)}`, '', ...fork.tasks.map((t, i) => `${i + 1}. ${escapeMarkdown(t)}`)];
   if (totalTokens(usage) > 0) rows.push('', `Tokens of its children: ${formatUsage(usage)}`);
   if (fork.source === 'user') rows.push('', 'Started by you.');
+  const start = startText(fork);
+  if (start) rows.push('', start);
   const isolation = isolationText(fork);
   if (isolation) rows.push('', isolation);
   if (fork.diskBytes !== undefined) rows.push(`Their worktrees take ${formatBytes(fork.diskBytes)} on disk.`);
@@ -483,6 +486,17 @@ function presentFork(fork: ForkNode): Presentation {
     collapsible: count > 0 ? 'expanded' : 'none',
     decorated: true,
   };
+}
+
+/** How a fork's children started, for its tooltip, when not the parent's conversation natively. */
+export function startText(fork: ForkNode): string {
+  if (fork.context === undefined && fork.agent === undefined) return '';
+  const who = fork.agent === 'codex' ? 'Codex sessions' : fork.agent === 'claude' ? 'Claude sessions' : 'new sessions';
+  const from =
+    fork.context === 'fresh'
+      ? 'with only their task'
+      : "with the parent's conversation written into their first prompt (thinking left out, long tool results and the oldest messages cut)";
+  return `The children are ${who} ${from}.`;
 }
 
 /** Where a fork's children work and how their changes come back, for its tooltip. */

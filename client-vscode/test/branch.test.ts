@@ -70,7 +70,10 @@ describe('branches and agents in the tree', () => {
     assert.equal(child.agent, undefined, 'no listing yet');
     assert.equal(child.parent?.kind, 'fork');
     assert.match(present(child).description, /^Codex · done/);
-    // A listing that names another agent (a cross-agent fork) wins over the parent's.
+    // A fork into the other agent says so in forkStarted: its children are that agent's.
+    m.ingest([s.ev('x1', 'forkStarted', { forkId: 'fy', state: 'running', source: 'user', tasks: ['Ask Claude'], agent: 'claude', context: 'transcript', children: [{ sessionId: 'xc2', label: 'Ask Claude' }] })]);
+    assert.doesNotMatch(present(m.session('xc2')!).description, /Codex/);
+    // A listing that names another agent wins over the parent's.
     m.applySessions([info('xc1', { parentId: 'x1', forkId: 'fx', label: 'Count the notes', agent: 'claude' })]);
     assert.doesNotMatch(present(m.session('xc1')!).description, /Codex/);
   });
