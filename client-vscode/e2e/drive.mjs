@@ -320,92 +320,95 @@ async function isolationStory() {
 
 /** Issue 4: a session, a permission, a fork approved from the tree, a fork by hand, a broken setting. */
 async function forkStory() {
-log('New Session from the palette');
-await startSession(PROMPT);
-await waitForRow(SESSION_TITLE, 'the new session');
+  log('New Session from the palette');
+  await startSession(PROMPT);
+  await waitForRow(SESSION_TITLE, 'the new session');
 
-log('waiting for the permission question');
-const permission = page.locator('.notification-toast', { hasText: 'Claude wants to use Bash' });
-await permission.waitFor();
-await screenshot('permission');
-await permission.locator('.monaco-button', { hasText: 'Allow' }).click();
+  log('waiting for the permission question');
+  const permission = page.locator('.notification-toast', { hasText: 'Claude wants to use Bash' });
+  await permission.waitFor();
+  await screenshot('permission');
+  await permission.locator('.monaco-button', { hasText: 'Allow' }).click();
 
-await waitForRow('⑂ Fork · 2 tasks, proposed', 'the proposed fork');
-await page.locator('.notification-toast', { hasText: 'Claude proposes to fork' }).waitFor();
-await screenshot('fork-proposed');
+  await waitForRow('⑂ Fork · 2 tasks, proposed', 'the proposed fork');
+  await page.locator('.notification-toast', { hasText: 'Claude proposes to fork' }).waitFor();
+  await screenshot('fork-proposed');
 
-log('approving the fork from its tree node');
-await clickInline(row('⑂ Fork · 2 tasks, proposed'), 'Approve Fork');
+  log('approving the fork from its tree node');
+  await clickInline(row('⑂ Fork · 2 tasks, proposed'), 'Approve Fork');
 
-for (const task of TASKS) await waitForRow(`${task},`, `child "${task}"`);
-await screenshot('fork-running');
-assertNested(await treeRows(), { finished: false });
+  for (const task of TASKS) await waitForRow(`${task},`, `child "${task}"`);
+  await screenshot('fork-running');
+  assertNested(await treeRows(), { finished: false });
 
-await waitForRow('⑂ Fork · 2 tasks, done', 'the fork to finish');
-for (const task of TASKS) await waitForRow(`${task}, done`, `child "${task}" to finish`);
-await waitForRow('Both checks passed', "the parent's answer after the fork");
-await waitForRow(`${SESSION_TITLE}, done`, 'the parent to finish');
-const tree = await treeRows();
-assertNested(tree, { finished: true });
-log(`final tree:\n${format(tree)}`);
-await screenshot('fork-done');
+  await waitForRow('⑂ Fork · 2 tasks, done', 'the fork to finish');
+  for (const task of TASKS) await waitForRow(`${task}, done`, `child "${task}" to finish`);
+  await waitForRow('Both checks passed', "the parent's answer after the fork");
+  await waitForRow(`${SESSION_TITLE}, done`, 'the parent to finish');
+  const tree = await treeRows();
+  assertNested(tree, { finished: true });
+  log(`final tree:\n${format(tree)}`);
+  await screenshot('fork-done');
 
-log('opening the transcript');
-await clickInline(sidebar.locator(`.monaco-list-row[aria-level="1"][aria-label^="${SESSION_TITLE}"]`), 'Open Transcript');
-await page.locator('.monaco-editor .view-lines', { hasText: '⑂ Fork · 2 tasks' }).first().waitFor();
-await screenshot('transcript');
+  log('opening the transcript');
+  await clickInline(sidebar.locator(`.monaco-list-row[aria-level="1"][aria-label^="${SESSION_TITLE}"]`), 'Open Transcript');
+  await page.locator('.monaco-editor .view-lines', { hasText: '⑂ Fork · 2 tasks' }).first().waitFor();
+  await screenshot('transcript');
 
-// A fork by hand, from an earlier message: the context menu, the task editor, coven/fork.
-log('Fork from Here on the first assistant message');
-await row('Let me check the release notes first.').click({ button: 'right' });
-await page.locator('.context-view .action-label[aria-label="Fork from Here"]').click();
-await page.locator('.quick-input-widget', { hasText: 'The first task' }).waitFor();
-await page.locator('.quick-input-widget input').fill('Double-check the notes');
-await page.keyboard.press('Enter');
-await page.locator('.quick-input-widget .monaco-list-row', { hasText: 'Fork with 1 task' }).waitFor();
-await page.keyboard.press('Enter'); // the first item accepts
-await waitForRow('⑂ Fork · 1 task, done', 'the fork by hand to finish');
-await waitForRow('Double-check the notes, done', 'its child');
-const manual = await treeRows();
-const by = (prefix) => manual.findIndex((r) => r.label.startsWith(prefix));
-if (manual[by('Double-check the notes')].level !== manual[by('⑂ Fork · 1 task')].level + 1) {
-  throw new Error(`the child of the fork by hand is not nested under it:\n${format(manual)}`);
-}
-// Settle first: with a turn running, the settings change below would ask before restarting.
-await waitForRow(`${SESSION_TITLE}, done`, 'the parent to finish its second reintegration');
-await screenshot('fork-from-here');
+  // A fork by hand, from an earlier message: the context menu, the task editor, coven/fork.
+  log('Fork from Here on the first assistant message');
+  await row('Let me check the release notes first.').click({ button: 'right' });
+  await page.locator('.context-view .action-label[aria-label="Fork from Here"]').click();
+  await page.locator('.quick-input-widget', { hasText: 'The first task' }).waitFor();
+  await page.locator('.quick-input-widget input').fill('Double-check the notes');
+  await page.keyboard.press('Enter');
+  await page.locator('.quick-input-widget .monaco-list-row', { hasText: 'Fork with 1 task' }).waitFor();
+  await page.keyboard.press('Enter'); // the first item accepts
+  // Then how the children start: the first item (continue the conversation) is the default.
+  await page.locator('.quick-input-widget', { hasText: 'How should the children start?' }).waitFor();
+  await page.keyboard.press('Enter');
+  await waitForRow('⑂ Fork · 1 task, done', 'the fork by hand to finish');
+  await waitForRow('Double-check the notes, done', 'its child');
+  const manual = await treeRows();
+  const by = (prefix) => manual.findIndex((r) => r.label.startsWith(prefix));
+  if (manual[by('Double-check the notes')].level !== manual[by('⑂ Fork · 1 task')].level + 1) {
+    throw new Error(`the child of the fork by hand is not nested under it:\n${format(manual)}`);
+  }
+  // Settle first: with a turn running, the settings change below would ask before restarting.
+  await waitForRow(`${SESSION_TITLE}, done`, 'the parent to finish its second reintegration');
+  await screenshot('fork-from-here');
 
-const status = await page.locator('.part.statusbar').innerText();
-if (!/Coven/.test(status)) throw new Error(`no Coven item in the status bar: ${status}`);
+  const status = await page.locator('.part.statusbar').innerText();
+  if (!/Coven/.test(status)) throw new Error(`no Coven item in the status bar: ${status}`);
 
-// A broken setting: the server restarts on its own (debounced), fails its preflight, and says
-// exactly what is wrong, once; fixing the setting brings it back (a fresh server, so no sessions).
-log('breaking coven.server.command');
-const good = readFileSync(MACHINE_SETTINGS, 'utf8');
-const broken = { ...JSON.parse(good), 'coven.server.command': ['/nonexistent/python3', '-m', 'coven_ls'] };
-writeFileSync(MACHINE_SETTINGS, JSON.stringify(broken, null, 2));
-const failure = page.locator('.notification-toast', { hasText: "'/nonexistent/python3' (from coven.server.command) was not found" });
-await failure.waitFor();
-await failure.locator('.monaco-button', { hasText: 'Open Setting' }).waitFor();
-await sidebar.getByText('coven-ls could not start').waitFor({ timeout: 10_000 }).catch(() => {
-  // The welcome text only shows once the tree is empty; the old sessions may still be listed.
-});
-await page.waitForTimeout(1500); // a restart loop would stack up more notifications by now
-const toasts = await page.locator('.notification-toast', { hasText: 'coven-ls' }).count();
-if (toasts !== 1) throw new Error(`expected one notification about coven-ls, saw ${toasts}`);
-await screenshot('server-failed');
+  // A broken setting: the server restarts on its own (debounced), fails its preflight, and says
+  // exactly what is wrong, once; fixing the setting brings it back (a fresh server, so no sessions).
+  log('breaking coven.server.command');
+  const good = readFileSync(MACHINE_SETTINGS, 'utf8');
+  const broken = { ...JSON.parse(good), 'coven.server.command': ['/nonexistent/python3', '-m', 'coven_ls'] };
+  writeFileSync(MACHINE_SETTINGS, JSON.stringify(broken, null, 2));
+  const failure = page.locator('.notification-toast', { hasText: "'/nonexistent/python3' (from coven.server.command) was not found" });
+  await failure.waitFor();
+  await failure.locator('.monaco-button', { hasText: 'Open Setting' }).waitFor();
+  await sidebar.getByText('coven-ls could not start').waitFor({ timeout: 10_000 }).catch(() => {
+    // The welcome text only shows once the tree is empty; the old sessions may still be listed.
+  });
+  await page.waitForTimeout(1500); // a restart loop would stack up more notifications by now
+  const toasts = await page.locator('.notification-toast', { hasText: 'coven-ls' }).count();
+  if (toasts !== 1) throw new Error(`expected one notification about coven-ls, saw ${toasts}`);
+  await screenshot('server-failed');
 
-log('restoring coven.server.command');
-writeFileSync(MACHINE_SETTINGS, good);
-// Sessions outlive the server (it keeps them in its store): the client rebuilds the tree from
-// coven/listSessions + coven/getEvents, fork and children nested as before.
-// "not running" gives way to "Connecting…" at once, which stays until the rebuild is done.
-await sidebar.getByText('coven-ls is not running').waitFor({ state: 'hidden' });
-await sidebar.getByText('Connecting to coven-ls').waitFor({ state: 'hidden' });
-await waitForRow('⑂ Fork · 2 tasks, done', 'the rebuilt fork');
-for (const task of TASKS) await waitForRow(`${task}, done`, `rebuilt child "${task}"`);
-assertNested(await treeRows(), { finished: true });
-await screenshot('rebuilt-after-restart');
+  log('restoring coven.server.command');
+  writeFileSync(MACHINE_SETTINGS, good);
+  // Sessions outlive the server (it keeps them in its store): the client rebuilds the tree from
+  // coven/listSessions + coven/getEvents, fork and children nested as before.
+  // "not running" gives way to "Connecting…" at once, which stays until the rebuild is done.
+  await sidebar.getByText('coven-ls is not running').waitFor({ state: 'hidden' });
+  await sidebar.getByText('Connecting to coven-ls').waitFor({ state: 'hidden' });
+  await waitForRow('⑂ Fork · 2 tasks, done', 'the rebuilt fork');
+  for (const task of TASKS) await waitForRow(`${task}, done`, `rebuilt child "${task}"`);
+  assertNested(await treeRows(), { finished: true });
+  await screenshot('rebuilt-after-restart');
 }
 
 const format = (tree) => tree.map((r) => `${'  '.repeat(Math.max(0, r.level - 1))}${r.label}`).join('\n');
