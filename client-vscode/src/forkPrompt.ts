@@ -42,12 +42,15 @@ export class ForkPrompts implements vscode.Disposable {
     this.update();
   }
 
-  /** Withdraws what was asked about forks now decided; call it after every change of the model. */
+  /**
+   * Withdraws what was asked about forks now decided, and asks about proposed forks nobody is
+   * asked about (after a rebuild); call it after every change of the model.
+   */
   sweep(): void {
     const gone = this.questions.sweep(this.model);
-    if (gone.length === 0) return;
     if (this.picking !== undefined && gone.includes(this.picking.forkId)) this.picking.pick.hide();
-    this.update();
+    for (const fork of this.questions.unasked(this.model.proposedForks())) this.ask(fork);
+    if (gone.length > 0) this.update();
   }
 
   /** The status bar's command: the answers to one waiting fork (the user picks which if several). */

@@ -49,6 +49,15 @@ export class OpenForkQuestions<Q extends Withdrawable> {
     return gone;
   }
 
+  /**
+   * The forks waiting for a decision that nobody is asked about: after a server restart the model
+   * is rebuilt (its questions were withdrawn with the old forks) and a fork still proposed must be
+   * asked about again. Only forks the tree shows (`placed`).
+   */
+  unasked(proposed: readonly ForkNode[]): ForkNode[] {
+    return proposed.filter((fork) => fork.state === 'proposed' && fork.placed && !this.open.has(fork.forkId));
+  }
+
   remove(forkId: string): void {
     const question = this.open.get(forkId);
     if (question === undefined) return;

@@ -79,6 +79,22 @@ describe('fork questions', () => {
     assert.equal(asked.withdrawn, 1);
   });
 
+  test('after a rebuild, a fork still proposed is asked about again; one asked about is not', () => {
+    const forkId = forkIdOf(fork);
+    const model = upTo(fork, 'forkStarted');
+    const questions = new OpenForkQuestions<Asked>();
+    questions.add(forkId, new Asked());
+    model.reset();
+    questions.sweep(model);
+    assert.deepEqual(questions.unasked(model.proposedForks()), []);
+    const rebuilt = upTo(fork, 'forkStarted'); // what the new server's listing and events give
+    assert.deepEqual(questions.unasked(rebuilt.proposedForks()).map((f) => f.forkId), [forkId]);
+    questions.add(forkId, new Asked());
+    assert.deepEqual(questions.unasked(rebuilt.proposedForks()), []);
+    rebuilt.ingest([eventsOf(fork, rootOf(fork).sessionId).find((e) => e.kind === 'forkStarted')!]);
+    assert.deepEqual(questions.unasked(rebuilt.proposedForks()), [], 'a decided fork is asked about by nobody');
+  });
+
   test('dispose withdraws every open question', () => {
     const questions = new OpenForkQuestions<Asked>();
     const a = new Asked();
