@@ -648,3 +648,43 @@ async def test_a_restart_mid_fork_resumes_the_codex_children(
         answered = [r for r in responses.requests if label in r.last_user_text][-1]
         assert "Plan the work" in answered.all_text and answered.thread_id != parent_thread
     assert responses.requests[-1].thread_id == parent_thread
+
+
+async def test_a_codex_child_has_a_temporary_folder_of_its_own(
+    start_codex, responses, tmp_path: Path
+) -> None:
+    """A worktree child's sandbox leaves /tmp read-only (it could hold the parent's repository):
+    its commands get TMPDIR in a folder of its own beside its worktree, where `mktemp` works,
+    while the parent's repository stays out of reach; the folder goes with the worktree."""
+    repo = small_repo(tmp_path / "repo")
+    responses.on("<fork-results>", "Done.")
+    responses.on("Probe it", "Forking.\n<fork>\n- Probe\n</fork>")
+    responses.on(
+        "'Probe'",
+        command('f=$(mktemp) && printf SCRATCH > "$f" && echo "$(cat "$f")-OK $f $TMP $TEMP"'),
+        times=1,
+    )
+    responses.on("SCRATCH-OK", command(f"printf stray > {repo}/stray.txt"), times=1)
+    responses.on("Process exited", "Probed.")
+    coven = await start_codex(
+        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"}
+    )
+    sid = await coven.start("Probe it", cwd=str(repo))
+    [child] = [c["sessionId"] for c in (await coven.wait_kind(sid, "forkStarted"))["children"]]
+    assert (await coven.wait_kind(sid, "turnResult", count=2))["text"] == "Done."
+    [info] = [
+        s
+        for s in (await coven.request("coven/listSessions", {}))["sessions"]
+        if s["sessionId"] == child
+    ]
+    temp = Path(info["worktree"]["path"] + ".tmp")
+    scratch, stray = coven.of(child, "toolResult")
+    assert not scratch["isError"] and "SCRATCH-OK" in scratch["content"], scratch
+    made, tmp, temp_var = scratch["content"].split("SCRATCH-OK ", 1)[1].split()
+    assert Path(made).parent == temp and tmp == temp_var == str(temp)
+    assert Path(made).read_text() == "SCRATCH"
+    assert stray["isError"] and not (repo / "stray.txt").exists()
+    assert coven.permission_requests == []
+
+    await coven.request("coven/deleteSession", {"sessionId": sid})
+    assert not Path(info["worktree"]["path"]).exists() and not temp.exists()
