@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +20,8 @@ from coven_ls import protocol
 from coven_ls.agents.codex import resolve_codex
 from coven_ls.testing.scripted_responses import (
     HttpError,
+    Reply,
+    ResponsesRequest,
     ScriptedResponses,
     Thinking,
     command,
@@ -665,7 +668,15 @@ async def test_a_codex_child_has_a_temporary_folder_of_its_own(
         times=1,
     )
     responses.on("SCRATCH-OK", command(f"printf stray > {repo}/stray.txt"), times=1)
-    responses.on("Process exited", "Probed.")
+
+    def climb(request: ResponsesRequest) -> Reply:
+        """An escalation (it would run unsandboxed) that reaches the repository by `cd ..`."""
+        cwd = re.findall(r"<cwd>([^<]+)</cwd>", request.all_text)[-1]
+        up = os.path.relpath(repo, cwd)
+        return Reply((command(f"cd {up} && printf esc > escalated.txt", escalate=True),))
+
+    responses.on("Process exited", climb, times=1)
+    responses.on("rejected", "Probed.")
     coven = await start_codex(
         init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"}
     )
@@ -678,13 +689,18 @@ async def test_a_codex_child_has_a_temporary_folder_of_its_own(
         if s["sessionId"] == child
     ]
     temp = Path(info["worktree"]["path"] + ".tmp")
-    scratch, stray = coven.of(child, "toolResult")
+    scratch, stray, refused = coven.of(child, "toolResult")
+    climbed = coven.of(child, "toolUse")[-1]
     assert not scratch["isError"] and "SCRATCH-OK" in scratch["content"], scratch
     made, tmp, temp_var = scratch["content"].split("SCRATCH-OK ", 1)[1].split()
     assert Path(made).parent == temp and tmp == temp_var == str(temp)
     assert Path(made).read_text() == "SCRATCH"
     assert stray["isError"] and not (repo / "stray.txt").exists()
-    assert coven.permission_requests == []
+    assert "../" in climbed["input"]["command"] and climbed["toolUseId"] == refused["toolUseId"]
+    assert refused["isError"] and not (repo / "escalated.txt").exists()
+    [decision] = coven.of(child, "permissionDecision")
+    assert not decision["allow"] and "your own worktree" in decision["message"]
+    assert coven.permission_requests == []  # refused without asking the user
 
     await coven.request("coven/deleteSession", {"sessionId": sid})
     assert not Path(info["worktree"]["path"]).exists() and not temp.exists()
