@@ -15,6 +15,7 @@ per fork, for all its children; the copies and the setup run per child, side by 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,9 @@ class _ForkPlan:
     """What every child of one fork gets."""
 
     entries: list[str] = field(default_factory=list)
+    digest: str | None = None
+    """what the entries are in the parent now (`worktree_env.manifest`): copies a pool's spare
+    came with are used only when they were made of exactly this"""
     notices: list[str] = field(default_factory=list)
     setup: worktree_setup.Setup | None = None
 
@@ -99,7 +103,7 @@ class ChildEnvironments:
         top = Path(tree.repository)
         try:
             report = await anyio.to_thread.run_sync(
-                worktree_env.copy_into, top, Path(tree.path), plan.entries
+                worktree_env.prepare_copies, top, Path(tree.path), plan.entries, plan.digest
             )
         except (OSError, worktrees.GitError) as exc:
             # Half a dependency folder would fail in ways far from the cause: say it plainly.
@@ -124,6 +128,7 @@ class ChildEnvironments:
                     copiedFiles=report.files if report.entries else None,
                     copiedBytes=report.bytes if report.entries else None,
                     clonedFiles=report.cloned if report.entries else None,
+                    copiedAhead=True if report.reused else None,
                     notices=notices or None,
                     setup=setup.command if setup else None,
                     setupSource=setup.source if setup else None,
@@ -173,6 +178,11 @@ class ChildEnvironments:
         plan = _ForkPlan()
         try:
             plan.entries = await anyio.to_thread.run_sync(worktree_env.included, top)
+            if plan.entries:
+                now = time.time()
+                plan.digest = await anyio.to_thread.run_sync(
+                    worktree_env.manifest, top, plan.entries, now
+                )
             plan.notices = await anyio.to_thread.run_sync(worktree_env.left_out, top)
         except (worktrees.GitError, OSError) as exc:
             why = exc.message if isinstance(exc, worktrees.GitError) else str(exc)

@@ -7,6 +7,9 @@ ended, and when it starts again), each detached at the HEAD of its day. A fork t
 it has children (`take`); `worktrees.adopt` moves each to its child's place and brings it to the
 fork's snapshot, writing only the files that differ, and cleans whatever is not the snapshot:
 the child sees exactly the parent's state when the fork starts, never the spare's older one.
+A repository with a `.worktreeinclude` gets its copies made in each spare too; a child keeps
+them only when the parent's files are provably what they were copied from (their inodes and
+change times, `worktree_env.manifest`), else they are copied again.
 Children the pool cannot serve get a worktree made as before.
 
 On disk, in the state folder (`<stateDir>/pool`):
@@ -35,7 +38,7 @@ from pathlib import Path
 
 import anyio
 
-from . import failpoints, worktrees
+from . import failpoints, worktree_env, worktrees
 from .store import default_state_dir
 
 log = logging.getLogger(__name__)
@@ -122,6 +125,7 @@ class Pools:
                     spare = pool.folder / uuid.uuid4().hex[:12]
                     try:
                         await anyio.to_thread.run_sync(worktrees.prepare, repo, spare, repo.head)
+                        await anyio.to_thread.run_sync(_keep_copies, repo.toplevel, spare)
                     except BaseException:
                         with anyio.CancelScope(shield=True):
                             await _discard(pool, spare)
@@ -157,6 +161,15 @@ class Pools:
             else:
                 await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
         return found
+
+
+def _keep_copies(top: Path, spare: Path) -> None:
+    """The repository's `.worktreeinclude` copies, made in the spare now rather than on a fork's
+    path (a dependency folder takes seconds to copy); a child uses them only if the parent's
+    files have not changed since (`worktree_env.prepare_copies`)."""
+    entries = worktree_env.included(top)
+    if entries and not worktree_env.keep_in_spare(top, spare, entries):
+        log.info("the spare %s has no copies: %s changed lately", spare, ", ".join(entries))
 
 
 def _marker(spare: Path) -> Path:

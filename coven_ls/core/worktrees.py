@@ -616,10 +616,13 @@ def adopt(
     trees; the index's stat cache, made with the files, stays valid through a folder rename).
     Whatever the spare holds beyond its commit (edited, untracked, ignored files: nothing
     writes there, but a tree handed to a child must be exactly the snapshot) is reset or
-    removed. On failure it raises; the spare is then wherever the failure left it, at `spare`
-    or at `path`, and both are the caller's to remove."""
+    removed, but for the `.worktreeinclude` copies the pool made in it (`record_copied`): those
+    are the child's environment's to check and keep or replace (`worktree_env.reuse_kept`),
+    never part of the snapshot. On failure it raises; the spare is then wherever the failure
+    left it, at `spare` or at `path`, and both are the caller's to remove."""
     where = Path(path).absolute()
     _check_place(repo, where, branch)
+    kept = copied_paths(spare)
     where.parent.mkdir(parents=True, exist_ok=True)
     if where.is_dir():
         where.rmdir()  # empty (checked): `worktree move` wants no folder there
@@ -642,7 +645,8 @@ def adopt(
         _rev(snapshot),
         what=f"Bringing the worktree {where} to the fork's snapshot",
     )
-    _git(where, "clean", "-ffdxq", what=f"Cleaning the worktree {where}")
+    spared = [f":(exclude,literal){p}" for p in kept]
+    _git(where, "clean", "-ffdxq", "--", ".", *spared, what=f"Cleaning the worktree {where}")
     head = _out(_git(where, "rev-parse", "HEAD"))
     if head != _out(_git(where, "rev-parse", f"{_rev(snapshot)}^{{commit}}")):
         raise GitError(f"The worktree {where} is at {head}, not at the snapshot {snapshot}.")
@@ -757,10 +761,13 @@ def own_git_dir(worktree: Path) -> Path:
     return Path(found)
 
 
-def record_copied(worktree: str | os.PathLike[str], paths: Sequence[str]) -> None:
-    """Remember the paths copied into a worktree (see `commit_all`)."""
+def record_copied(
+    worktree: str | os.PathLike[str], paths: Sequence[str], replace: bool = False
+) -> None:
+    """Remember the paths copied into a worktree (see `commit_all`), beside those remembered
+    before (or, `replace`, instead of them)."""
     record = own_git_dir(Path(worktree)) / COPIED_RECORD
-    known = copied_paths(worktree)
+    known = [] if replace else copied_paths(worktree)
     text = "".join(f"{p}\n" for p in dict.fromkeys([*known, *paths]))
     scratch = record.with_name(record.name + ".tmp")
     scratch.write_text(text, encoding="utf-8")
