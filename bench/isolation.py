@@ -554,6 +554,7 @@ class ForkRun:
     pool_bytes: int = 0  # warm worktree: blocks of <stateDir>/pool + .git growth for it
     spares: int = 0  # spares ready when the measured fork was sent
     included: bool | None = None  # with a .worktreeinclude: the children's worktrees had it
+    ahead: int = 0  # children whose copies were made ahead, in their pool spare (copiedAhead)
 
 
 class FellBack(RuntimeError):
@@ -671,6 +672,11 @@ def run_fork(
             if included and mode == "worktree":
                 children = list((dirs.state / "worktrees" / started["forkId"]).iterdir())
                 had = bool(children) and all((c / INCLUDED).is_dir() for c in children)
+            ahead = sum(
+                1
+                for at, e in client.events
+                if at >= sent and e["kind"] == "worktreeEnv" and e.get("copiedAhead")
+            )
             failed = [r for r in finished["results"] if not r["ok"]]
             if len(finished["results"]) != n or failed:
                 raise RuntimeError(f"the fork of {n} did not succeed: {finished['results']}")
@@ -701,6 +707,7 @@ def run_fork(
         pool_bytes=pool_bytes,
         spares=spares,
         included=had,
+        ahead=ahead,
     )
 
 
@@ -823,6 +830,8 @@ def report_fork(
                     "without the copy)"
                 )
             )
+            + "; children whose copies were made ahead in their pool spare (copiedAhead): "
+            + ", ".join(f"{r.ahead}/{args.children}" for r in worktree)
         )
     target = TARGET_INCLUDE if args.include_files else TARGET_ADDED
     added = wall / base["wall"] - 1
@@ -906,7 +915,8 @@ def main(argv: list[str] | None = None) -> int:
 
     claude = args.claude or resolve_claude(None)[0]
     idle_busy = busy_cores(1.0)
-    print(f"before the runs: {idle_busy:.2f} cores busy machine-wide (1 s)", end="")
+    load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"before the runs: load average {load}; {idle_busy:.2f} cores busy (1 s)", end="")
     print(": the machine is not quiet, figures will suffer" if idle_busy > 0.25 else "")
     started = time.monotonic()
     with template_repo(args.files, deps) as (template, made):
@@ -980,10 +990,12 @@ def main(argv: list[str] | None = None) -> int:
                 else f", pool filled in {run.pool_fill:.1f} s ({run.spares} spares, "
                 f"{run.pool_bytes / MIB:.1f} MiB)"
             )
+            ahead = f", copies made ahead {run.ahead}" if run.included is not None else ""
             print(
                 f"{label:<14} {mode:<8}: wall {run.wall:.2f} s, start {run.start:.2f} s, tail "
                 f"{run.tail:.2f} s{disk}, du {run.du_bytes / MIB:.1f} MiB, .git "
-                f"{run.git_growth / MIB:+.1f} MiB, idled {run.idle:.1f} s{pooled}",
+                f"{run.git_growth / MIB:+.1f} MiB, idled {run.idle:.1f} s{pooled}{ahead}"
+                f" (load {os.getloadavg()[0]:.2f})",
                 flush=True,
             )
         checkout = du(template.top, skip=".git")
@@ -999,7 +1011,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"the server ran {len(fell_back)} of {runs} worktree forks shared (each was run "
                 "again): " + " | ".join(sorted(set(fell_back)))
             )
-    print(f"(took {time.monotonic() - started:.0f} s)")
+    load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"(took {time.monotonic() - started:.0f} s; load average at the end {load})")
     return 0
 
 
