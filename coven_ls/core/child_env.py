@@ -95,8 +95,12 @@ class ChildEnvironments:
             "COVEN_CHILD_INDEX": str(index),
             "COVEN_PORT": str(port),
         }
-        if await anyio.to_thread.run_sync(_made, tree.path):
-            child.add_env(variables)  # resumed: its copies and setup are there already
+        made = await anyio.to_thread.run_sync(_made, tree.path)
+        if made is not None:
+            # Resumed: its copies and setup are there already; the variables of the tool its
+            # setup came from are given again (with its new port).
+            variables.update(worktree_setup.tool_env(made, tree.repository, tree.path, port))
+            child.add_env(variables)
             return True
         await anyio.to_thread.run_sync(stop_leftover_setup, tree.path)
         plan = await self._plan(fork_id, parent, child, setup_value)
@@ -137,7 +141,7 @@ class ChildEnvironments:
             )
         if setup is not None and not await self._set_up(child, setup, variables):
             return False
-        await anyio.to_thread.run_sync(_mark_made, tree.path)
+        await anyio.to_thread.run_sync(_mark_made, tree.path, setup.source if setup else "")
         child.add_env(variables)
         return True
 
@@ -331,12 +335,16 @@ def stop_leftover_setup(path: str) -> None:
     record.unlink(missing_ok=True)
 
 
-def _made(path: str) -> bool:
+def _made(path: str) -> str | None:
+    """None when the worktree's environment was never made; else the source of the setup that
+    made it (`cursor`, `conductor`, `option`; empty: none ran)."""
     try:
-        return (worktrees.own_git_dir(Path(path)) / READY_RECORD).is_file()
-    except worktrees.GitError:
-        return False
+        return (worktrees.own_git_dir(Path(path)) / READY_RECORD).read_text(encoding="utf-8")
+    except (worktrees.GitError, FileNotFoundError):
+        return None
+    except OSError:
+        return ""
 
 
-def _mark_made(path: str) -> None:
-    (worktrees.own_git_dir(Path(path)) / READY_RECORD).touch()
+def _mark_made(path: str, source: str) -> None:
+    (worktrees.own_git_dir(Path(path)) / READY_RECORD).write_text(source, encoding="utf-8")

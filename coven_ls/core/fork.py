@@ -351,8 +351,21 @@ class Fork:
             if self.results is None
             else [msgspec.to_builtins(r.wire()) for r in self.results],
             "reintegrated": self.state == "finished",
-            "isolation": None if self.trees is None else self.trees.record(),
+            "isolation": self._isolation_record(),
         }
+
+    def _isolation_record(self) -> dict[str, Any] | None:
+        """Where its children work and, under `requested`, what coven/fork or coven/decideFork
+        asked for it (a resumed fork goes on with the same, not with the session's setting)."""
+        found = {} if self.trees is None else self.trees.record()
+        requested = {
+            "isolation": self.isolation,
+            "mergeMode": self.merge_mode,
+            "worktreeSetup": self.worktree_setup,
+        }
+        if any(v is not None for v in requested.values()):
+            found["requested"] = {k: v for k, v in requested.items() if v is not None}
+        return found or None
 
 
 class ForkHost(Protocol):
@@ -990,6 +1003,7 @@ class ForkManager:
             if parent is None or row["fork_id"] in self.forks:
                 continue
             state = _stored_state(row["state"])
+            stored = row.get("isolation") or {}
             fork = Fork(
                 row["fork_id"],
                 parent,
@@ -1000,7 +1014,8 @@ class ForkManager:
                 proposed=list(row["tasks_proposed"]),
                 decision=row["decision"],
                 children=[sessions[c] for c in row["children"] or [] if c in sessions],
-                trees=ForkTrees.from_record(row["isolation"]) if row.get("isolation") else None,
+                trees=ForkTrees.from_record(stored) if "mode" in stored else None,
+                **_requested(stored),
             )
             fork.prepared.set()
             self.forks[fork.id] = fork
@@ -1108,6 +1123,16 @@ def _stored_state(value: str) -> ForkState:
         if state == value:
             return state
     raise ValueError(f"the store has a fork in an unknown state {value!r}")
+
+
+def _requested(stored: dict[str, Any]) -> dict[str, Any]:
+    """A stored fork's own isolation, merge mode and worktree setup (Fork's fields)."""
+    asked = stored.get("requested") or {}
+    return {
+        "isolation": asked.get("isolation"),
+        "merge_mode": asked.get("mergeMode"),
+        "worktree_setup": asked.get("worktreeSetup"),
+    }
 
 
 def _pending(child: Session) -> bool:

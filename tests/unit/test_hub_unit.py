@@ -944,3 +944,36 @@ async def test_a_restart_gives_a_finished_forks_results_only_if_the_parent_never
         after = rig.client.of(parent.id)
     assert after[0]["seq"] == given["seq"]  # the log goes on where the store's ends
     assert again["text"] == given["text"] and parent_heard(rig.backend) == [given["text"]]
+
+
+async def test_a_forks_own_setup_and_modes_survive_a_restart(tmp_path: Path) -> None:
+    """What coven/decideFork (or coven/fork) asked for one fork is stored with it: a resumed fork
+    runs its children with it, not with the session's settings."""
+    cfg = settings(tmp_path, forkMode="approve", stateDir=str(tmp_path / "state"))
+    gates = {"beta": Gate()}
+    async with running_hub(cfg, gates=gates) as rig:
+        parent = await start(rig)
+        proposed = await rig.client.wait_for(Kind.FORK_PROPOSED, parent)
+        rig.hub.forks.decide(
+            proposed["forkId"],
+            True,
+            None,
+            None,
+            isolation="shared",
+            merge_mode="review",
+            worktree_setup="echo from-the-fork",
+        )
+        await gates["beta"].wait_reached()
+        await rig.hub.flushed()
+        await rig.kill()
+    for store in rig.hub.stores.values():
+        store.close()
+    async with running_hub(cfg) as rig:
+        await rig.hub.flushed()
+        fork = rig.hub.forks.get(proposed["forkId"])
+        assert fork.state == "interrupted"
+        assert (fork.isolation, fork.merge_mode, fork.worktree_setup) == (
+            "shared",
+            "review",
+            "echo from-the-fork",
+        )
