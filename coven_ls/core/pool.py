@@ -18,14 +18,21 @@ On disk, in the state folder (`<stateDir>/pool`):
     <name>-<digest>/<id>/          a spare worktree (git knows it: `git worktree list`)
     <name>-<digest>/<id>.ready     written once the spare is complete
 
+    <name>-<digest>/.in-use        locked (shared) by every server using the pool, while it runs
+
 Everything under a pool folder is the server's own: a spare without its `.ready` (a crash while
 it was made, or after a fork took it) is removed when a server starts (`resume`), and a removed
-repository takes its pool with it. Spares are on no branch: they hold no work, and `coven/`
-branches stay the children's. `usage` is what `coven-ls doctor` shows.
+repository takes its pool with it. `coven-ls prune` removes a pool's spares only while no
+server holds `.in-use` (it takes it exclusively for the removal, `reserved`), so it never
+removes a spare a running server is making, about to hand out, or adopting. Spares are on no
+branch: they hold no work, and `coven/` branches stay the children's. `usage` is what
+`coven-ls doctor` shows.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import logging
 import os
@@ -45,6 +52,7 @@ log = logging.getLogger(__name__)
 
 _REPOSITORY = "repository"
 _READY = ".ready"
+_IN_USE = ".in-use"
 
 
 def state_root(state_dir: str | None) -> Path:
@@ -65,6 +73,8 @@ class _Pool:
     repository: str
     ready: list[Path] = field(default_factory=list)
     filling: anyio.Lock = field(default_factory=anyio.Lock)
+    held: int | None = None
+    """the open `.in-use` file this server holds a shared lock on (for as long as it runs)"""
 
 
 @dataclass(frozen=True)
@@ -122,6 +132,7 @@ class Pools:
                         return
                     pool.folder.mkdir(parents=True, exist_ok=True)
                     (pool.folder / _REPOSITORY).write_text(pool.repository)
+                    await anyio.to_thread.run_sync(_hold, pool)
                     spare = pool.folder / uuid.uuid4().hex[:12]
                     try:
                         await anyio.to_thread.run_sync(worktrees.prepare, repo, spare, repo.head)
@@ -155,6 +166,8 @@ class Pools:
                 continue
             pool = self._pools.setdefault(folder, _Pool(folder, repository))
             async with pool.filling:
+                if size > 0:
+                    await anyio.to_thread.run_sync(_hold, pool)
                 await anyio.to_thread.run_sync(_clean, repo, pool, size > 0)
             if size > 0:
                 found.append(repository)
@@ -170,6 +183,56 @@ def _keep_copies(top: Path, spare: Path) -> None:
     entries = worktree_env.included(top)
     if entries and not worktree_env.keep_in_spare(top, spare, entries):
         log.info("the spare %s has no copies: %s changed lately", spare, ", ".join(entries))
+
+
+def _hold(pool: _Pool) -> None:
+    """Say, for as long as this server runs, that it uses the pool (a shared lock on its
+    `.in-use`; the process's end releases it): `coven-ls prune` leaves its spares alone. Waits
+    while a prune removes spares of it (blocking: call it from a worker thread)."""
+    if pool.held is not None:
+        return
+    fd = os.open(pool.folder / _IN_USE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    except OSError:
+        os.close(fd)
+        raise
+    pool.held = fd
+
+
+def pool_of(state_dir: Path, path: Path) -> Path | None:
+    """The pool folder a spare worktree at `path` belongs to, if it is in one under `state_dir`."""
+    base = os.path.realpath(state_dir / "pool")
+    where = os.path.realpath(path)
+    if not where.startswith(base + os.sep):
+        return None
+    return Path(base) / os.path.relpath(where, base).split(os.sep, 1)[0]
+
+
+def in_use(folder: Path) -> bool:
+    """Whether a running server uses this pool (holds its `.in-use`)."""
+    with reserved(folder) as mine:
+        return not mine
+
+
+@contextlib.contextmanager
+def reserved(folder: Path) -> Iterator[bool]:
+    """The pool to remove spares of, when no server uses it: True while this process holds its
+    `.in-use` exclusively (a server starting meanwhile waits), False when a server holds it."""
+    try:
+        fd = os.open(folder / _IN_USE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except FileNotFoundError:
+        yield True  # the pool folder is gone: nobody uses it
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 def _marker(spare: Path) -> Path:
@@ -192,7 +255,7 @@ def _clean(repo: worktrees.RepoInfo, pool: _Pool, keep: bool) -> None:
         else:
             discard_spare(repo, path)
     for entry in pool.folder.iterdir():
-        if entry.name == _REPOSITORY:
+        if entry.name in (_REPOSITORY, _IN_USE):
             continue
         spare = entry.with_name(entry.name.removesuffix(_READY))
         if spare.resolve() not in {p for p in ready}:
