@@ -17,7 +17,6 @@ On disk, in the state folder (`<stateDir>/pool`):
     <name>-<digest>/repository     the repository's top folder, written before any spare is made
     <name>-<digest>/<id>/          a spare worktree (git knows it: `git worktree list`)
     <name>-<digest>/<id>.ready     written once the spare is complete
-
     <name>-<digest>/.in-use        locked (shared) by every server using the pool, while it runs
 
 Everything under a pool folder is the server's own: a spare without its `.ready` (a crash while
