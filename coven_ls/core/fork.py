@@ -44,7 +44,7 @@ from . import failpoints, isolation, pool
 from .agent import AgentSpec
 from .child_env import ChildEnvironments, stop_leftover_setup
 from .fork_state import check_move
-from .isolation import ForkTrees
+from .isolation import ForkTrees, MadeAhead
 from .session import Outcome, Session, SessionConfig
 from .store import Store
 from .worktrees import GitError
@@ -319,6 +319,8 @@ class Fork:
     merge_mode: MergeMode | None = None
     worktree_setup: str | None = None
     trees: ForkTrees | None = None  # decided when it starts
+    # A proposal's worktrees, made while its approval is asked (isolation.MadeAhead).
+    ahead: MadeAhead | None = None
     # Set once its children exist (worktrees take a moment): a cancel waits for it.
     prepared: anyio.Event = field(default_factory=anyio.Event)
     # What each child's worktree takes on disk, measured when the child ends (a walk of every
@@ -462,6 +464,7 @@ class ForkManager:
             return
         session.set_status("awaitingApproval")
         session.emit(events.ForkProposed(forkId=fork.id, state=fork.state, tasks=tasks))
+        self._make_ahead(fork)
         self._host.ask_fork_approval(session, fork)
 
     async def _bring_later_work(self, child: Session) -> None:
@@ -537,6 +540,10 @@ class ForkManager:
     ) -> None:
         """The fork will not run: declined or withdrawn (or, `failed`, it could not start)."""
         fork.move_to("rejected")
+        if fork.ahead is not None:
+            ahead, fork.ahead = fork.ahead, None
+            self._spawn(isolation.remove_ahead(ahead), name=f"fork {fork.id}: worktrees ahead")
+            self._refill(fork)  # the spares it took
         self._journal.fork_changed(fork)
         parent = fork.parent
         parent.emit(events.ForkRejected(forkId=fork.id, state=fork.state, reason=reason))
@@ -687,10 +694,64 @@ class ForkManager:
 
         self._spawn(resume(), name=f"worktree pools of {root}")
 
+    def _make_ahead(self, fork: Fork) -> None:
+        """While a proposed fork's approval is asked, make its worktrees (spares adopted at a
+        snapshot of the moment), so that an approved fork's children start at once. Nothing is
+        made for a session whose forks share its folder."""
+        config = fork.parent.config
+        if config.fork_isolation == "shared":
+            return
+        ahead = fork.ahead = MadeAhead()
+
+        async def make() -> None:
+            try:
+                trees = await isolation.plan(
+                    config.cwd, None, config.merge_mode, config.state_dir, fork.id
+                )
+                if trees.mode != "worktree" or trees.repository is None:
+                    return
+                places = [
+                    isolation.place(trees, fork.id, n, t) for n, t in enumerate(fork.tasks, 1)
+                ]
+                # Stored before git makes them, as for a started fork: a crash leaves no orphan.
+                trees.planned = [{"path": p, "branch": b} for p, b in places]
+                fork.trees = trees
+                self._journal.fork_changed(fork)
+                await self._journal.flushed()
+                spares = self.pools.take(config.state_dir, trees.repository, len(places))
+                ahead.made = await isolation.make(trees, places, spares)
+                ahead.trees, ahead.places = trees, places
+            except (GitError, OSError):
+                log.warning("fork %s: worktrees could not be made ahead", fork.id, exc_info=True)
+            finally:
+                ahead.ready.set()
+
+        self._spawn(make(), name=f"fork {fork.id}: worktrees ahead")
+
+    async def _made_ahead(
+        self, fork: Fork, trees: ForkTrees, places: list[tuple[str, str]]
+    ) -> list[Worktree] | None:
+        """The worktrees made ahead of this fork, brought to its snapshot, when they are for
+        these very places; else (other tasks, or they failed) None, and they are removed."""
+        ahead, fork.ahead = fork.ahead, None
+        if ahead is None:
+            return None
+        await ahead.ready.wait()
+        if ahead.trees is not None and ahead.made and ahead.places == places:
+            try:
+                return await isolation.catch_up(ahead, trees)
+            except GitError as exc:
+                log.warning("fork %s: worktrees made ahead not used: %s", fork.id, exc.message)
+        await isolation.remove_ahead(ahead)
+        return None
+
     async def _prepare(self, fork: Fork) -> None:
         """Decide where the children work (making their worktrees), create them, say so, and
         launch them."""
         parent, config = fork.parent, fork.parent.config
+        if fork.ahead is not None and (fork.isolation or config.fork_isolation) == "shared":
+            ahead, fork.ahead = fork.ahead, None
+            await isolation.remove_ahead(ahead)  # approved to share the parent's folder after all
         trees = await isolation.plan(
             config.cwd,
             fork.isolation or config.fork_isolation,
@@ -709,9 +770,11 @@ class ForkManager:
             await self._journal.flushed()  # stored before git makes them: a crash leaves no orphan
             await failpoints.reached("worktrees")
             assert trees.repository is not None
-            spares = self.pools.take(config.state_dir, trees.repository, len(places))
             try:
-                trees_made = await isolation.make(trees, places, spares)
+                trees_made = await self._made_ahead(fork, trees, places) or []
+                if not trees_made:
+                    spares = self.pools.take(config.state_dir, trees.repository, len(places))
+                    trees_made = await isolation.make(trees, places, spares)
             except (GitError, OSError) as exc:
                 reason = getattr(exc, "message", None) or str(exc)
                 log.warning("fork %s: worktrees could not be made: %s", fork.id, reason)

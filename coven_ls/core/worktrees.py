@@ -654,6 +654,31 @@ def adopt(
     return Worktree(path=where, branch=branch, head=head)
 
 
+def reset_to(worktree: str | os.PathLike[str], branch: str, snapshot: str) -> None:
+    """Bring a child's worktree made ahead of its fork (`adopt`ed or `create`d while the fork's
+    approval was asked) to the fork's own snapshot, on its branch (reset to it): only the files
+    that differ are written, and whatever else it holds is removed but for the
+    `.worktreeinclude` copies (`record_copied`), which the child's environment checks."""
+    where = Path(worktree)
+    what = f"Bringing the worktree {where} to the fork's snapshot"
+    _git(
+        where,
+        "checkout",
+        "--quiet",
+        "--force",
+        "--no-recurse-submodules",
+        "-B",
+        branch,
+        _rev(snapshot),
+        what=what,
+    )
+    spared = [f":(exclude,literal){p}" for p in copied_paths(where)]
+    _git(where, "clean", "-ffdxq", "--", ".", *spared, what=what)
+    head = _out(_git(where, "rev-parse", "HEAD", what=what))
+    if head != _out(_git(where, "rev-parse", f"{_rev(snapshot)}^{{commit}}", what=what)):
+        raise GitError(f"The worktree {where} is at {head}, not at the snapshot {snapshot}.")
+
+
 def checkout_submodules(source: Path, worktree: Path, commit: str) -> list[str]:
     """Check out in `worktree` (a new worktree at `commit`) every submodule that the work tree
     `source` has checked out, at the commit `commit` records for it, as a detached linked
