@@ -86,6 +86,7 @@ How to read the output
 Usage: python bench/isolation.py [--files 10000] [--children 4] [--rounds 3] [--warmup 1]
            [--latency 3] [--measure all|direct|fork] [--start both|warm|cold]
            [--include-files 20000 --include-mb 200] [--idle-limit 600] [--claude PATH]
+           [--server-logs DIR]
 """
 
 from __future__ import annotations
@@ -598,6 +599,7 @@ def run_fork(
     stderr: IO[bytes],
     idle_limit: float,
     included: bool,
+    server_logs: Path | None = None,
 ) -> ForkRun:
     targets = template.targets(n)
     # Leaving run_dirs waits for (or kills) whatever the run left.
@@ -607,7 +609,11 @@ def run_fork(
     ):
         env = git_environ(dirs.root, dirs.environ(model))
         repo = copy_repo(template, dirs.workspace, env)
-        proc = spawn_server(dirs.workspace, env, stderr)
+        log_file = None
+        if server_logs is not None:
+            server_logs.mkdir(parents=True, exist_ok=True)
+            log_file = server_logs / f"{start_kind}-{mode}-{time.strftime('%H%M%S')}.log"
+        proc = spawn_server(dirs.workspace, env, stderr, log_file)
         client = EventClient(proc, timeout=STEP_TIMEOUT)
         try:
             client.initialize(
@@ -903,6 +909,11 @@ def main(argv: list[str] | None = None) -> int:
         "--include-mb", type=int, default=200, help="the deps/ folder's size in MB (default 200)"
     )
     parser.add_argument("--claude", help="CLI to run (default: as coven-ls would pick it)")
+    parser.add_argument(
+        "--server-logs",
+        type=Path,
+        help="write each run's server log (INFO: the fork's phases, timed) into this folder",
+    )
     args = parser.parse_args(argv)
     if args.files < 200 or args.children < 1 or args.rounds < 1 or args.warmup < 0:
         parser.error("--files must be at least 200, --children and --rounds at least 1")
@@ -961,6 +972,7 @@ def main(argv: list[str] | None = None) -> int:
                             stderr,
                             args.idle_limit,
                             deps is not None,
+                            args.server_logs,
                         )
                     except FellBack as exc:
                         # A finding, not a figure: said, counted, and the run made again, at

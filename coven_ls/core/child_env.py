@@ -102,6 +102,7 @@ class ChildEnvironments:
             variables.update(worktree_setup.tool_env(made, tree.repository, tree.path, port))
             child.add_env(variables)
             return True
+        began = time.monotonic()
         await anyio.to_thread.run_sync(stop_leftover_setup, tree.path)
         plan = await self._plan(fork_id, parent, child, setup_value)
         top = Path(tree.repository)
@@ -139,6 +140,12 @@ class ChildEnvironments:
                     setupFile=setup.file if setup else None,
                 )
             )
+        log.info(
+            "child %s: environment in %.2f s (%s)",
+            index,
+            time.monotonic() - began,
+            "copies made ahead" if report.reused else f"{report.files} files copied",
+        )
         if setup is not None and not await self._set_up(child, setup, variables):
             return False
         await anyio.to_thread.run_sync(_mark_made, tree.path, setup.source if setup else "")

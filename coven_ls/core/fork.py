@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -749,6 +750,7 @@ class ForkManager:
         """Decide where the children work (making their worktrees), create them, say so, and
         launch them."""
         parent, config = fork.parent, fork.parent.config
+        started = time.monotonic()
         if fork.ahead is not None and (fork.isolation or config.fork_isolation) == "shared":
             ahead, fork.ahead = fork.ahead, None
             await isolation.remove_ahead(ahead)  # approved to share the parent's folder after all
@@ -759,6 +761,7 @@ class ForkManager:
             config.state_dir,
             fork.id,
         )
+        planned = time.monotonic()
         trees_made: list[Worktree] = []
         if trees.mode == "worktree":
             places = [
@@ -782,6 +785,13 @@ class ForkManager:
                     f"the worktrees could not be made: {reason}", trees.merge_mode
                 )
         fork.trees = trees
+        log.info(
+            "fork %s: %s; snapshot %.2f s, worktrees %.2f s",
+            fork.id,
+            trees.mode,
+            planned - started,
+            time.monotonic() - planned,
+        )
         for n, label in enumerate(fork.tasks):
             tree = trees_made[n] if trees_made else None
             cwd = config.cwd if tree is None else isolation.child_cwd(tree, config.cwd)
