@@ -868,10 +868,14 @@ class ForkManager:
                 )
                 self._host.ask_review(fork, pending)
                 return
-        for child in fork.children:
-            if _pending(child):
-                await self._merge(child)
-                await failpoints.reached("merge")  # one child merged, the next not yet
+        async with anyio.create_task_group() as tg:
+            for child in fork.children:
+                if child.worktree is not None and child.id not in fork.disk:
+                    tg.start_soon(self._measure, fork, child)
+            for child in fork.children:
+                if _pending(child):
+                    await self._merge(child)
+                    await failpoints.reached("merge")  # one child merged, the next not yet
         await self._finish_measured(fork, interrupted)
 
     async def _finish_measured(self, fork: Fork, interrupted: str | None = None) -> None:
@@ -1036,7 +1040,10 @@ class ForkManager:
             await child.wait_settled()
             if child.worktree is not None and not child.stopped_with_server:
                 await self._collect(fork, child)
-                await self._measure(fork, child)
+                if any(c is not child and not c.settled for c in fork.children):
+                    # Its disk, walked while siblings work; the last child's is walked while
+                    # the changes are merged (`_bring_back`), not before.
+                    await self._measure(fork, child)
         finally:
             self.envs.release(child)
 
