@@ -300,27 +300,44 @@ def manifest(top: Path, entries: Sequence[str], racy_before: float | None = None
     tick of the clock could go unseen). Blocking: an lstat per file."""
     digest = hashlib.sha256()
     limit = None if racy_before is None else int((racy_before - _RACY_SECONDS) * 1e9)
+    lines: list[bytes] = []
+
+    def note(name: str, info: os.stat_result) -> bool:
+        if limit is not None and max(info.st_ctime_ns, info.st_mtime_ns) >= limit:
+            return False
+        lines.append(
+            os.fsencode(name)
+            + f"\0{info.st_mode} {info.st_size} {info.st_ino} {info.st_ctime_ns} "
+            f"{info.st_mtime_ns}\n".encode()
+        )
+        return True
+
+    def walk(folder: str, name: str) -> bool:
+        with os.scandir(folder) as found:
+            listed = sorted(found, key=lambda e: e.name)  # the same order whatever the folder's
+        for entry in listed:
+            inner = f"{name}/{entry.name}"
+            if not note(inner, entry.stat(follow_symlinks=False)):
+                return False
+            if entry.is_dir(follow_symlinks=False) and not walk(entry.path, inner):
+                return False
+        return True
+
     for entry in entries:
         relative = entry.rstrip("/")
-        root = top / relative
-        if not os.path.lexists(root):
-            digest.update(f"{relative}\0-\n".encode())
+        root = os.path.join(top, relative)
+        try:
+            info = os.lstat(root)
+        except FileNotFoundError:
+            lines.append(f"{relative}\0-\n".encode())
             continue
-        walked = [root]
-        if root.is_dir() and not root.is_symlink():
-            for folder, dirs, files in os.walk(root):
-                dirs.sort()  # the same order each time, whatever order the folder lists them in
-                walked += [Path(folder) / name for name in sorted([*dirs, *files])]
-        for path in walked:
-            info = path.lstat()
-            if limit is not None and max(info.st_ctime_ns, info.st_mtime_ns) >= limit:
-                return None
-            name = os.fsencode(path.relative_to(top).as_posix())
-            digest.update(
-                name
-                + f"\0{info.st_mode} {info.st_size} {info.st_ino} {info.st_ctime_ns} "
-                f"{info.st_mtime_ns}\n".encode()
-            )
+        if not note(relative, info):
+            return None
+        if stat.S_ISDIR(info.st_mode) and not walk(root, relative):
+            return None
+        digest.update(b"".join(lines))
+        lines.clear()
+    digest.update(b"".join(lines))
     return digest.hexdigest()
 
 

@@ -1641,16 +1641,24 @@ def disk_usage(worktree: str | os.PathLike[str]) -> int:
     and folders, links not followed), leaving out `.git`: what a child's worktree costs beyond
     the shared objects. File sizes would understate it many times over for a tree of small
     files, each of which takes at least a block."""
-    root = Path(worktree)
-    total = 0
-    for dirpath, dirnames, filenames in os.walk(root):
-        if Path(dirpath) == root and ".git" in dirnames:
-            dirnames.remove(".git")
-        with contextlib.suppress(OSError):
-            total += os.lstat(dirpath).st_blocks * 512
-        for name in filenames:
-            if Path(dirpath) == root and name == ".git":
-                continue  # a linked worktree's .git is a file pointing at its git folder
+
+    def walk(folder: str, top: bool) -> int:
+        total = 0
+        try:
+            with os.scandir(folder) as found:
+                listed = list(found)
+        except OSError:
+            return 0  # gone meanwhile, or unreadable
+        for entry in listed:
+            if top and entry.name == ".git":
+                continue  # a linked worktree's .git (a file pointing at its git folder)
             with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
-    return total
+                total += entry.stat(follow_symlinks=False).st_blocks * 512
+                if entry.is_dir(follow_symlinks=False):
+                    total += walk(entry.path, False)
+        return total
+
+    root = os.fspath(worktree)
+    with contextlib.suppress(OSError):
+        return os.lstat(root).st_blocks * 512 + walk(root, True)
+    return 0
