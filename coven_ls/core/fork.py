@@ -716,9 +716,10 @@ class ForkManager:
                 ]
                 # Stored before git makes them, as for a started fork: a crash leaves no orphan.
                 trees.planned = [{"path": p, "branch": b} for p, b in places]
-                fork.trees = trees
-                self._journal.fork_changed(fork)
-                await self._journal.flushed()
+                if fork.state == "proposed":  # once started, the fork's own plan is stored
+                    fork.trees = trees
+                    self._journal.fork_changed(fork)
+                    await self._journal.flushed()
                 spares = self.pools.take(config.state_dir, trees.repository, len(places))
                 ahead.made = await isolation.make(trees, places, spares)
                 ahead.trees, ahead.places = trees, places
