@@ -83,11 +83,12 @@ import anyio.lowlevel
 from common import LspClient, percentile, print_target, proc_value, spawn_server, stderr_tail
 
 from coven_ls import protocol
-from coven_ls.core.agent import Agent, AgentSpec, PermissionAsker
+from coven_ls.core.agent import Agent, AgentSpec, Conversation, PermissionAsker
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.journal import SWITCH_INTERVAL
 from coven_ls.core.session import Session, SessionConfig
 from coven_ls.core.store import Store, database_path
+from coven_ls.core.transcript import Entry
 from coven_ls.protocol.events import Payload, Text, ToolResult, ToolUse
 
 TARGET_RELAY_COST = 0.10  # the store may cost the relay under 10%
@@ -184,8 +185,19 @@ class NeverBackend:
     async def aclose(self) -> None:
         return None
 
+    async def fork_point_problem(self, conversation: str, message_id: str) -> str | None:
+        return None
+
+    async def purge(self, conversations: list[Conversation]) -> None:
+        return None
+
     async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> Agent:
         raise RuntimeError("bench sessions do not start an agent")
+
+    async def conversation(
+        self, agent_session_id: str, cwd: str, up_to: str | None = None
+    ) -> list[Entry]:
+        raise RuntimeError("bench sessions have no conversation")
 
 
 class BenchClient:

@@ -32,7 +32,10 @@ def version_line() -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="coven-ls",
-        description="A language server that hosts Claude Code sessions and forks them.",
+        description=(
+            "A language server that hosts coding-agent sessions (Claude Code, Codex) and forks "
+            "them."
+        ),
     )
     parser.add_argument("--version", action="version", version=version_line())
     parser.add_argument(
@@ -113,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="run one session in the terminal with your own Claude setup",
         description=(
-            "Run one Claude Code session through coven-ls and stream its tree. Forks and tools "
+            "Run one agent session through coven-ls and stream its tree. Forks and tools "
             "that need permission, and with --merge review each fork child's changes, are asked "
             "about on the terminal; without one (stdin not a terminal) forks are rejected, tools "
             "denied and changes discarded unless --yes. Ctrl+C cancels the running turn or fork; "
@@ -137,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--permission-mode",
         choices=["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"],
-        help="Claude Code's permission mode (default: its own)",
+        help="the permission mode (default: the agent's own)",
     )
     run.add_argument(
         "--merge",
@@ -164,6 +167,21 @@ def build_parser() -> argparse.ArgumentParser:
             "dependencies...); auto (the default): the repository's .cursor/worktrees.json or "
             "conductor.json setup, once you allowed it; '': none"
         ),
+    )
+    run.add_argument(
+        "--fork-context",
+        choices=["inherit", "fresh", "transcript"],
+        help=(
+            "what the children of a fork you approve start from: inherit: the session's "
+            "conversation, resumed (the default with the same agent); fresh: only their task; "
+            "transcript: the conversation written into their first prompt, cut to size (the "
+            "default with --fork-agent another agent). Not with --fork-mode auto"
+        ),
+    )
+    run.add_argument(
+        "--fork-agent",
+        choices=["claude", "codex"],
+        help="the agent that runs the children of a fork you approve (default: the session's)",
     )
     run.add_argument(
         "-y",
@@ -210,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--permission-mode",
         choices=["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"],
-        help="Claude Code's permission mode for new sessions (default: its own)",
+        help="the permission mode for new sessions (default: the agent's own)",
     )
     return parser
 
@@ -281,6 +299,8 @@ def _run(args: argparse.Namespace) -> int:
             isolation=args.isolation,
             agent=args.agent,
             worktree_setup=args.worktree_setup,
+            fork_context=args.fork_context,
+            fork_agent=args.fork_agent,
         )
     )
 

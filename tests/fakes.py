@@ -42,7 +42,8 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
-from coven_ls.core.agent import AgentSpec, PermissionAsker
+from coven_ls.core.agent import AgentSpec, AgentStartError, Conversation, PermissionAsker
+from coven_ls.core.transcript import Entry
 
 DEFAULT_TIMEOUT = 3.0
 MODEL = "claude-test-1"
@@ -267,6 +268,8 @@ def _task_id() -> int:
 class FakeAgent:
     """One fake agent process (an `Agent`)."""
 
+    reports_ended_tasks = True
+
     def __init__(self, backend: FakeBackend, spec: AgentSpec, ask: PermissionAsker) -> None:
         self.backend = backend
         self.spec = spec
@@ -429,6 +432,9 @@ class FakeBackend:
         self.interrupt_gate: Gate | None = None
         self.interrupt_session_id = "agent-1"
         self.interrupt_cost: float | None = None
+        self.purged: list[Conversation] = []  # what `purge` was given, in order
+        # What `conversation` gives back (a `"transcript"` fork child's parent's), by id.
+        self.conversations: dict[str, list[Entry]] = {}
 
     def add(self, *replies: Iterable[Step]) -> None:
         self.replies.extend(list(r) for r in replies)
@@ -450,6 +456,12 @@ class FakeBackend:
     async def aclose(self) -> None:
         return None
 
+    async def fork_point_problem(self, conversation: str, message_id: str) -> str | None:
+        return None
+
+    async def purge(self, conversations: list[Conversation]) -> None:
+        self.purged.extend(conversations)
+
     async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> FakeAgent:
         self.opens_started += 1
         self.open_task_ids.append(_task_id())
@@ -462,6 +474,13 @@ class FakeBackend:
         agent = FakeAgent(self, spec, ask_permission)
         self.agents.append(agent)
         return agent
+
+    async def conversation(
+        self, agent_session_id: str, cwd: str, up_to: str | None = None
+    ) -> list[Entry]:
+        if agent_session_id not in self.conversations:
+            raise AgentStartError(f"no conversation {agent_session_id}")
+        return self.conversations[agent_session_id]
 
 
 # --- the recording sink --------------------------------------------------------------------------

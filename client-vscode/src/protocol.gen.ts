@@ -364,7 +364,7 @@ export interface SessionInfo {
    */
   model: string | null;
   /**
-   * null when Claude Code's own default is used
+   * null when the agent's own default is used
    */
   permissionMode: PermissionMode | null;
   /**
@@ -1051,7 +1051,7 @@ export interface TaskEvent {
   durationMs?: number;
 }
 /**
- * Something went wrong outside the conversation (the CLI crashed or could not start).
+ * Something went wrong outside the conversation: the agent could not start, or crashed in a turn (the turn fails) or between turns (said at once; the session stays idle and its next message starts the agent again on the same conversation).
  */
 export interface ErrorEvent {
   /**
@@ -1189,6 +1189,14 @@ export interface ForkStartedEvent {
    * with `isolation: worktree`: the snapshot commit the children start from
    */
   base?: string;
+  /**
+   * what the children start from, when not the parent's conversation resumed natively: `fresh` or `transcript` (see `coven/fork`)
+   */
+  context?: 'fresh' | 'inherit' | 'transcript';
+  /**
+   * the agent the children run, when not the parent's
+   */
+  agent?: 'claude' | 'codex';
 }
 export interface ChildRef {
   /**
@@ -1592,6 +1600,14 @@ export interface ForkParams {
    * for this fork: `initializationOptions.worktreeSetup`'s choice instead (`""`: no setup)
    */
   worktreeSetup?: string | null;
+  /**
+   * what the children start from: `inherit` (the parent's conversation, resumed natively; the default for children of the parent's agent), `fresh` (a new session with only the child's brief and task) or `transcript` (a new session whose first prompt holds the parent's conversation written out, with cuts: thinking left out, tool results over 1,500 characters cut, the oldest messages cut past 100,000 tokens; the default for children of another agent)
+   */
+  context?: ('fresh' | 'inherit' | 'transcript') | null;
+  /**
+   * the agent every child runs: `claude` or `codex` (default: the parent's); another agent than the parent's cannot take `context: inherit`
+   */
+  agent?: ('claude' | 'codex') | null;
 }
 export interface ForkResult {
   /**
@@ -1648,6 +1664,14 @@ export interface DecideForkParams {
    * with `approve: true`: as in `coven/fork`
    */
   worktreeSetup?: string | null;
+  /**
+   * with `approve: true`: as in `coven/fork`
+   */
+  context?: ('fresh' | 'inherit' | 'transcript') | null;
+  /**
+   * with `approve: true`: as in `coven/fork`
+   */
+  agent?: ('claude' | 'codex') | null;
 }
 export interface ForkIdParams {
   /**
@@ -1661,7 +1685,7 @@ export interface DeleteSessionParams {
    */
   sessionId: string;
   /**
-   * also delete the CLI's own transcripts
+   * also delete what the agent stored of the conversations (Claude Code's transcripts, Codex's threads)
    */
   purge?: boolean;
   /**
@@ -1714,7 +1738,7 @@ export interface KeptBranch {
 }
 export interface StopTaskParams {
   /**
-   * the session whose CLI runs the task
+   * the session whose agent runs the task
    */
   sessionId: string;
   /**
@@ -1886,7 +1910,7 @@ export interface InitializationOptions {
    */
   model?: string | null;
   /**
-   * permission mode for sessions that do not name one (default: Claude Code's own)
+   * permission mode for sessions that do not name one (default: the agent's own)
    */
   permissionMode?: PermissionMode | null;
   /**
@@ -1971,6 +1995,10 @@ export interface CovenServerCapabilities {
    * the coven/* protocol's version (1 so far), raised on every breaking change: a client written for another version should say so rather than misread what it is sent
    */
   protocolVersion: number;
+  /**
+   * the agents whose binary this server finds for this client (its `claudePath`/`codexPath`, the environment, the bundled wheels, PATH), without running it: which ones a client may offer when it starts a session
+   */
+  agents?: ('claude' | 'codex')[] | null;
 }
 /**
  * `coven-ls doctor --json`: the exit code is 0 when `ok`, 1 otherwise.

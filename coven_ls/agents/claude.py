@@ -19,12 +19,15 @@ from ..core.agent import (
     Agent,
     AgentSpec,
     AgentStartError,
+    Conversation,
     PermissionAsker,
     describe_failure,
     launcher_path,
 )
+from ..core.transcript import Entry
 from . import binary
 from .binary import BinarySource
+from .claude_conversation import read_conversation
 
 if TYPE_CHECKING:
     from claude_agent_sdk import (
@@ -84,6 +87,8 @@ def probe_claude(path: str, source: str) -> str:
 
 class ClaudeAgent:
     """One connected `ClaudeSDKClient`."""
+
+    reports_ended_tasks = True
 
     def __init__(self, client: ClaudeSDKClient, stderr_lines: collections.deque[str]) -> None:
         self._client = client
@@ -146,6 +151,32 @@ class ClaudeBackend:
 
     async def aclose(self) -> None:
         return None  # nothing shared: each session's process ends with its agent
+
+    async def fork_point_problem(self, conversation: str, message_id: str) -> str | None:
+        return None  # the CLI copies a conversation up to any of its messages
+
+    async def purge(self, conversations: list[Conversation]) -> None:
+        """Delete the CLI's transcripts (`<config>/projects/<cwd>/<id>.jsonl`)."""
+        config_dir = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.expanduser("~/.claude")
+        for conversation in conversations:
+            project = "".join(c if c.isalnum() else "-" for c in conversation.cwd)
+            name = f"{conversation.agent_session_id}.jsonl"
+            transcript = Path(config_dir) / "projects" / project / name
+            try:
+                transcript.unlink(missing_ok=True)
+            except OSError:
+                log.warning("could not delete %s", transcript, exc_info=True)
+
+    async def conversation(
+        self, agent_session_id: str, cwd: str, up_to: str | None = None
+    ) -> list[Entry]:
+        entries = await anyio.to_thread.run_sync(read_conversation, agent_session_id, cwd, up_to)
+        if not entries:
+            raise AgentStartError(
+                f"Claude Code's transcript of conversation {agent_session_id} (a session in "
+                f"{cwd}) could not be found or holds no messages, so it cannot be written out."
+            )
+        return entries
 
     async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> Agent:
         from claude_agent_sdk import (

@@ -27,10 +27,12 @@ from .. import protocol
 from ..protocol import Kind, events
 from ..protocol.types import (
     FORK_STATES,
+    AgentName,
     ChangedFile,
     Changes,
     ConflictFile,
     FileText,
+    ForkContext,
     ForkRef,
     ForkSource,
     ForkState,
@@ -41,8 +43,8 @@ from ..protocol.types import (
     Usage,
     Worktree,
 )
-from . import failpoints, isolation, pool
-from .agent import AgentSpec
+from . import failpoints, isolation, pool, transcript
+from .agent import AgentSpec, AgentStartError, Backend
 from .child_env import ChildEnvironments, stop_leftover_setup
 from .fork_state import check_move
 from .isolation import ForkTrees, MadeAhead
@@ -81,7 +83,8 @@ def may_fork(config: SessionConfig, depth: int) -> bool:
 
 
 def fork_prompt(config: SessionConfig, depth: int) -> str | None:
-    """What to append to Claude Code's system prompt for a session at `depth`."""
+    """What to append to the agent's system prompt (Codex: its developer instructions) for a
+    session at `depth`."""
     return fork_instructions(config.max_children) if may_fork(config, depth) else None
 
 
@@ -173,7 +176,11 @@ def problem_message(problem: str) -> str:
 
 
 def child_prompt(
-    label: str, tasks: list[str], workdir: str | None = None, parent_dir: str | None = None
+    label: str,
+    tasks: list[str],
+    workdir: str | None = None,
+    parent_dir: str | None = None,
+    fresh: bool = False,
 ) -> str:
     """A fork child's first message. Its first line is the seeds' contract, word for word; the
     rest keeps the child on its own task: parallel forks that redo each other's work or re-plan
@@ -181,6 +188,12 @@ def child_prompt(
     told where it works: the conversation it resumes names the parent's paths, and writing
     there would bypass its isolation."""
     lines = [f"You were assigned '{label}'"]
+    if fresh:
+        lines += [
+            "",
+            "You start afresh: you were given none of the conversation you were forked from, "
+            "only this task. Find out what you need from the project itself.",
+        ]
     if workdir is not None and parent_dir is not None:
         lines += [
             "",
@@ -319,11 +332,16 @@ class Fork:
     isolation: Isolation | None = None
     merge_mode: MergeMode | None = None
     worktree_setup: str | None = None
+    # What its children start from and which agent they run (None: the defaults, see below).
+    context: ForkContext | None = None
+    agent: AgentName | None = None
     trees: ForkTrees | None = None  # decided when it starts
     # A proposal's worktrees, made while its approval is asked (isolation.MadeAhead).
     ahead: MadeAhead | None = None
     # Set once its children exist (worktrees take a moment): a cancel waits for it.
     prepared: anyio.Event = field(default_factory=anyio.Event)
+    # The parent's conversation, read once for `transcript` children (all get the same).
+    conversation: list[transcript.Entry] | None = None
     # What each child's worktree takes on disk, measured when the child ends (a walk of every
     # file: off the fork's last moments, but for its last child).
     disk: dict[str, int] = field(default_factory=dict)
@@ -337,6 +355,18 @@ class Fork:
 
     def ref(self) -> ForkRef:
         return ForkRef(forkId=self.id, state=self.state)
+
+    @property
+    def child_agent(self) -> AgentName:
+        return self.agent or self.parent.config.agent
+
+    @property
+    def child_context(self) -> ForkContext:
+        """Its children's start: native resume needs the parent's agent, so another agent's
+        children get the conversation written out unless the fork said otherwise."""
+        if self.context is not None:
+            return self.context
+        return "inherit" if self.child_agent == self.parent.config.agent else "transcript"
 
     def record(self) -> dict[str, Any]:
         """The fork's row in the store."""
@@ -355,6 +385,8 @@ class Fork:
             else [msgspec.to_builtins(r.wire()) for r in self.results],
             "reintegrated": self.state == "finished",
             "isolation": self._isolation_record(),
+            "context": self.context,
+            "agent": self.agent,
         }
 
     def _isolation_record(self) -> dict[str, Any] | None:
@@ -379,8 +411,13 @@ class ForkHost(Protocol):
     @property
     def sessions(self) -> Mapping[str, Session]: ...
 
-    def new_child(self, parent: Session, fork_id: str, label: str, start: AgentSpec) -> Session:
-        """A fork child session, created but not launched."""
+    def child_backend(self, parent: Session, agent: AgentName) -> Backend:
+        """The backend `parent`'s fork children of `agent` run on."""
+
+    def new_child(
+        self, parent: Session, fork_id: str, label: str, start: AgentSpec, agent: AgentName
+    ) -> Session:
+        """A fork child session of `agent`, created but not launched."""
 
     def launch(self, session: Session) -> None:
         """Announce a session and start its runner."""
@@ -405,6 +442,20 @@ class Spawn(Protocol):
     def __call__(self, coro: Coroutine[Any, Any, None], name: str) -> None: ...
 
 
+def check_context(
+    method: str, parent_agent: AgentName, agent: AgentName | None, context: ForkContext | None
+) -> None:
+    """InvalidParams for a fork whose children could not start as asked."""
+    if agent is not None and agent != parent_agent and context == "inherit":
+        raise protocol.invalid_params(
+            method,
+            f"'context': 'inherit' resumes the parent's {parent_agent} conversation natively, "
+            f"which a {agent} child cannot do; use 'transcript' (the parent's conversation "
+            "written into the child's first prompt, the default for another agent) or 'fresh'.",
+            "context",
+        )
+
+
 def tree_usage(sessions: Mapping[str, Session], session: Session) -> Usage:
     """A session's tokens and those of its fork children, theirs, and so on."""
     total = session.usage
@@ -412,6 +463,14 @@ def tree_usage(sessions: Mapping[str, Session], session: Session) -> Usage:
         if child.parent_id == session.id:
             total = total + tree_usage(sessions, child)
     return total
+
+
+async def fork_point_problem(session: Session, at_message_id: str | None) -> str | None:
+    """Why the session's agent cannot copy its conversation up to `at_message_id` (an assistant
+    message of the session's), or None; for coven/fork and coven/branch."""
+    if at_message_id is None or session.agent_session_id is None:
+        return None
+    return await session.backend.fork_point_problem(session.agent_session_id, at_message_id)
 
 
 class ForkManager:
@@ -514,6 +573,8 @@ class ForkManager:
         isolation: Isolation | None = None,
         merge_mode: MergeMode | None = None,
         worktree_setup: str | None = None,
+        context: ForkContext | None = None,
+        agent: AgentName | None = None,
     ) -> None:
         fork = self.get(fork_id)
         if fork.state != "proposed":
@@ -523,6 +584,7 @@ class ForkManager:
                 {"forkId": fork_id, "state": fork.state},
             )
         if approve:
+            check_context(protocol.DECIDE_FORK, fork.parent.config.agent, agent, context)
             if tasks is not None:
                 try:
                     fork.tasks = check_tasks(tasks, fork.parent.config.max_children)
@@ -531,6 +593,7 @@ class ForkManager:
             fork.decision = "approved"
             fork.isolation, fork.merge_mode = isolation, merge_mode
             fork.worktree_setup = worktree_setup
+            fork.context, fork.agent = context, agent
             self._start(fork)
             return
         fork.decision = "rejected"
@@ -595,11 +658,20 @@ class ForkManager:
         isolation: Isolation | None = None,
         merge_mode: MergeMode | None = None,
         worktree_setup: str | None = None,
+        context: ForkContext | None = None,
+        agent: AgentName | None = None,
     ) -> Fork:
         # Looked up first (maybe in the store): the checks below and the start of the fork must
         # not be separated by an await, lest the session get busy in between.
         message_found = at_message_id is None or await session.has_message(at_message_id)
+        # Only a child that resumes the conversation natively is bound by where its agent can
+        # copy it: a transcript is cut at any message.
+        native = agent in (None, session.config.agent) and context in (None, "inherit")
+        problem = (
+            await fork_point_problem(session, at_message_id) if message_found and native else None
+        )
         self.check_copyable(session, "fork", "it cannot fork")
+        check_context(protocol.FORK, session.config.agent, agent, context)
         try:
             tasks = check_tasks(tasks, session.config.max_children)
         except ForkSyntaxError as exc:
@@ -610,6 +682,8 @@ class ForkManager:
                 f"'atMessageId' {at_message_id!r} is not an assistant message of session "
                 f"{session.id}; use the messageId of one of its text events.",
             )
+        if problem is not None:
+            raise protocol.invalid_params(protocol.FORK, problem, "atMessageId")
         fork = self._new_fork(
             session,
             tasks,
@@ -618,6 +692,8 @@ class ForkManager:
             isolation=isolation,
             merge_mode=merge_mode,
             worktree_setup=worktree_setup,
+            context=context,
+            agent=agent,
         )
         self._start(fork)
         return fork
@@ -751,10 +827,13 @@ class ForkManager:
         """Decide where the children work (making their worktrees), create them, say so, and
         launch them."""
         parent, config = fork.parent, fork.parent.config
-        started = time.monotonic()
         if fork.ahead is not None and (fork.isolation or config.fork_isolation) == "shared":
             ahead, fork.ahead = fork.ahead, None
             await isolation.remove_ahead(ahead)  # approved to share the parent's folder after all
+        backend = self._host.child_backend(parent, fork.child_agent)
+        await anyio.to_thread.run_sync(backend.check)  # no such agent: the fork cannot start
+        await self._read_conversation(fork)
+        started = time.monotonic()
         trees = await isolation.plan(
             config.cwd,
             fork.isolation or config.fork_isolation,
@@ -796,7 +875,9 @@ class ForkManager:
         for n, label in enumerate(fork.tasks):
             tree = trees_made[n] if trees_made else None
             cwd = config.cwd if tree is None else isolation.child_cwd(tree, config.cwd)
-            child = self._host.new_child(parent, fork.id, label, self._child_spec(fork, cwd))
+            child = self._host.new_child(
+                parent, fork.id, label, self._child_spec(fork, cwd), fork.child_agent
+            )
             child.isolation, child.isolation_reason = trees.mode, trees.reason
             child.worktree = tree
             fork.children.append(child)
@@ -814,14 +895,38 @@ class ForkManager:
                 isolationReason=trees.reason,
                 mergeMode=trees.merge_mode if worktree_mode else None,
                 base=trees.base if worktree_mode else None,
+                context=None if fork.child_context == "inherit" else fork.child_context,
+                agent=None if fork.child_agent == config.agent else fork.child_agent,
             )
         )
         for child in fork.children:
             self._host.launch(child)
 
+    async def _read_conversation(self, fork: Fork) -> None:
+        """The parent's conversation, for `transcript` children (once per fork and server)."""
+        parent = fork.parent
+        if fork.child_context != "transcript" or fork.conversation is not None:
+            return
+        if parent.agent_session_id is None:
+            raise AgentStartError(f"Session {parent.id} has no conversation to write out.")
+        fork.conversation = await parent.backend.conversation(
+            parent.agent_session_id, parent.config.cwd, fork.at_message_id
+        )
+
     @staticmethod
     def _child_spec(fork: Fork, cwd: str) -> AgentSpec:
         parent, config = fork.parent, fork.parent.config
+        if fork.child_context != "inherit":
+            # A new conversation of the child's agent; the parent's model is its own agent's.
+            same = fork.child_agent == config.agent
+            return AgentSpec(
+                cwd=cwd,
+                model=config.model if same else None,
+                permission_mode=config.permission_mode,
+                session_id=str(uuid.uuid4()),
+                append_system_prompt=fork_prompt(config, parent.depth + 1),
+                env=config.env,
+            )
         return AgentSpec(
             cwd=cwd,
             model=config.model,
@@ -1035,9 +1140,13 @@ class ForkManager:
             workdir = parent_dir = None
             if child.worktree is not None:
                 workdir, parent_dir = child.config.cwd, fork.parent.config.cwd
-            child.send(
-                child_prompt(child.label or "", fork.tasks, workdir, parent_dir), origin="fork"
+            context = fork.child_context
+            brief = child_prompt(
+                child.label or "", fork.tasks, workdir, parent_dir, fresh=context == "fresh"
             )
+            if context == "transcript":
+                brief = transcript.render(fork.conversation or [], brief)
+            child.send(brief, origin="fork")
             await child.wait_settled()
             if child.worktree is not None and not child.stopped_with_server:
                 await self._collect(fork, child)
@@ -1097,6 +1206,8 @@ class ForkManager:
                 children=[sessions[c] for c in row["children"] or [] if c in sessions],
                 trees=ForkTrees.from_record(stored) if "mode" in stored else None,
                 **_requested(stored),
+                context=row.get("context"),
+                agent=row.get("agent"),
             )
             fork.prepared.set()
             self.forks[fork.id] = fork
@@ -1159,6 +1270,12 @@ class ForkManager:
         self._spawn(self._resume_run(fork, again), name=f"fork {fork.id}")
 
     async def _resume_run(self, fork: Fork, again: list[Session]) -> None:
+        try:
+            await self._read_conversation(fork)
+        except AgentStartError as exc:
+            fork.parent.emit(events.Error(message=f"The fork could not resume: {exc}"))
+            for child in again:
+                await child.close("cancelled")
         for child in again:
             if child.worktree is not None:
                 try:

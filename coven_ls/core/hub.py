@@ -27,8 +27,15 @@ from .. import agents, protocol
 from ..protocol import EventDict, Status, events
 from ..protocol.types import KeptBranch, Usage
 from . import failpoints, isolation, keep
-from .agent import AgentSpec, Backend
-from .fork import Fork, ForkManager, fork_prompt, results_reached, tree_usage
+from .agent import AgentSpec, Backend, Conversation
+from .fork import (
+    Fork,
+    ForkManager,
+    fork_point_problem,
+    fork_prompt,
+    results_reached,
+    tree_usage,
+)
 from .journal import Journal
 from .session import Session, SessionConfig
 from .slots import Slots
@@ -180,6 +187,14 @@ class Hub:
                     f"{session.worktree.path}; that file belongs to the conversation you were "
                     f"forked from. Write {instead} instead."
                 )
+            instead = isolation.outside_command(session.worktree, tool_name, tool_input)
+            if instead is not None:
+                return False, (
+                    "Denied: you work in your own worktree, "
+                    f"{session.worktree.path}; this command reaches into "
+                    f"{session.worktree.repository}, which belongs to the conversation you were "
+                    f"forked from. Work on {instead} instead."
+                )
         client = self.client_for(session)
         if client is None:
             return False, "Denied: no editor is connected to coven-ls to approve this tool use."
@@ -325,14 +340,37 @@ class Hub:
         session.send(params.prompt)
         return session
 
-    def new_child(self, parent: Session, fork_id: str, label: str, start: AgentSpec) -> Session:
-        """A fork child: a session of its own, starting from its parent's conversation. It is
-        not launched yet: clients hear of it in the parent's forkStarted first."""
+    def child_backend(self, parent: Session, agent: protocol.AgentName) -> Backend:
+        """The backend of a fork child of `agent`: its parent's for the same agent, else the one
+        the options of the client that answers for the parent name (its binary)."""
+        if agent == parent.config.agent:
+            return parent.backend
+        client = self.client_for(parent)
+        options = (
+            client.settings.options if client is not None else protocol.InitializationOptions()
+        )
+        return self.backend(agent, options)
+
+    def new_child(
+        self,
+        parent: Session,
+        fork_id: str,
+        label: str,
+        start: AgentSpec,
+        agent: protocol.AgentName,
+    ) -> Session:
+        """A fork child: a session of its own, starting from its parent's conversation (or
+        afresh, see Fork.child_context). It is not launched yet: clients hear of it in the
+        parent's forkStarted first."""
         config = dataclasses.replace(
-            parent.config, cwd=start.cwd, append_system_prompt=start.append_system_prompt
+            parent.config,
+            cwd=start.cwd,
+            append_system_prompt=start.append_system_prompt,
+            agent=agent,
+            model=start.model,
         )
         return self._new_session(
-            parent.backend,
+            self.child_backend(parent, agent),
             config,
             store=self.journal.store_of(parent.id),
             launch=False,
@@ -357,6 +395,7 @@ class Hub:
         # Looked up first (maybe in the store): the checks below and the branch's start must not
         # be separated by an await.
         message_found = at_message_id is None or await parent.has_message(at_message_id)
+        problem = await fork_point_problem(parent, at_message_id) if message_found else None
         conversation = self.forks.check_copyable(parent, "branch", "it cannot be branched")
         if not message_found:
             raise protocol.invalid_params(
@@ -365,6 +404,8 @@ class Hub:
                 f"{parent.id}; use the messageId of one of its text events.",
                 "atMessageId",
             )
+        if problem is not None:
+            raise protocol.invalid_params(method, problem, "atMessageId")
         config = dataclasses.replace(parent.config)
         session = self._new_session(
             parent.backend,
@@ -626,8 +667,7 @@ class Hub:
         if store is not None:
             await anyio.to_thread.run_sync(store.delete_sessions, ids)
         if purge:
-            for node in subtree:
-                _purge_transcript(node)
+            await _purge(subtree)
         for sid in ids:
             self.sessions.pop(sid, None)
             self._owners.pop(sid, None)
@@ -686,17 +726,20 @@ def _isolation_settings(settings: ClientSettings) -> dict[str, Any]:
     }
 
 
-def _purge_transcript(session: Session) -> None:
-    """Delete the CLI's transcript of a session (`<config>/projects/<cwd>/<id>.jsonl`)."""
-    if not session.agent_session_id:
-        return
-    config_dir = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.expanduser("~/.claude")
-    project = "".join(c if c.isalnum() else "-" for c in session.config.cwd)
-    transcript = Path(config_dir) / "projects" / project / f"{session.agent_session_id}.jsonl"
-    try:
-        transcript.unlink(missing_ok=True)
-    except OSError:
-        log.warning("could not delete %s", transcript, exc_info=True)
+async def _purge(subtree: list[Session]) -> None:
+    """What each session's agent stored of its conversation, deepest first: a conversation
+    forked from another comes before it (codex refuses to delete a thread that forks still
+    reference). `subtree` lists parents before their children."""
+    by_backend: dict[int, tuple[Backend, list[Conversation]]] = {}
+    for node in reversed(subtree):
+        if node.agent_session_id:
+            _, conversations = by_backend.setdefault(id(node.backend), (node.backend, []))
+            conversations.append(Conversation(node.agent_session_id, node.config.cwd))
+    for backend, conversations in by_backend.values():
+        try:
+            await backend.purge(conversations)
+        except Exception:
+            log.warning("purging %d conversations failed", len(conversations), exc_info=True)
 
 
 def _title(prompt: str, limit: int = 80) -> str:

@@ -15,8 +15,10 @@ from typing import Any
 import msgspec
 
 from .types import (
+    AgentName,
     Changes,
     ConflictFile,
+    ForkContext,
     ForkSource,
     ForkState,
     Isolation,
@@ -268,7 +270,9 @@ class Task(Payload, tag="task"):
 
 
 class Error(Payload, tag="error"):
-    """Something went wrong outside the conversation (the CLI crashed or could not start)."""
+    """Something went wrong outside the conversation: the agent could not start, or crashed in
+    a turn (the turn fails) or between turns (said at once; the session stays idle and its next
+    message starts the agent again on the same conversation)."""
 
     message: str
     """what went wrong, for a person"""
@@ -320,6 +324,11 @@ class ForkStarted(Payload, tag="forkStarted"):
     """with `isolation: worktree`: how their changes come back"""
     base: str | None = None
     """with `isolation: worktree`: the snapshot commit the children start from"""
+    context: ForkContext | None = None
+    """what the children start from, when not the parent's conversation resumed natively:
+    `fresh` or `transcript` (see `coven/fork`)"""
+    agent: AgentName | None = None
+    """the agent the children run, when not the parent's"""
 
 
 class ForkFinished(Payload, tag="forkFinished"):

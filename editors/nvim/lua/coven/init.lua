@@ -1,7 +1,8 @@
--- coven.nvim: Claude Code sessions in Neovim through coven-ls, with Neovim's own LSP client.
+-- coven.nvim: coding-agent sessions (Claude Code, Codex) in Neovim through coven-ls, with Neovim's own LSP client.
 --
 --   require('coven').setup{ cmd = { 'coven-ls' }, init_options = { forkMode = 'approve' } }
 --   :CovenStart Count the files in src/
+--   :CovenBranch Try it with a generator   (a branch of the current session, which it becomes)
 --
 -- Works on Neovim 0.7 and later: only APIs that 0.7 has are used, and the two that newer
 -- releases renamed (starting a client, calling its methods) go through `compat` below.
@@ -362,12 +363,35 @@ local function current_session()
   return state.current
 end
 
+-- `:CovenStart ++agent=codex {prompt}`: the options before the prompt, as Vim's own `++opt`.
+local function start_options(args)
+  local params = {}
+  local rest = args or ''
+  while true do
+    local name, value, after = rest:match('^%s*%+%+(%w+)=(%S+)%s*(.*)$')
+    if not name then
+      break
+    end
+    params[name] = value
+    rest = after
+  end
+  return rest, params
+end
+
 function M.start_session(prompt, params)
+  local options
+  prompt, options = start_options(prompt)
   if vim.trim(prompt or '') == '' then
-    notify('usage: :CovenStart {prompt}', vim.log.levels.WARN)
+    notify('usage: :CovenStart [++agent=claude|codex] {prompt}', vim.log.levels.WARN)
     return
   end
-  local p = vim.tbl_extend('force', params or {}, { prompt = prompt })
+  for name in pairs(options) do
+    if name ~= 'agent' then
+      notify('unknown option ++' .. name .. ' (:CovenStart takes ++agent=claude|codex)', vim.log.levels.WARN)
+      return
+    end
+  end
+  local p = vim.tbl_extend('force', params or {}, options, { prompt = prompt })
   if state.opts.open_tree then
     M.open_tree()
   else
@@ -394,6 +418,33 @@ function M.fork(spec)
   if sid then
     request('coven/fork', { sessionId = sid, tasks = split_tasks(spec) })
   end
+end
+
+-- Branch the current session (coven/branch): a new session of its own holding the conversation
+-- so far (or up to `at_message_id`, an assistant message's id), in the same folder; it becomes
+-- the current session, and `prompt`, if given, is its first message. The session branched goes
+-- on as it was and never hears of the branch. `on_branched(id)`, if given, runs once it exists.
+function M.branch(prompt, at_message_id, on_branched)
+  local sid = current_session()
+  if not sid then
+    return
+  end
+  local params = { sessionId = sid }
+  if prompt and vim.trim(prompt) ~= '' then
+    params.prompt = vim.trim(prompt)
+  end
+  if at_message_id then
+    params.atMessageId = at_message_id
+  end
+  request('coven/branch', params, function(result)
+    tree.mark_branch(state.tree, result.sessionId, sid)
+    state.current = result.sessionId
+    M.schedule_render()
+    notify('branched into ' .. result.sessionId .. ', now the current session')
+    if on_branched then
+      on_branched(result.sessionId)
+    end
+  end)
 end
 
 local function pending_proposal()
@@ -717,9 +768,12 @@ function M.setup(opts)
       fn(a.args)
     end, { nargs = nargs, desc = desc, force = true })
   end
-  command('CovenStart', M.start_session, '+', 'Start a Claude Code session with this prompt')
+  command('CovenStart', M.start_session, '+', 'Start a session with this prompt (++agent=claude|codex first to pick the agent)')
   command('CovenSend', M.send, '+', 'Send a message to the current session')
   command('CovenFork', M.fork, '+', 'Fork the current session: tasks separated by ;')
+  command('CovenBranch', function(args)
+    M.branch(args)
+  end, '?', 'Branch the current session (optionally: its first message)')
   command('CovenApprove', M.approve, '?', 'Approve the proposed fork (optionally: new tasks; ...)')
   command('CovenReject', M.reject, '?', 'Reject the proposed fork (optionally: a reason)')
   command('CovenCancel', M.cancel, 0, "Cancel the current session's turn or fork")
