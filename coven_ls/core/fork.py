@@ -30,6 +30,7 @@ from ..protocol.types import (
     Changes,
     ConflictFile,
     FileText,
+    ForkEstimate,
     ForkRef,
     ForkSource,
     ForkState,
@@ -45,6 +46,7 @@ from .agent import AgentSpec
 from .child_env import ChildEnvironments, stop_leftover_setup
 from .fork_state import check_move
 from .isolation import ForkTrees
+from .models import estimate_fork
 from .session import Outcome, Session, SessionConfig
 from .store import Store
 from .worktrees import GitError
@@ -302,6 +304,14 @@ def compose_results(results: list[TaskResult]) -> str:
 # --- the async half ------------------------------------------------------------------------------
 
 
+def fork_estimate(parent: Session, children: int) -> ForkEstimate | None:
+    """What forking `parent` into `children` children of its own agent, inheriting its
+    conversation, would cost them to read it; None before its first model request."""
+    if parent.context is None:
+        return None
+    return estimate_fork(parent.context, children, parent_agent=parent.config.agent)
+
+
 @dataclass
 class Fork:
     id: str
@@ -324,6 +334,8 @@ class Fork:
     # What each child's worktree takes on disk, measured when the child ends (a walk of every
     # file: off the fork's last moments, but for its last child).
     disk: dict[str, int] = field(default_factory=dict)
+    # A model's proposal: the parent's context and what the children would pay to read it.
+    estimate: ForkEstimate | None = None
 
     def move_to(self, state: ForkState) -> None:
         """The one place a fork's state changes, checked against fork_state.py's table."""
@@ -448,7 +460,12 @@ class ForkManager:
             self._start(fork)
             return
         session.set_status("awaitingApproval")
-        session.emit(events.ForkProposed(forkId=fork.id, state=fork.state, tasks=tasks))
+        fork.estimate = fork_estimate(session, len(tasks))
+        session.emit(
+            events.ForkProposed(
+                forkId=fork.id, state=fork.state, tasks=tasks, estimate=fork.estimate
+            )
+        )
         self._host.ask_fork_approval(session, fork)
 
     async def _bring_later_work(self, child: Session) -> None:

@@ -42,6 +42,7 @@ from ..protocol import (
 from ..protocol.types import (
     BranchedFrom,
     Changes,
+    ContextUsage,
     Isolation,
     MergeMode,
     Origin,
@@ -58,7 +59,8 @@ from .agent import (
     describe_failure,
 )
 from .background import BackgroundTasks
-from .mapping import map_message
+from .mapping import SYNTHETIC_MODEL, map_message, usage_of
+from .models import context_usage
 from .session_log import EventLog
 from .session_process import AgentProcess, ChildIdle, StreamEnded
 from .session_record import Outcome as Outcome  # where forks and tests have always found it
@@ -166,6 +168,8 @@ class Session:
         self.agent_session_id: str | None = None
         self.cost_usd: float = 0.0
         self.usage = Usage()
+        # How full its context is: its last main-thread model request (see `_gauge`).
+        self.context: ContextUsage | None = None
         # A fork child's place: its fork's isolation mode (and why it is shared), its worktree,
         # and its changes once it has ended (set by the fork's Isolation).
         self.isolation: Isolation | None = None
@@ -223,6 +227,7 @@ class Session:
             queuePosition=self.queue_position,
             usage=self.usage,
             treeUsage=self.usage if tree_usage is None else tree_usage,
+            contextUsage=self.context,
             backgroundTasks=list(self.tasks),
             isolation=self.isolation,
             isolationReason=self.isolation_reason,
@@ -741,6 +746,7 @@ class Session:
                 )
             return None
         result: events.TurnResult | None = None
+        self._gauge(message)
         for payload in map_message(message):
             if isinstance(payload, events.AgentStarted):
                 # The CLI announces itself at every turn; clients need it once per change.
@@ -757,6 +763,8 @@ class Session:
                 payload = self._account(payload)
                 if payload.usage is not None:
                     self.usage = self.usage + payload.usage
+                if self.context is not None:
+                    payload = msgspec.structs.replace(payload, contextUsage=self.context)
                 if self._cancel_requested.is_set():
                     # The user stopped it: that is no error, and the CLI's text for it
                     # ("[ede_diagnostic] result_type=user ...") is no answer.
@@ -772,6 +780,19 @@ class Session:
             if isinstance(payload, events.TurnResult):
                 result = payload
         return result
+
+    def _gauge(self, message: Any) -> None:
+        """Each model call of the session's own (not a subagent's) sets its context: what the
+        request put in (input, cache read, cache creation; the CLI sends the request's input
+        side on every assistant message of the call)."""
+        if not isinstance(message, AssistantMessage) or message.parent_tool_use_id is not None:
+            return
+        used = usage_of(message.usage)
+        if used is None or message.model == SYNTHETIC_MODEL:
+            return
+        tokens = used.inputTokens + used.cacheReadTokens + used.cacheCreationTokens
+        if tokens:
+            self.context = context_usage(tokens, message.model or None)
 
     def _publish_task_end(self, task: events.Task) -> None:
         ended = events.Task(

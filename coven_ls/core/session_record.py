@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .. import protocol
-from ..protocol.types import Changes, Usage, Worktree
+from ..protocol.types import Changes, ContextUsage, Usage, Worktree
 
 if TYPE_CHECKING:  # the session holds its record: it imports this module
     from .session import Session
@@ -42,7 +42,11 @@ def record(session: Session) -> dict[str, Any]:
         "fork_mode": session.config.fork_mode,
         "created_at": session.created_at,
         "cost_usd": session.cost_usd,
-        "usage": msgspec.to_builtins(session.usage),
+        # The gauge rides in the usage column (no column of its own): older servers ignore it.
+        "usage": {
+            **msgspec.to_builtins(session.usage),
+            "context": msgspec.to_builtins(session.context),
+        },
         "depth": session.depth,
         "max_children": session.config.max_children,
         "max_parallel": session.config.max_parallel,
@@ -84,6 +88,8 @@ def restore(session: Session, row: dict[str, Any]) -> None:
     session.cost_usd = row["cost_usd"] or 0.0
     if row.get("usage"):
         session.usage = msgspec.convert(row["usage"], Usage)
+        if row["usage"].get("context"):
+            session.context = msgspec.convert(row["usage"]["context"], ContextUsage)
     outcome = row.get("outcome")
     if outcome is not None:
         session.last_outcome = Outcome(

@@ -17,6 +17,8 @@ import msgspec
 from .types import (
     Changes,
     ConflictFile,
+    ContextUsage,
+    ForkEstimate,
     ForkSource,
     ForkState,
     Isolation,
@@ -221,6 +223,9 @@ class TurnResult(Payload, tag="turnResult"):
     """this turn's tokens, over every model call in it"""
     cancelled: bool | None = None
     """true only on turns ended by `coven/cancel` (then `text` is empty and `isError` false)"""
+    contextUsage: ContextUsage | None = None
+    """how full the session's context is after the turn (its last model request against its
+    model's window); absent when the turn made no model request"""
 
 
 class ApiRetry(Payload, tag="apiRetry"):
@@ -283,6 +288,10 @@ class ForkProposed(Payload, tag="forkProposed"):
     """the fork's state after this event (`proposed`)"""
     tasks: list[str]
     """the task labels the model wrote, in order"""
+    estimate: ForkEstimate | None = None
+    """the parent's context and what the fork would cost its children to read it, with a
+    warning when the context is past 80% of its window; absent when the parent has made no
+    model request (show it with the question)"""
 
 
 class ForkRejected(Payload, tag="forkRejected"):

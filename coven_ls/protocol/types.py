@@ -384,6 +384,47 @@ class Usage(Wire):
         )
 
 
+class ContextUsage(Wire):
+    """How full a session's context is: its last model request against its model's window."""
+
+    tokens: NonNegativeInt
+    """the last model request's input: input, cache read and cache creation tokens (a
+    subagent's requests do not count)"""
+    window: NonNegativeInt | None
+    """the model's context window in tokens; null for a model coven-ls's price table does not
+    know (then show the tokens only and say the model is unknown)"""
+    model: str | None
+    """the model that served that request, as the agent reports it"""
+
+
+class ForkEstimate(Wire):
+    """What a fork would cost its children before any of them does anything: each child pays
+    for the parent's context once, at the price it pays for it."""
+
+    contextTokens: NonNegativeInt
+    """the parent's context (its `contextUsage.tokens`)"""
+    window: NonNegativeInt | None
+    """the parent's model's context window; null for a model the table does not know"""
+    model: str | None
+    """the parent's model"""
+    children: NonNegativeInt
+    """how many children the fork starts"""
+    tokens: NonNegativeInt
+    """`children` × `contextTokens`: the context the children read before they start"""
+    pricedAs: Literal["cacheRead", "input"]
+    """the price each child pays for those tokens: `cacheRead` for children that resume the
+    parent's conversation natively (its prompt cache is warm), `input` (full price) for fresh,
+    transcript, Codex or another agent's children"""
+    costUsd: float | None
+    """`tokens` at that price of the children's model; null when the table does not know the
+    model (say so and show the tokens only)"""
+    pricesAsOf: str
+    """the date of coven-ls's price table (`YYYY-MM-DD`)"""
+    warning: str | None
+    """set when the parent's context is past 80% of its window, e.g. "the parent's context is
+    85% full (170,000 of 200,000 tokens)"; else null"""
+
+
 class ChangedFile(Wire):
     """A file a fork child changed, from the fork's snapshot to its work."""
 
@@ -523,6 +564,9 @@ class SessionInfo(Wire):
     lastFork: ForkRef | None = None
     """the latest fork of this session (as the parent) and its state now; null when it never
     forked"""
+    contextUsage: ContextUsage | None = None
+    """how full its context is (its last model request against its model's window); null
+    before its first model request"""
 
 
 class ListSessionsResult(Wire):

@@ -43,7 +43,7 @@ from ..protocol import Kind
 from ..protocol.describe import change_counts, one_line, summarize_input
 from . import chat_commands as cmd
 from .client import CovenClient, PermissionAnswer
-from .render import TreePrinter, file_listing
+from .render import TreePrinter, estimate_lines, file_listing
 from .run import applied_line
 
 EXIT_OK, EXIT_NOT_STARTED = 0, 2
@@ -530,7 +530,8 @@ class Chat:
         listing = "\n".join(f"  {n}. {task}" for n, task in enumerate(tasks, 1))
         answer = await self.ask(
             f"Claude proposes to fork into {len(tasks)} task{'s' if len(tasks) != 1 else ''}:\n"
-            f"{listing}\nApprove the fork? (/approve a; b approves other tasks)",
+            f"{listing}\n{estimate_lines(event, len(tasks))}"
+            "Approve the fork? (/approve a; b approves other tasks)",
             "yn",
         )
         if answer is None or self._proposed.get(event["sessionId"]) != event["forkId"]:

@@ -46,7 +46,7 @@ from ..protocol import Kind
 from ..protocol.describe import change_counts, one_line, summarize_input
 from ..protocol.types import Isolation, MergeMode, Usage
 from .client import CovenClient, PermissionAnswer
-from .render import TreePrinter, file_listing, merge_summary
+from .render import TreePrinter, estimate_lines, file_listing, merge_summary
 
 T = TypeVar("T")
 
@@ -502,6 +502,7 @@ class Runner:
                 count = f"{len(tasks)} parallel task{'s' if len(tasks) != 1 else ''}"
                 answer = await self._terminal.ask(
                     f"Claude proposes to fork '{one_line(name, 40)}' into {count}:\n{listing}\n"
+                    f"{estimate_lines(event, len(tasks))}"
                     "Approve the fork? (e: edit the tasks)",
                     "yne",
                     default="n",

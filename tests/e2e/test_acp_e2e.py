@@ -15,7 +15,7 @@ from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 from acp.stdio import spawn_agent_process
 
-from coven_ls.testing.scripted_model import ScriptedModel, ToolUse, reply
+from coven_ls.testing.scripted_model import ScriptedModel, ToolUse, Usage, reply
 
 from ..harness import processes_with_env, wait_until
 
@@ -104,7 +104,10 @@ async def acp_agent(home: Path, model: ScriptedModel) -> AsyncIterator[Agent]:
 
 
 async def test_a_prompt_streams_its_answer(home: Path, model: ScriptedModel) -> None:
-    model.on("Hello", "Hi there, in pieces.", chunk_chars=4, chunk_delay=0.01)
+    model.on(
+        "Hello", "Hi there, in pieces.", chunk_chars=4, chunk_delay=0.01,
+        usage=Usage(300, 20, cache_read_input_tokens=5000, cache_creation_input_tokens=700),
+    )  # fmt: skip
     async with acp_agent(home, model) as agent:
         sid = await agent.new()
         done = await agent.prompt(sid, "Hello")
@@ -113,8 +116,10 @@ async def test_a_prompt_streams_its_answer(home: Path, model: ScriptedModel) -> 
         assert len(chunks) > 1 and agent.editor.text(sid) == "Hi there, in pieces."
         [info] = agent.editor.of(sid, "session_info_update")
         assert info.title == "Hello"
+        # The context is the request's input side, against the scripted model's real window
+        # (claude-opus-5-5: 1M in coven-ls's table).
         [usage] = agent.editor.of(sid, "usage_update")
-        assert usage.used > 0
+        assert (usage.used, usage.size) == (300 + 5000 + 700, 1_000_000)
 
 
 async def test_a_tool_is_asked_about_allowed_then_rejected(

@@ -174,6 +174,7 @@ class Translator:
                 self._input += _int(last.get("inputTokens"))
                 self._cached += _int(last.get("cachedInputTokens"))
                 self._output += _int(last.get("outputTokens"))
+                return [self._request_usage(last)]
             return []
         if method == "error":
             text = error_text(params.get("error"))
@@ -316,6 +317,21 @@ class Translator:
             message_id=item_id,
             uuid=item_id,
             session_id=self.thread_id,
+        )
+
+    def _request_usage(self, last: dict[str, Any]) -> AssistantMessage:
+        """The last model request's tokens as Claude's CLI reports a request's (a message with
+        no content): how the session learns how full its context is."""
+        cached = _int(last.get("cachedInputTokens"))
+        return AssistantMessage(
+            content=[],
+            model=self.model or "",
+            usage={
+                "input_tokens": max(_int(last.get("inputTokens")) - cached, 0),
+                "cache_read_input_tokens": cached,
+                "cache_creation_input_tokens": 0,
+                "output_tokens": _int(last.get("outputTokens")),
+            },
         )
 
     def _tool_result(self, item_id: str, content: str, failed: bool) -> UserMessage:
