@@ -5,8 +5,8 @@ import * as vscode from 'vscode';
 
 import { registerCommands } from './commands';
 import { onPythonInterpreterChange, pythonFromExtension } from './launch';
-import { type ForkNode, type Node, pendingChildren } from './model';
-import { describeToolInput, summarize } from './present';
+import { type ForkNode, type Node, type SessionNode, pendingChildren } from './model';
+import { contextStatus, describeToolInput, forkCostLines, summarize } from './present';
 import { type RequestPermissionParams, type RequestPermissionResult, WORKTREE_SETUP_TOOL } from './protocol';
 import { CHANGES_SCHEME, ChangesReview } from './review';
 import { CovenServer, ServerOutput } from './server';
@@ -49,6 +49,25 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const status = vscode.window.createStatusBarItem('coven.status', vscode.StatusBarAlignment.Left, 10);
   status.name = 'Coven';
   status.command = 'coven.sessions.focus';
+  // How full the selected session's context is (its last model request against its model's window).
+  const gauge = vscode.window.createStatusBarItem('coven.context', vscode.StatusBarAlignment.Left, 9);
+  gauge.name = 'Coven: context';
+  gauge.command = 'coven.sessions.focus';
+  const selectedSession = (): SessionNode | undefined => {
+    const picked = treeView.selection[0];
+    return picked?.kind === 'session' ? model.session(picked.sessionId) : undefined;
+  };
+  const updateGauge = (): void => {
+    const shown = server!.state === 'running' ? contextStatus(selectedSession()) : undefined;
+    if (shown === undefined) {
+      gauge.hide();
+      return;
+    }
+    gauge.text = shown.text;
+    gauge.tooltip = shown.tooltip;
+    gauge.backgroundColor = shown.warning ? new vscode.ThemeColor('statusBarItem.warningBackground') : undefined;
+    gauge.show();
+  };
 
   const updateStatus = (): void => {
     const s = server!.state;
@@ -98,6 +117,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     treeView,
     transcripts,
     status,
+    gauge,
+    treeView.onDidChangeSelection(updateGauge),
     vscode.window.registerFileDecorationProvider(tree),
     vscode.workspace.registerTextDocumentContentProvider(TRANSCRIPT_SCHEME, transcripts),
     vscode.workspace.registerTextDocumentContentProvider(CHANGES_SCHEME, review),
@@ -105,6 +126,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       tree.apply(changes);
       transcripts.apply(changes);
       updateStatus();
+      updateGauge();
     }),
     sync.onForkProposed((fork) => void announceFork(fork, sync!)),
     sync.onForkReviewing((fork) => void announceReview(fork, sync!)),
@@ -214,8 +236,14 @@ async function askSetupApproval(input: Record<string, unknown>, token: vscode.Ca
 async function announceFork(fork: ForkNode, sync: SessionSync): Promise<void> {
   const session = sync.model.session(fork.sessionId);
   const tasks = fork.tasks.map((t) => `“${t}”`).join(', ');
-  const choice = await vscode.window.showInformationMessage(
-    `Claude proposes to fork${session ? ` '${session.title}'` : ''} into ${fork.tasks.length} ${fork.tasks.length === 1 ? 'task' : 'tasks'}: ${tasks}`,
+  // The parent's context and the fork's cost; a warning (and a warning message) past 80% of the window.
+  const cost = fork.estimate !== undefined ? forkCostLines(fork.estimate) : [];
+  const show = fork.estimate?.warning !== undefined ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
+  const choice = await show(
+    [
+      `Claude proposes to fork${session ? ` '${session.title}'` : ''} into ${fork.tasks.length} ${fork.tasks.length === 1 ? 'task' : 'tasks'}: ${tasks}`,
+      ...cost,
+    ].join(' — '),
     'Approve',
     'Approve with Edits…',
     'Reject',

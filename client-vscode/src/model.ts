@@ -43,6 +43,8 @@ export interface SessionNode extends NodeBase {
   costUsd: number;
   /** Tokens of the session's own turns (not its forks': see `treeUsage`). */
   usage: TokenUsage;
+  /** How full its context is (its last model request against its model's window); undefined before its first. */
+  contextUsage: ContextGauge | undefined;
   /** A queued fork child's place in the line for a slot (1: it starts next). */
   queuePosition: number | undefined;
   /** The model call failed and the CLI tries again (an `apiRetry`), until the model answers. */
@@ -127,6 +129,52 @@ export interface SubagentNode extends NodeBase {
   readonly children: ItemNode[];
 }
 
+/** A session's context (`ContextUsage`): `window` undefined for a model the server's price table does not know. */
+export interface ContextGauge {
+  tokens: number;
+  window: number | undefined;
+  model: string | undefined;
+}
+
+/** A proposed fork's cost (`ForkEstimate`); `costUsd` and `window` undefined for a model the table does not know. */
+export interface ForkCost {
+  contextTokens: number;
+  window: number | undefined;
+  model: string | undefined;
+  children: number;
+  tokens: number;
+  pricedAs: 'cacheRead' | 'input';
+  costUsd: number | undefined;
+  pricesAsOf: string;
+  warning: string | undefined;
+}
+
+export function contextGaugeOf(v: unknown): ContextGauge | undefined {
+  if (typeof v !== 'object' || v === null) return undefined;
+  const o = v as Record<string, unknown>;
+  const tokens = num(o.tokens);
+  return tokens === undefined ? undefined : { tokens, window: num(o.window), model: str(o.model) };
+}
+
+export function forkCostOf(v: unknown): ForkCost | undefined {
+  if (typeof v !== 'object' || v === null) return undefined;
+  const o = v as Record<string, unknown>;
+  const contextTokens = num(o.contextTokens);
+  const children = num(o.children);
+  if (contextTokens === undefined || children === undefined) return undefined;
+  return {
+    contextTokens,
+    window: num(o.window),
+    model: str(o.model),
+    children,
+    tokens: num(o.tokens) ?? children * contextTokens,
+    pricedAs: o.pricedAs === 'cacheRead' ? 'cacheRead' : 'input',
+    costUsd: num(o.costUsd),
+    pricesAsOf: str(o.pricesAsOf) ?? '',
+    warning: str(o.warning),
+  };
+}
+
 /** Tokens, as the server counts them (`Usage`), with every field present. */
 export interface TokenUsage {
   inputTokens: number;
@@ -203,6 +251,8 @@ export interface ForkNode extends NodeBase {
   readonly children: SessionNode[];
   /** The proposed tasks, shown until the fork starts (or forever, if it was rejected). */
   readonly taskNodes: TaskNode[];
+  /** A model's proposal: the parent's context and what the children would pay to read it (forkProposed). */
+  estimate: ForkCost | undefined;
   /** Whether it sits in its parent's timeline yet. */
   placed: boolean;
   /** Its parent ended (closed, cancelled, failed) while it was still open: nothing more will come of it. */
@@ -517,6 +567,7 @@ export class CovenModel {
       node.queuedMessages = num(info.queued) ?? node.queuedMessages;
       rec.costFromInfo = num(info.costUsd) ?? rec.costFromInfo;
       rec.usageFromInfo = tokenUsage(info.usage) ?? rec.usageFromInfo;
+      node.contextUsage = contextGaugeOf(info.contextUsage) ?? node.contextUsage;
       if (Array.isArray(info.backgroundTasks)) rec.backgroundTasksFromInfo = info.backgroundTasks.length;
       node.isolation = isolationOf(info.isolation) ?? node.isolation;
       node.isolationReason = str(info.isolationReason) ?? node.isolationReason;
@@ -713,6 +764,7 @@ export class CovenModel {
         queuedMessages: 0,
         costUsd: 0,
         usage: NO_USAGE,
+        contextUsage: undefined,
         queuePosition: undefined,
         retry: undefined,
         backgroundTasks: 0,
@@ -847,6 +899,7 @@ export class CovenModel {
         const usage = tokenUsage(e.usage);
         rec.costFromEvents += cost;
         rec.usageFromEvents = addUsage(rec.usageFromEvents, usage);
+        node.contextUsage = contextGaugeOf(e.contextUsage) ?? node.contextUsage;
         this.refreshCost(rec);
         rec.pendingPermissions.clear();
         node.awaitingPermission = 0;
@@ -898,6 +951,7 @@ export class CovenModel {
         const fork = this.forkNode(str(e.forkId) ?? `${node.sessionId}#${e.seq}`, node.sessionId);
         this.setState(fork, e.state);
         this.setTasks(fork, strings(e.tasks));
+        fork.estimate = forkCostOf(e.estimate) ?? fork.estimate;
         this.place(rec, fork);
         return this.touch(fork);
       }
@@ -1287,7 +1341,7 @@ export class CovenModel {
         forkId, sessionId, state: 'running', tasks: [], source: undefined, atMessageId: undefined,
         reason: undefined, results: undefined, usage: undefined, isolation: undefined, isolationReason: undefined,
         mergeMode: undefined, base: undefined, diskBytes: undefined, pending: [], children: [], taskNodes: [], placed: false,
-        orphaned: false,
+        orphaned: false, estimate: undefined,
       };
       this.forks.set(forkId, fork);
     }
@@ -1378,7 +1432,7 @@ export class CovenModel {
 function infoSignature(n: SessionNode): string {
   return JSON.stringify([
     n.title, n.label, n.status, n.costUsd, n.queuedMessages, n.model, n.cwd, n.agentSessionId, n.createdAt, n.usage, n.queuePosition, n.backgroundTasks,
-    n.isolation, n.isolationReason, n.worktree, n.changes,
+    n.isolation, n.isolationReason, n.worktree, n.changes, n.contextUsage,
   ]);
 }
 

@@ -5,6 +5,8 @@ import { changesDescription, conflictLine, fileLine, mergeMeaning, mergeText } f
 import { apiFailures, statusLabels } from './labels.gen';
 import {
   type ApiRetry,
+  type ContextGauge,
+  type ForkCost,
   BUSY_STATUSES,
   type CovenModel,
   type ForkNode,
@@ -243,6 +245,7 @@ function presentSession(node: SessionNode): Presentation {
   if (node.model) rows.push(`Model: ${escapeMarkdown(node.model)}`);
   if (node.cwd) rows.push(`Folder: ${escapeMarkdown(node.cwd)}`);
   if (node.costUsd > 0) rows.push(`Cost: ${formatCost(node.costUsd)}`);
+  if (node.contextUsage !== undefined) rows.push(`Context: ${escapeMarkdown(contextText(node.contextUsage))}`);
   if (totalTokens(node.usage) > 0) rows.push(`Tokens: ${formatUsage(node.usage)}`);
   const tree = treeUsage(node);
   if (totalTokens(tree) > totalTokens(node.usage)) rows.push(`With its forks: ${formatUsage(tree)}`);
@@ -532,6 +535,51 @@ export function describeToolInput(input: Record<string, unknown>, limit = 300): 
   }
   text = (text ?? JSON.stringify(input)).split(/\s+/).join(' ').trim();
   return truncate(text, limit);
+}
+
+/** A session's context: "170k / 200k tokens (85%)", or the tokens alone and why. */
+export function contextText(c: ContextGauge): string {
+  if (c.window !== undefined && c.window > 0) {
+    return `${formatTokens(c.tokens)} / ${formatTokens(c.window)} tokens (${Math.floor((c.tokens * 100) / c.window)}%)`;
+  }
+  return `${formatTokens(c.tokens)} tokens (window unknown: ${c.model ?? 'the model'} is not in the table)`;
+}
+
+/** Past this share of its window a context is nearly full (the server warns on a fork past it too). */
+export const CONTEXT_WARN_FRACTION = 0.8;
+
+export function contextNearlyFull(c: ContextGauge): boolean {
+  return c.window !== undefined && c.tokens > CONTEXT_WARN_FRACTION * c.window;
+}
+
+/**
+ * A proposed fork's context and cost, a line each: "Context: 170k / 200k tokens (85%)", "Fork cost: 2 × 170k = 340k
+ * tokens read from the cache ≈ $0.10 (prices of 2026-11-26)" and, past 80% of the window, the warning.
+ */
+export function forkCostLines(e: ForkCost): string[] {
+  const how = e.pricedAs === 'cacheRead' ? 'read from the cache' : 'at the full input price';
+  const cost =
+    e.costUsd !== undefined
+      ? `≈ $${e.costUsd.toFixed(2)} (prices of ${e.pricesAsOf})`
+      : `(cost unknown: ${e.model ?? 'the model'} is not in coven-ls's price table)`;
+  const lines = [
+    `Context: ${contextText({ tokens: e.contextTokens, window: e.window, model: e.model })}`,
+    `Fork cost: ${e.children} × ${formatTokens(e.contextTokens)} = ${formatTokens(e.tokens)} tokens ${how} ${cost}`,
+  ];
+  if (e.warning !== undefined) lines.push(`⚠ Warning: ${e.warning}`);
+  return lines;
+}
+
+/** The status bar item of the selected session's context; undefined hides it (no session, or no request yet). */
+export function contextStatus(session: SessionNode | undefined): { text: string; tooltip: string; warning: boolean } | undefined {
+  const c = session?.contextUsage;
+  if (session === undefined || c === undefined) return undefined;
+  const share = c.window ? ` ${Math.floor((c.tokens * 100) / c.window)}%` : '';
+  return {
+    text: `$(dashboard) ${formatTokens(c.tokens)}${c.window ? ` / ${formatTokens(c.window)}` : ''}${share}`,
+    tooltip: `Context of '${session.label ?? session.title}': ${contextText(c)}${c.model ? ` · ${c.model}` : ''}`,
+    warning: contextNearlyFull(c),
+  };
 }
 
 export function formatCost(usd: number): string {

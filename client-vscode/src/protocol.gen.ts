@@ -431,6 +431,10 @@ export interface SessionInfo {
    * the latest fork of this session (as the parent) and its state now; null when it never forked
    */
   lastFork?: ForkRef | null;
+  /**
+   * how full its context is (its last model request against its model's window); null before its first model request
+   */
+  contextUsage?: ContextUsage | null;
 }
 /**
  * Tokens, as the CLI counts them (its result's `usage`).
@@ -563,6 +567,23 @@ export interface ForkRef {
    * its state now (see Fork states)
    */
   state: ForkState;
+}
+/**
+ * How full a session's context is: its last model request against its model's window.
+ */
+export interface ContextUsage {
+  /**
+   * the last model request's input: input, cache read and cache creation tokens (a subagent's requests do not count)
+   */
+  tokens: number;
+  /**
+   * the model's context window in tokens; null for a model coven-ls's price table does not know (then show the tokens only and say the model is unknown)
+   */
+  window: number | null;
+  /**
+   * the model that served that request, as the agent reports it
+   */
+  model: string | null;
 }
 export interface GetEventsParams {
   /**
@@ -957,6 +978,10 @@ export interface TurnResultEvent {
    * true only on turns ended by `coven/cancel` (then `text` is empty and `isError` false)
    */
   cancelled?: boolean;
+  /**
+   * how full the session's context is after the turn (its last model request against its model's window); absent when the turn made no model request
+   */
+  contextUsage?: ContextUsage;
 }
 /**
  * A call to the model failed (overloaded, rate-limited, a server error, a dropped connection) and the CLI will try again after a delay: show it as "API overloaded — retrying in 4 s (3/10)".
@@ -1101,6 +1126,51 @@ export interface ForkProposedEvent {
    * the task labels the model wrote, in order
    */
   tasks: string[];
+  /**
+   * the parent's context and what the fork would cost its children to read it, with a warning when the context is past 80% of its window; absent when the parent has made no model request (show it with the question)
+   */
+  estimate?: ForkEstimate;
+}
+/**
+ * What a fork would cost its children before any of them does anything: each child pays for the parent's context once, at the price it pays for it.
+ */
+export interface ForkEstimate {
+  /**
+   * the parent's context (its `contextUsage.tokens`)
+   */
+  contextTokens: number;
+  /**
+   * the parent's model's context window; null for a model the table does not know
+   */
+  window: number | null;
+  /**
+   * the parent's model
+   */
+  model: string | null;
+  /**
+   * how many children the fork starts
+   */
+  children: number;
+  /**
+   * `children` × `contextTokens`: the context the children read before they start
+   */
+  tokens: number;
+  /**
+   * the price each child pays for those tokens: `cacheRead` for children that resume the parent's conversation natively (its prompt cache is warm), `input` (full price) for fresh, transcript, Codex or another agent's children
+   */
+  pricedAs: 'cacheRead' | 'input';
+  /**
+   * `tokens` at that price of the children's model; null when the table does not know the model (say so and show the tokens only)
+   */
+  costUsd: number | null;
+  /**
+   * the date of coven-ls's price table (`YYYY-MM-DD`)
+   */
+  pricesAsOf: string;
+  /**
+   * set when the parent's context is past 80% of its window, e.g. "the parent's context is 85% full (170,000 of 200,000 tokens)"; else null
+   */
+  warning: string | null;
 }
 /**
  * The proposal was rejected or withdrawn.

@@ -153,7 +153,7 @@ FORK = "Splitting.\n<fork>\n- Write the docs\n- Fix the bugs\n</fork>"
 async def test_a_model_fork_is_approved_shown_as_a_plan_and_answered(
     home: Path, model: ScriptedModel
 ) -> None:
-    model.on("Plan the release", FORK, times=1)
+    model.on("Plan the release", FORK, times=1, usage=Usage(500, 20, cache_read_input_tokens=9500))
     model.on("You were assigned 'Write the docs'", "Docs are written.")
     model.on("You were assigned 'Fix the bugs'", "Bugs are fixed.")
     model.on("<fork-results>", "Both parts are done.")
@@ -165,7 +165,14 @@ async def test_a_model_fork_is_approved_shown_as_a_plan_and_answered(
         assert agent.editor.text(sid).endswith("Both parts are done.")
         [(asked_in, proposal, options)] = agent.editor.asked
         assert asked_in == sid and options == ["allow_once", "reject_once"]
-        assert proposal.raw_input == {"tasks": ["Write the docs", "Fix the bugs"]}
+        assert proposal.raw_input["tasks"] == ["Write the docs", "Fix the bugs"]
+        # The parent's context (the scripted request's input side) and what the fork costs.
+        estimate = proposal.raw_input["estimate"]
+        assert (estimate["contextTokens"], estimate["tokens"]) == (10_000, 20_000)
+        assert estimate["window"] == 1_000_000 and estimate["pricedAs"] == "cacheRead"
+        shown = proposal.content[0].content.text
+        assert "Context: 10k / 1M tokens (1%)" in shown
+        assert "Fork cost: 2 × 10k = 20k tokens read from the cache ≈ $0.00" in shown
 
         plans = agent.editor.of(sid, "plan")
         assert [e.content for e in plans[0].entries] == ["Write the docs", "Fix the bugs"]
