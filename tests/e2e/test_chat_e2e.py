@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pexpect
 
-from coven_ls.testing.scripted_model import ScriptedModel, ToolUse, reply
+from coven_ls.testing.scripted_model import ScriptedModel, ToolUse, Usage, reply
 
 from .test_run_e2e import assert_no_process_left, run_env, workspace
 
@@ -113,7 +113,7 @@ def test_a_fork_typed_a_fork_approved_inline_and_a_permission_answered(
     model.on("You were assigned 'task b'", "B is done.")
     model.on("You were assigned 'Write the docs'", "Docs written.")
     model.on("You were assigned 'Fix the bugs'", "Bugs fixed.")
-    model.on("Plan the release", FORK_TWO)
+    model.on("Plan the release", FORK_TWO, usage=Usage(1000, 10, cache_read_input_tokens=9000))
     model.on(lambda r: "A is done." in r.last_user_text, "Both tasks came back.")
     model.on(lambda r: "Docs written." in r.last_user_text, "The release is planned.")
     note = workspace(tmp_path) / "note.txt"
@@ -128,6 +128,8 @@ def test_a_fork_typed_a_fork_approved_inline_and_a_permission_answered(
         c.expect("forking into 2 tasks")
         c.idle("Both tasks came back.")
         c.line("Plan the release")
+        c.expect("Context: 10k / 1M tokens (1%)")  # the request that proposed the fork
+        c.expect("Fork cost: 2 × 10k = 20k tokens read from the cache ≈ $0.00")
         c.expect("Approve the fork?")
         c.line("y")
         c.idle("The release is planned.")
