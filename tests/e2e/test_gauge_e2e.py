@@ -102,3 +102,15 @@ async def test_a_model_the_table_does_not_know_gets_tokens_only(
     assert (estimate["contextTokens"], estimate["tokens"]) == (4000, 8000)
     assert (estimate["window"], estimate["costUsd"], estimate["warning"]) == (None, None, None)
     await coven.request("coven/decideFork", {"forkId": proposed["forkId"], "approve": False})
+
+
+async def test_the_gauge_survives_a_restart(coven_factory, model: ScriptedModel) -> None:
+    model.on("Hello", "Hi.", usage=Usage(100, 10, cache_read_input_tokens=2900))
+    first = await coven_factory(home="ws")
+    sid = await first.start("Hello")
+    await first.wait_status(sid, "idle")
+    before = (await sessions(first))[sid]["contextUsage"]
+    assert before == {"tokens": 3000, "window": 1_000_000, "model": "claude-opus-5-5"}
+    await first.stop()
+    second = await coven_factory(home="ws")
+    assert (await sessions(second))[sid]["contextUsage"] == before
