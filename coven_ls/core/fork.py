@@ -26,6 +26,7 @@ from .. import protocol
 from ..protocol import Kind, events
 from ..protocol.types import (
     FORK_STATES,
+    AgentName,
     ChangedFile,
     Changes,
     ConflictFile,
@@ -46,7 +47,7 @@ from .agent import AgentSpec
 from .child_env import ChildEnvironments, stop_leftover_setup
 from .fork_state import check_move
 from .isolation import ForkTrees
-from .models import estimate_fork
+from .models import ForkContext, estimate_fork
 from .session import Outcome, Session, SessionConfig
 from .store import Store
 from .worktrees import GitError
@@ -304,12 +305,18 @@ def compose_results(results: list[TaskResult]) -> str:
 # --- the async half ------------------------------------------------------------------------------
 
 
-def fork_estimate(parent: Session, children: int) -> ForkEstimate | None:
-    """What forking `parent` into `children` children of its own agent, inheriting its
-    conversation, would cost them to read it; None before its first model request."""
+def fork_estimate(
+    parent: Session,
+    children: int,
+    context: ForkContext = "inherit",
+    agent: AgentName | None = None,
+) -> ForkEstimate | None:
+    """What forking `parent` into `children` children would cost them to read its context (by
+    default children of its own agent that inherit its conversation; see `estimate_fork`); None
+    before its first model request."""
     if parent.context is None:
         return None
-    return estimate_fork(parent.context, children, parent_agent=parent.config.agent)
+    return estimate_fork(parent.context, children, context, agent, parent.config.agent)
 
 
 @dataclass
