@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
 
-from ..protocol.types import AgentName, ContextUsage, ForkEstimate
+from ..protocol.types import AgentName, ContextUsage, ForkContext, ForkEstimate
 
 PRICES_AS_OF = "2026-11-26"
 
 # Past this share of its window a session's context is called nearly full: a fork approval warns.
 WARN_FRACTION = 0.8
-
-ForkContext = Literal["inherit", "fresh", "transcript"]
 
 
 @dataclass(frozen=True, slots=True)
