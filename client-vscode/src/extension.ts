@@ -4,9 +4,10 @@
 import * as vscode from 'vscode';
 
 import { registerCommands } from './commands';
+import { ForkPrompts } from './forkPrompt';
 import { onPythonInterpreterChange, pythonFromExtension } from './launch';
 import { type ForkNode, type Node, type SessionNode, pendingChildren } from './model';
-import { contextStatus, describeToolInput, forkCostLines, summarize } from './present';
+import { contextStatus, describeToolInput, summarize } from './present';
 import { type RequestPermissionParams, type RequestPermissionResult, WORKTREE_SETUP_TOOL } from './protocol';
 import { CHANGES_SCHEME, ChangesReview } from './review';
 import { CovenServer, ServerOutput } from './server';
@@ -46,11 +47,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const treeView = vscode.window.createTreeView<Node>('coven.sessions', { treeDataProvider: tree, showCollapseAll: true });
   const transcripts = new Transcripts(model);
   const review = new ChangesReview(server);
+  const forkPrompts = new ForkPrompts(model);
   const status = vscode.window.createStatusBarItem('coven.status', vscode.StatusBarAlignment.Left, 10);
   status.name = 'Coven';
   status.command = 'coven.sessions.focus';
   // How full the selected session's context is (its last model request against its model's window).
-  const gauge = vscode.window.createStatusBarItem('coven.context', vscode.StatusBarAlignment.Left, 9);
+  const gauge = vscode.window.createStatusBarItem('coven.context', vscode.StatusBarAlignment.Left, 8);
   gauge.name = 'Coven: context';
   gauge.command = 'coven.sessions.focus';
   const selectedSession = (): SessionNode | undefined => {
@@ -119,16 +121,19 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     status,
     gauge,
     treeView.onDidChangeSelection(updateGauge),
+    forkPrompts,
+    vscode.commands.registerCommand('coven.answerFork', (forkId?: unknown) => forkPrompts.answer(typeof forkId === 'string' ? forkId : undefined)),
     vscode.window.registerFileDecorationProvider(tree),
     vscode.workspace.registerTextDocumentContentProvider(TRANSCRIPT_SCHEME, transcripts),
     vscode.workspace.registerTextDocumentContentProvider(CHANGES_SCHEME, review),
     sync.onDidChange((changes) => {
       tree.apply(changes);
       transcripts.apply(changes);
+      forkPrompts.sweep();
       updateStatus();
       updateGauge();
     }),
-    sync.onForkProposed((fork) => void announceFork(fork, sync!)),
+    sync.onForkProposed((fork) => forkPrompts.ask(fork)),
     sync.onForkReviewing((fork) => void announceReview(fork, sync!)),
     server.onDidConnect(async () => {
       rebuilding = true;
@@ -231,26 +236,6 @@ async function askSetupApproval(input: Record<string, unknown>, token: vscode.Ca
   if (token.isCancellationRequested) return { allow: false, message: 'Denied: the question was withdrawn.' };
   if (choice === 'Allow Setup') return { allow: true };
   return choice === "Don't Allow" ? { allow: false, message: 'Refused by the user.' } : { allow: false, message: 'Denied: the question was dismissed.' };
-}
-
-async function announceFork(fork: ForkNode, sync: SessionSync): Promise<void> {
-  const session = sync.model.session(fork.sessionId);
-  const tasks = fork.tasks.map((t) => `“${t}”`).join(', ');
-  // The parent's context and the fork's cost; a warning (and a warning message) past 80% of the window.
-  const cost = fork.estimate !== undefined ? forkCostLines(fork.estimate) : [];
-  const show = fork.estimate?.warning !== undefined ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
-  const choice = await show(
-    [
-      `Claude proposes to fork${session ? ` '${session.title}'` : ''} into ${fork.tasks.length} ${fork.tasks.length === 1 ? 'task' : 'tasks'}: ${tasks}`,
-      ...cost,
-    ].join(' — '),
-    'Approve',
-    'Approve with Edits…',
-    'Reject',
-  );
-  const commands: Record<string, string> = { Approve: 'coven.approveFork', 'Approve with Edits…': 'coven.approveForkWithEdits', Reject: 'coven.rejectFork' };
-  const command = choice !== undefined ? commands[choice] : undefined;
-  if (command !== undefined) await vscode.commands.executeCommand(command, fork.forkId);
 }
 
 /** The extension reviews forks itself (experimental.coven.review): the user must hear that one waits. */

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
+import { forkQuestionText } from '../src/forkQuestion';
 import { CovenModel, type ForkCost, forkCostOf } from '../src/model';
 import { contextStatus, contextText, forkCostLines, formatTokens, present } from '../src/present';
 import { info } from './events';
@@ -31,6 +32,15 @@ describe('context gauge', () => {
       `Fork cost: 2 × ${formatTokens(sent.contextTokens)} = ${formatTokens(sent.tokens)} tokens read from the cache ≈ $${sent.costUsd!.toFixed(2)} (prices of ${sent.pricesAsOf})`,
     );
     assert.equal(lines.length, 2); // far from the window: no warning
+  });
+
+  test('the fork question (notification, quick pick) ends with the context and the cost (fork.jsonl)', () => {
+    const proposed = all(fork, 'forkProposed')[0]!;
+    const model = replay(fork, new CovenModel(), afterEvent(fork, 'forkProposed'));
+    const node = model.fork(String(proposed.forkId))!;
+    const text = forkQuestionText(node, model.session(node.sessionId));
+    assert.ok(text.endsWith(` — ${forkCostLines(node.estimate!).join(' — ')}`), text);
+    assert.ok(text.includes(' — Context: '), text);
   });
 
   test("the session's tooltip and the status bar show its last turn's context (fork.jsonl)", () => {
