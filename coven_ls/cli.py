@@ -199,6 +199,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("prompt", nargs="*", help="the first message (several words are joined)")
     chat.add_argument("--resume", metavar="SESSION_ID", help="go on with a stored session")
+    chat.add_argument(
+        "--tcp",
+        dest="attach",
+        type=_host_port,
+        metavar="HOST:PORT",
+        help=(
+            "attach to a running `coven-ls --tcp HOST:PORT` server (the one your editor uses) "
+            "instead of starting one; quitting then only disconnects"
+        ),
+    )
+    chat.add_argument(
+        "--token-file",
+        dest="attach_token_file",
+        metavar="PATH",
+        help=(
+            "with --tcp: read the server's token from PATH (mode 0600). Default: $COVEN_TOKEN, "
+            "else the token file the server wrote when it made one"
+        ),
+    )
     chat.add_argument("--cwd", default=".", help="the workspace folder (default: .)")
     chat.add_argument("--model", help="model for new sessions (default: the CLI's)")
     chat.add_argument(
@@ -224,15 +243,29 @@ def _chat(args: argparse.Namespace) -> int:
     if not os.path.isdir(cwd):
         print(f"coven-ls chat: --cwd {cwd} is not a directory", file=sys.stderr)
         return 2
+    if args.attach_token_file and not args.attach:
+        print("coven-ls chat: --token-file goes with --tcp", file=sys.stderr)
+        return 2
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         print(
             "coven-ls chat: needs a terminal (stdin and stdout); for scripts, use coven-ls run.",
             file=sys.stderr,
         )
         return 2
+    token = None
+    if args.attach:
+        from .term.attach import AttachError, token_for
+
+        try:
+            token = token_for(args.attach[1], args.attach_token_file)
+        except AttachError as exc:
+            print(f"coven-ls chat: {exc}", file=sys.stderr)
+            return 2
     return chat(
         ChatOptions(
             cwd=cwd,
+            attach=args.attach,
+            token=token,
             prompt=" ".join(args.prompt) or None,
             resume=args.resume,
             fork_mode=args.fork_mode,
@@ -319,8 +352,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _setup_logging(args)
     tune_interpreter()
-    from .lsp.auth import TokenError, resolve_token
+    from .lsp.auth import resolve_token
     from .lsp.transports import serve_stdio, serve_tcp
+    from .protocol.tokens import TokenError
 
     try:
         if args.tcp:

@@ -1898,7 +1898,7 @@ export interface InitializationOptions {
    */
   maxChildren?: number;
   /**
-   * how many fork children run a turn at once, across the whole server (every fork, nested ones included); the rest wait, `queued`, in order (a CLI process takes ~200 MiB and about a second of CPU to start; a child's CLI stops with its turn and frees its slot). With several clients, the last one to connect sets it
+   * how many fork children run a turn at once, across the whole server (every fork, nested ones included); the rest wait, `queued`, in order (a CLI process takes ~200 MiB and about a second of CPU to start; a child's CLI stops with its turn and frees its slot). With several clients, the last one to connect that names it sets it (one that leaves it out, a terminal attaching with `coven-ls chat --tcp`, say, changes nothing)
    */
   maxParallel?: number;
   /**

@@ -47,11 +47,15 @@ class ClientSettings:
 
     root: str
     options: protocol.InitializationOptions = field(default_factory=protocol.InitializationOptions)
+    # The options the client named: a server-wide one it left out is not its to change.
+    given: frozenset[str] = frozenset()
 
     @classmethod
     def parse(cls, options: Any, root: str) -> ClientSettings:
         return cls(
-            root, protocol.parse("initializationOptions", protocol.InitializationOptions, options)
+            root,
+            protocol.parse("initializationOptions", protocol.InitializationOptions, options),
+            frozenset(options) if isinstance(options, dict) else frozenset(),
         )
 
 
@@ -114,7 +118,8 @@ class Hub:
 
     def attach(self, client: Client) -> None:
         self.clients.append(client)
-        self.slots.limit = client.settings.options.maxParallel
+        if "maxParallel" in client.settings.given:
+            self.slots.limit = client.settings.options.maxParallel
 
     def detach(self, client: Client) -> None:
         if client in self.clients:
@@ -506,6 +511,12 @@ class Hub:
         path = database_path(settings.root, settings.options.stateDir)
         if path in self.stores:
             return self.stores[path], None
+        if "stateDir" not in settings.given:
+            # A client that names no folder (a terminal attached to an editor's server) shares
+            # the store the server already has for its root, wherever the editor keeps it.
+            for open_path, open_store in self.stores.items():
+                if open_path.name == path.name:
+                    return open_store, None
         try:
             store, warning = await anyio.to_thread.run_sync(Store.open, path)
         except StoreError as exc:

@@ -23,6 +23,8 @@ from typing import Any
 
 import msgspec
 
+from ..protocol.tokens import default_state_dir as default_state_dir
+
 log = logging.getLogger(__name__)
 
 # flock is POSIX; on Windows the store works unlocked.
@@ -230,11 +232,6 @@ def _hold(path: Path) -> int | None:
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     return fd
-
-
-def default_state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local/state")
-    return Path(base) / "coven-ls"
 
 
 def database_path(root: str, state_dir: str | None) -> Path:

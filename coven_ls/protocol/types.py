@@ -119,7 +119,8 @@ class InitializationOptions(Wire, omit_defaults=True):
     """how many fork children run a turn at once, across the whole server (every fork, nested
     ones included); the rest wait, `queued`, in order (a CLI process takes ~200 MiB and about a
     second of CPU to start; a child's CLI stops with its turn and frees its slot). With several
-    clients, the last one to connect sets it"""
+    clients, the last one to connect that names it sets it (one that leaves it out, a terminal
+    attaching with `coven-ls chat --tcp`, say, changes nothing)"""
     maxDepth: NonNegativeInt = 1
     """how deep model-driven forks nest: with 1, a child's `<fork>` tag is ignored and left in
     its answer; with 2, children fork like their parent; 0 turns model-driven forks off"""

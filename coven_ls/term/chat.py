@@ -13,6 +13,9 @@ session's tree does prints above it as it happens.
   the parent.
 - A permission, a proposed fork or a fork child's changes are asked inline: the line being typed
   is put aside and given back once the question is answered.
+- `--tcp HOST:PORT` attaches to a running server (an editor's) instead of starting one: nothing
+  but the token is sent at `initialize`, so none of its settings change, and quitting only
+  disconnects.
 - Ctrl+C clears a typed line; on an empty line it cancels the current session's running turn or
   fork; twice on an idle, empty prompt it quits, as Ctrl+D and `/quit` do. Quitting shuts the
   server down in order (every CLI process ends); the sessions stay in the store for
@@ -41,6 +44,7 @@ from pygls.exceptions import JsonRpcException
 from .. import protocol
 from ..protocol import Kind
 from ..protocol.describe import change_counts, one_line, summarize_input
+from ..protocol.tokens import default_state_dir
 from . import chat_commands as cmd
 from .client import CovenClient, PermissionAnswer
 from .render import TreePrinter, file_listing
@@ -59,6 +63,8 @@ class ChatOptions:
     fork_mode: protocol.ForkMode | None = None
     model: str | None = None
     permission_mode: protocol.PermissionMode | None = None
+    attach: tuple[str, int] | None = None  # a running `coven-ls --tcp` server's HOST, PORT
+    token: str | None = None  # its token (never from the command line)
 
 
 @dataclass
@@ -98,9 +104,8 @@ class _Commands(Completer):
 
 def history_path() -> Path:
     """The input history, kept across runs, readable by its owner only, in the server's default
-    state folder (`$XDG_STATE_HOME/coven-ls`; the front ends do not import the core)."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local/state")
-    path = Path(base) / "coven-ls" / HISTORY_FILE
+    state folder (`$XDG_STATE_HOME/coven-ls`)."""
+    path = default_state_dir() / HISTORY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))
     os.chmod(path, 0o600)  # a file made by an older run, or under another umask
@@ -125,6 +130,7 @@ class Chat:
         self._draft = ""
         self._armed = False  # Ctrl+C pressed once on an idle, empty prompt
         self._quit = False
+        self._connected = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._input: PromptSession[str] | None = None
         self._asker: PromptSession[str] | None = None
@@ -136,7 +142,8 @@ class Chat:
         loop.add_signal_handler(signal.SIGINT, self._on_sigint)
         loop.add_signal_handler(signal.SIGTERM, self._stop)
         try:
-            await self.client.start(Path(self._options.cwd), own_session=True)
+            if not await self._connect():
+                return EXIT_NOT_STARTED
             watch = asyncio.ensure_future(self._watch_server())
             try:
                 if not await self._begin():
@@ -149,10 +156,43 @@ class Chat:
         finally:
             for task in list(self._tasks):
                 task.cancel()
-            # shutdown closes every session (their CLI processes end); the store keeps them.
+            # Our own server: shutdown closes every session (their CLI processes end); the store
+            # keeps them. Attached: only the connection ends; the server and its sessions go on.
             await self.client.stop()
+            if self.client.attached and self._connected:
+                print("(disconnected: the server and its sessions go on)", flush=True)
             loop.remove_signal_handler(signal.SIGINT)
             loop.remove_signal_handler(signal.SIGTERM)
+
+    async def _connect(self) -> bool:
+        """Start a server of our own, or attach to a running one; False (said why) if neither."""
+        root = Path(self._options.cwd)
+        attach = self._options.attach
+        try:
+            if attach is None:
+                await self.client.start(root, own_session=True)
+            else:
+                await self.client.connect(*attach, root, self._options.token or "")
+        except OSError as exc:
+            where = f"{attach[0]}:{attach[1]}" if attach else "the server"
+            self.say(
+                f"coven-ls chat: cannot connect to {where} ({exc.strerror or exc}); is "
+                f"`coven-ls --tcp {where}` running?"
+            )
+            return False
+        except JsonRpcException as exc:
+            self.say(f"coven-ls chat: {exc.message}")
+            data = exc.data if isinstance(exc.data, dict) else {}
+            if exc.code == protocol.ErrorCode.StoreUnavailable and data.get("pid"):
+                self.say(
+                    "To share one server between the editor and this terminal, have the editor "
+                    "run it with --tcp (`coven-ls --tcp 127.0.0.1:7777`: coven.server.tcp in VS "
+                    "Code, tcp in Neovim) and attach to it: `coven-ls chat --tcp "
+                    "127.0.0.1:7777` (the token from --token-file or $COVEN_TOKEN)."
+                )
+            return False
+        self._connected = True
+        return True
 
     async def _begin(self) -> bool:
         await self._refresh()
@@ -618,8 +658,11 @@ class Chat:
 
     async def _watch_server(self) -> None:
         await self.client.wait_server_exit()
-        tail = "\n".join(self.client.server_stderr)
-        self.say(f"coven-ls chat: the server stopped.\n{tail}")
+        if self.client.attached:
+            self.say("coven-ls chat: the server closed the connection.")
+        else:
+            tail = "\n".join(self.client.server_stderr)
+            self.say(f"coven-ls chat: the server stopped.\n{tail}")
         self._stop()
 
 

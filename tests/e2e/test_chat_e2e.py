@@ -5,8 +5,11 @@ answered inline, Ctrl+C, and going back to a stored session. No process is left 
 from __future__ import annotations
 
 import re
+import signal
 import stat
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,7 +26,13 @@ FORK_TWO = "I will split this.\n<fork>\n- Write the docs\n- Fix the bugs\n</fork
 class Chat:
     """One `coven-ls chat` in a pseudo-terminal."""
 
-    def __init__(self, tmp_path: Path, model: ScriptedModel, *args: str) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        model: ScriptedModel,
+        *args: str,
+        env_extra: dict[str, str] | None = None,
+    ) -> None:
         env = run_env(model, tmp_path)
         env.update(
             HOME=str(tmp_path / "home"),
@@ -31,6 +40,7 @@ class Chat:
             TERM="xterm",
             # pexpect answers no cursor-position query: without this prompt_toolkit waits for one.
             PROMPT_TOOLKIT_NO_CPR="1",
+            **(env_extra or {}),
         )
         self.child = pexpect.spawn(
             sys.executable,
@@ -62,14 +72,63 @@ class Chat:
 
 
 @contextmanager
-def chat(tmp_path: Path, model: ScriptedModel, *args: str) -> Iterator[Chat]:
-    session = Chat(tmp_path, model, *args)
+def chat(
+    tmp_path: Path,
+    model: ScriptedModel,
+    *args: str,
+    env_extra: dict[str, str] | None = None,
+    attached: bool = False,
+) -> Iterator[Chat]:
+    """A chat; one `attached` to a TCP server leaves the processes for the server's end."""
+    session = Chat(tmp_path, model, *args, env_extra=env_extra)
     try:
         yield session
     finally:
         if session.child.isalive():
             session.child.terminate(force=True)
+        if not attached:
+            assert_no_process_left(tmp_path)
+
+
+@contextmanager
+def tcp_server(tmp_path: Path, model: ScriptedModel, token: str) -> Iterator[TcpServer]:
+    """`coven-ls --tcp` on a free port, as an editor would run it (its token from
+    $COVEN_TOKEN), until the block ends; then SIGTERM, and no process may be left."""
+    err = tmp_path / "tcp-server.err"
+    env = {
+        **run_env(model, tmp_path),
+        "HOME": str(tmp_path / "home"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_RUNTIME_DIR": str(tmp_path / "run"),
+        "COVEN_TOKEN": token,
+    }
+    with err.open("w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "coven_ls", "--tcp", "127.0.0.1:0"],
+            env=env,
+            stderr=stderr,
+            stdin=subprocess.DEVNULL,
+            cwd=workspace(tmp_path),
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not (found := re.search(r"listening on 127\.0\.0\.1:(\d+)", err.read_text())):
+            assert process.poll() is None, err.read_text()
+            assert time.monotonic() < deadline, "the server did not listen"
+            time.sleep(0.05)
+        yield TcpServer(process, int(found.group(1)))
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
         assert_no_process_left(tmp_path)
+
+
+class TcpServer:
+    def __init__(self, process: subprocess.Popen[bytes], port: int) -> None:
+        self.process = process
+        self.port = port
+        self.address = f"127.0.0.1:{port}"
 
 
 def saw(*words: str) -> object:
@@ -173,3 +232,56 @@ def test_ctrl_c_cancels_a_turn_then_a_follow_up_and_resume_after_quitting(
         c.child.close()
         assert c.child.exitstatus == 0
     assert re.match(r"s-[0-9a-f]{12}", sid)
+
+
+def test_attach_to_a_tcp_server_quit_and_the_server_and_its_session_go_on(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    model.on("hello over tcp", "Answer over TCP: narwhal.")
+    model.on("Still there", saw("narwhal"))
+    token_file = tmp_path / "token"
+    token_file.write_text("the-editors-token\n")
+    token_file.chmod(0o600)
+    with tcp_server(tmp_path, model, "the-editors-token") as server:
+        address = ("--tcp", server.address)
+        # The token from a file (never the command line): a turn, then quitting disconnects.
+        with chat(
+            tmp_path, model, *address, "--token-file", str(token_file), "hello over tcp",
+            attached=True,
+        ) as c:  # fmt: skip
+            c.idle("Answer over TCP: narwhal.")
+            c.line("/sessions")
+            c.child.expect(r"(s-[0-9a-f]{12})")
+            sid = c.child.match.group(1)
+            c.line("/quit")
+            c.expect("(disconnected: the server and its sessions go on)")
+            c.child.expect(pexpect.EOF, timeout=60)
+            c.child.close()
+            assert c.child.exitstatus == 0
+        assert server.process.poll() is None, "quitting an attached chat stopped the server"
+        # The server's own chat cannot open the store the TCP server holds: it says how to share.
+        with chat(
+            tmp_path, model, "--resume", sid, attached=True
+        ) as c:  # its processes: the server's
+            c.expect("is in use by coven-ls process")
+            c.expect("coven-ls chat --tcp")
+            c.child.expect(pexpect.EOF, timeout=60)
+            c.child.close()
+            assert c.child.exitstatus == 2
+        # A wrong token is refused, and says where the right one is.
+        with chat(
+            tmp_path, model, *address, env_extra={"COVEN_TOKEN": "a-guess"}, attached=True
+        ) as c:
+            c.expect("Wrong initializationOptions.token")
+            c.child.expect(pexpect.EOF, timeout=60)
+            c.child.close()
+            assert c.child.exitstatus == 2
+        # Attached again (the token from $COVEN_TOKEN): the session is intact and goes on.
+        env = {"COVEN_TOKEN": "the-editors-token"}
+        with chat(tmp_path, model, *address, "--resume", sid, env_extra=env, attached=True) as c:
+            c.idle("Answer over TCP: narwhal.")
+            c.expect("resumed")
+            c.line("Still there?")
+            c.expect("saw-narwhal=True")
+            c.quit()
+        assert server.process.poll() is None
