@@ -11,8 +11,10 @@ session's tree does prints above it as it happens.
   (`coven/branch`: a new session with the whole conversation, which becomes the current one);
   `/fork task one; task two` is a coven fork of those tasks (`coven/fork`), and the chat stays on
   the parent.
-- A permission, a proposed fork or a fork child's changes are asked inline: the line being typed
-  is put aside and given back once the question is answered.
+- A permission, a proposed fork (y/n, e: edit its tasks) or a fork child's changes are asked
+  inline: the line being typed is put aside and given back once the question is answered, or
+  once it goes away because it was settled elsewhere (another client decided the fork or the
+  changes; the server withdrew its permission request).
 - `--tcp HOST:PORT` attaches to a running server (an editor's) instead of starting one: nothing
   but the token is sent at `initialize`, so none of its settings change, and quitting only
   disconnects.
@@ -53,6 +55,7 @@ from .run import applied_line
 EXIT_OK, EXIT_NOT_STARTED = 0, 2
 HISTORY_FILE = "chat-history"
 BUSY = frozenset(protocol.BUSY_STATUSES)
+ENDED = frozenset(protocol.FINAL_STATUSES | {"failed"})
 
 
 @dataclass(frozen=True)
@@ -70,8 +73,13 @@ class ChatOptions:
 @dataclass
 class _Question:
     text: str
-    choices: str
+    choices: str  # letters to pick from; "" for a line of free text
     answer: asyncio.Future[str | None]
+    # What settles it elsewhere (another client's decision, a cancelled turn): ("fork", forkId),
+    # ("permission", sessionId, toolUseId), ("review", sessionId).
+    key: tuple[str, ...] | None = None
+    default: str = ""  # free text: what the line starts with, to edit
+    gone: str = "the question was settled elsewhere"  # said when it goes away unanswered
 
 
 class _Stdout:
@@ -127,6 +135,8 @@ class Chat:
         self._unplaced: list[dict[str, Any]] = []  # events of sessions not known yet
         self._proposed: dict[str, str] = {}  # sessionId -> the forkId awaiting a decision
         self._questions: deque[_Question] = deque()
+        self._asking: _Question | None = None  # the question on the input line now
+        self._reviewed: set[str] = set()  # fork children whose changes were applied or discarded
         self._draft = ""
         self._armed = False  # Ctrl+C pressed once on an idle, empty prompt
         self._quit = False
@@ -501,8 +511,16 @@ class Chat:
                 self._printer.add_session(child["sessionId"], child["label"], sid)
         if kind == Kind.FORK_PROPOSED:
             self._proposed[sid] = event["forkId"]
-        elif kind.startswith("fork"):
-            self._proposed.pop(sid, None)
+        elif kind.startswith("fork") or (kind == Kind.STATUS and event["status"] in ENDED):
+            if (settled := self._proposed.pop(sid, None)) is not None:
+                self._settle(("fork", settled))
+        if kind == Kind.PERMISSION_DECISION:
+            self._settle(("permission", sid, str(event.get("toolUseId"))))
+        elif kind == Kind.CHANGES and event["changes"]["merge"] == "pending":
+            self._reviewed.discard(sid)  # later work: to be reviewed again
+        elif kind == Kind.CHANGES:
+            self._reviewed.add(sid)
+            self._settle(("review", sid))
         if not self._in_tree(sid):
             return
         self._printer(event)
@@ -523,31 +541,76 @@ class Chat:
 
     # --- questions, inline -----------------------------------------------------------------------
 
-    async def ask(self, text: str, choices: str) -> str | None:
-        """One of `choices`, asked at the input line (the line being typed is put aside until it
-        is answered); None after Ctrl+C or when the chat ends first."""
-        question = _Question(text, choices, asyncio.get_running_loop().create_future())
+    async def ask(
+        self,
+        text: str,
+        choices: str,
+        key: tuple[str, ...] | None = None,
+        default: str = "",
+        gone: str = "the question was settled elsewhere",
+    ) -> str | None:
+        """One of `choices` (or, with none, a line of text that starts as `default`), asked at
+        the input line (the line being typed is put aside until it is answered); None after
+        Ctrl+C, when the chat ends first, or when `key` is settled elsewhere meanwhile."""
+        future = asyncio.get_running_loop().create_future()
+        question = _Question(text, choices, future, key, default, gone)
         self._questions.append(question)
         app = self._input.app if self._input is not None else None
         if app is not None and app.is_running:
             self._draft = app.current_buffer.text
             app.exit(result=_ASIDE)
-        return await question.answer
+        try:
+            return await asyncio.shield(question.answer)
+        except asyncio.CancelledError:
+            # The server withdrew its request ($/cancelRequest: the turn ended, say).
+            self._withdraw(question)
+            raise
+
+    def _settle(self, key: tuple[str, ...]) -> None:
+        """Questions that someone else answered (or that a cancelled turn made moot) go away."""
+        for question in [*self._questions, self._asking]:
+            if question is not None and question.key == key:
+                self._withdraw(question)
+
+    def _withdraw(self, question: _Question) -> None:
+        """Take a question off the input line (or out of the line of questions) unanswered; the
+        line typed before it comes back as it was."""
+        if question.answer.done():
+            return
+        question.answer.set_result(None)
+        if question in self._questions:
+            self._questions.remove(question)
+        elif question is self._asking:
+            self.say(f"({question.gone})")
+            if self._asker is not None and self._asker.app.is_running:
+                self._asker.app.exit(result=_ASIDE)
 
     async def _ask_next(self) -> None:
         question = self._questions.popleft()
         assert self._asker is not None
+        self._asking = question
+        answer: str | None = None
         try:
-            while True:
+            while not question.answer.done():
+                if not question.choices:
+                    line = await self._asker.prompt_async(
+                        f"{question.text} ", default=question.default
+                    )
+                    answer = None if line is _ASIDE else line
+                    break
                 line = await self._asker.prompt_async(
                     f"{question.text} [{'/'.join(question.choices)}] "
                 )
+                if line is _ASIDE:
+                    break
                 answer = line.strip().lower()[:1]
                 if answer and answer in question.choices:
                     break
                 self.say(f"Please answer {' or '.join(question.choices)}.")
         except (KeyboardInterrupt, EOFError):
             answer = None
+        finally:
+            self._asking = None
         if not question.answer.done():
             question.answer.set_result(answer)
 
@@ -558,6 +621,8 @@ class Chat:
             f"Allow {request['toolName']} in '{name}': "
             f"{summarize_input(request.get('input') or {}, 120)}?",
             "yn",
+            ("permission", request["sessionId"], str(request.get("toolUseId"))),
+            gone="the permission request was withdrawn: its turn ended",
         )
         if answer == "y":
             return {"allow": True}
@@ -566,22 +631,46 @@ class Chat:
         return {"allow": False, "message": "Denied by the user."}
 
     async def _ask_fork(self, event: dict[str, Any]) -> None:
-        tasks = event["tasks"]
-        listing = "\n".join(f"  {n}. {task}" for n, task in enumerate(tasks, 1))
-        answer = await self.ask(
-            f"Claude proposes to fork into {len(tasks)} task{'s' if len(tasks) != 1 else ''}:\n"
-            f"{listing}\nApprove the fork? (/approve a; b approves other tasks)",
-            "yn",
-        )
-        if answer is None or self._proposed.get(event["sessionId"]) != event["forkId"]:
-            return  # left for /approve or /reject, or decided meanwhile
-        params: dict[str, Any] = {"forkId": event["forkId"], "approve": answer == "y"}
-        if answer == "n":
-            params["reason"] = "rejected in the terminal"
-        try:
-            await self.client.request(protocol.DECIDE_FORK, params)
-        except JsonRpcException as exc:
-            self.say(f"coven-ls: {exc.message}")
+        """y approves, n rejects, e edits the tasks (on one line, `;` between them, starting as
+        they are) and asks again; gone once the fork is decided elsewhere."""
+        sid, fork_id = event["sessionId"], event["forkId"]
+        key = ("fork", fork_id)
+        tasks: list[str] = list(event["tasks"])
+        edited = False
+        while True:
+            listing = "\n".join(f"  {n}. {task}" for n, task in enumerate(tasks, 1))
+            answer = await self.ask(
+                f"Claude proposes to fork into {len(tasks)} task{'s' if len(tasks) != 1 else ''}:"
+                f"\n{listing}\nApprove the fork? (e: edit the tasks)",
+                "yne",
+                key,
+                gone="the fork was decided elsewhere",
+            )
+            if answer is None or self._proposed.get(sid) != fork_id:
+                return  # left for /approve or /reject, or decided meanwhile
+            if answer == "e":
+                typed = await self.ask(
+                    "Tasks (; between them):",
+                    "",
+                    key,
+                    "; ".join(tasks),
+                    gone="the fork was decided elsewhere",
+                )
+                if typed is not None and cmd.tasks_of(typed):
+                    tasks, edited = cmd.tasks_of(typed), True
+                continue
+            params: dict[str, Any] = {"forkId": fork_id, "approve": answer == "y"}
+            if answer == "y" and edited:
+                params["tasks"] = tasks
+            if answer == "n":
+                params["reason"] = "rejected in the terminal"
+            try:
+                await self.client.request(protocol.DECIDE_FORK, params)
+                return
+            except JsonRpcException as exc:
+                self.say(f"coven-ls: {exc.message}")
+                if exc.code != protocol.ErrorCode.InvalidParams:
+                    return  # withdrawn or decided meanwhile; a bad task list is asked again
 
     async def _review_current(self) -> None:
         await self._refresh()
@@ -608,7 +697,11 @@ class Chat:
                 f"Fork child '{name}' changed {change_counts(changes)}:\n{listing}\n"
                 f"Apply the changes to {repository}? (n: discard them)",
                 "yn",
+                ("review", child),
+                gone="the changes were applied or discarded elsewhere",
             )
+            if answer is None and child in self._reviewed:
+                continue  # applied or discarded elsewhere meanwhile
             if answer is None:
                 return  # the rest stay pending: /review asks again
             if answer == "y":

@@ -51,7 +51,8 @@ class Chat:
             dimensions=(50, 220),
         )
         # What the terminal showed, for a failure's report.
-        self.child.logfile_read = (tmp_path / "terminal.log").open("a", encoding="utf-8")
+        log = tmp_path / f"terminal-{self.child.pid}.log"
+        self.child.logfile_read = log.open("a", encoding="utf-8")
 
     def expect(self, text: str) -> None:
         self.child.expect_exact(text)
@@ -285,3 +286,58 @@ def test_attach_to_a_tcp_server_quit_and_the_server_and_its_session_go_on(
             c.expect("saw-narwhal=True")
             c.quit()
         assert server.process.poll() is None
+
+
+def test_a_question_decided_by_another_client_goes_away_and_the_typed_line_stays(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    # After an interrupt the CLI sends the cut-off prompt again with the next one: these rules
+    # come first.
+    model.on("second draft", "Got the second draft.")
+    model.on("first draft", "Got the first draft.")
+    model.on("hello", "Hi.")
+    model.on("You were assigned 'Write the docs'", "Docs written.")
+    model.on("You were assigned 'Fix the bugs'", "Bugs fixed.")
+    # Slow enough for the test to type a line before the question comes.
+    model.on("Plan the release", FORK_TWO, latency=3)
+    model.on(lambda r: "Docs written." in r.last_user_text, "The release is planned.")
+    note = workspace(tmp_path) / "note.txt"
+    write = ToolUse("Write", {"file_path": str(note), "content": "chat\n"})
+    model.on("Write the note", write, latency=3)
+    env = {"COVEN_TOKEN": "shared"}
+    with tcp_server(tmp_path, model, "shared") as server:
+        address = ("--tcp", server.address)
+        with chat(tmp_path, model, *address, "hello", env_extra=env, attached=True) as a:
+            a.idle("Hi.")
+            a.line("/sessions")
+            a.child.expect(r"(s-[0-9a-f]{12})")
+            sid = a.child.match.group(1)
+            with chat(
+                tmp_path, model, *address, "--resume", sid, env_extra=env, attached=True
+            ) as b:
+                b.expect("resumed")
+                # A fork question in both terminals: b approves, a's goes away.
+                a.line("Plan the release")
+                a.child.send("first draft")  # no Enter: the question puts it aside
+                a.expect("Approve the fork?")
+                b.expect("Approve the fork?")
+                b.line("y")
+                a.expect("(the fork was decided elsewhere)")
+                a.idle("The release is planned.")
+                b.expect("The release is planned.")
+                a.line("")  # the line typed before the question, given back
+                a.expect("Got the first draft.")
+                # A permission only a asks about; b cancels the turn, and a's question goes.
+                a.line("Write the note")
+                a.child.send("second draft")
+                a.expect("Allow Write")
+                b.expect("Write")  # the permissionRequest, shown in b's tree
+                b.line("/cancel")
+                b.expect("cancelled")
+                a.expect("(the permission request was withdrawn: its turn ended)")
+                a.line("")
+                a.expect("Got the second draft.")
+                b.quit()
+            a.quit()
+        assert server.process.poll() is None
+    assert not note.exists()
