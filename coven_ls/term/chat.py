@@ -31,7 +31,7 @@ import os
 import signal
 import sys
 from collections import deque
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,14 +83,26 @@ class _Question:
 
 
 class _Stdout:
-    """Whatever sys.stdout is when written to: prompt_toolkit's proxy while the input line shows,
-    so that the tree prints above it."""
+    """The tree's output. Whole lines go to whatever sys.stdout is when written to:
+    prompt_toolkit's proxy while the input line shows, so that they print above it. The line
+    still being streamed (`coven/delta`) is kept apart and shown just above the input line, as
+    part of its prompt (the proxy would hold it back until its newline, and a partial line above
+    a prompt is drawn over), until its newline sends it up with the others."""
+
+    def __init__(self) -> None:
+        self.partial = ""
+        self.on_partial: Callable[[], None] = lambda: None
 
     def write(self, text: str) -> int:
-        return sys.stdout.write(text)
+        done, newline, self.partial = (self.partial + text).rpartition("\n")
+        if newline:
+            sys.stdout.write(done + "\n")
+            sys.stdout.flush()
+        self.on_partial()
+        return len(text)
 
     def flush(self) -> None:
-        sys.stdout.flush()
+        pass  # whole lines are flushed as they are written; the partial one waits for its end
 
     def isatty(self) -> bool:
         return False
@@ -125,11 +137,14 @@ class Chat:
         self._options = options
         self.client = CovenClient(
             on_event=self._on_event,
+            on_delta=self._on_delta,
             on_permission=self._on_permission,
             handles_forks=True,
             handles_review=True,
         )
-        self._printer = TreePrinter(_Stdout(), full_text=True)  # type: ignore[arg-type]
+        self._out = _Stdout()
+        self._out.on_partial = self._redraw
+        self._printer = TreePrinter(self._out, full_text=True)  # type: ignore[arg-type]
         self.current: str | None = None
         self._infos: dict[str, dict[str, Any]] = {}  # sessionId -> SessionInfo, kept current
         self._unplaced: list[dict[str, Any]] = []  # events of sessions not known yet
@@ -170,7 +185,7 @@ class Chat:
             # keeps them. Attached: only the connection ends; the server and its sessions go on.
             await self.client.stop()
             if self.client.attached and self._connected:
-                print("(disconnected: the server and its sessions go on)", flush=True)
+                self.say("(disconnected: the server and its sessions go on)")
             loop.remove_signal_handler(signal.SIGINT)
             loop.remove_signal_handler(signal.SIGTERM)
 
@@ -229,7 +244,9 @@ class Chat:
                 await self._ask_next()
                 continue
             try:
-                line = await self._input.prompt_async(self._prompt, default=self._draft)
+                line = await self._input.prompt_async(
+                    lambda: self._streaming(self._prompt()), default=self._draft
+                )
             except KeyboardInterrupt:
                 typed = self._input.default_buffer.text
                 self._draft = ""
@@ -260,8 +277,18 @@ class Chat:
         title = one_line(info["title"], 30)
         return f"⎇ {title}" if info.get("branchedFrom") else title
 
+    def _streaming(self, prompt: str) -> str:
+        """A prompt with the line being streamed above it."""
+        return f"{self._out.partial}\n{prompt}" if self._out.partial else prompt
+
+    def _redraw(self) -> None:
+        for session in (self._input, self._asker):
+            if session is not None and session.app.is_running:
+                session.app.invalidate()
+
     def say(self, text: str) -> None:
-        print(text, flush=True)
+        # Through the printer: a line being streamed is ended first, not written over.
+        self._printer.note(text)
 
     # --- lines and commands ----------------------------------------------------------------------
 
@@ -480,6 +507,11 @@ class Chat:
 
     # --- events ----------------------------------------------------------------------------------
 
+    def _on_delta(self, delta: dict[str, Any]) -> None:
+        """A streamed piece of text or thinking: printed as it comes, for the current tree."""
+        if delta["sessionId"] in self._infos and self._in_tree(delta["sessionId"]):
+            self._printer.delta(delta)
+
     def _on_event(self, event: dict[str, Any]) -> None:
         if event["sessionId"] not in self._infos:
             self._unplaced.append(event)  # placed once listSessions knows the session
@@ -590,16 +622,17 @@ class Chat:
         assert self._asker is not None
         self._asking = question
         answer: str | None = None
+        choices = "/".join(question.choices)
         try:
             while not question.answer.done():
                 if not question.choices:
                     line = await self._asker.prompt_async(
-                        f"{question.text} ", default=question.default
+                        lambda: self._streaming(f"{question.text} "), default=question.default
                     )
                     answer = None if line is _ASIDE else line
                     break
                 line = await self._asker.prompt_async(
-                    f"{question.text} [{'/'.join(question.choices)}] "
+                    lambda: self._streaming(f"{question.text} [{choices}] ")
                 )
                 if line is _ASIDE:
                     break

@@ -341,3 +341,21 @@ def test_a_question_decided_by_another_client_goes_away_and_the_typed_line_stays
             a.quit()
         assert server.process.poll() is None
     assert not note.exists()
+
+
+def test_the_answer_streams_as_it_arrives(tmp_path: Path, model: ScriptedModel) -> None:
+    # ~26 pieces of 5 characters, 0.25 s apart: an answer that takes over 6 s to arrive.
+    story = (
+        "Streaming works: this answer arrives in small pieces, one after the other, long "
+        "before the whole message is done."
+    )
+    model.on("Tell it slowly", story, chunk_chars=5, chunk_delay=0.25)
+    with chat(tmp_path, model, "Tell it slowly") as c:
+        # The first piece, drawn above the input line (prompt_toolkit then draws only what each
+        # later piece adds, so the whole text shows in one piece only once the block ends).
+        c.expect("⏺ Strea")
+        first = time.monotonic()
+        c.expect(story)
+        assert time.monotonic() - first > 2, "the answer appeared at once, not as it streamed"
+        c.idle("")
+        c.quit()
