@@ -221,6 +221,11 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--cwd", default=".", help="the workspace folder (default: .)")
     chat.add_argument("--model", help="model for new sessions (default: the CLI's)")
     chat.add_argument(
+        "--agent",
+        choices=["claude", "codex"],
+        help="the agent of new sessions: claude (Claude Code, the default) or codex (/agent)",
+    )
+    chat.add_argument(
         "--fork-mode",
         choices=["auto", "approve", "off"],
         default="approve",
@@ -271,6 +276,7 @@ def _chat(args: argparse.Namespace) -> int:
             fork_mode=args.fork_mode,
             model=args.model,
             permission_mode=args.permission_mode,
+            agent=args.agent,
         )
     )
 

@@ -66,6 +66,7 @@ class ChatOptions:
     fork_mode: protocol.ForkMode | None = None
     model: str | None = None
     permission_mode: protocol.PermissionMode | None = None
+    agent: protocol.AgentName | None = None  # of new sessions: the server's default if None
     attach: tuple[str, int] | None = None  # a running `coven-ls --tcp` server's HOST, PORT
     token: str | None = None  # its token (never from the command line)
 
@@ -151,6 +152,7 @@ class Chat:
         self._proposed: dict[str, str] = {}  # sessionId -> the forkId awaiting a decision
         self._questions: deque[_Question] = deque()
         self._asking: _Question | None = None  # the question on the input line now
+        self._agent = options.agent  # of the sessions started from now on (`/agent`)
         self._reviewed: set[str] = set()  # fork children whose changes were applied or discarded
         self._draft = ""
         self._armed = False  # Ctrl+C pressed once on an idle, empty prompt
@@ -314,6 +316,8 @@ class Chat:
             await self._resume(command.session_id)
         elif isinstance(command, cmd.Switch):
             await self._switch(command.target)
+        elif isinstance(command, cmd.Agent):
+            self._set_agent(command.name)
         elif self.current is None:
             self.say("There is no session yet: type a message to start one.")
         elif isinstance(command, cmd.Branch):
@@ -355,10 +359,26 @@ class Chat:
                 mark = "▶" if info["sessionId"] == self.current else " "
                 self.say(
                     f"{mark} {info['sessionId']}  {info['createdAt'][:16].replace('T', ' ')}  "
-                    f"{info['status']:<11} {one_line(info['title'], 60)}"
+                    f"{info['status']:<11} {info.get('agent') or 'claude':<6} "
+                    f"{one_line(info['title'], 60)}"
                 )
         elif name == "/review":
             await self._review_current()
+        elif name == "/new":
+            self.current = None
+            agent = self._agent or "the server's default agent"
+            self.say(f"Your next message starts a new session ({agent}).")
+
+    def _set_agent(self, name: str | None) -> None:
+        if name is None:
+            default = "the server's default agent"
+            self.say(f"New sessions run on {self._agent or default}.")
+            return
+        self._agent = name  # type: ignore[assignment]  # parse() checked it
+        here = self._infos.get(self.current or "")
+        stays = f"; this one stays on {here.get('agent') or 'claude'}" if here else ""
+        more = " (/new starts one)" if here else ""
+        self.say(f"New sessions run on {name}{more}{stays}.")
 
     async def _message(self, text: str) -> None:
         if self.current is None:
@@ -367,6 +387,7 @@ class Chat:
                 ("forkMode", self._options.fork_mode),
                 ("model", self._options.model),
                 ("permissionMode", self._options.permission_mode),
+                ("agent", self._agent),
             ):
                 if value is not None:
                     params[key] = value

@@ -4,6 +4,7 @@ answered inline, Ctrl+C, and going back to a stored session. No process is left 
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import stat
@@ -15,10 +16,20 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pexpect
+import pytest
 
+from coven_ls import protocol
+from coven_ls.agents.codex import resolve_codex
 from coven_ls.testing.scripted_model import ScriptedModel, ToolUse, reply
+from coven_ls.testing.scripted_responses import ScriptedResponses
 
 from .test_run_e2e import assert_no_process_left, run_env, workspace
+
+try:
+    resolve_codex(None)
+    HAVE_CODEX = True
+except protocol.CovenError:
+    HAVE_CODEX = False
 
 FORK_TWO = "I will split this.\n<fork>\n- Write the docs\n- Fix the bugs\n</fork>"
 
@@ -359,3 +370,25 @@ def test_the_answer_streams_as_it_arrives(tmp_path: Path, model: ScriptedModel) 
         assert time.monotonic() - first > 2, "the answer appeared at once, not as it streamed"
         c.idle("")
         c.quit()
+
+
+@pytest.mark.skipif(not HAVE_CODEX, reason="no codex binary (pip install coven-ls[codex])")
+def test_agent_codex_for_the_next_session(tmp_path: Path, model: ScriptedModel) -> None:
+    model.on("hello claude", "Hi from Claude.")
+    with ScriptedResponses() as responses:
+        responses.on("hello codex", "Hi from Codex.")
+        env = responses.codex_env(tmp_path / "codex-home")
+        with chat(tmp_path, model, "hello claude", env_extra=env) as c:
+            c.idle("Hi from Claude.")
+            c.line("/agent codex")
+            c.expect("New sessions run on codex (/new starts one); this one stays on claude.")
+            c.line("/new")
+            c.expect("Your next message starts a new session (codex)")
+            c.line("hello codex")
+            c.idle("Hi from Codex.")
+            c.line("/sessions")
+            c.expect("claude hello claude")
+            c.expect("codex  hello codex")
+            c.quit()
+        assert [r for r in responses.requests if "hello codex" in json.dumps(r.body)]
+    assert not [r for r in model.requests if "hello codex" in r.all_text]
