@@ -221,6 +221,19 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--cwd", default=".", help="the workspace folder (default: .)")
     chat.add_argument("--model", help="model for new sessions (default: the CLI's)")
     chat.add_argument(
+        "--merge",
+        choices=["auto", "review"],
+        help=(
+            "how worktree children's changes come back (the chat's own server): auto: merged "
+            "when the fork ends (the default); review: you apply or discard each (/review)"
+        ),
+    )
+    chat.add_argument(
+        "--isolation",
+        choices=["worktree", "shared"],
+        help="where fork children work (the chat's own server): a git worktree each, or here",
+    )
+    chat.add_argument(
         "--agent",
         choices=["claude", "codex"],
         help="the agent of new sessions: claude (Claude Code, the default) or codex (/agent)",
@@ -251,6 +264,13 @@ def _chat(args: argparse.Namespace) -> int:
     if args.attach_token_file and not args.attach:
         print("coven-ls chat: --token-file goes with --tcp", file=sys.stderr)
         return 2
+    if args.attach and (args.merge or args.isolation):
+        print(
+            "coven-ls chat: --merge and --isolation are settings of the chat's own server; "
+            "attached (--tcp), the server's own apply",
+            file=sys.stderr,
+        )
+        return 2
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         print(
             "coven-ls chat: needs a terminal (stdin and stdout); for scripts, use coven-ls run.",
@@ -277,6 +297,8 @@ def _chat(args: argparse.Namespace) -> int:
             model=args.model,
             permission_mode=args.permission_mode,
             agent=args.agent,
+            merge_mode=args.merge,
+            isolation=args.isolation,
         )
     )
 

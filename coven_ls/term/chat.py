@@ -47,6 +47,7 @@ from .. import protocol
 from ..protocol import Kind
 from ..protocol.describe import change_counts, one_line, summarize_input
 from ..protocol.tokens import default_state_dir
+from ..protocol.types import Isolation, MergeMode
 from . import chat_commands as cmd
 from .client import CovenClient, PermissionAnswer
 from .render import TreePrinter, file_listing
@@ -67,6 +68,18 @@ class ChatOptions:
     model: str | None = None
     permission_mode: protocol.PermissionMode | None = None
     agent: protocol.AgentName | None = None  # of new sessions: the server's default if None
+    # The chat's own server's settings (never sent when attached): only what was given.
+    merge_mode: MergeMode | None = None
+    isolation: Isolation | None = None
+
+    def init_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        if self.merge_mode is not None:
+            options["mergeMode"] = self.merge_mode
+        if self.isolation is not None:
+            options["forkIsolation"] = self.isolation
+        return options
+
     attach: tuple[str, int] | None = None  # a running `coven-ls --tcp` server's HOST, PORT
     token: str | None = None  # its token (never from the command line)
 
@@ -197,7 +210,9 @@ class Chat:
         attach = self._options.attach
         try:
             if attach is None:
-                await self.client.start(root, own_session=True)
+                await self.client.start(
+                    root, init_options=self._options.init_options(), own_session=True
+                )
             else:
                 await self.client.connect(*attach, root, self._options.token or "")
         except OSError as exc:
@@ -363,7 +378,8 @@ class Chat:
                     f"{one_line(info['title'], 60)}"
                 )
         elif name == "/review":
-            await self._review_current()
+            # Its questions are asked by the input loop, which must not wait for them here.
+            self._spawn(self._review_current())
         elif name == "/new":
             self.current = None
             agent = self._agent or "the server's default agent"

@@ -23,7 +23,16 @@ from coven_ls.agents.codex import resolve_codex
 from coven_ls.testing.scripted_model import ScriptedModel, ToolUse, reply
 from coven_ls.testing.scripted_responses import ScriptedResponses
 
-from .test_run_e2e import assert_no_process_left, run_env, workspace
+from ..gitrepo import NOTES, git_env, make_repo
+from .test_run_e2e import (
+    DOCS,
+    FILE,
+    PLAN,
+    assert_no_process_left,
+    run_env,
+    script_children,
+    workspace,
+)
 
 try:
     resolve_codex(None)
@@ -51,8 +60,8 @@ class Chat:
             TERM="xterm",
             # pexpect answers no cursor-position query: without this prompt_toolkit waits for one.
             PROMPT_TOOLKIT_NO_CPR="1",
-            **(env_extra or {}),
         )
+        env.update(env_extra or {})
         self.child = pexpect.spawn(
             sys.executable,
             ["-m", "coven_ls", "chat", "--cwd", str(workspace(tmp_path)), *args],
@@ -392,3 +401,62 @@ def test_agent_codex_for_the_next_session(tmp_path: Path, model: ScriptedModel) 
             c.quit()
         assert [r for r in responses.requests if "hello codex" in json.dumps(r.body)]
     assert not [r for r in model.requests if "hello codex" in r.all_text]
+
+
+def test_edit_the_tasks_inline_review_later_approve_other_tasks_and_reject_with_a_reason(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    env = git_env(tmp_path, {})
+    repo = make_repo(workspace(tmp_path), {**run_env(model, tmp_path), **env})
+    script_children(model, DOCS, FILE)
+    model.on("Plan again", "Splitting again.\n<fork>\n- one thing\n</fork>")
+    model.on("You were assigned 'task x'", "X done.")
+    model.on("You were assigned 'task y'", "Y done.")
+    model.on("Plan once more", "Splitting once more.\n<fork>\n- another thing\n</fork>")
+    model.on("Their reason: not now", "Understood: no fork.")
+    with chat(tmp_path, model, "--merge", "review", env_extra=env) as c:
+        # Editing the tasks at the inline question: the same two, the other way round.
+        c.line(PLAN)
+        c.expect("Approve the fork? (e: edit the tasks)")
+        c.line("e")
+        c.expect(f"Tasks (; between them): {DOCS}; {FILE}")
+        c.child.sendcontrol("u")  # the proposed list, cleared
+        c.line(f"{FILE}; {DOCS}")
+        c.expect(f"1. {FILE}")  # the question again, with the edited list
+        c.expect(f"2. {DOCS}")
+        c.line("y")
+        for _ in range(2):  # the children ask in whichever order they run
+            c.child.expect(rf"Allow Bash in '({DOCS}|{FILE})'")
+            c.line("y")
+            c.expect("allowed Bash")  # answered: the next question is a new one
+        # Asked at once; Ctrl+C leaves the changes pending, for /review.
+        c.expect(f"Fork child '{FILE}' changed +1 −0 · 1 file")
+        c.child.sendcontrol("c")
+        c.line("/review")
+        c.expect(f"Fork child '{FILE}' changed +1 −0 · 1 file:")
+        c.expect("A added.txt  +1 −0")
+        c.line("y")
+        c.expect(f"✓ applied +1 −0 · 1 file from '{FILE}'")
+        c.expect(f"Fork child '{DOCS}' changed +1 −0 · 1 file:")
+        c.expect("M notes.txt  +1 −0")
+        c.line("n")
+        c.idle("Every task reported.")
+        # Other tasks than the proposed one: /approve a; b.
+        c.line("Plan again")
+        c.expect("1. one thing")
+        c.child.sendcontrol("c")  # the question is left for /approve or /reject
+        c.line("/approve task x; task y")
+        c.expect("● task x")
+        c.expect("● task y")
+        c.idle("Every task reported.")
+        # Rejected, with a reason the model hears.
+        c.line("Plan once more")
+        c.expect("1. another thing")
+        c.child.sendcontrol("c")
+        c.line("/reject not now")
+        c.idle("Understood: no fork.")
+        c.quit()
+    assert (repo / "added.txt").read_text() == "new\n"
+    assert (repo / "notes.txt").read_text() == NOTES
+    children = [r.last_user_text for r in model.requests if "You were assigned" in r.last_user_text]
+    assert not any("one thing" in text or "another thing" in text for text in children)
