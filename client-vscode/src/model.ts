@@ -38,6 +38,14 @@ export interface SessionNode extends NodeBase {
   cwd: string | undefined;
   model: string | undefined;
   agentSessionId: string | undefined;
+  /** The agent that runs it (`claude`, `codex`); undefined until a listing says. */
+  agent: string | undefined;
+  /**
+   * A branch's (`coven/branch`): its parent's session id and the parent's message it left at
+   * (null: the whole conversation). A branch is a session of its own, listed at the top level:
+   * `parentId` stays for fork children.
+   */
+  branchedFrom: { sessionId: string; atMessageId: string | null } | undefined;
   claudeCodeVersion: string | undefined;
   queuedMessages: number;
   costUsd: number;
@@ -195,6 +203,10 @@ export interface ForkNode extends NodeBase {
   mergeMode: 'auto' | 'review' | undefined;
   /** In worktree mode: the snapshot commit the children started from. */
   base: string | undefined;
+  /** What the children started from when not the parent's conversation natively (`fresh`, `transcript`). */
+  context: string | undefined;
+  /** The agent the children run when not the parent's (`claude`, `codex`). */
+  agent: string | undefined;
   /** In worktree mode: what the children's worktrees take on disk (forkFinished). */
   diskBytes: number | undefined;
   /** The children whose changes waited for a decision when the fork began reviewing (forkReviewing). */
@@ -514,6 +526,8 @@ export class CovenModel {
       node.cwd = str(info.cwd) ?? node.cwd;
       node.model = str(info.model) ?? node.model;
       node.agentSessionId = str(info.agentSessionId) ?? node.agentSessionId;
+      node.agent = str(info.agent) ?? node.agent;
+      node.branchedFrom = branchOf(info) ?? node.branchedFrom;
       node.queuedMessages = num(info.queued) ?? node.queuedMessages;
       rec.costFromInfo = num(info.costUsd) ?? rec.costFromInfo;
       rec.usageFromInfo = tokenUsage(info.usage) ?? rec.usageFromInfo;
@@ -709,6 +723,8 @@ export class CovenModel {
         cwd: undefined,
         model: undefined,
         agentSessionId: undefined,
+        agent: undefined,
+        branchedFrom: undefined,
         claudeCodeVersion: undefined,
         queuedMessages: 0,
         costUsd: 0,
@@ -917,6 +933,8 @@ export class CovenModel {
         fork.isolationReason = str(e.isolationReason) ?? fork.isolationReason;
         fork.mergeMode = e.mergeMode === 'auto' || e.mergeMode === 'review' ? e.mergeMode : fork.mergeMode;
         fork.base = str(e.base) ?? fork.base;
+        fork.context = str(e.context) ?? fork.context;
+        fork.agent = str(e.agent) ?? fork.agent;
         const children = (Array.isArray(e.children) ? e.children : []).map(obj);
         this.setTasks(fork, children.map((c) => str(c.label) ?? ''));
         this.place(rec, fork);
@@ -1286,7 +1304,7 @@ export class CovenModel {
         kind: 'fork', key: `fork:${forkId}`, parent: undefined, version: 0,
         forkId, sessionId, state: 'running', tasks: [], source: undefined, atMessageId: undefined,
         reason: undefined, results: undefined, usage: undefined, isolation: undefined, isolationReason: undefined,
-        mergeMode: undefined, base: undefined, diskBytes: undefined, pending: [], children: [], taskNodes: [], placed: false,
+        mergeMode: undefined, base: undefined, context: undefined, agent: undefined, diskBytes: undefined, pending: [], children: [], taskNodes: [], placed: false,
         orphaned: false,
       };
       this.forks.set(forkId, fork);
@@ -1375,9 +1393,17 @@ export class CovenModel {
   }
 }
 
+/** A listing's branch marker: a parent and a `branchedFrom`, and no fork (that would be a fork child). */
+function branchOf(info: SessionInfo): SessionNode['branchedFrom'] {
+  const parentId = str(info.parentId);
+  const marker = info.branchedFrom;
+  if (parentId === undefined || str(info.forkId) !== undefined || !marker || typeof marker !== 'object') return undefined;
+  return { sessionId: parentId, atMessageId: str(marker.atMessageId) ?? null };
+}
+
 function infoSignature(n: SessionNode): string {
   return JSON.stringify([
-    n.title, n.label, n.status, n.costUsd, n.queuedMessages, n.model, n.cwd, n.agentSessionId, n.createdAt, n.usage, n.queuePosition, n.backgroundTasks,
+    n.title, n.label, n.status, n.costUsd, n.queuedMessages, n.model, n.cwd, n.agentSessionId, n.agent, n.branchedFrom, n.createdAt, n.usage, n.queuePosition, n.backgroundTasks,
     n.isolation, n.isolationReason, n.worktree, n.changes,
   ]);
 }

@@ -226,7 +226,7 @@ function presentSession(node: SessionNode): Presentation {
   const child = node.parentId !== undefined;
   const merge = child ? mergeStateOf(node) : undefined;
   const mode = child ? mergeModeOf(node) : undefined;
-  const parts = [sessionStatusText(node)];
+  const parts = [...agentMarks(node), sessionStatusText(node)];
   if (node.changes !== undefined) parts.push(changesDescription(node.changes, mode));
   else if (merge !== undefined) parts.push(mergeText(merge, mode));
   if (node.retry !== undefined) parts.push(retryText(node.retry));
@@ -240,13 +240,16 @@ function presentSession(node: SessionNode): Presentation {
   ];
   if (node.retry !== undefined) rows.push(retryText(node.retry));
   if (child) rows.push(`Fork child of \`${node.parentId}\``);
+  if (node.branchedFrom !== undefined) rows.push(branchText(node.branchedFrom));
+  const agent = agentOf(node);
+  if (agent !== undefined) rows.push(`Agent: ${AGENT_NAMES[agent] ?? escapeMarkdown(agent)}`);
   if (node.model) rows.push(`Model: ${escapeMarkdown(node.model)}`);
   if (node.cwd) rows.push(`Folder: ${escapeMarkdown(node.cwd)}`);
   if (node.costUsd > 0) rows.push(`Cost: ${formatCost(node.costUsd)}`);
   if (totalTokens(node.usage) > 0) rows.push(`Tokens: ${formatUsage(node.usage)}`);
   const tree = treeUsage(node);
   if (totalTokens(tree) > totalTokens(node.usage)) rows.push(`With its forks: ${formatUsage(tree)}`);
-  if (node.agentSessionId) rows.push(`Claude Code session: \`${node.agentSessionId}\``);
+  if (node.agentSessionId) rows.push(`${agent === 'codex' ? 'Codex thread' : 'Claude Code session'}: \`${node.agentSessionId}\``);
   if (child) rows.push(...isolationRows(node, merge));
   if (node.lastError && node.status === 'failed') rows.push('', fence(node.lastError));
   return {
@@ -260,6 +263,38 @@ function presentSession(node: SessionNode): Presentation {
     collapsible: child ? 'collapsed' : 'expanded',
     decorated: false,
   };
+}
+
+/** How the tree names each agent. */
+const AGENT_NAMES: Record<string, string> = { claude: 'Claude Code', codex: 'Codex' };
+
+/**
+ * The first words of a session's description: `⎇ branch` for a branch (`coven/branch`), and the
+ * agent for any session not Claude's (Claude, the default, goes unmarked so that a tree of Claude
+ * sessions reads as before; the tooltip names the agent of every session).
+ */
+function agentMarks(node: SessionNode): string[] {
+  const marks: string[] = [];
+  if (node.branchedFrom !== undefined) marks.push('⎇ branch');
+  const agent = agentOf(node);
+  if (agent !== undefined && agent !== 'claude') marks.push(AGENT_NAMES[agent] ?? agent);
+  return marks;
+}
+
+/**
+ * The session's agent: its listing's, else (a fork child known only from its fork's events) the
+ * one its fork started it with (`forkStarted.agent`), else its parent's.
+ */
+function agentOf(node: SessionNode): string | undefined {
+  if (node.agent !== undefined) return node.agent;
+  const fork = node.parent?.kind === 'fork' ? node.parent : undefined;
+  if (fork?.agent !== undefined) return fork.agent;
+  return fork?.parent?.kind === 'session' ? agentOf(fork.parent) : undefined;
+}
+
+function branchText(from: NonNullable<SessionNode['branchedFrom']>): string {
+  const at = from.atMessageId !== null ? ` at message \`${from.atMessageId}\`` : '';
+  return `Branch of \`${from.sessionId}\`${at}: a conversation of its own (its parent never hears of it)`;
 }
 
 /** A child whose changes clashed with the working tree: they were not applied, the user should look. */
@@ -423,6 +458,8 @@ function presentFork(fork: ForkNode): Presentation {
   const rows = [`**Fork** · ${forkStateText(fork)}`, '', ...fork.tasks.map((t, i) => `${i + 1}. ${escapeMarkdown(t)}`)];
   if (totalTokens(usage) > 0) rows.push('', `Tokens of its children: ${formatUsage(usage)}`);
   if (fork.source === 'user') rows.push('', 'Started by you.');
+  const start = startText(fork);
+  if (start) rows.push('', start);
   const isolation = isolationText(fork);
   if (isolation) rows.push('', isolation);
   if (fork.diskBytes !== undefined) rows.push(`Their worktrees take ${formatBytes(fork.diskBytes)} on disk.`);
@@ -449,6 +486,17 @@ function presentFork(fork: ForkNode): Presentation {
     collapsible: count > 0 ? 'expanded' : 'none',
     decorated: true,
   };
+}
+
+/** How a fork's children started, for its tooltip, when not the parent's conversation natively. */
+export function startText(fork: ForkNode): string {
+  if (fork.context === undefined && fork.agent === undefined) return '';
+  const who = fork.agent === 'codex' ? 'Codex sessions' : fork.agent === 'claude' ? 'Claude sessions' : 'new sessions';
+  const from =
+    fork.context === 'fresh'
+      ? 'with only their task'
+      : "with the parent's conversation written into their first prompt (thinking left out, long tool results and the oldest messages cut)";
+  return `The children are ${who} ${from}.`;
 }
 
 /** Where a fork's children work and how their changes come back, for its tooltip. */

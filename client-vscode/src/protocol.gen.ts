@@ -1189,6 +1189,14 @@ export interface ForkStartedEvent {
    * with `isolation: worktree`: the snapshot commit the children start from
    */
   base?: string;
+  /**
+   * what the children start from, when not the parent's conversation resumed natively: `fresh` or `transcript` (see `coven/fork`)
+   */
+  context?: 'fresh' | 'inherit' | 'transcript';
+  /**
+   * the agent the children run, when not the parent's
+   */
+  agent?: 'claude' | 'codex';
 }
 export interface ChildRef {
   /**
@@ -1588,6 +1596,14 @@ export interface ForkParams {
    * for this fork: `initializationOptions.worktreeSetup`'s choice instead (`""`: no setup)
    */
   worktreeSetup?: string | null;
+  /**
+   * what the children start from: `inherit` (the parent's conversation, resumed natively; the default for children of the parent's agent), `fresh` (a new session with only the child's brief and task) or `transcript` (a new session whose first prompt holds the parent's conversation written out, with cuts: thinking left out, tool results over 1,500 characters cut, the oldest messages cut past 100,000 tokens; the default for children of another agent)
+   */
+  context?: ('fresh' | 'inherit' | 'transcript') | null;
+  /**
+   * the agent every child runs: `claude` or `codex` (default: the parent's); another agent than the parent's cannot take `context: inherit`
+   */
+  agent?: ('claude' | 'codex') | null;
 }
 export interface ForkResult {
   /**
@@ -1644,6 +1660,14 @@ export interface DecideForkParams {
    * with `approve: true`: as in `coven/fork`
    */
   worktreeSetup?: string | null;
+  /**
+   * with `approve: true`: as in `coven/fork`
+   */
+  context?: ('fresh' | 'inherit' | 'transcript') | null;
+  /**
+   * with `approve: true`: as in `coven/fork`
+   */
+  agent?: ('claude' | 'codex') | null;
 }
 export interface ForkIdParams {
   /**
@@ -1967,6 +1991,10 @@ export interface CovenServerCapabilities {
    * the coven/* protocol's version (1 so far), raised on every breaking change: a client written for another version should say so rather than misread what it is sent
    */
   protocolVersion: number;
+  /**
+   * the agents whose binary this server finds for this client (its `claudePath`/`codexPath`, the environment, the bundled wheels, PATH), without running it: which ones a client may offer when it starts a session
+   */
+  agents?: ('claude' | 'codex')[] | null;
 }
 /**
  * `coven-ls doctor --json`: the exit code is 0 when `ok`, 1 otherwise.

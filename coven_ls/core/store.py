@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 # flock is POSIX; on Windows the store works unlocked.
 fcntl: Any = importlib.import_module("fcntl") if os.name == "posix" else None
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # About what sqlite's own autocheckpoint would let the WAL grow to (1000 pages) before the
 # journal has it copied back into the database.
@@ -154,6 +154,12 @@ CREATE TABLE kept_branches (
     10: """
 ALTER TABLE sessions ADD COLUMN branched_from TEXT;
 """,
+    # 10 -> 11: a fork keeps what its children start from (`context`) and which agent they run
+    # (NULL: the defaults), so that a restart and coven/resumeFork start them the same way.
+    11: """
+ALTER TABLE forks ADD COLUMN context TEXT;
+ALTER TABLE forks ADD COLUMN agent TEXT;
+""",
 }
 
 SESSION_COLUMNS = (
@@ -193,6 +199,8 @@ FORK_COLUMNS = (
     "results",
     "reintegrated",
     "isolation",
+    "context",
+    "agent",
 )
 
 
