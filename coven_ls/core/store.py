@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 # flock is POSIX; on Windows the store works unlocked.
 fcntl: Any = importlib.import_module("fcntl") if os.name == "posix" else None
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # About what sqlite's own autocheckpoint would let the WAL grow to (1000 pages) before the
 # journal has it copied back into the database.
@@ -152,6 +152,12 @@ CREATE TABLE kept_branches (
     10: """
 ALTER TABLE sessions ADD COLUMN branched_from TEXT;
 """,
+    # 10 -> 11: what fork children may spend (JSON, the protocol's ForkLimits): a session keeps
+    # its client's forkLimits (the model's forks after a restart take them), a fork its own.
+    11: """
+ALTER TABLE sessions ADD COLUMN fork_limits TEXT;
+ALTER TABLE forks ADD COLUMN limits TEXT;
+""",
 }
 
 SESSION_COLUMNS = (
@@ -177,6 +183,7 @@ SESSION_COLUMNS = (
     "isolation",
     "agent",
     "branched_from",
+    "fork_limits",
 )
 FORK_COLUMNS = (
     "fork_id",
@@ -191,6 +198,7 @@ FORK_COLUMNS = (
     "results",
     "reintegrated",
     "isolation",
+    "limits",
 )
 
 
@@ -671,7 +679,7 @@ def _schema_version(db: sqlite3.Connection) -> int:
     return int(row[0])
 
 
-_SESSION_JSON = ("outcome", "usage", "isolation", "branched_from")
+_SESSION_JSON = ("outcome", "usage", "isolation", "branched_from", "fork_limits")
 
 
 def _session_row(s: dict[str, Any]) -> tuple[Any, ...]:
@@ -688,7 +696,7 @@ def _session_dict(row: tuple[Any, ...]) -> dict[str, Any]:
     return d
 
 
-_FORK_JSON = ("tasks_proposed", "tasks_approved", "children", "results", "isolation")
+_FORK_JSON = ("tasks_proposed", "tasks_approved", "children", "results", "isolation", "limits")
 
 
 def _fork_row(f: dict[str, Any]) -> tuple[Any, ...]:
