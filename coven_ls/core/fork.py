@@ -1038,7 +1038,7 @@ class ForkManager:
         on its branch), but with its words so far and the limit for the parent."""
         if fork.state != "running" or child.closed:
             return
-        if child.settled and child.last_outcome is not None:
+        if child.answered or (child.settled and child.last_outcome is not None):
             return  # it had finished its task already
         assert fork.limits is not None
         child.last_outcome = Outcome(

@@ -178,8 +178,10 @@ class Session:
         # time limit counts from there, not from when it was queued.
         self.started_at: float | None = None
         self.started = anyio.Event()
-        # The main agent's words in the turn under way, kept for a child stopped mid-turn.
+        # The main agent's words in the turn under way, kept for a child stopped mid-turn, and
+        # whether the turn has its result (a limit no longer stops it then: it has answered).
         self.turn_text: list[str] = []
+        self.answered = False
         # A fork child's place: its fork's isolation mode (and why it is shared), its worktree,
         # and its changes once it has ended (set by the fork's Isolation).
         self.isolation: Isolation | None = None
@@ -605,7 +607,7 @@ class Session:
         self.background.report_due = (
             False  # whatever ended so far, this turn is where the CLI says so
         )
-        self.turn_text = []
+        self.turn_text, self.answered = [], False
         if turn is not None:
             self.emit(events.Prompt(text=turn.text, origin=turn.origin))
         else:
@@ -746,6 +748,8 @@ class Session:
         while True:
             limit = self.config.child_idle_timeout if self.fork_id else 0
             item = await self.process.next_message_or_idle(limit)
+            if self._closing:
+                return None  # stopped (a fork limit): what the CLI says after that is not shown
             if isinstance(item, StreamEnded):
                 if item.error is not None:
                     raise item.error
@@ -808,6 +812,7 @@ class Session:
             self.emit(payload)
             if isinstance(payload, events.TurnResult):
                 result = payload
+                self.answered = True
                 self._spent()
         self._count_call(message)  # after its blocks: a child stopped here keeps them
         return result
