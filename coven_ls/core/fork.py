@@ -1045,7 +1045,8 @@ class ForkManager:
             False, "\n\n".join(child.turn_text), describe(limit, fork.limits), limit
         )
         log.info("fork %s: child %s reached %s", fork.id, child.id, limit)
-        child.begin_close("cancelled")  # at once: its turn must not end with another outcome
+        # At once: its turn must not end with another outcome, nor its CLI go on meanwhile.
+        child.begin_close("cancelled", kill=True)
 
     @staticmethod
     def _result_of(child: Session, interrupted: str | None = None) -> TaskResult:

@@ -182,6 +182,8 @@ class Session:
         # whether the turn has its result (a limit no longer stops it then: it has answered).
         self.turn_text: list[str] = []
         self.answered = False
+        # The model call each stream (the main agent's, a subagent's) is in: its id and model.
+        self._calls: dict[str | None, tuple[str | None, str | None]] = {}
         # A fork child's place: its fork's isolation mode (and why it is shared), its worktree,
         # and its changes once it has ended (set by the fork's Isolation).
         self.isolation: Isolation | None = None
@@ -462,9 +464,13 @@ class Session:
         with anyio.move_on_after(CLOSE_SECONDS):
             await self._done.wait()
 
-    def begin_close(self, final_status: Status | None = "closed") -> None:
+    def begin_close(self, final_status: Status | None = "closed", *, kill: bool = False) -> None:
         """`close` without waiting: from here on the session takes no more turns, and the one
-        under way ends without an outcome of its own (a fork limit has set it)."""
+        under way ends without an outcome of its own (a fork limit has set it). `kill`: its
+        process is killed at once rather than given time to end (the CLI keeps working while it
+        is, and a child that reached its limit must not spend more)."""
+        if kill:
+            self.process.kill()
         if not self._closing:
             self._closing = True
             self._final_status = final_status
@@ -777,6 +783,7 @@ class Session:
                         parentToolUseId=piece.parent_tool_use_id,
                     )
                 )
+            self._count_call(message)
             return None
         result: events.TurnResult | None = None
         for payload in map_message(message):
@@ -821,7 +828,25 @@ class Session:
         """A model call's usage, as soon as the CLI reports it: an assistant message's (the
         CLI's own or a subagent's), or an agent's `usage` system message (Codex's per-call
         tokens, with their cost)."""
-        if isinstance(message, AssistantMessage):
+        if isinstance(message, StreamEvent):
+            # The call's final usage (its output tokens) comes only in the stream's
+            # message_delta: the assistant lines repeat message_start's.
+            event = message.event
+            kind = event.get("type")
+            if kind == "message_start":  # its usage comes again with the assistant lines
+                call = event.get("message") or {}
+                self._calls[message.parent_tool_use_id] = (call.get("id"), call.get("model"))
+                return
+            if kind == "message_delta":
+                raw = event.get("usage")
+            else:
+                return
+            key, model = self._calls.get(message.parent_tool_use_id, (None, None))
+            usage = usage_of(raw)
+            if usage is None or not key:
+                return
+            changed = self.meter.add(key, usage, claude_cost(model, usage))
+        elif isinstance(message, AssistantMessage):
             usage = usage_of(message.usage)
             key = message.message_id or message.uuid
             if usage is None or key is None:
