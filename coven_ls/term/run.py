@@ -34,7 +34,7 @@ import signal
 import sys
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
@@ -88,6 +88,7 @@ class RunOptions:
     isolation: Isolation | None = None
     worktree_setup: str | None = None
     agent: protocol.AgentName | None = None
+    fork_limits: dict[str, float | int] = field(default_factory=dict)  # forkLimits given
 
     def init_options(self) -> dict[str, Any]:
         """The server's initializationOptions: only what was given, so its defaults apply."""
@@ -98,6 +99,8 @@ class RunOptions:
             options["forkIsolation"] = self.isolation
         if self.worktree_setup is not None:
             options["worktreeSetup"] = self.worktree_setup
+        if self.fork_limits:
+            options["forkLimits"] = dict(self.fork_limits)
         return options
 
 
