@@ -189,3 +189,32 @@ async def test_bad_limits_are_refused(coven: Coven, model: ScriptedModel) -> Non
 
 def _seconds(stamp: str) -> float:
     return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+async def test_a_forks_limits_survive_a_restart_and_hold_when_it_is_resumed(
+    coven_factory, model: ScriptedModel
+) -> None:
+    # The first run of each child hangs until the server stops; once resumed, the looper loops.
+    model.on(assigned(LOOP), "(never)", latency=300, times=1)
+    model.on(assigned(QUICK), "(never)", latency=300, times=1)
+    loop_forever(model, LOOP, Usage(input_tokens=1000, output_tokens=500))
+    model.on(assigned(QUICK), "Hello.", usage=Usage(10, 5))
+    model.on("<fork-results>", "Going on after the restart.", usage=Usage(10, 5))
+    first = await coven_factory(home="ws", init_options={"forkLimits": {"childTokens": 4000}})
+    sid = await fork_in(first, [LOOP, QUICK])
+    started = await first.wait_kind(sid, "forkStarted")
+    for child in started["children"]:
+        await first.wait_status(child["sessionId"], "running")
+    await first.stop()
+
+    # Restarted by a client that sets no limits: the fork's own were stored with it.
+    second = await coven_factory(home="ws")
+    interrupted = await second.wait_kind(sid, "forkInterrupted")
+    await second.request("coven/resumeFork", {"forkId": interrupted["forkId"]})
+    finished, turn = await after_results(second, sid)
+
+    stopped = result_of(finished, LOOP)
+    assert (stopped["stopped"], stopped["limit"]) == ("limit", "childTokens")
+    assert result_of(finished, QUICK)["ok"] is True
+    assert turn["text"] == "Going on after the restart."
+    await no_cli_left(second, started["children"][0]["sessionId"])
