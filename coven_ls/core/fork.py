@@ -1033,16 +1033,25 @@ class ForkManager:
                 total += self._tree_cost(child)
         return total
 
-    def _stop_at_limit(self, fork: Fork, child: Session, limit: LimitName) -> None:
+    def _stop_at_limit(
+        self, fork: Fork, child: Session, limit: LimitName, limits: ForkLimits | None = None
+    ) -> None:
         """Stop a child that reached a limit, as a cancel would (its process ends, its work stays
-        on its branch), but with its words so far and the limit for the parent."""
+        on its branch), but with its words so far and the limit for the parent. A child that
+        forked in turn has its own children stopped with it (`limits`: the fork's whose limit
+        was reached, when it is an outer one)."""
+        limits = limits or fork.limits
+        assert limits is not None
         if fork.state != "running" or child.closed:
             return
-        if child.answered or (child.settled and child.last_outcome is not None):
+        inner = self.active_fork(child)
+        if inner is None and (child.answered or (child.settled and child.last_outcome is not None)):
             return  # it had finished its task already
-        assert fork.limits is not None
+        if inner is not None:
+            for grandchild in inner.children:
+                self._stop_at_limit(inner, grandchild, limit, limits)
         child.last_outcome = Outcome(
-            False, "\n\n".join(child.turn_text), describe(limit, fork.limits), limit
+            False, "\n\n".join(child.turn_text), describe(limit, limits), limit
         )
         log.info("fork %s: child %s reached %s", fork.id, child.id, limit)
         # At once: its turn must not end with another outcome, nor its CLI go on meanwhile.

@@ -16,10 +16,11 @@ from coven_ls.core import spend
 from coven_ls.protocol import Kind
 from coven_ls.protocol.types import ForkLimits, Usage
 
-from ..fakes import MODEL, Gate, Step, init, result
+from ..fakes import MODEL, Gate, Step, init, reply, result
 from .test_hub_unit import (
     Rig,
     child_agents,
+    fork_tag,
     results_turn,
     running_hub,
     settings,
@@ -313,3 +314,29 @@ async def test_a_models_fork_takes_the_limits_of_the_client_that_started_the_ses
         proposed = await rig.client.wait_for(Kind.FORK_PROPOSED, parent)
         assert rig.hub.forks.get(proposed["forkId"]).limits == ForkLimits(childCostUsd=1.5)
         rig.hub.forks.decide(proposed["forkId"], False, None, "no")
+
+
+async def test_the_forks_cost_limit_also_stops_a_childs_own_fork(tmp_path: Path) -> None:
+    gates = {"deep": Gate(), "beta": Gate()}
+    limits = ForkLimits(forkCostUsd=0.4)
+    cfg = settings(tmp_path, forkMode="auto", maxDepth=2, forkLimits=limits)
+    async with running_hub(cfg, gates=gates) as rig:
+        # alpha forks in turn (its child hangs); beta's result then takes the fork over its limit.
+        scripted(
+            rig,
+            {
+                "alpha": reply(fork_tag(["deep"]), agent_session_id="agent-alpha"),
+                "beta": [init("agent-beta"), gates["beta"], result("b", cost=0.5)],
+            },
+        )
+        parent, children = await start_fork(rig)
+        await gates["deep"].wait_reached()
+        gates["beta"].open()
+        finished, text = await finished_and_text(rig, parent)
+        deep = next(s for s in rig.hub.sessions.values() if s.label == "deep")
+
+    assert outcome(finished, "alpha")["limit"] == "forkCostUsd"
+    assert outcome(finished, "beta")["ok"] is True
+    assert (children["alpha"].status, deep.status) == ("cancelled", "cancelled")
+    assert child_agents(rig.backend)["deep"].closed  # nothing of it left running
+    assert '<task label="alpha" stopped="limit" limit="forkCostUsd"' in text
