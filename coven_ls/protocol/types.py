@@ -29,7 +29,7 @@ Status = Literal[
 STATUSES: tuple[Status, ...] = get_args(Status)
 
 # A session in one of these takes no more messages. (`cancelled` is a fork child the user
-# stopped; a cancelled top-level turn leaves its session `idle`.)
+# stopped, or one that reached a fork limit; a cancelled top-level turn leaves its session `idle`.)
 FinalStatus = Literal["cancelled", "closed"]
 FINAL_STATUSES: frozenset[str] = frozenset(get_args(FinalStatus))
 
