@@ -88,6 +88,7 @@ from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.journal import SWITCH_INTERVAL
 from coven_ls.core.session import Session, SessionConfig
 from coven_ls.core.store import Store, database_path
+from coven_ls.core.transcript import Entry
 from coven_ls.protocol.events import Payload, Text, ToolResult, ToolUse
 
 TARGET_RELAY_COST = 0.10  # the store may cost the relay under 10%
@@ -186,6 +187,11 @@ class NeverBackend:
 
     async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> Agent:
         raise RuntimeError("bench sessions do not start an agent")
+
+    async def conversation(
+        self, agent_session_id: str, cwd: str, up_to: str | None = None
+    ) -> list[Entry]:
+        raise RuntimeError("bench sessions have no conversation")
 
 
 class BenchClient:

@@ -175,6 +175,21 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"forkLimits.{limit}: {what} (0: no limit)",
         )
     run.add_argument(
+        "--fork-context",
+        choices=["inherit", "fresh", "transcript"],
+        help=(
+            "what the children of a fork you approve start from: inherit: the session's "
+            "conversation, resumed (the default with the same agent); fresh: only their task; "
+            "transcript: the conversation written into their first prompt, cut to size (the "
+            "default with --fork-agent another agent). Not with --fork-mode auto"
+        ),
+    )
+    run.add_argument(
+        "--fork-agent",
+        choices=["claude", "codex"],
+        help="the agent that runs the children of a fork you approve (default: the session's)",
+    )
+    run.add_argument(
         "-y",
         "--yes",
         action="store_true",
@@ -290,6 +305,8 @@ def _run(args: argparse.Namespace) -> int:
             isolation=args.isolation,
             agent=args.agent,
             worktree_setup=args.worktree_setup,
+            fork_context=args.fork_context,
+            fork_agent=args.fork_agent,
             fork_limits={
                 limit: getattr(args, limit)
                 for _flag, limit, _kind, _what in _LIMIT_FLAGS

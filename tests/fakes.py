@@ -42,7 +42,8 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
-from coven_ls.core.agent import AgentSpec, PermissionAsker
+from coven_ls.core.agent import AgentSpec, AgentStartError, PermissionAsker
+from coven_ls.core.transcript import Entry
 
 DEFAULT_TIMEOUT = 3.0
 MODEL = "claude-test-1"
@@ -429,6 +430,8 @@ class FakeBackend:
         self.interrupt_gate: Gate | None = None
         self.interrupt_session_id = "agent-1"
         self.interrupt_cost: float | None = None
+        # What `conversation` gives back (a `"transcript"` fork child's parent's), by id.
+        self.conversations: dict[str, list[Entry]] = {}
 
     def add(self, *replies: Iterable[Step]) -> None:
         self.replies.extend(list(r) for r in replies)
@@ -462,6 +465,13 @@ class FakeBackend:
         agent = FakeAgent(self, spec, ask_permission)
         self.agents.append(agent)
         return agent
+
+    async def conversation(
+        self, agent_session_id: str, cwd: str, up_to: str | None = None
+    ) -> list[Entry]:
+        if agent_session_id not in self.conversations:
+            raise AgentStartError(f"no conversation {agent_session_id}")
+        return self.conversations[agent_session_id]
 
 
 # --- the recording sink --------------------------------------------------------------------------

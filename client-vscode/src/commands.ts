@@ -18,6 +18,7 @@ import {
 } from './model';
 import { changesDescription } from './changes';
 import { deleteParams, discardQuestion, keptMessage, unappliedWork } from './deletion';
+import { type ForkChoice, forkChoices } from './forkChoice';
 import { forkStateText, sessionStatusText } from './present';
 import { type DecideForkParams, ErrorCode, Method } from './protocol';
 import type { ChangesReview } from './review';
@@ -88,7 +89,9 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       if (!session) return;
       const tasks = await editTasks([], `Fork '${titleOf(session)}'`, 'Fork');
       if (!tasks) return;
-      await server.request(Method.fork, { sessionId: session.sessionId, tasks });
+      const choice = await pickForkStart(session);
+      if (!choice) return;
+      await server.request(Method.fork, { sessionId: session.sessionId, tasks, ...choice });
     },
 
     'coven.forkFromHere': async (target) => {
@@ -100,7 +103,9 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       const session = model.owningSession(node);
       const tasks = await editTasks([], `Fork '${session ? titleOf(session) : node.sessionId}' at "${firstLine(node.text).slice(0, 40)}"`, 'Fork');
       if (!tasks) return;
-      await server.request(Method.fork, { sessionId: node.sessionId, tasks, atMessageId: node.messageId });
+      const choice = await pickForkStart(session);
+      if (!choice) return;
+      await server.request(Method.fork, { sessionId: node.sessionId, tasks, atMessageId: node.messageId, ...choice });
     },
 
     'coven.approveFork': async (target) => {
@@ -113,8 +118,10 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       if (!fork) return;
       const tasks = await editTasks(fork.tasks, 'Approve the fork with these tasks', 'Approve');
       if (!tasks) return;
+      const choice = await pickForkStart(model.session(fork.sessionId));
+      if (!choice) return;
       if (fork.state !== 'proposed') return alreadyDecided(fork);
-      await decide({ forkId: fork.forkId, approve: true, tasks });
+      await decide({ forkId: fork.forkId, approve: true, tasks, ...choice });
     },
 
     'coven.rejectFork': async (target) => {
@@ -256,6 +263,16 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       }
     }),
   );
+}
+
+/** How the children start (context, agent), picked by the user; undefined when they pressed Escape. */
+async function pickForkStart(parent: SessionNode | undefined): Promise<ForkChoice['params'] | undefined> {
+  const picked = await vscode.window.showQuickPick(forkChoices(parent?.agent), {
+    title: 'How should the children start?',
+    placeHolder: 'What each child knows of this conversation, and which agent runs it',
+    ignoreFocusOut: true,
+  });
+  return picked?.params;
 }
 
 function titleOf(session: SessionNode): string {

@@ -38,6 +38,8 @@ export interface SessionNode extends NodeBase {
   cwd: string | undefined;
   model: string | undefined;
   agentSessionId: string | undefined;
+  /** The agent that runs it (`claude`, `codex`), once coven/listSessions said so. */
+  agent: string | undefined;
   claudeCodeVersion: string | undefined;
   queuedMessages: number;
   costUsd: number;
@@ -204,6 +206,10 @@ export interface ForkNode extends NodeBase {
   mergeMode: 'auto' | 'review' | undefined;
   /** In worktree mode: the snapshot commit the children started from. */
   base: string | undefined;
+  /** What the children started from when not the parent's conversation natively (`fresh`, `transcript`). */
+  context: string | undefined;
+  /** The agent the children run when not the parent's (`claude`, `codex`). */
+  agent: string | undefined;
   /** What each child, and the whole fork, may spend (forkStarted); undefined: no limit. */
   limits: ForkLimits | undefined;
   /** In worktree mode: what the children's worktrees take on disk (forkFinished). */
@@ -525,6 +531,7 @@ export class CovenModel {
       node.cwd = str(info.cwd) ?? node.cwd;
       node.model = str(info.model) ?? node.model;
       node.agentSessionId = str(info.agentSessionId) ?? node.agentSessionId;
+      node.agent = str(info.agent) ?? node.agent;
       node.queuedMessages = num(info.queued) ?? node.queuedMessages;
       rec.costFromInfo = num(info.costUsd) ?? rec.costFromInfo;
       rec.usageFromInfo = tokenUsage(info.usage) ?? rec.usageFromInfo;
@@ -720,6 +727,7 @@ export class CovenModel {
         cwd: undefined,
         model: undefined,
         agentSessionId: undefined,
+        agent: undefined,
         claudeCodeVersion: undefined,
         queuedMessages: 0,
         costUsd: 0,
@@ -935,6 +943,8 @@ export class CovenModel {
         fork.isolationReason = str(e.isolationReason) ?? fork.isolationReason;
         fork.mergeMode = e.mergeMode === 'auto' || e.mergeMode === 'review' ? e.mergeMode : fork.mergeMode;
         fork.base = str(e.base) ?? fork.base;
+        fork.context = str(e.context) ?? fork.context;
+        fork.agent = str(e.agent) ?? fork.agent;
         fork.limits = forkLimits(e.limits) ?? fork.limits;
         const children = (Array.isArray(e.children) ? e.children : []).map(obj);
         this.setTasks(fork, children.map((c) => str(c.label) ?? ''));
@@ -1307,7 +1317,7 @@ export class CovenModel {
         kind: 'fork', key: `fork:${forkId}`, parent: undefined, version: 0,
         forkId, sessionId, state: 'running', tasks: [], source: undefined, atMessageId: undefined,
         reason: undefined, results: undefined, usage: undefined, isolation: undefined, isolationReason: undefined,
-        mergeMode: undefined, base: undefined, limits: undefined, diskBytes: undefined, pending: [], children: [], taskNodes: [], placed: false,
+        mergeMode: undefined, base: undefined, context: undefined, agent: undefined, limits: undefined, diskBytes: undefined, pending: [], children: [], taskNodes: [], placed: false,
         orphaned: false,
       };
       this.forks.set(forkId, fork);

@@ -486,6 +486,8 @@ function presentFork(fork: ForkNode): Presentation {
   const rows = [`**Fork** · ${forkStateText(fork)}`, '', ...fork.tasks.map((t, i) => `${i + 1}. ${escapeMarkdown(t)}`)];
   if (totalTokens(usage) > 0) rows.push('', `Tokens of its children: ${formatUsage(usage)}`);
   if (fork.source === 'user') rows.push('', 'Started by you.');
+  const start = startText(fork);
+  if (start) rows.push('', start);
   const isolation = isolationText(fork);
   if (isolation) rows.push('', isolation);
   if (fork.diskBytes !== undefined) rows.push(`Their worktrees take ${formatBytes(fork.diskBytes)} on disk.`);
@@ -512,6 +514,17 @@ function presentFork(fork: ForkNode): Presentation {
     collapsible: count > 0 ? 'expanded' : 'none',
     decorated: true,
   };
+}
+
+/** How a fork's children started, for its tooltip, when not the parent's conversation natively. */
+export function startText(fork: ForkNode): string {
+  if (fork.context === undefined && fork.agent === undefined) return '';
+  const who = fork.agent === 'codex' ? 'Codex sessions' : fork.agent === 'claude' ? 'Claude sessions' : 'new sessions';
+  const from =
+    fork.context === 'fresh'
+      ? 'with only their task'
+      : "with the parent's conversation written into their first prompt (thinking left out, long tool results and the oldest messages cut)";
+  return `The children are ${who} ${from}.`;
 }
 
 /** Where a fork's children work and how their changes come back, for its tooltip. */

@@ -1192,6 +1192,14 @@ export interface ForkStartedEvent {
    */
   base?: string;
   /**
+   * what the children start from, when not the parent's conversation resumed natively: `fresh` or `transcript` (see `coven/fork`)
+   */
+  context?: 'fresh' | 'inherit' | 'transcript';
+  /**
+   * the agent the children run, when not the parent's
+   */
+  agent?: 'claude' | 'codex';
+  /**
    * what each child, and the whole fork, may spend (absent: no limit); each child's `spend` events say how far it is
    */
   limits?: ForkLimits;
@@ -1654,6 +1662,14 @@ export interface ForkParams {
    */
   worktreeSetup?: string | null;
   /**
+   * what the children start from: `inherit` (the parent's conversation, resumed natively; the default for children of the parent's agent), `fresh` (a new session with only the child's brief and task) or `transcript` (a new session whose first prompt holds the parent's conversation written out, with cuts: thinking left out, tool results over 1,500 characters cut, the oldest messages cut past 100,000 tokens; the default for children of another agent)
+   */
+  context?: ('fresh' | 'inherit' | 'transcript') | null;
+  /**
+   * the agent every child runs: `claude` or `codex` (default: the parent's); another agent than the parent's cannot take `context: inherit`
+   */
+  agent?: ('claude' | 'codex') | null;
+  /**
    * for this fork: each limit given replaces `initializationOptions.forkLimits`' (0: none)
    */
   limits?: ForkLimits | null;
@@ -1713,6 +1729,14 @@ export interface DecideForkParams {
    * with `approve: true`: as in `coven/fork`
    */
   worktreeSetup?: string | null;
+  /**
+   * with `approve: true`: as in `coven/fork`
+   */
+  context?: ('fresh' | 'inherit' | 'transcript') | null;
+  /**
+   * with `approve: true`: as in `coven/fork`
+   */
+  agent?: ('claude' | 'codex') | null;
   /**
    * with `approve: true`: as in `coven/fork` (each limit given replaces the session's)
    */

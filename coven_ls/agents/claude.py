@@ -23,8 +23,10 @@ from ..core.agent import (
     describe_failure,
     launcher_path,
 )
+from ..core.transcript import Entry
 from . import binary
 from .binary import BinarySource
+from .claude_conversation import read_conversation
 
 if TYPE_CHECKING:
     from claude_agent_sdk import (
@@ -146,6 +148,17 @@ class ClaudeBackend:
 
     async def aclose(self) -> None:
         return None  # nothing shared: each session's process ends with its agent
+
+    async def conversation(
+        self, agent_session_id: str, cwd: str, up_to: str | None = None
+    ) -> list[Entry]:
+        entries = await anyio.to_thread.run_sync(read_conversation, agent_session_id, cwd, up_to)
+        if not entries:
+            raise AgentStartError(
+                f"Claude Code's transcript of conversation {agent_session_id} (a session in "
+                f"{cwd}) could not be found or holds no messages, so it cannot be written out."
+            )
+        return entries
 
     async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> Agent:
         from claude_agent_sdk import (

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from claude_agent_sdk import Message, PermissionMode
 
+    from .transcript import Entry
+
 log = logging.getLogger(__name__)
 
 # tool name, tool input, tool use id -> (allow, message for the model when denied)
@@ -77,6 +79,15 @@ class Backend(Protocol):
         """Raise CovenError(CLAUDE_UNAVAILABLE) when no agent can be started at all."""
 
     async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> Agent: ...
+
+    async def conversation(
+        self, agent_session_id: str, cwd: str, up_to: str | None = None
+    ) -> list[Entry]:
+        """The conversation this agent keeps under `agent_session_id` (a session run in `cwd`),
+        oldest first, up to and including the message `up_to` (a messageId): what a fork child
+        that cannot resume it is given (`context: "transcript"`). Raises AgentStartError when it
+        cannot be read."""
+        ...
 
     async def aclose(self) -> None:
         """The server is stopping: end what the backend shares among its agents (Codex's

@@ -26,10 +26,12 @@ from .. import protocol
 from ..protocol import Kind, events
 from ..protocol.types import (
     FORK_STATES,
+    AgentName,
     ChangedFile,
     Changes,
     ConflictFile,
     FileText,
+    ForkContext,
     ForkLimits,
     ForkRef,
     ForkSource,
@@ -42,8 +44,8 @@ from ..protocol.types import (
     Usage,
     Worktree,
 )
-from . import failpoints, isolation, pool
-from .agent import AgentSpec
+from . import failpoints, isolation, pool, transcript
+from .agent import AgentSpec, AgentStartError, Backend
 from .child_env import ChildEnvironments, stop_leftover_setup
 from .fork_state import check_move
 from .isolation import ForkTrees
@@ -175,7 +177,11 @@ def problem_message(problem: str) -> str:
 
 
 def child_prompt(
-    label: str, tasks: list[str], workdir: str | None = None, parent_dir: str | None = None
+    label: str,
+    tasks: list[str],
+    workdir: str | None = None,
+    parent_dir: str | None = None,
+    fresh: bool = False,
 ) -> str:
     """A fork child's first message. Its first line is the seeds' contract, word for word; the
     rest keeps the child on its own task: parallel forks that redo each other's work or re-plan
@@ -183,6 +189,12 @@ def child_prompt(
     told where it works: the conversation it resumes names the parent's paths, and writing
     there would bypass its isolation."""
     lines = [f"You were assigned '{label}'"]
+    if fresh:
+        lines += [
+            "",
+            "You start afresh: you were given none of the conversation you were forked from, "
+            "only this task. Find out what you need from the project itself.",
+        ]
     if workdir is not None and parent_dir is not None:
         lines += [
             "",
@@ -330,10 +342,15 @@ class Fork:
     isolation: Isolation | None = None
     merge_mode: MergeMode | None = None
     worktree_setup: str | None = None
+    # What its children start from and which agent they run (None: the defaults, see below).
+    context: ForkContext | None = None
+    agent: AgentName | None = None
     limits: ForkLimits | None = None  # what its children may spend (None: no limit)
     trees: ForkTrees | None = None  # decided when it starts
     # Set once its children exist (worktrees take a moment): a cancel waits for it.
     prepared: anyio.Event = field(default_factory=anyio.Event)
+    # The parent's conversation, read once for `transcript` children (all get the same).
+    conversation: list[transcript.Entry] | None = None
     # What each child's worktree takes on disk, measured when the child ends (a walk of every
     # file: off the fork's last moments, but for its last child).
     disk: dict[str, int] = field(default_factory=dict)
@@ -347,6 +364,18 @@ class Fork:
 
     def ref(self) -> ForkRef:
         return ForkRef(forkId=self.id, state=self.state)
+
+    @property
+    def child_agent(self) -> AgentName:
+        return self.agent or self.parent.config.agent
+
+    @property
+    def child_context(self) -> ForkContext:
+        """Its children's start: native resume needs the parent's agent, so another agent's
+        children get the conversation written out unless the fork said otherwise."""
+        if self.context is not None:
+            return self.context
+        return "inherit" if self.child_agent == self.parent.config.agent else "transcript"
 
     def record(self) -> dict[str, Any]:
         """The fork's row in the store."""
@@ -365,6 +394,8 @@ class Fork:
             else [msgspec.to_builtins(r.wire()) for r in self.results],
             "reintegrated": self.state == "finished",
             "isolation": None if self.trees is None else self.trees.record(),
+            "context": self.context,
+            "agent": self.agent,
             "limits": limits_row(self.limits),
         }
 
@@ -377,8 +408,13 @@ class ForkHost(Protocol):
     @property
     def sessions(self) -> Mapping[str, Session]: ...
 
-    def new_child(self, parent: Session, fork_id: str, label: str, start: AgentSpec) -> Session:
-        """A fork child session, created but not launched."""
+    def child_backend(self, parent: Session, agent: AgentName) -> Backend:
+        """The backend `parent`'s fork children of `agent` run on."""
+
+    def new_child(
+        self, parent: Session, fork_id: str, label: str, start: AgentSpec, agent: AgentName
+    ) -> Session:
+        """A fork child session of `agent`, created but not launched."""
 
     def launch(self, session: Session) -> None:
         """Announce a session and start its runner."""
@@ -401,6 +437,20 @@ class Spawn(Protocol):
     """Runs background work; a failure is logged, never swallowed."""
 
     def __call__(self, coro: Coroutine[Any, Any, None], name: str) -> None: ...
+
+
+def check_context(
+    method: str, parent_agent: AgentName, agent: AgentName | None, context: ForkContext | None
+) -> None:
+    """InvalidParams for a fork whose children could not start as asked."""
+    if agent is not None and agent != parent_agent and context == "inherit":
+        raise protocol.invalid_params(
+            method,
+            f"'context': 'inherit' resumes the parent's {parent_agent} conversation natively, "
+            f"which a {agent} child cannot do; use 'transcript' (the parent's conversation "
+            "written into the child's first prompt, the default for another agent) or 'fresh'.",
+            "context",
+        )
 
 
 def tree_usage(sessions: Mapping[str, Session], session: Session) -> Usage:
@@ -519,6 +569,8 @@ class ForkManager:
         isolation: Isolation | None = None,
         merge_mode: MergeMode | None = None,
         worktree_setup: str | None = None,
+        context: ForkContext | None = None,
+        agent: AgentName | None = None,
         limits: ForkLimits | None = None,
     ) -> None:
         fork = self.get(fork_id)
@@ -529,6 +581,7 @@ class ForkManager:
                 {"forkId": fork_id, "state": fork.state},
             )
         if approve:
+            check_context(protocol.DECIDE_FORK, fork.parent.config.agent, agent, context)
             if tasks is not None:
                 try:
                     fork.tasks = check_tasks(tasks, fork.parent.config.max_children)
@@ -537,6 +590,7 @@ class ForkManager:
             fork.decision = "approved"
             fork.isolation, fork.merge_mode = isolation, merge_mode
             fork.worktree_setup = worktree_setup
+            fork.context, fork.agent = context, agent
             fork.limits = merge_limits(fork.limits, limits)
             self._start(fork)
             return
@@ -598,12 +652,15 @@ class ForkManager:
         isolation: Isolation | None = None,
         merge_mode: MergeMode | None = None,
         worktree_setup: str | None = None,
+        context: ForkContext | None = None,
+        agent: AgentName | None = None,
         limits: ForkLimits | None = None,
     ) -> Fork:
         # Looked up first (maybe in the store): the checks below and the start of the fork must
         # not be separated by an await, lest the session get busy in between.
         message_found = at_message_id is None or await session.has_message(at_message_id)
         self.check_copyable(session, "fork", "it cannot fork")
+        check_context(protocol.FORK, session.config.agent, agent, context)
         try:
             tasks = check_tasks(tasks, session.config.max_children)
         except ForkSyntaxError as exc:
@@ -622,6 +679,8 @@ class ForkManager:
             isolation=isolation,
             merge_mode=merge_mode,
             worktree_setup=worktree_setup,
+            context=context,
+            agent=agent,
             limits=limits,
         )
         self._start(fork)
@@ -704,6 +763,9 @@ class ForkManager:
         """Decide where the children work (making their worktrees), create them, say so, and
         launch them."""
         parent, config = fork.parent, fork.parent.config
+        backend = self._host.child_backend(parent, fork.child_agent)
+        await anyio.to_thread.run_sync(backend.check)  # no such agent: the fork cannot start
+        await self._read_conversation(fork)
         trees = await isolation.plan(
             config.cwd,
             fork.isolation or config.fork_isolation,
@@ -735,7 +797,9 @@ class ForkManager:
         for n, label in enumerate(fork.tasks):
             tree = trees_made[n] if trees_made else None
             cwd = config.cwd if tree is None else isolation.child_cwd(tree, config.cwd)
-            child = self._host.new_child(parent, fork.id, label, self._child_spec(fork, cwd))
+            child = self._host.new_child(
+                parent, fork.id, label, self._child_spec(fork, cwd), fork.child_agent
+            )
             child.isolation, child.isolation_reason = trees.mode, trees.reason
             child.worktree = tree
             fork.children.append(child)
@@ -753,15 +817,39 @@ class ForkManager:
                 isolationReason=trees.reason,
                 mergeMode=trees.merge_mode if worktree_mode else None,
                 base=trees.base if worktree_mode else None,
+                context=None if fork.child_context == "inherit" else fork.child_context,
+                agent=None if fork.child_agent == config.agent else fork.child_agent,
                 limits=fork.limits,
             )
         )
         for child in fork.children:
             self._host.launch(child)
 
+    async def _read_conversation(self, fork: Fork) -> None:
+        """The parent's conversation, for `transcript` children (once per fork and server)."""
+        parent = fork.parent
+        if fork.child_context != "transcript" or fork.conversation is not None:
+            return
+        if parent.agent_session_id is None:
+            raise AgentStartError(f"Session {parent.id} has no conversation to write out.")
+        fork.conversation = await parent.backend.conversation(
+            parent.agent_session_id, parent.config.cwd, fork.at_message_id
+        )
+
     @staticmethod
     def _child_spec(fork: Fork, cwd: str) -> AgentSpec:
         parent, config = fork.parent, fork.parent.config
+        if fork.child_context != "inherit":
+            # A new conversation of the child's agent; the parent's model is its own agent's.
+            same = fork.child_agent == config.agent
+            return AgentSpec(
+                cwd=cwd,
+                model=config.model if same else None,
+                permission_mode=config.permission_mode,
+                session_id=str(uuid.uuid4()),
+                append_system_prompt=fork_prompt(config, parent.depth + 1),
+                env=config.env,
+            )
         return AgentSpec(
             cwd=cwd,
             model=config.model,
@@ -971,9 +1059,13 @@ class ForkManager:
             workdir = parent_dir = None
             if child.worktree is not None:
                 workdir, parent_dir = child.config.cwd, fork.parent.config.cwd
-            child.send(
-                child_prompt(child.label or "", fork.tasks, workdir, parent_dir), origin="fork"
+            context = fork.child_context
+            brief = child_prompt(
+                child.label or "", fork.tasks, workdir, parent_dir, fresh=context == "fresh"
             )
+            if context == "transcript":
+                brief = transcript.render(fork.conversation or [], brief)
+            child.send(brief, origin="fork")
             seconds = fork.limits.childSeconds if fork.limits is not None else None
             async with anyio.create_task_group() as timer:
                 if seconds:
@@ -1109,6 +1201,8 @@ class ForkManager:
                 decision=row["decision"],
                 children=[sessions[c] for c in row["children"] or [] if c in sessions],
                 trees=ForkTrees.from_record(row["isolation"]) if row.get("isolation") else None,
+                context=row.get("context"),
+                agent=row.get("agent"),
                 limits=limits_from_row(row.get("limits")),
             )
             fork.prepared.set()
@@ -1172,6 +1266,12 @@ class ForkManager:
         self._spawn(self._resume_run(fork, again), name=f"fork {fork.id}")
 
     async def _resume_run(self, fork: Fork, again: list[Session]) -> None:
+        try:
+            await self._read_conversation(fork)
+        except AgentStartError as exc:
+            fork.parent.emit(events.Error(message=f"The fork could not resume: {exc}"))
+            for child in again:
+                await child.close("cancelled")
         for child in again:
             if child.worktree is not None:
                 try:

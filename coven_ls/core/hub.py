@@ -327,14 +327,37 @@ class Hub:
         session.send(params.prompt)
         return session
 
-    def new_child(self, parent: Session, fork_id: str, label: str, start: AgentSpec) -> Session:
-        """A fork child: a session of its own, starting from its parent's conversation. It is
-        not launched yet: clients hear of it in the parent's forkStarted first."""
+    def child_backend(self, parent: Session, agent: protocol.AgentName) -> Backend:
+        """The backend of a fork child of `agent`: its parent's for the same agent, else the one
+        the options of the client that answers for the parent name (its binary)."""
+        if agent == parent.config.agent:
+            return parent.backend
+        client = self.client_for(parent)
+        options = (
+            client.settings.options if client is not None else protocol.InitializationOptions()
+        )
+        return self.backend(agent, options)
+
+    def new_child(
+        self,
+        parent: Session,
+        fork_id: str,
+        label: str,
+        start: AgentSpec,
+        agent: protocol.AgentName,
+    ) -> Session:
+        """A fork child: a session of its own, starting from its parent's conversation (or
+        afresh, see Fork.child_context). It is not launched yet: clients hear of it in the
+        parent's forkStarted first."""
         config = dataclasses.replace(
-            parent.config, cwd=start.cwd, append_system_prompt=start.append_system_prompt
+            parent.config,
+            cwd=start.cwd,
+            append_system_prompt=start.append_system_prompt,
+            agent=agent,
+            model=start.model,
         )
         return self._new_session(
-            parent.backend,
+            self.child_backend(parent, agent),
             config,
             store=self.journal.store_of(parent.id),
             launch=False,

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 # flock is POSIX; on Windows the store works unlocked.
 fcntl: Any = importlib.import_module("fcntl") if os.name == "posix" else None
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # About what sqlite's own autocheckpoint would let the WAL grow to (1000 pages) before the
 # journal has it copied back into the database.
@@ -152,9 +152,15 @@ CREATE TABLE kept_branches (
     10: """
 ALTER TABLE sessions ADD COLUMN branched_from TEXT;
 """,
-    # 10 -> 11: what fork children may spend (JSON, the protocol's ForkLimits): a session keeps
-    # its client's forkLimits (the model's forks after a restart take them), a fork its own.
+    # 10 -> 11: a fork keeps what its children start from (`context`) and which agent they run
+    # (NULL: the defaults), so that a restart and coven/resumeFork start them the same way.
     11: """
+ALTER TABLE forks ADD COLUMN context TEXT;
+ALTER TABLE forks ADD COLUMN agent TEXT;
+""",
+    # 11 -> 12: what fork children may spend (JSON, the protocol's ForkLimits): a session keeps
+    # its client's forkLimits (the model's forks after a restart take them), a fork its own.
+    12: """
 ALTER TABLE sessions ADD COLUMN fork_limits TEXT;
 ALTER TABLE forks ADD COLUMN limits TEXT;
 """,
@@ -198,6 +204,8 @@ FORK_COLUMNS = (
     "results",
     "reintegrated",
     "isolation",
+    "context",
+    "agent",
     "limits",
 )
 

@@ -81,7 +81,9 @@ async def fork(server: CovenServer, params: protocol.ForkParams) -> T.ForkResult
         params.isolation,
         params.mergeMode,
         params.worktreeSetup,
-        params.limits,
+        context=params.context,
+        agent=params.agent,
+        limits=params.limits,
     )
     return T.ForkResult(forkId=started.id)
 
@@ -99,7 +101,7 @@ async def decide_fork(server: CovenServer, params: protocol.DecideForkParams) ->
         raise protocol.invalid_params(
             protocol.DECIDE_FORK, "'tasks' only goes with approve: true", "tasks"
         )
-    for name in ("isolation", "mergeMode", "worktreeSetup", "limits"):
+    for name in ("isolation", "mergeMode", "worktreeSetup", "context", "agent", "limits"):
         if getattr(params, name) is not None and not params.approve:
             raise protocol.invalid_params(
                 protocol.DECIDE_FORK, f"'{name}' only goes with approve: true", name
@@ -112,7 +114,9 @@ async def decide_fork(server: CovenServer, params: protocol.DecideForkParams) ->
         params.isolation,
         params.mergeMode,
         params.worktreeSetup,
-        params.limits,
+        context=params.context,
+        agent=params.agent,
+        limits=params.limits,
     )
     return T.EmptyResult()
 

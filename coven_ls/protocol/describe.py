@@ -150,8 +150,11 @@ def describe_payload(payload: ev.Payload) -> str | None:
             return f"{STATUS_MARKS.get(status, '·')} {status}"
         case ev.Prompt(text=text, origin=origin):
             who = "you" if origin == "user" else origin
-            if origin == "fork":  # a child's brief: its first line names the task
-                text = text.split("\n", 1)[0]
+            if origin == "fork":  # a child's brief: its assignment line names the task
+                text = next(
+                    (ln for ln in text.splitlines() if ln.startswith("You were assigned ")),
+                    text.split("\n", 1)[0],
+                )
             return f"› {who}: {one_line(text)}"
         case ev.AgentStarted(agentSessionId=agent, model=model):
             return f"· agent session {agent} ({model})"

@@ -15,8 +15,10 @@ from typing import Any, Literal
 import msgspec
 
 from .types import (
+    AgentName,
     Changes,
     ConflictFile,
+    ForkContext,
     ForkLimits,
     ForkSource,
     ForkState,
@@ -327,6 +329,11 @@ class ForkStarted(Payload, tag="forkStarted"):
     """with `isolation: worktree`: how their changes come back"""
     base: str | None = None
     """with `isolation: worktree`: the snapshot commit the children start from"""
+    context: ForkContext | None = None
+    """what the children start from, when not the parent's conversation resumed natively:
+    `fresh` or `transcript` (see `coven/fork`)"""
+    agent: AgentName | None = None
+    """the agent the children run, when not the parent's"""
     limits: ForkLimits | None = None
     """what each child, and the whole fork, may spend (absent: no limit); each child's `spend`
     events say how far it is"""

@@ -63,6 +63,10 @@ TaskStatus = Literal["started", "running", "completed", "failed", "stopped"]
 StreamKind = Literal["text", "thinking"]
 # Where a fork's children work: a git worktree each, or the parent's own folder.
 Isolation = Literal["worktree", "shared"]
+# What a fork child starts from: the parent's conversation resumed natively (`inherit`), nothing
+# but its brief and task (`fresh`), or the parent's conversation written into its first prompt
+# (`transcript`: the way into another agent, which cannot resume it).
+ForkContext = Literal["inherit", "fresh", "transcript"]
 # How a worktree fork's changes come back: merged at once, or after the user's review.
 MergeMode = Literal["auto", "review"]
 # What became of a worktree child's changes: `pending` (not brought back yet: merged when the
@@ -260,6 +264,16 @@ class ForkParams(Wire):
     """for this fork: `initializationOptions.mergeMode`'s choice instead"""
     worktreeSetup: str | None = None
     """for this fork: `initializationOptions.worktreeSetup`'s choice instead (`""`: no setup)"""
+    context: ForkContext | None = None
+    """what the children start from: `inherit` (the parent's conversation, resumed natively;
+    the default for children of the parent's agent), `fresh` (a new session with only the
+    child's brief and task) or `transcript` (a new session whose first prompt holds the parent's
+    conversation written out, with cuts: thinking left out, tool results over 1,500 characters
+    cut, the oldest messages cut past 100,000 tokens; the default for children of another
+    agent)"""
+    agent: AgentName | None = None
+    """the agent every child runs: `claude` or `codex` (default: the parent's); another agent
+    than the parent's cannot take `context: inherit`"""
     limits: ForkLimits | None = None
     """for this fork: each limit given replaces `initializationOptions.forkLimits`' (0: none)"""
 
@@ -288,6 +302,10 @@ class DecideForkParams(Wire):
     mergeMode: MergeMode | None = None
     """with `approve: true`: as in `coven/fork`"""
     worktreeSetup: str | None = None
+    """with `approve: true`: as in `coven/fork`"""
+    context: ForkContext | None = None
+    """with `approve: true`: as in `coven/fork`"""
+    agent: AgentName | None = None
     """with `approve: true`: as in `coven/fork`"""
     limits: ForkLimits | None = None
     """with `approve: true`: as in `coven/fork` (each limit given replaces the session's)"""

@@ -243,7 +243,8 @@ class Chat:
             await self._branch(command.prompt)
         elif isinstance(command, cmd.Fork):
             started = await self.client.request(
-                protocol.FORK, {"sessionId": self.current, "tasks": command.tasks}
+                protocol.FORK,
+                {"sessionId": self.current, "tasks": command.tasks, **command.start.params()},
             )
             count = len(command.tasks)
             self.say(
@@ -381,8 +382,10 @@ class Chat:
             self.say("No fork is proposed in this session.")
             return
         params: dict[str, Any] = {"forkId": fork_id, "approve": isinstance(command, cmd.Approve)}
-        if isinstance(command, cmd.Approve) and command.tasks:
-            params["tasks"] = command.tasks
+        if isinstance(command, cmd.Approve):
+            if command.tasks:
+                params["tasks"] = command.tasks
+            params.update(command.start.params())
         if isinstance(command, cmd.Reject):
             params["reason"] = command.reason or "rejected in the terminal"
         await self.client.request(protocol.DECIDE_FORK, params)

@@ -11,12 +11,14 @@ from dataclasses import dataclass, field
 # Every command, with what `/help` says of it, in the order `/help` lists them.
 COMMANDS: dict[str, str] = {
     "/fork": '"prompt": a branch with the whole conversation, switch to it, send it the prompt; '
-    "task one; task two: fork those tasks (stay here)",
+    "[--fresh|--transcript] [--claude|--codex] task one; task two: fork those tasks (stay here), "
+    "the children starting afresh or from the conversation written out, or of that agent",
     "/switch": "N|ID|parent|root: go to another session of the tree (N from /tree)",
     "/tree": "the current session's tree, numbered",
     "/sessions": "this workspace's sessions, from the store",
     "/resume": "ID: go to a stored session",
-    "/approve": "[task; …]: approve the proposed fork (with these tasks instead)",
+    "/approve": "[--fresh|--transcript] [--claude|--codex] [task; …]: approve the proposed fork "
+    "(with these tasks instead, the children starting so, as in /fork)",
     "/reject": "[reason]: reject the proposed fork (the model is told why)",
     "/cancel": "[N]: cancel the running turn or fork (of session N from /tree)",
     "/review": "apply or discard the current fork's children's changes",
@@ -40,8 +42,20 @@ class Branch:
 
 
 @dataclass(frozen=True)
+class Start:
+    """How a fork's children start (coven/fork's `context` and `agent`): None, the defaults."""
+
+    context: str | None = None
+    agent: str | None = None
+
+    def params(self) -> dict[str, str]:
+        return {k: v for k, v in (("context", self.context), ("agent", self.agent)) if v}
+
+
+@dataclass(frozen=True)
 class Fork:
     tasks: list[str]
+    start: Start = Start()
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,7 @@ class Resume:
 @dataclass(frozen=True)
 class Approve:
     tasks: list[str] = field(default_factory=list)  # empty: the tasks as proposed
+    start: Start = Start()
 
 
 @dataclass(frozen=True)
@@ -83,6 +98,30 @@ def tasks_of(text: str) -> list[str]:
     return [t.strip() for t in text.split(";") if t.strip()]
 
 
+_CONTEXTS = {"--inherit": "inherit", "--fresh": "fresh", "--transcript": "transcript"}
+_AGENTS = {"--claude": "claude", "--codex": "codex"}
+
+
+def start_of(text: str) -> tuple[Start, str]:
+    """The leading `--fresh`/`--transcript`/`--inherit` and `--claude`/`--codex` options of a
+    /fork or /approve, and the rest (the tasks)."""
+    context = agent = None
+    rest = text
+    while rest.startswith("--"):
+        word, _, rest = rest.partition(" ")
+        rest = rest.lstrip()
+        if word in _CONTEXTS and context is None:
+            context = _CONTEXTS[word]
+        elif word in _AGENTS and agent is None:
+            agent = _AGENTS[word]
+        else:
+            raise CommandError(
+                f"{word}: not an option here; use one of --fresh, --transcript, --inherit and "
+                "one of --claude, --codex, before the tasks."
+            )
+    return Start(context, agent), rest
+
+
 def parse(line: str) -> Command | None:
     """What `line` asks for; None for a blank line. Text that does not start with `/` (or starts
     with `//`, a message that begins with a slash) is a message."""
@@ -106,7 +145,8 @@ def parse(line: str) -> Command | None:
             raise CommandError(f"Usage: {name} {COMMANDS[name].split(':')[0]}")
         return Switch(rest) if name == "/switch" else Resume(rest)
     if name == "/approve":
-        return Approve(tasks_of(rest))
+        start, rest = start_of(rest)
+        return Approve(tasks_of(rest), start)
     if name == "/reject":
         return Reject(rest or None)
     if name == "/cancel":
@@ -126,4 +166,8 @@ def _fork(rest: str) -> Command:
         if len(words) != 1 or not words[0].strip():
             raise CommandError(usage)
         return Branch(words[0])
-    return Fork(tasks_of(rest))
+    start, rest = start_of(rest)
+    tasks = tasks_of(rest)
+    if not tasks:
+        raise CommandError(usage)
+    return Fork(tasks, start)

@@ -88,6 +88,19 @@ class RunOptions:
     isolation: Isolation | None = None
     worktree_setup: str | None = None
     agent: protocol.AgentName | None = None
+    # For the forks the user approves: what the children start from, which agent runs them.
+    fork_context: protocol.ForkContext | None = None
+    fork_agent: protocol.AgentName | None = None
+
+    def approval(self) -> dict[str, Any]:
+        """What an approval (coven/decideFork) adds to the fork: only what was given."""
+        choices: dict[str, Any] = {}
+        if self.fork_context is not None:
+            choices["context"] = self.fork_context
+        if self.fork_agent is not None:
+            choices["agent"] = self.fork_agent
+        return choices
+
     fork_limits: dict[str, float | int] = field(default_factory=dict)  # forkLimits given
 
     def init_options(self) -> dict[str, Any]:
@@ -523,6 +536,8 @@ class Runner:
                 params: dict[str, Any] = {"forkId": event["forkId"], "approve": answer == "y"}
                 if answer == "y" and edited:
                     params["tasks"] = tasks
+                if answer == "y":
+                    params.update(self._options.approval())
                 if answer == "n":
                     params["reason"] = (
                         "rejected in the terminal"

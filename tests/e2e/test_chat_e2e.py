@@ -124,9 +124,11 @@ def test_a_fork_typed_a_fork_approved_inline_and_a_permission_answered(
     model.on("half typed", "Got the draft.")
     with chat(tmp_path, model, "hello") as c:
         c.idle("Hi.")
-        c.line("/fork task a; task b")
+        c.line("/fork --fresh task a; task b")
         c.expect("forking into 2 tasks")
         c.idle("Both tasks came back.")
+        fresh = [r for r in model.requests if "You were assigned 'task" in r.last_user_text]
+        assert len(fresh) == 2 and all("Hi." not in r.all_text for r in fresh)
         c.line("Plan the release")
         c.expect("Approve the fork?")
         c.line("y")

@@ -145,6 +145,25 @@ def test_run_yes_approves_the_fork_and_waits_for_the_results(
     assert events[-1]["sessionId"] == sid and events[-1].get("status") == "idle"
 
 
+def test_run_fork_context_fresh_starts_the_approved_children_afresh(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    model.on("You were assigned 'Write the docs'", "Docs are written.")
+    model.on("You were assigned 'Fix the bugs'", "Bugs are fixed.")
+    model.on("<fork-results>", "Both parts are done.")
+    model.on(PLAN, FORK_TWO)
+
+    done, events = run_json(tmp_path, model, "--yes", "--fork-context", "fresh", PLAN)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    sid = events[0]["sessionId"]
+    [started] = of(events, sid, "forkStarted")
+    assert started["context"] == "fresh"
+    children = [r for r in model.requests if "You were assigned" in r.last_user_text]
+    assert len(children) == 2 and all(PLAN not in r.all_text for r in children)
+    assert of(events, sid, "turnResult")[-1]["text"] == "Both parts are done."
+
+
 def test_run_without_a_terminal_rejects_the_fork(tmp_path: Path, model: ScriptedModel) -> None:
     model.on(PLAN, FORK_TWO, times=1)
     model.on("declined your proposed fork", "Fine, I will do it alone.")

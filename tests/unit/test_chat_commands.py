@@ -21,6 +21,7 @@ from coven_ls.term.chat_commands import (
     Reject,
     Resume,
     Simple,
+    Start,
     Switch,
     parse,
 )
@@ -41,6 +42,12 @@ from coven_ls.term.chat_commands import (
         ("/resume s-0123456789ab", Resume("s-0123456789ab")),
         ("/approve", Approve([])),
         ("/approve a; b", Approve(["a", "b"])),
+        ("/approve --codex", Approve([], Start(agent="codex"))),
+        ("/fork --fresh a; b", Fork(["a", "b"], Start(context="fresh"))),
+        (
+            "/fork --transcript --codex a",
+            Fork(["a"], Start(context="transcript", agent="codex")),
+        ),
         ("/reject", Reject(None)),
         ("/reject not now", Reject("not now")),
         ("/cancel", Cancel(None)),
@@ -64,6 +71,9 @@ def test_a_line_parses_to_its_command(line: str, command: object) -> None:
         ("/switch", "Usage: /switch"),
         ("/resume a b", "Usage: /resume"),
         ("/tree now", "takes nothing"),
+        ("/fork --fresh", "Usage: /fork"),
+        ("/fork --fast a", "--fast: not an option here"),
+        ("/approve --fresh --transcript", "--transcript: not an option here"),
     ],
 )
 def test_a_command_typed_wrong_says_how_to_type_it(line: str, says: str) -> None:

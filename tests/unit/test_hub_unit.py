@@ -30,6 +30,7 @@ from coven_ls.core.fork import child_prompt
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.session import Session
 from coven_ls.core.store import Store, database_path
+from coven_ls.core.transcript import Entry
 from coven_ls.protocol import Kind, events
 from coven_ls.protocol.types import Usage
 
@@ -57,8 +58,9 @@ def model(tasks: list[str], gates: dict[str, Gate]) -> Callable[[str], list[Step
     def respond(text: str) -> list[Step]:
         if text == PLAN:
             return reply(fork_tag(tasks), agent_session_id=PARENT_AGENT)
-        # The assignment is the first line; the rest lists the siblings' tasks.
-        assigned = re.fullmatch(r"You were assigned '(.*)'", text.split("\n", 1)[0])
+        # The assignment is a line of its own (the first, but for a written-out conversation
+        # ahead of it); the rest lists the siblings' tasks.
+        assigned = re.search(r"^You were assigned '(.*)'$", text, re.MULTILINE)
         if assigned is None:
             return reply(f"echo: {text[:20]}", agent_session_id=PARENT_AGENT)
         label = assigned.group(1)
@@ -944,3 +946,126 @@ async def test_a_restart_gives_a_finished_forks_results_only_if_the_parent_never
         after = rig.client.of(parent.id)
     assert after[0]["seq"] == given["seq"]  # the log goes on where the store's ends
     assert again["text"] == given["text"] and parent_heard(rig.backend) == [given["text"]]
+
+
+# --- what a child inherits, and children of another agent ----------------------------------------
+
+
+def first_messages(backend: FakeBackend) -> dict[str, Any]:
+    """Each child's agent by its label (any context), from its first message's assignment."""
+    found = {}
+    for agent in backend.agents:
+        assigned = agent.sent and re.search(r"^You were assigned '(.*)'$", agent.sent[0], re.M)
+        if assigned:
+            found[assigned.group(1)] = agent
+    return found
+
+
+async def idle_parent(rig: Rig) -> Session:
+    session = await start(rig, "Look around")
+    await rig.client.wait_for(Kind.STATUS, session, status="idle")
+    rig.backend.conversations[PARENT_AGENT] = [
+        Entry("user", "Look around"),
+        Entry("thinking", "PRIVATE-THOUGHT"),
+        Entry("assistant", "echo: Look around"),
+    ]
+    return session
+
+
+async def test_a_fresh_child_starts_a_new_conversation_with_only_its_brief(
+    tmp_path: Path,
+) -> None:
+    async with running_hub(settings(tmp_path)) as rig:
+        session = await idle_parent(rig)
+        await rig.hub.forks.fork_by_hand(session, ["alpha"], None, context="fresh")
+        started = await rig.client.wait_for(Kind.FORK_STARTED, session)
+        await results_turn(rig, session)
+    child = first_messages(rig.backend)["alpha"]
+    assert child.spec.resume is None and not child.spec.fork_session
+    assert child.sent[0].startswith("You were assigned 'alpha'\n\nYou start afresh")
+    assert "Look around" not in child.sent[0]
+    assert started["context"] == "fresh" and "agent" not in started
+
+
+async def test_a_transcript_child_gets_the_conversation_written_out(tmp_path: Path) -> None:
+    async with running_hub(settings(tmp_path)) as rig:
+        session = await idle_parent(rig)
+        await rig.hub.forks.fork_by_hand(session, ["alpha"], None, context="transcript")
+        started = await rig.client.wait_for(Kind.FORK_STARTED, session)
+        text = await results_turn(rig, session)
+    child = first_messages(rig.backend)["alpha"]
+    first = child.sent[0]
+    assert child.spec.resume is None and not child.spec.fork_session
+    assert first.startswith("You were forked from another session")
+    assert "<user>\nLook around\n</user>" in first and "PRIVATE-THOUGHT" not in first
+    assert first.endswith("You were assigned 'alpha'")
+    assert started["context"] == "transcript"
+    assert answer("alpha") in text
+
+
+async def test_children_of_another_agent_default_to_a_transcript(tmp_path: Path) -> None:
+    async with running_hub(settings(tmp_path, stateDir=str(tmp_path / "state"))) as rig:
+        session = await idle_parent(rig)
+        with pytest.raises(protocol.CovenError) as refused:
+            await rig.hub.forks.fork_by_hand(
+                session, ["alpha"], None, context="inherit", agent="codex"
+            )
+        fork = await rig.hub.forks.fork_by_hand(session, ["alpha"], None, agent="codex")
+        started = await rig.client.wait_for(Kind.FORK_STARTED, session)
+        await results_turn(rig, session)
+        [child] = rig.hub.children_of(session)
+        assert child.config.agent == "codex" and child.info().agent == "codex"
+    assert refused.value.code == -32602 and "'transcript'" in refused.value.message
+    assert (started["agent"], started["context"]) == ("codex", "transcript")
+    assert "<conversation>" in first_messages(rig.backend)["alpha"].sent[0]
+    async with running_hub(settings(tmp_path, stateDir=str(tmp_path / "state"))) as rig:
+        restored = rig.hub.forks.forks[fork.id]
+        assert (restored.agent, restored.context, restored.child_context) == (
+            "codex",
+            None,
+            "transcript",
+        )
+
+
+async def test_a_model_fork_approved_with_another_agent_and_context(tmp_path: Path) -> None:
+    async with running_hub(settings(tmp_path, forkMode="approve")) as rig:
+        parent = await start(rig)
+        proposed = await rig.client.wait_for(Kind.FORK_PROPOSED, parent)
+        rig.backend.conversations[PARENT_AGENT] = [Entry("user", PLAN)]
+        with pytest.raises(protocol.CovenError) as refused:
+            rig.hub.forks.decide(
+                proposed["forkId"], True, None, None, context="inherit", agent="codex"
+            )
+        assert refused.value.code == -32602
+        rig.hub.forks.decide(proposed["forkId"], True, None, None, context="fresh", agent="codex")
+        started = await rig.client.wait_for(Kind.FORK_STARTED, parent)
+        await results_turn(rig, parent)
+    assert (started["agent"], started["context"]) == ("codex", "fresh")
+    assert all(PLAN not in a.sent[0] for a in first_messages(rig.backend).values())
+
+
+async def test_a_transcript_fork_resumed_after_a_restart_writes_the_conversation_out_again(
+    tmp_path: Path,
+) -> None:
+    cfg = settings(tmp_path, stateDir=str(tmp_path / "state"))
+    gates = {"beta": Gate()}
+    async with running_hub(cfg, gates=gates) as rig:
+        session = await idle_parent(rig)
+        fork = await rig.hub.forks.fork_by_hand(
+            session, ["alpha", "beta"], None, context="transcript"
+        )
+        await gates["beta"].wait_reached()
+        await rig.hub.flushed()
+        await rig.kill()
+    for store in rig.hub.stores.values():
+        store.close()
+
+    async with running_hub(cfg) as rig:
+        rig.backend.conversations[PARENT_AGENT] = [Entry("user", "Look around, again")]
+        parent = rig.hub.get(session.id)
+        assert rig.hub.forks.get(fork.id).child_context == "transcript"
+        rig.hub.forks.resume(fork.id)
+        await results_turn(rig, parent)
+    beta = first_messages(rig.backend)["beta"]
+    assert beta.spec.resume is None and not beta.spec.fork_session
+    assert "<user>\nLook around, again\n</user>" in beta.sent[0]

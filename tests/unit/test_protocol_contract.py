@@ -191,7 +191,7 @@ def test_a_stale_table_is_rewritten_and_the_prose_kept() -> None:
         '```json\n{"example": true}\n```\n'
     )
     out = docs.render(text)
-    assert "- [A heading](#a-heading)" in out and "old" not in out and "| stale |" not in out
+    assert "- [A heading](#a-heading)" in out and "\nold\n" not in out and "| stale |" not in out
     assert "| `tasks` | string[] | yes | task labels: 1 to `maxChildren`" in out
     assert "Prose.\n" in out and '{"example": true}' in out
     assert docs.render(out) == out

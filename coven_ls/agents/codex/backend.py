@@ -16,9 +16,11 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from claude_agent_sdk import Message
 
 from ...core.agent import AgentSpec, AgentStartError, PermissionAsker
+from ...core.transcript import Entry
 from .. import binary
 from ..binary import BinarySource
 from .appserver import AppServer, AppServerGone, CodexRpcError
+from .conversation import read_conversation
 from .translate import COMMAND_TOOL, EDIT_TOOL, Translator, command_input, file_change_input
 
 log = logging.getLogger(__name__)
@@ -362,6 +364,19 @@ class CodexBackend:
         agent = CodexAgent(server, thread_id, spec, model or spec.model, ask_permission)
         server.listen(thread_id, agent)
         return agent
+
+    async def conversation(
+        self, agent_session_id: str, cwd: str, up_to: str | None = None
+    ) -> list[Entry]:
+        server = await self._app_server()
+        try:
+            return await read_conversation(server, agent_session_id, up_to)
+        except CodexRpcError as exc:
+            raise AgentStartError(
+                f"Codex could not read thread {agent_session_id}: {exc.detail}"
+            ) from exc
+        except AppServerGone as exc:
+            raise AgentStartError(str(exc)) from exc
 
     async def aclose(self) -> None:
         server, self._server = self._server, None
