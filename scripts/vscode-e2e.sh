@@ -9,6 +9,8 @@
 #   COVEN_E2E_CACHE=DIR    where the toolchain is cached (default ~/.cache/coven-ls-e2e)
 #   COVEN_E2E_KEEP=1       keep the temp dir (profiles, logs, session database) for a post-mortem
 #   COVEN_PYTHON=PATH      the Python with coven_ls that the extension runs (default .venv/bin/python)
+#   COVEN_E2E_STORIES=a,b  only these stories of e2e/drive.mjs (fork, live, isolation, questions),
+#                          and not the first run: for working on one story
 #
 # Needs: node >= 20 and npm; as root it apt-installs chromium, libkrb5-dev and fonts-symbola if
 # missing. The first run takes about 4 minutes on 2 cores (code-server compiles native modules),
@@ -231,6 +233,13 @@ start_group "$WORK/scripted-model.log" "$PYTHON" -m coven_ls.testing.scripted_mo
 wait_for "the scripted model" 30 test -s "$WORK/model.port"
 MODEL_PORT=$(cat "$WORK/model.port")
 
+# Codex sessions (e2e/questions.mjs) run the real codex (the openai-codex-cli-bin wheel) against a
+# scripted Responses API; the variables that point it there go to code-server's environment.
+log "starting the scripted Responses API (codex)"
+start_group "$WORK/codex-model.log" "$PYTHON" "$CLIENT/e2e/codex_model.py" "$WORK/codex-home" "$WORK/codex.env"
+wait_for "the scripted Responses API" 30 test -s "$WORK/codex.env"
+mapfile -t CODEX_ENV <"$WORK/codex.env"
+
 # The extension host inherits this environment, coven-ls inherits it from there and passes it to
 # every `claude`: that is how the real CLI reaches the scripted model. Variables that would send
 # the CLI elsewhere, or make it think it is nested in another Claude Code, are dropped.
@@ -243,7 +252,7 @@ start_code_server() { # LOG USER_DATA EXTENSIONS PORT WORKSPACE SEARCH_PATH
         CLAUDE_CONFIG_DIR="$WORK/claude-config" CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
         PATH="$N24/bin:$6" XDG_CONFIG_HOME="$WORK/xdg/config" XDG_DATA_HOME="$WORK/xdg/data" \
         XDG_CACHE_HOME="$WORK/xdg/cache" XDG_STATE_HOME="$WORK/xdg/state" \
-        PIP_CACHE_DIR="${PIP_CACHE_DIR:-$HOME/.cache/pip}" \
+        PIP_CACHE_DIR="${PIP_CACHE_DIR:-$HOME/.cache/pip}" "${EXTRA_ENV[@]}" \
         "$CODE_SERVER" --user-data-dir "$2" --extensions-dir "$3" \
         --bind-addr "127.0.0.1:$4" --auth none --disable-telemetry --disable-update-check \
         --disable-workspace-trust --disable-getting-started-override "$5"
@@ -251,6 +260,7 @@ start_code_server() { # LOG USER_DATA EXTENSIONS PORT WORKSPACE SEARCH_PATH
 }
 PORT=$(free_port)
 log "starting code-server on 127.0.0.1:$PORT"
+EXTRA_ENV=("${CODEX_ENV[@]}")
 start_code_server "$WORK/code-server.log" "$USER_DATA" "$EXTENSIONS" "$PORT" "$WORKSPACE" "$PATH"
 
 # --- the browser --------------------------------------------------------------------------------
@@ -276,6 +286,11 @@ drive() { # NAME SECONDS PORT WORKSPACE [VAR=VALUE...]: e2e/NAME.mjs in headless
 
 log "driving VS Code in headless Chromium"
 drive drive 600 "$PORT" "$WORKSPACE" COVEN_E2E_MACHINE_SETTINGS="$USER_DATA/Machine/settings.json"
+
+if [[ -n ${COVEN_E2E_STORIES:-} ]]; then
+    log "PASS (stories $COVEN_E2E_STORIES only) in ${SECONDS}s; screenshots in $ARTIFACTS"
+    exit 0
+fi
 
 # The last server the extension started (after the setting was fixed) found the earlier session in
 # its store: the client must have rebuilt its tree from coven/listSessions and coven/getEvents.
@@ -303,6 +318,7 @@ EXTENSIONS2=$WORK/firstrun-extensions
 WORKSPACE2=$WORK/firstrun-workspace
 mkdir -p "$USER_DATA2/User" "$USER_DATA2/Machine" "$EXTENSIONS2" "$WORKSPACE2"
 install_extension "$USER_DATA2" "$EXTENSIONS2"
+EXTRA_ENV=() # the first run knows nothing of codex
 "$PYTHON" - "$USER_DATA2" "$WORK" <<'PY'
 import json, sys
 user_data, work = sys.argv[1], sys.argv[2]

@@ -17,6 +17,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
+import { questionsStory } from './questions.mjs';
 import { env, openBrowser, STEP_MS } from './ui.mjs';
 
 const URL_ = env('COVEN_E2E_URL');
@@ -24,6 +25,8 @@ const WORKSPACE = env('COVEN_E2E_WORKSPACE');
 const ARTIFACTS = env('COVEN_E2E_ARTIFACTS');
 /** code-server's remote ("Machine") settings, where coven.server.command lives. */
 const MACHINE_SETTINGS = env('COVEN_E2E_MACHINE_SETTINGS');
+/** Which stories run, in this order (all by default; a subset while working on one). */
+const STORIES = (process.env.COVEN_E2E_STORIES || 'fork,live,isolation,questions').split(',');
 
 const PROMPT = 'Prepare the release: check the notes, then the parser and the docs.';
 const SESSION_TITLE = PROMPT.split('\n')[0];
@@ -241,7 +244,6 @@ async function isolationStory() {
   await newSession(MERGE_PROMPT);
   await approveFork(2);
   for (const task of MERGE_TASKS) await allowBash(task);
-  // The proposal's notification outlives its approval from the tree: out of the screenshots' way.
   await runCommand('Notifications: Clear All Notifications');
   const [parser, flag] = MERGE_TASKS;
   await waitForRow(`${parser}, done · +4 −1 · 2 files · applied`, 'the first child, merged');
@@ -316,27 +318,10 @@ async function isolationStory() {
   await screenshot('review-applied');
 }
 
-const format = (tree) => tree.map((r) => `${'  '.repeat(Math.max(0, r.level - 1))}${r.label}`).join('\n');
-
-let failed = false;
-try {
-  log(`opening ${URL_}`);
-  await page.goto(`${URL_}/?folder=${encodeURIComponent(WORKSPACE)}`);
-  await page.locator('.monaco-workbench .part.activitybar').waitFor();
-  log('workbench is up');
-
-  await page.locator('.part.activitybar [aria-label^="Coven"]').first().click();
-  await widenSidebar(520);
-  log('waiting for coven-ls to start (the view says so when it is ready)');
-  await sidebar.getByText('No sessions yet').waitFor();
-  await screenshot('empty-view');
-
+/** Issue 4: a session, a permission, a fork approved from the tree, a fork by hand, a broken setting. */
+async function forkStory() {
   log('New Session from the palette');
-  await runCommand('Coven: New Session');
-  const input = page.locator('.quick-input-widget input');
-  await page.locator('.quick-input-widget', { hasText: 'New Coven Session' }).waitFor();
-  await input.fill(PROMPT);
-  await page.keyboard.press('Enter');
+  await startSession(PROMPT);
   await waitForRow(SESSION_TITLE, 'the new session');
 
   log('waiting for the permission question');
@@ -379,6 +364,9 @@ try {
   await page.keyboard.press('Enter');
   await page.locator('.quick-input-widget .monaco-list-row', { hasText: 'Fork with 1 task' }).waitFor();
   await page.keyboard.press('Enter'); // the first item accepts
+  // Then how the children start: the first item (continue the conversation) is the default.
+  await page.locator('.quick-input-widget', { hasText: 'How should the children start?' }).waitFor();
+  await page.keyboard.press('Enter');
   await waitForRow('⑂ Fork · 1 task, done', 'the fork by hand to finish');
   await waitForRow('Double-check the notes, done', 'its child');
   const manual = await treeRows();
@@ -421,9 +409,30 @@ try {
   for (const task of TASKS) await waitForRow(`${task}, done`, `rebuilt child "${task}"`);
   assertNested(await treeRows(), { finished: true });
   await screenshot('rebuilt-after-restart');
+}
 
-  await liveStory();
-  await isolationStory();
+const format = (tree) => tree.map((r) => `${'  '.repeat(Math.max(0, r.level - 1))}${r.label}`).join('\n');
+
+let failed = false;
+try {
+  log(`opening ${URL_}`);
+  await page.goto(`${URL_}/?folder=${encodeURIComponent(WORKSPACE)}`);
+  await page.locator('.monaco-workbench .part.activitybar').waitFor();
+  log('workbench is up');
+
+  await page.locator('.part.activitybar [aria-label^="Coven"]').first().click();
+  await widenSidebar(520);
+  log('waiting for coven-ls to start (the view says so when it is ready)');
+  await sidebar.getByText('No sessions yet').waitFor();
+  await screenshot('empty-view');
+
+  if (STORIES.includes('fork')) await forkStory();
+
+  if (STORIES.includes('live')) await liveStory();
+  if (STORIES.includes('isolation')) await isolationStory();
+  if (STORIES.includes('questions')) {
+    await questionsStory({ page, log, screenshot, runCommand, newSession: startSession, sidebar, row, rowWith, topRow, waitForRow, clickInline, treeRows, subtree, format });
+  }
   log('PASS');
 } catch (error) {
   failed = true;

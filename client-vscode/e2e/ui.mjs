@@ -55,11 +55,20 @@ export async function openBrowser({ artifacts, prefix = '' }) {
     await page.locator('.quick-input-widget .monaco-list-row', { hasText: title }).first().waitFor();
     await page.keyboard.press('Enter');
   };
-  /** Starts a session from the palette; resolves once its row is in the tree. */
-  const newSession = async (prompt) => {
+  /**
+   * Starts a session from the palette; resolves once its row is in the tree. When the server
+   * finds both agents, New Session asks which first: `agent` is the item to pick.
+   */
+  const newSession = async (prompt, { agent = 'Claude Code' } = {}) => {
     await runCommand('Coven: New Session');
-    await page.locator('.quick-input-widget', { hasText: 'New Coven Session' }).waitFor();
-    await page.locator('.quick-input-widget input').fill(prompt);
+    const widget = page.locator('.quick-input-widget');
+    await widget.filter({ hasText: 'New Coven Session' }).waitFor();
+    if (await widget.filter({ hasText: 'which agent?' }).count()) {
+      log(`New Session asks which agent: ${agent}`);
+      await widget.locator('.monaco-list-row', { hasText: agent }).first().click();
+    }
+    await widget.filter({ hasText: 'What should' }).waitFor();
+    await widget.locator('input').fill(prompt);
     await page.keyboard.press('Enter');
     log(`waiting for the session "${prompt}"`);
     await page.locator(`.part.sidebar .monaco-list-row[aria-label^="${prompt.replace(/"/g, '\\"')}"]`).first().waitFor({ state: 'visible' });

@@ -16,6 +16,7 @@ import {
   type SessionNode,
   type SubagentNode,
 } from './model';
+import { agentChoices, agentName } from './agentChoice';
 import { changesDescription } from './changes';
 import { deleteParams, discardQuestion, keptMessage, unappliedWork } from './deletion';
 import { type ForkChoice, forkChoices } from './forkChoice';
@@ -38,6 +39,9 @@ export interface CommandContext {
 /** A session id, a fork id or a tree node: what menus, notifications and other extensions pass. */
 type Target = Node | string | undefined;
 
+/** What a keybinding passes (package.json `args`): act on the tree's selection. */
+export const SELECTION = 'coven:selection';
+
 export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
   const { server, sync, transcripts, review, treeView } = ctx;
   const model = sync.model;
@@ -55,15 +59,28 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
           ? folders[0]
           : await vscode.window.showWorkspaceFolderPick({ placeHolder: 'Which folder should the session work in?' });
       if (folder === undefined) return;
+      // Asked only when the server finds both agents; else the server's default (coven.agent) applies.
+      const choices = agentChoices(server.agents, vscode.workspace.getConfiguration('coven').get<string>('agent'));
+      let agent: string | undefined;
+      if (choices.length > 0) {
+        const picked = await vscode.window.showQuickPick(choices, { title: 'New Coven Session: which agent?', placeHolder: 'Claude Code or Codex (coven.agent sets the default)' });
+        if (picked === undefined) return;
+        agent = picked.agent;
+      }
+      const who = agentName(agent);
       const prompt = await vscode.window.showInputBox({
         title: 'New Coven Session',
-        prompt: 'What should Claude do? (Enter to start)',
+        prompt: `What should ${who} do? (Enter to start)`,
         placeHolder: 'e.g. Find out why the build is slow',
         ignoreFocusOut: true,
-        validateInput: (v) => (v.trim() ? undefined : 'Type what Claude should do.'),
+        validateInput: (v) => (v.trim() ? undefined : `Type what ${who} should do.`),
       });
       if (prompt === undefined) return;
-      const { sessionId } = await server.request(Method.startSession, { prompt, cwd: folder.uri.fsPath });
+      const { sessionId } = await server.request(Method.startSession, {
+        prompt,
+        cwd: folder.uri.fsPath,
+        ...(agent !== undefined ? { agent: agent as 'claude' | 'codex' } : {}),
+      });
       if (await sync.whenKnown(sessionId)) {
         const node = model.session(sessionId);
         if (node) await treeView.reveal(node, { select: true, focus: false, expand: true }).then(undefined, () => undefined);
@@ -85,6 +102,8 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
     },
 
     'coven.forkSession': async (target) => {
+      // Alt+Shift+F in the Coven view: the selected row's session (else the user picks).
+      if (target === SELECTION) target = treeView.selection[0];
       const session = await sessionFor(model, target, (s) => MESSAGEABLE_STATUSES.has(s.status), 'Fork which session?');
       if (!session) return;
       const tasks = await editTasks([], `Fork '${titleOf(session)}'`, 'Fork');
@@ -106,6 +125,21 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       const choice = await pickForkStart(session);
       if (!choice) return;
       await server.request(Method.fork, { sessionId: node.sessionId, tasks, atMessageId: node.messageId, ...choice });
+    },
+
+    'coven.branchSession': async (target) => {
+      const session = await sessionFor(model, target, (s) => MESSAGEABLE_STATUSES.has(s.status), 'Branch which session?');
+      if (session) await branch(session, undefined, `Branch '${titleOf(session)}'`);
+    },
+
+    'coven.branchFromHere': async (target) => {
+      const node = typeof target === 'object' ? target : treeView.selection[0];
+      const session = node !== undefined ? model.owningSession(node) : undefined;
+      if ((node?.kind !== 'text' && node?.kind !== 'thinking') || node.messageId === undefined || session === undefined) {
+        void vscode.window.showInformationMessage('Branch Here works on an assistant message in the Coven view: right-click one.');
+        return;
+      }
+      await branch(session, node.messageId, `Branch '${titleOf(session)}' at "${firstLine(node.text).slice(0, 40)}"`);
     },
 
     'coven.approveFork': async (target) => {
@@ -249,6 +283,29 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
 
     'coven.checkSetup': async () => showSetupCheck(server.launched, server.problem),
   };
+
+  /**
+   * `coven/branch`: a new session with the conversation up to `atMessageId` (else all of it), in
+   * the same folder; the user may give its first message. The branch is selected once listed.
+   */
+  async function branch(session: SessionNode, atMessageId: string | undefined, title: string): Promise<void> {
+    const prompt = await vscode.window.showInputBox({
+      title,
+      prompt: "The branch's first message (optional: Enter with nothing makes the branch and waits; Escape cancels)",
+      placeHolder: 'e.g. Try it another way',
+      ignoreFocusOut: true,
+    });
+    if (prompt === undefined) return;
+    const { sessionId } = await server.request(Method.branch, {
+      sessionId: session.sessionId,
+      ...(atMessageId !== undefined ? { atMessageId } : {}),
+      ...(prompt.trim() ? { prompt: prompt.trim() } : {}),
+    });
+    if (await sync.whenKnown(sessionId)) {
+      const node = model.session(sessionId);
+      if (node) await treeView.reveal(node, { select: true, focus: false, expand: true }).then(undefined, () => undefined);
+    }
+  }
 
   async function decide(params: DecideForkParams): Promise<void> {
     await server.request(Method.decideFork, params);

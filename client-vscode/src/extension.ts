@@ -4,6 +4,7 @@
 import * as vscode from 'vscode';
 
 import { registerCommands } from './commands';
+import { ForkPrompts } from './forkPrompt';
 import { onPythonInterpreterChange, pythonFromExtension } from './launch';
 import { type ForkNode, type Node, pendingChildren } from './model';
 import { describeToolInput, summarize } from './present';
@@ -46,6 +47,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const treeView = vscode.window.createTreeView<Node>('coven.sessions', { treeDataProvider: tree, showCollapseAll: true });
   const transcripts = new Transcripts(model);
   const review = new ChangesReview(server);
+  const forkPrompts = new ForkPrompts(model);
   const status = vscode.window.createStatusBarItem('coven.status', vscode.StatusBarAlignment.Left, 10);
   status.name = 'Coven';
   status.command = 'coven.sessions.focus';
@@ -98,15 +100,18 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     treeView,
     transcripts,
     status,
+    forkPrompts,
+    vscode.commands.registerCommand('coven.answerFork', (forkId?: unknown) => forkPrompts.answer(typeof forkId === 'string' ? forkId : undefined)),
     vscode.window.registerFileDecorationProvider(tree),
     vscode.workspace.registerTextDocumentContentProvider(TRANSCRIPT_SCHEME, transcripts),
     vscode.workspace.registerTextDocumentContentProvider(CHANGES_SCHEME, review),
     sync.onDidChange((changes) => {
       tree.apply(changes);
       transcripts.apply(changes);
+      forkPrompts.sweep();
       updateStatus();
     }),
-    sync.onForkProposed((fork) => void announceFork(fork, sync!)),
+    sync.onForkProposed((fork) => forkPrompts.ask(fork)),
     sync.onForkReviewing((fork) => void announceReview(fork, sync!)),
     server.onDidConnect(async () => {
       rebuilding = true;
@@ -209,20 +214,6 @@ async function askSetupApproval(input: Record<string, unknown>, token: vscode.Ca
   if (token.isCancellationRequested) return { allow: false, message: 'Denied: the question was withdrawn.' };
   if (choice === 'Allow Setup') return { allow: true };
   return choice === "Don't Allow" ? { allow: false, message: 'Refused by the user.' } : { allow: false, message: 'Denied: the question was dismissed.' };
-}
-
-async function announceFork(fork: ForkNode, sync: SessionSync): Promise<void> {
-  const session = sync.model.session(fork.sessionId);
-  const tasks = fork.tasks.map((t) => `“${t}”`).join(', ');
-  const choice = await vscode.window.showInformationMessage(
-    `Claude proposes to fork${session ? ` '${session.title}'` : ''} into ${fork.tasks.length} ${fork.tasks.length === 1 ? 'task' : 'tasks'}: ${tasks}`,
-    'Approve',
-    'Approve with Edits…',
-    'Reject',
-  );
-  const commands: Record<string, string> = { Approve: 'coven.approveFork', 'Approve with Edits…': 'coven.approveForkWithEdits', Reject: 'coven.rejectFork' };
-  const command = choice !== undefined ? commands[choice] : undefined;
-  if (command !== undefined) await vscode.commands.executeCommand(command, fork.forkId);
 }
 
 /** The extension reviews forks itself (experimental.coven.review): the user must hear that one waits. */

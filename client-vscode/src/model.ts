@@ -38,8 +38,14 @@ export interface SessionNode extends NodeBase {
   cwd: string | undefined;
   model: string | undefined;
   agentSessionId: string | undefined;
-  /** The agent that runs it (`claude`, `codex`), once coven/listSessions said so. */
+  /** The agent that runs it (`claude`, `codex`); undefined until a listing says. */
   agent: string | undefined;
+  /**
+   * A branch's (`coven/branch`): its parent's session id and the parent's message it left at
+   * (null: the whole conversation). A branch is a session of its own, listed at the top level:
+   * `parentId` stays for fork children.
+   */
+  branchedFrom: { sessionId: string; atMessageId: string | null } | undefined;
   claudeCodeVersion: string | undefined;
   queuedMessages: number;
   costUsd: number;
@@ -532,6 +538,7 @@ export class CovenModel {
       node.model = str(info.model) ?? node.model;
       node.agentSessionId = str(info.agentSessionId) ?? node.agentSessionId;
       node.agent = str(info.agent) ?? node.agent;
+      node.branchedFrom = branchOf(info) ?? node.branchedFrom;
       node.queuedMessages = num(info.queued) ?? node.queuedMessages;
       rec.costFromInfo = num(info.costUsd) ?? rec.costFromInfo;
       rec.usageFromInfo = tokenUsage(info.usage) ?? rec.usageFromInfo;
@@ -728,6 +735,7 @@ export class CovenModel {
         model: undefined,
         agentSessionId: undefined,
         agent: undefined,
+        branchedFrom: undefined,
         claudeCodeVersion: undefined,
         queuedMessages: 0,
         costUsd: 0,
@@ -1406,6 +1414,14 @@ export class CovenModel {
   }
 }
 
+/** A listing's branch marker: a parent and a `branchedFrom`, and no fork (that would be a fork child). */
+function branchOf(info: SessionInfo): SessionNode['branchedFrom'] {
+  const parentId = str(info.parentId);
+  const marker = info.branchedFrom;
+  if (parentId === undefined || str(info.forkId) !== undefined || !marker || typeof marker !== 'object') return undefined;
+  return { sessionId: parentId, atMessageId: str(marker.atMessageId) ?? null };
+}
+
 const LIMIT_NAMES: ReadonlySet<string> = new Set(['childTokens', 'childCostUsd', 'childSeconds', 'forkCostUsd']);
 
 /** A fork's limits as forkStarted says them: the positive numbers only (undefined: none). */
@@ -1420,7 +1436,7 @@ function forkLimits(value: unknown): ForkLimits | undefined {
 
 function infoSignature(n: SessionNode): string {
   return JSON.stringify([
-    n.title, n.label, n.status, n.costUsd, n.queuedMessages, n.model, n.cwd, n.agentSessionId, n.createdAt, n.usage, n.queuePosition, n.backgroundTasks,
+    n.title, n.label, n.status, n.costUsd, n.queuedMessages, n.model, n.cwd, n.agentSessionId, n.agent, n.branchedFrom, n.createdAt, n.usage, n.queuePosition, n.backgroundTasks,
     n.isolation, n.isolationReason, n.worktree, n.changes,
   ]);
 }

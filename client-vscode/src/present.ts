@@ -226,7 +226,7 @@ function presentSession(node: SessionNode): Presentation {
   const child = node.parentId !== undefined;
   const merge = child ? mergeStateOf(node) : undefined;
   const mode = child ? mergeModeOf(node) : undefined;
-  const parts = [sessionStatusText(node)];
+  const parts = [...agentMarks(node), sessionStatusText(node)];
   if (node.changes !== undefined) parts.push(changesDescription(node.changes, mode));
   else if (merge !== undefined) parts.push(mergeText(merge, mode));
   if (node.retry !== undefined) parts.push(retryText(node.retry));
@@ -243,13 +243,16 @@ function presentSession(node: SessionNode): Presentation {
   ];
   if (node.retry !== undefined) rows.push(retryText(node.retry));
   if (child) rows.push(`Fork child of \`${node.parentId}\``);
+  if (node.branchedFrom !== undefined) rows.push(branchText(node.branchedFrom));
+  const agent = agentOf(node);
+  if (agent !== undefined) rows.push(`Agent: ${AGENT_NAMES[agent] ?? escapeMarkdown(agent)}`);
   if (node.model) rows.push(`Model: ${escapeMarkdown(node.model)}`);
   if (node.cwd) rows.push(`Folder: ${escapeMarkdown(node.cwd)}`);
   if (node.costUsd > 0) rows.push(`Cost: ${formatCost(node.costUsd)}`);
   if (totalTokens(node.usage) > 0) rows.push(`Tokens: ${formatUsage(node.usage)}`);
   const tree = treeUsage(node);
   if (totalTokens(tree) > totalTokens(node.usage)) rows.push(`With its forks: ${formatUsage(tree)}`);
-  if (node.agentSessionId) rows.push(`Claude Code session: \`${node.agentSessionId}\``);
+  if (node.agentSessionId) rows.push(`${agent === 'codex' ? 'Codex thread' : 'Claude Code session'}: \`${node.agentSessionId}\``);
   if (limits.length > 0) rows.push('', '**Limits** (spent of what it may spend):', ...limits.map((l) => l.long));
   const stopped = child ? stoppedAt(node) : undefined;
   if (stopped !== undefined) rows.push('', `Stopped: it reached ${LIMIT_TEXT[stopped]} (\`${stopped}\`); its work so far is kept.`);
@@ -266,6 +269,38 @@ function presentSession(node: SessionNode): Presentation {
     collapsible: child ? 'collapsed' : 'expanded',
     decorated: false,
   };
+}
+
+/** How the tree names each agent. */
+const AGENT_NAMES: Record<string, string> = { claude: 'Claude Code', codex: 'Codex' };
+
+/**
+ * The first words of a session's description: `⎇ branch` for a branch (`coven/branch`), and the
+ * agent for any session not Claude's (Claude, the default, goes unmarked so that a tree of Claude
+ * sessions reads as before; the tooltip names the agent of every session).
+ */
+function agentMarks(node: SessionNode): string[] {
+  const marks: string[] = [];
+  if (node.branchedFrom !== undefined) marks.push('⎇ branch');
+  const agent = agentOf(node);
+  if (agent !== undefined && agent !== 'claude') marks.push(AGENT_NAMES[agent] ?? agent);
+  return marks;
+}
+
+/**
+ * The session's agent: its listing's, else (a fork child known only from its fork's events) the
+ * one its fork started it with (`forkStarted.agent`), else its parent's.
+ */
+function agentOf(node: SessionNode): string | undefined {
+  if (node.agent !== undefined) return node.agent;
+  const fork = node.parent?.kind === 'fork' ? node.parent : undefined;
+  if (fork?.agent !== undefined) return fork.agent;
+  return fork?.parent?.kind === 'session' ? agentOf(fork.parent) : undefined;
+}
+
+function branchText(from: NonNullable<SessionNode['branchedFrom']>): string {
+  const at = from.atMessageId !== null ? ` at message \`${from.atMessageId}\`` : '';
+  return `Branch of \`${from.sessionId}\`${at}: a conversation of its own (its parent never hears of it)`;
 }
 
 const SETTLED: ReadonlySet<string> = new Set(['idle', 'failed', 'cancelled', 'closed', 'interrupted']);

@@ -2068,6 +2068,10 @@ export interface CovenServerCapabilities {
    * the coven/* protocol's version (1 so far), raised on every breaking change: a client written for another version should say so rather than misread what it is sent
    */
   protocolVersion: number;
+  /**
+   * the agents whose binary this server finds for this client (its `claudePath`/`codexPath`, the environment, the bundled wheels, PATH), without running it: which ones a client may offer when it starts a session
+   */
+  agents?: ('claude' | 'codex')[] | null;
 }
 /**
  * `coven-ls doctor --json`: the exit code is 0 when `ok`, 1 otherwise.

@@ -186,6 +186,7 @@ export class CovenServer implements vscode.Disposable {
   private client: LanguageClient | undefined;
   private _state: ServerState = 'stopped';
   private _problem: string | undefined;
+  private _agents: readonly string[] = ['claude'];
   private crashes: number[] = [];
   /** Whether the current client ever reached Running: a server that dies while starting is
    * broken, not crashed, and restarting it would only repeat the failure. */
@@ -254,9 +255,16 @@ export class CovenServer implements vscode.Disposable {
     this.output.show(true);
   }
 
+  /** The agents the running server finds a binary for (`capabilities.experimental.coven.agents`). */
+  get agents(): readonly string[] {
+    return this._agents;
+  }
+
   /** Says in the log which coven/* protocol the server speaks, and warns when it is not this client's. */
   private checkProtocolVersion(experimental: unknown): void {
     const coven = (experimental as { coven?: Partial<CovenServerCapabilities> } | undefined)?.coven;
+    // A server older than the field: only Claude for sure.
+    this._agents = Array.isArray(coven?.agents) ? coven.agents : ['claude'];
     const version = coven?.protocolVersion;
     this.log(`coven-ls speaks protocol version ${version ?? 'unknown'}`);
     if (version !== PROTOCOL_VERSION) {

@@ -4,13 +4,17 @@ app-server`). This registry is the one place that knows them by name."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from anyio.abc import TaskGroup
 
+from .. import protocol
 from ..core.agent import Backend
 from ..protocol.types import AgentName, InitializationOptions
+from . import binary
+from .binary import BinarySource
 
 
 @dataclass(frozen=True)
@@ -19,6 +23,8 @@ class AgentKind:
     # The binary the client named in initializationOptions (None: the agent's own search).
     path_option: Callable[[InitializationOptions], str | None]
     make: Callable[[str | None, TaskGroup], Backend]
+    # Where its binary is looked for (imported late: an agent's SDK loads only when it is used).
+    source: Callable[[], BinarySource]
 
 
 def _claude(path: str | None, task_group: TaskGroup) -> Backend:
@@ -33,10 +39,37 @@ def _codex(path: str | None, task_group: TaskGroup) -> Backend:
     return CodexBackend(path, task_group)
 
 
+def _claude_source() -> BinarySource:
+    from .claude import CLAUDE
+
+    return CLAUDE
+
+
+def _codex_source() -> BinarySource:
+    from .codex.backend import CODEX
+
+    return CODEX
+
+
 AGENTS: dict[str, AgentKind] = {
-    "claude": AgentKind("claude", lambda o: o.claudePath, _claude),
-    "codex": AgentKind("codex", lambda o: o.codexPath, _codex),
+    "claude": AgentKind("claude", lambda o: o.claudePath, _claude, _claude_source),
+    "codex": AgentKind("codex", lambda o: o.codexPath, _codex, _codex_source),
 }
+
+
+def available_agents(options: InitializationOptions) -> list[AgentName]:
+    """The agents whose binary is found under these options (named, in the environment, bundled
+    or on PATH), without running it: what a client may offer when it starts a session."""
+    found: list[AgentName] = []
+    for kind in AGENTS.values():
+        try:
+            path, _ = binary.resolve(kind.source(), kind.path_option(options))
+        except protocol.CovenError:
+            continue
+        # A name or path that leads to no executable file offers nothing (starting it would fail).
+        if shutil.which(path) is not None:
+            found.append(kind.name)
+    return found
 
 
 def backend_key(agent: str, options: InitializationOptions) -> tuple[str, str | None]:

@@ -27,6 +27,7 @@ from pygls.protocol.json_rpc import MsgId, RPCRequest
 from pygls.protocol.language_server import lsp_method
 
 from .. import protocol
+from ..agents import available_agents
 
 if TYPE_CHECKING:
     from .connection import CovenServer
@@ -240,7 +241,10 @@ class CovenProtocol(LanguageServerProtocol):
     def lsp_initialize(self, params: types.InitializeParams) -> Any:
         result = yield from super().lsp_initialize(params)
         # Every client is told which coven/* protocol it talks to, coven-aware or not.
-        coven = protocol.CovenServerCapabilities(protocolVersion=protocol.PROTOCOL_VERSION)
+        coven = protocol.CovenServerCapabilities(
+            protocolVersion=protocol.PROTOCOL_VERSION,
+            agents=available_agents(self._server.settings.options),
+        )
         result.capabilities.experimental = {"coven": protocol.to_json(coven)}
         if self._server.coven_aware:
             # A client that speaks coven/* needs no command mirrors, and some (VS Code's language

@@ -211,6 +211,10 @@ class CovenServerCapabilities(Wire):
     protocolVersion: PositiveInt
     """the coven/* protocol's version (1 so far), raised on every breaking change: a client
     written for another version should say so rather than misread what it is sent"""
+    agents: list[AgentName] | None = None
+    """the agents whose binary this server finds for this client (its `claudePath`/`codexPath`,
+    the environment, the bundled wheels, PATH), without running it: which ones a client may offer
+    when it starts a session"""
 
 
 # --- params --------------------------------------------------------------------------------------

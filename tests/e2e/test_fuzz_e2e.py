@@ -232,6 +232,9 @@ async def test_fuzzed_params_get_documented_errors(tmp_path: Path, model: Script
                     {
                         "sessionId": ids("s", [sid] if method in harmless else []),
                         "forkId": ids("f", []),
+                        # Not a real agent that may be installed (codex): a start must not
+                        # succeed, whichever way the draws fall.
+                        "agent": st.sampled_from(["claude", "nobody"]) | any_text,
                         "cwd": st.sampled_from(
                             [str(workspace), str(workspace / "a-file"), "/", "~", "", "\x00"]
                         )

@@ -12,7 +12,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import client_capabilities
 
-from coven_ls.protocol import PROTOCOL_VERSION, to_plain
+from coven_ls.agents.codex import resolve_codex
+from coven_ls.protocol import PROTOCOL_VERSION, CovenError, to_plain
 from coven_ls.testing.scripted_model import ScriptedModel, ToolUse
 
 from ..harness import Coven, wait_until
@@ -79,7 +80,8 @@ async def test_a_plain_lsp_client_runs_a_session_through_commands(
     assert advertised is not None and set(COMMANDS) <= set(advertised.commands)
     # A plain client is told the protocol version too.
     experimental = to_plain(coven.init_result.capabilities.experimental)
-    assert experimental == {"coven": {"protocolVersion": PROTOCOL_VERSION}}
+    assert experimental["coven"]["protocolVersion"] == PROTOCOL_VERSION
+    assert set(experimental["coven"]) == {"protocolVersion", "agents"}
 
     sid = (await execute(coven, "coven.startSession", {"prompt": "Please make a file"}))[
         "sessionId"
@@ -275,8 +277,18 @@ async def test_a_coven_aware_client_is_offered_no_command_mirrors(coven: Coven) 
     assert coven.init_result.capabilities.execute_command_provider is None
     # What it talks to: the protocol version (protocol.md, Protocol version).
     experimental = to_plain(coven.init_result.capabilities.experimental)
-    assert experimental == {"coven": {"protocolVersion": PROTOCOL_VERSION}}
-    assert PROTOCOL_VERSION == 1
+    assert experimental["coven"]["protocolVersion"] == PROTOCOL_VERSION == 1
+    # And which agents it can start: the ones whose binary it finds (claude in these tests; codex
+    # when its wheel is installed, as this test process sees it too).
+    assert experimental["coven"]["agents"] == (["claude", "codex"] if have_codex() else ["claude"])
     # The commands still answer, for a client that calls them anyway.
     listed = await execute(coven, "coven.listSessions", {})
     assert listed == {"sessions": []}
+
+
+def have_codex() -> bool:
+    try:
+        resolve_codex(None)
+    except CovenError:
+        return False
+    return True

@@ -2,6 +2,7 @@
 --
 --   require('coven').setup{ cmd = { 'coven-ls' }, init_options = { forkMode = 'approve' } }
 --   :CovenStart Count the files in src/
+--   :CovenBranch Try it with a generator   (a branch of the current session, which it becomes)
 --
 -- Works on Neovim 0.7 and later: only APIs that 0.7 has are used, and the two that newer
 -- releases renamed (starting a client, calling its methods) go through `compat` below.
@@ -435,6 +436,33 @@ function M.fork(spec)
   end
 end
 
+-- Branch the current session (coven/branch): a new session of its own holding the conversation
+-- so far (or up to `at_message_id`, an assistant message's id), in the same folder; it becomes
+-- the current session, and `prompt`, if given, is its first message. The session branched goes
+-- on as it was and never hears of the branch. `on_branched(id)`, if given, runs once it exists.
+function M.branch(prompt, at_message_id, on_branched)
+  local sid = current_session()
+  if not sid then
+    return
+  end
+  local params = { sessionId = sid }
+  if prompt and vim.trim(prompt) ~= '' then
+    params.prompt = vim.trim(prompt)
+  end
+  if at_message_id then
+    params.atMessageId = at_message_id
+  end
+  request('coven/branch', params, function(result)
+    tree.mark_branch(state.tree, result.sessionId, sid)
+    state.current = result.sessionId
+    M.schedule_render()
+    notify('branched into ' .. result.sessionId .. ', now the current session')
+    if on_branched then
+      on_branched(result.sessionId)
+    end
+  end)
+end
+
 local function pending_proposal()
   local p = state.proposals[#state.proposals]
   if not p then
@@ -759,6 +787,9 @@ function M.setup(opts)
   command('CovenStart', M.start_session, '+', 'Start a Claude Code session with this prompt')
   command('CovenSend', M.send, '+', 'Send a message to the current session')
   command('CovenFork', M.fork, '+', 'Fork the current session: tasks separated by ;')
+  command('CovenBranch', function(args)
+    M.branch(args)
+  end, '?', 'Branch the current session (optionally: its first message)')
   command('CovenApprove', M.approve, '?', 'Approve the proposed fork (optionally: new tasks; ...)')
   command('CovenReject', M.reject, '?', 'Reject the proposed fork (optionally: a reason)')
   command('CovenCancel', M.cancel, 0, "Cancel the current session's turn or fork")

@@ -332,6 +332,12 @@ end
 
 -- Where an event (or a streamed block) of the session goes: a subagent's, under the task or the
 -- tool call it belongs to; the session's own, in its list.
+-- A branch (coven/branch) of `parent_id`: a session of its own, drawn at the top level with a
+-- mark of its own (its events may have come before the answer that names it).
+function M.mark_branch(tree, id, parent_id)
+  session(tree, id).branch_of = parent_id
+end
+
 local function list_for(s, parent_tool_use_id)
   if parent_tool_use_id then
     for _, task in pairs(s.tasks) do
@@ -539,8 +545,11 @@ function M.render(tree)
   node = function(id, depth)
     local s = tree.sessions[id]
     local pad = string.rep('  ', 2 * depth)
-    local mark = s.label and '⑂ ' or '● '
+    local mark = s.label and '⑂ ' or s.branch_of and '⎇ ' or '● '
     local header = pad .. mark .. (s.title or s.id)
+    if s.branch_of then
+      header = header .. '  (branch of ' .. (tree.sessions[s.branch_of] and tree.sessions[s.branch_of].title or s.branch_of) .. ')'
+    end
     if s.status ~= '' then
       header = header .. '  ' .. (M.STATUS_MARKS[s.status] or '·') .. ' ' .. s.status
       if s.status == 'queued' and s.queue_position then

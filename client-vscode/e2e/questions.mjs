@@ -1,0 +1,128 @@
+// Issues 23, 22 and 24 in a real VS Code (driven by drive.mjs, on its code-server and scripted
+// models): a fork question that goes away once the fork is decided elsewhere (the tree), Alt+Shift+F
+// forking the selected session only while the Coven view has focus, Branch Here on a message and on
+// a session, and a Codex session (the real codex against e2e/codex_model.py) whose fork is approved
+// from the status bar. Every check reads what a user sees: toasts, the status bar, tree rows.
+
+const WEIGH_PROMPT = 'Weigh the release checks in parallel.';
+const WEIGH_ANSWER = 'Weighed both: the parser is light, the docs are heavier.';
+const BRANCH_PROMPT = 'Try the notes another way';
+const CODEX_PROMPT = 'Count the release files with Codex.';
+const CODEX_TASKS = ['Count the notes', 'Count the guides'];
+
+export async function questionsStory(ui) {
+  const { page, log, screenshot, runCommand, newSession, sidebar, row, rowWith, topRow, waitForRow, clickInline, treeRows, subtree, format } = ui;
+  const toast = (text) => page.locator('.notification-toast', { hasText: text });
+  const statusItem = (text) => page.locator('.part.statusbar .statusbar-item', { hasText: text });
+  const quickInput = page.locator('.quick-input-widget');
+  /**
+   * Branch Here from a row's context menu, until its input box shows. A click can be lost on a
+   * menu that is still opening: then the item is hovered (which focuses it) and Enter runs it.
+   */
+  const branchHere = async (target) => {
+    for (let attempt = 1; ; attempt++) {
+      await target.click({ button: 'right' });
+      const item = page.locator('.context-view .action-label[aria-label="Branch Here"]');
+      await item.waitFor();
+      await page.waitForTimeout(300);
+      if (attempt === 1) await item.click();
+      else {
+        await item.hover();
+        await page.keyboard.press('Enter');
+      }
+      const asked = quickInput.filter({ hasText: "The branch's first message" });
+      if (await asked.waitFor({ timeout: 10_000 }).then(() => true, () => false)) return;
+      if (attempt === 3) throw new Error('Branch Here never asked for the first message');
+      log(`Branch Here: no input box after attempt ${attempt}, opening the menu again`);
+      await page.keyboard.press('Escape');
+    }
+  };
+
+  await runCommand('View: Close All Editors');
+  await runCommand('Notifications: Clear All Notifications');
+
+  // (a) The question is withdrawn once the fork is decided anywhere: here, from the tree.
+  log('New Session whose fork is approved from the tree while its question is on screen');
+  await newSession(WEIGH_PROMPT);
+  const question = toast(`proposes to fork '${WEIGH_PROMPT}'`);
+  await question.waitFor();
+  await statusItem('Fork proposed').waitFor();
+  const links = await question.locator('a', { hasText: 'Approve with Edits' }).count();
+  log(`the question's answers show as ${links > 0 ? 'links' : 'plain text (no links rendered)'}`);
+  await screenshot('question-open');
+  await clickInline(row('⑂ Fork · 2 tasks, proposed').first(), 'Approve Fork');
+  log('approved from the tree: the question must go');
+  await question.waitFor({ state: 'detached', timeout: 30_000 });
+  await statusItem('Fork proposed').waitFor({ state: 'detached', timeout: 30_000 });
+  await waitForRow(WEIGH_ANSWER, "the parent's answer after the fork");
+  await waitForRow(`${WEIGH_PROMPT}, done`, 'the parent to settle');
+  if (await toast('proposes to fork').count()) throw new Error('a fork question outlived its fork');
+  await screenshot('question-withdrawn');
+
+  // (b) Alt+Shift+F: forks the selected session while the Coven view has focus, and only then.
+  log('Alt+Shift+F on the selected session in the Coven view');
+  await topRow(WEIGH_PROMPT).first().click();
+  await page.keyboard.press('Alt+Shift+F');
+  await quickInput.filter({ hasText: `Fork '${WEIGH_PROMPT}'` }).waitFor();
+  await screenshot('fork-key');
+  await page.keyboard.press('Escape');
+  await quickInput.waitFor({ state: 'hidden' });
+  await topRow(WEIGH_PROMPT).first().click(); // the click that selected it also collapsed it
+  await row(WEIGH_ANSWER).first().waitFor();
+  log('Alt+Shift+F in an editor: the document is formatted, no fork is asked for');
+  await page.keyboard.press('Control+P');
+  await quickInput.locator('input').fill('RELEASE.md');
+  await quickInput.locator('.monaco-list-row', { hasText: 'RELEASE.md' }).first().waitFor();
+  await page.keyboard.press('Enter');
+  await page.locator('.editor-group-container .monaco-editor .view-lines', { hasText: 'Release notes' }).first().click();
+  await page.keyboard.press('Alt+Shift+F');
+  await page.waitForTimeout(2000);
+  if (await quickInput.filter({ hasText: 'Fork' }).isVisible()) throw new Error('Alt+Shift+F in an editor asked for a fork');
+  log(`after Alt+Shift+F in the editor: ${(await page.locator('.notifications-toasts').innerText().catch(() => '')).slice(0, 200) || 'no notification'}`);
+  await runCommand('View: Close All Editors');
+  await runCommand('Notifications: Clear All Notifications');
+
+  // (c) Branch Here on a message: a session of its own with the conversation up to it.
+  log('Branch Here on the answer after the fork');
+  await branchHere(row(WEIGH_ANSWER).first());
+  await quickInput.locator('input').fill(BRANCH_PROMPT);
+  await page.keyboard.press('Enter');
+  await waitForRow(`${BRANCH_PROMPT}, ⎇ branch`, 'the branch, at the top level');
+  await waitForRow('A branch of its own', "the branch's answer");
+  await waitForRow(`${BRANCH_PROMPT}, ⎇ branch · done`, 'the branch to settle');
+  const tree = await treeRows();
+  const branch = tree.find((r) => r.label.startsWith(`${BRANCH_PROMPT}, ⎇ branch`));
+  if (branch.level !== 1) throw new Error(`the branch is not a top-level session:\n${format(tree)}`);
+  if (subtree(tree, WEIGH_PROMPT).some((r) => r.label.includes('A branch of its own'))) {
+    throw new Error(`the branch's answer reached its parent:\n${format(subtree(tree, WEIGH_PROMPT))}`);
+  }
+  await topRow(BRANCH_PROMPT).first().hover();
+  const hover = page.locator('.monaco-hover, .workbench-hover', { hasText: 'Branch of' }).first();
+  if (await hover.waitFor({ timeout: 15_000 }).then(() => true, () => false)) await screenshot('branch-here', { hover: true });
+  else await screenshot('branch-here');
+
+  log('Branch Here on a session, with no first message');
+  await branchHere(topRow(WEIGH_PROMPT).first());
+  await page.keyboard.press('Enter');
+  await waitForRow(`${WEIGH_PROMPT}, ⎇ branch`, 'the branch of the whole session, waiting for a message');
+
+  // (d) A Codex session (New Session asks which agent: the server finds both), its fork approved
+  // from the status bar item while the question is on screen, which goes with it.
+  log('New Session with Codex');
+  await newSession(CODEX_PROMPT, { agent: 'Codex' });
+  await rowWith('Codex ·').first().waitFor();
+  const codexQuestion = toast(`Codex proposes to fork '${CODEX_PROMPT}'`);
+  await codexQuestion.waitFor();
+  await waitForRow('⑂ Fork · 2 tasks, proposed', 'the Codex fork, proposed');
+  await page.waitForTimeout(500); // the toast fades in
+  await screenshot('codex-question');
+  await statusItem('Fork proposed').click();
+  await quickInput.locator('.monaco-list-row', { hasText: 'Approve with Edits' }).waitFor();
+  await page.keyboard.press('Enter'); // the first answer, Approve
+  await codexQuestion.waitFor({ state: 'detached', timeout: 30_000 });
+  for (const task of CODEX_TASKS) await waitForRow(`${task}, Codex · done`, `the Codex child "${task}"`);
+  await waitForRow('Counted with Codex', "the Codex parent's answer after its fork");
+  await waitForRow(`${CODEX_PROMPT}, Codex · done`, 'the Codex parent to settle');
+  log(`codex session:\n${format(subtree(await treeRows(), CODEX_PROMPT))}`);
+  await screenshot('codex-fork');
+}
