@@ -43,7 +43,14 @@ How to read the output (per N, medians over the rounds; procs is the highest)
     target and state, from these figures only, what limits the largest N: start-up time, CPU
     use and its growth per child, memory per child (least-squares slope over the N values).
 
+With ``--agent codex`` the same forks run Codex sessions (the real ``codex app-server``, one
+process for the parent and every child, against a scripted Responses API), and with
+``--agent both`` Claude's and Codex's run in the same invocation, round by round, and a closing
+comparison sets their N_max/N=1 ratios and peak memory side by side. Codex's target: N_max
+within 1.2x of N=1.
+
 Usage: python bench/fanout.py [--children 1,2,4,8] [--repeat 2] [--latency 3] [--warmup 1]
+                              [--agent claude|codex|both]
 """
 
 from __future__ import annotations
@@ -78,6 +85,7 @@ from common import (
 
 from coven_ls.agents.claude import resolve_claude
 from coven_ls.testing.scripted_model import ModelRequest, Reply, ScriptedModel, Text
+from coven_ls.testing.scripted_responses import ResponsesRequest, ScriptedResponses
 
 PROMPT = "fanout-bench: plan the work and split it."
 ASSIGNED = "You were assigned '"
@@ -88,6 +96,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MIB = 1024 * 1024
 TARGET_N, TARGET_RATIO = 4, 1.5
+CODEX_TARGET_RATIO = 1.2  # Codex: the largest N within this of N=1
 
 
 def labels(n: int) -> list[str]:
@@ -276,16 +285,42 @@ def scripted_model(n: int, latency: float) -> ScriptedModel:
     return model
 
 
-def run_once(n: int, latency: float, claude: str, stderr: IO[bytes]) -> Result:
+def scripted_responses(n: int, latency: float) -> ScriptedResponses:
+    """The same model for Codex: the Responses API, scripted alike."""
+    model = ScriptedResponses()
+    model.on("<fork-results>", "All tasks are done; here is the merged result.")
+
+    def child(request: ResponsesRequest) -> Reply:
+        label = request.last_user_text.split(ASSIGNED, 1)[1].split("'", 1)[0]
+        return Reply((Text(f"{label} is done."),), latency=latency)
+
+    model.on(ASSIGNED, child)
+    tag = "\n".join(f"- {label}" for label in labels(n))
+    model.on(PROMPT, f"I will split this into {n}.\n<fork>\n{tag}\n</fork>")
+    return model
+
+
+def run_once(n: int, latency: float, claude: str, stderr: IO[bytes], agent: str) -> Result:
     began = time.monotonic()
     usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    codex = agent == "codex"
+    scripted = scripted_responses(n, latency) if codex else scripted_model(n, latency)
     # Leaving run_dirs waits for (or kills) whatever the run left, after the sampler stopped.
     with (
-        scripted_model(n, latency) as model,
-        run_dirs(f"fanout-bench-{n}-", f"the N={n} run") as dirs,
+        scripted as model,
+        run_dirs(f"fanout-bench-{agent}-{n}-", f"the {agent} N={n} run") as dirs,
     ):
         # own_state: a server that keeps a session store keeps it in the run's folder.
-        proc = spawn_server(dirs.workspace, dirs.environ(model, own_state=True), stderr)
+        if isinstance(model, ScriptedResponses):
+            # CODEX_HOME inside the config dir: run_dirs reaps by that path.
+            env = {
+                **model.codex_env(dirs.config / "codex-home"),
+                "CLAUDE_CONFIG_DIR": str(dirs.config),
+                "XDG_STATE_HOME": str(dirs.state),
+            }
+        else:
+            env = dirs.environ(model, own_state=True)
+        proc = spawn_server(dirs.workspace, env, stderr)
         sampler = Sampler(proc.pid)
         client = EventClient(proc, timeout=STEP_TIMEOUT)
         close_started = close_ended = 0.0
@@ -294,6 +329,7 @@ def run_once(n: int, latency: float, claude: str, stderr: IO[bytes]) -> Result:
                 dirs.workspace,
                 {
                     "claudePath": claude,
+                    "agent": agent,
                     "forkMode": "auto",
                     "maxParallel": n,
                     "maxChildren": max(n, 8),
@@ -382,7 +418,7 @@ def slope(points: list[tuple[float, float]]) -> float:
     return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
 
 
-def report(by_n: dict[int, list[Result]], args: argparse.Namespace) -> None:
+def report(by_n: dict[int, list[Result]], args: argparse.Namespace, agent: str) -> None:
     medians = {n: median_of(rs) for n, rs in by_n.items() if rs}
     if not medians:
         return
@@ -390,7 +426,7 @@ def report(by_n: dict[int, list[Result]], args: argparse.Namespace) -> None:
     base = medians.get(1) or medians[min(medians)]
     print()
     print(
-        f"fork fan-out, child model latency {args.latency:g} s (parent replies 0 s), "
+        f"{agent}: fork fan-out, child model latency {args.latency:g} s (parent replies 0 s), "
         f"{cores} CPUs, median of {args.repeat} run(s) per N"
     )
     print(
@@ -479,6 +515,31 @@ def analyse(medians: dict[int, Result], base: Result, cores: int, latency: float
     print(f"  => what limits N={n}: {limit}; memory is {memory} the limit on this machine")
 
 
+def compare(by_agent: dict[str, dict[int, list[Result]]]) -> None:
+    """The agents side by side: the largest N's wall time against N=1's, and peak memory of the
+    whole process tree."""
+    print()
+    for agent, by_n in by_agent.items():
+        medians = {n: median_of(rs) for n, rs in by_n.items() if rs}
+        if 1 not in medians or len(medians) < 2:
+            continue
+        top, one = medians[max(medians)], medians[1]
+        ratio = top.wall / one.wall
+        line = (
+            f"{agent}: N={top.n} {top.wall:.2f} s vs N=1 {one.wall:.2f} s = {ratio:.2f}x; "
+            f"peak {top.peak_rss:.0f} MiB RSS / {top.peak_pss:.0f} MiB PSS "
+            f"(N=1: {one.peak_rss:.0f} / {one.peak_pss:.0f}) over {top.peak_procs} processes"
+        )
+        if agent == "codex":
+            print_target(
+                f"Codex: N={top.n} within {CODEX_TARGET_RATIO:g}x of N=1",
+                ratio <= CODEX_TARGET_RATIO,
+                f" ({line})",
+            )
+        else:
+            print(line)
+
+
 def _mem_total() -> int:
     """The machine's memory in bytes (1 if unknown: only a share of it is printed)."""
     kib = proc_value("/proc/meminfo", "MemTotal")
@@ -503,6 +564,12 @@ def main(argv: list[str] | None = None) -> int:
         "--warmup", type=int, default=1, help="uncounted N=1 runs first (default 1)"
     )
     parser.add_argument("--claude", help="CLI to run (default: as coven-ls would pick it)")
+    parser.add_argument(
+        "--agent",
+        choices=("claude", "codex", "both"),
+        default="claude",
+        help="the agent the sessions run; both: Claude's and Codex's in one run (default claude)",
+    )
     args = parser.parse_args(argv)
     try:
         counts = [int(part) for part in args.children.split(",") if part.strip()]
@@ -515,31 +582,40 @@ def main(argv: list[str] | None = None) -> int:
     idle_busy = busy_cores(1.0)
     print(f"before the runs: {idle_busy:.2f} cores busy machine-wide (1 s)", end="")
     print(": the machine is not quiet, figures will suffer" if idle_busy > 0.25 else "")
-    by_n: dict[int, list[Result]] = {n: [] for n in counts}
+    agents = ["claude", "codex"] if args.agent == "both" else [args.agent]
+    by_agent: dict[str, dict[int, list[Result]]] = {a: {n: [] for n in counts} for a in agents}
     started = time.monotonic()
-    plan = [(None, 1)] * args.warmup + [(r, n) for r in range(args.repeat) for n in counts]
-    for round_number, n in plan:
+    # Round by round, each agent in turn: both meet the same machine load.
+    plan = [(None, a, 1) for a in agents for _ in range(args.warmup)] + [
+        (r, a, n) for r in range(args.repeat) for n in counts for a in agents
+    ]
+    for round_number, agent, n in plan:
         label = "warm-up" if round_number is None else f"round {round_number + 1}"
         with tempfile.TemporaryFile(prefix="fanout-bench-stderr-") as stderr:
             try:
-                result = run_once(n, args.latency, claude, stderr)
+                result = run_once(n, args.latency, claude, stderr, agent)
             except (RuntimeError, queue.Empty) as exc:
                 tail = stderr_tail(stderr, 2000)
                 problem = str(exc).splitlines()[0][:500] if str(exc) else "timed out"
-                print(f"{label} N={n} failed: {problem}\nserver stderr:\n{tail}", file=sys.stderr)
+                print(
+                    f"{label} {agent} N={n} failed: {problem}\nserver stderr:\n{tail}",
+                    file=sys.stderr,
+                )
                 return 1
         if round_number is not None:
-            by_n[n].append(result)
+            by_agent[agent][n].append(result)
         print(
-            f"{label:<8} N={n}: wall {result.wall:.2f} s, last child call at "
+            f"{label:<8} {agent:<6} N={n}: wall {result.wall:.2f} s, last child call at "
             f"{result.last_request:.2f} s, peak {result.peak_rss:.0f} MiB RSS / "
             f"{result.peak_procs} procs, cpu fork {result.cpu_fork:.2f} s, busy "
             f"{result.busy:.2f} (machine {result.machine:.2f}) cores, "
             f"run {result.run_time:.1f} s",
             flush=True,
         )
-    report(by_n, args)
-    print(f"(took {time.monotonic() - started:.0f} s)")
+    for agent in agents:
+        report(by_agent[agent], args, agent)
+    compare(by_agent)
+    print(f"(took {time.monotonic() - started:.0f} s; load {os.getloadavg()})")
     return 0
 
 

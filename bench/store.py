@@ -83,7 +83,7 @@ import anyio.lowlevel
 from common import LspClient, percentile, print_target, proc_value, spawn_server, stderr_tail
 
 from coven_ls import protocol
-from coven_ls.core.agent import Agent, AgentSpec, PermissionAsker
+from coven_ls.core.agent import Agent, AgentSpec, Conversation, PermissionAsker
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.journal import SWITCH_INTERVAL
 from coven_ls.core.session import Session, SessionConfig
@@ -183,6 +183,12 @@ class NeverBackend:
         pass
 
     async def aclose(self) -> None:
+        return None
+
+    async def fork_point_problem(self, conversation: str, message_id: str) -> str | None:
+        return None
+
+    async def purge(self, conversations: list[Conversation]) -> None:
         return None
 
     async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> Agent:

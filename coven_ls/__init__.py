@@ -1,3 +1,4 @@
-"""coven-ls: a language server that hosts Claude Code sessions and forks them."""
+"""coven-ls: a language server that hosts coding-agent sessions (Claude Code, Codex) and forks
+them."""
 
 __version__ = "0.1.0"

@@ -33,7 +33,10 @@ def version_line() -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="coven-ls",
-        description="A language server that hosts Claude Code sessions and forks them.",
+        description=(
+            "A language server that hosts coding-agent sessions (Claude Code, Codex) and forks "
+            "them."
+        ),
     )
     parser.add_argument("--version", action="version", version=version_line())
     parser.add_argument(
@@ -114,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="run one session in the terminal with your own Claude setup",
         description=(
-            "Run one Claude Code session through coven-ls and stream its tree. Forks and tools "
+            "Run one agent session through coven-ls and stream its tree. Forks and tools "
             "that need permission, and with --merge review each fork child's changes, are asked "
             "about on the terminal; without one (stdin not a terminal) forks are rejected, tools "
             "denied and changes discarded unless --yes. Ctrl+C cancels the running turn or fork; "
@@ -138,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--permission-mode",
         choices=["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"],
-        help="Claude Code's permission mode (default: its own)",
+        help="the permission mode (default: the agent's own)",
     )
     run.add_argument(
         "--merge",
@@ -234,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--permission-mode",
         choices=["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"],
-        help="Claude Code's permission mode for new sessions (default: its own)",
+        help="the permission mode for new sessions (default: the agent's own)",
     )
     return parser
 

@@ -42,7 +42,7 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
-from coven_ls.core.agent import AgentSpec, AgentStartError, PermissionAsker
+from coven_ls.core.agent import AgentSpec, AgentStartError, Conversation, PermissionAsker
 from coven_ls.core.transcript import Entry
 
 DEFAULT_TIMEOUT = 3.0
@@ -268,6 +268,8 @@ def _task_id() -> int:
 class FakeAgent:
     """One fake agent process (an `Agent`)."""
 
+    reports_ended_tasks = True
+
     def __init__(self, backend: FakeBackend, spec: AgentSpec, ask: PermissionAsker) -> None:
         self.backend = backend
         self.spec = spec
@@ -430,6 +432,7 @@ class FakeBackend:
         self.interrupt_gate: Gate | None = None
         self.interrupt_session_id = "agent-1"
         self.interrupt_cost: float | None = None
+        self.purged: list[Conversation] = []  # what `purge` was given, in order
         # What `conversation` gives back (a `"transcript"` fork child's parent's), by id.
         self.conversations: dict[str, list[Entry]] = {}
 
@@ -452,6 +455,12 @@ class FakeBackend:
 
     async def aclose(self) -> None:
         return None
+
+    async def fork_point_problem(self, conversation: str, message_id: str) -> str | None:
+        return None
+
+    async def purge(self, conversations: list[Conversation]) -> None:
+        self.purged.extend(conversations)
 
     async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> FakeAgent:
         self.opens_started += 1

@@ -216,7 +216,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       const children = countDescendants(model, session);
       const choice = await vscode.window.showWarningMessage(
         `Delete '${titleOf(session)}'${children > 0 ? ` and its ${children} fork ${children === 1 ? 'child' : 'children'}` : ''}? coven-ls forgets ${children > 0 ? 'them' : 'it'}; running agents stop.`,
-        { modal: true, detail: "Claude Code's own transcripts of the conversation are kept unless you delete them too." },
+        { modal: true, detail: "The agent's own record of the conversation (Claude Code's transcripts, Codex's threads) is kept unless you delete it too." },
         'Delete',
         'Delete with Claude Transcripts',
       );

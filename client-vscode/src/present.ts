@@ -67,7 +67,7 @@ const PROMPT_ORIGINS: Record<string, { icon: string; description: string; label?
   forkError: { icon: 'warning', description: 'fork tag refused', label: 'Told Claude why its fork tag was refused' },
   // The CLI started the turn itself, to tell the model a background task ended; the prompt says
   // which ("Background task completed: Find TODOs").
-  task: { icon: 'bell', description: 'from Claude Code' },
+  task: { icon: 'bell', description: 'from the agent' },
   unprompted: { icon: 'comment-discussion', description: '', label: 'Claude (no prompt)' },
 };
 

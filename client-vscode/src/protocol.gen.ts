@@ -366,7 +366,7 @@ export interface SessionInfo {
    */
   model: string | null;
   /**
-   * null when Claude Code's own default is used
+   * null when the agent's own default is used
    */
   permissionMode: PermissionMode | null;
   /**
@@ -1053,7 +1053,7 @@ export interface TaskEvent {
   durationMs?: number;
 }
 /**
- * Something went wrong outside the conversation (the CLI crashed or could not start).
+ * Something went wrong outside the conversation: the agent could not start, or crashed in a turn (the turn fails) or between turns (said at once; the session stays idle and its next message starts the agent again on the same conversation).
  */
 export interface ErrorEvent {
   /**
@@ -1754,7 +1754,7 @@ export interface DeleteSessionParams {
    */
   sessionId: string;
   /**
-   * also delete the CLI's own transcripts
+   * also delete what the agent stored of the conversations (Claude Code's transcripts, Codex's threads)
    */
   purge?: boolean;
   /**
@@ -1807,7 +1807,7 @@ export interface KeptBranch {
 }
 export interface StopTaskParams {
   /**
-   * the session whose CLI runs the task
+   * the session whose agent runs the task
    */
   sessionId: string;
   /**
@@ -1979,7 +1979,7 @@ export interface InitializationOptions {
    */
   model?: string | null;
   /**
-   * permission mode for sessions that do not name one (default: Claude Code's own)
+   * permission mode for sessions that do not name one (default: the agent's own)
    */
   permissionMode?: PermissionMode | null;
   /**

@@ -46,7 +46,7 @@ const TURN_HEADINGS: Record<string, string> = {
   forkResults: 'Fork results',
   forkRejected: 'Fork declined',
   forkError: 'Fork tag refused',
-  task: 'Claude Code (a background task ended)',
+  task: 'The agent (a background task ended)',
   unprompted: 'Claude',
 };
 

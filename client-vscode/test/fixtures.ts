@@ -18,7 +18,7 @@ import type { CovenEvent, Delta, PartialBlock, SessionInfo } from '../src/protoc
 
 export const SCENARIOS = [
   'tool', 'fork', 'reject', 'cancel', 'failed', 'crash', 'subagent', 'restart', 'review',
-  'stream', 'background', 'queue', 'cancel_stream',
+  'stream', 'background', 'queue', 'cancel_stream', 'codex',
 ] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 

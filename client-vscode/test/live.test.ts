@@ -362,12 +362,12 @@ describe('background subagents', () => {
     const prompts = background.events.filter((e): e is EventOf<'prompt'> => e.kind === 'prompt' && e.origin === 'task');
     assert.deepEqual(reports.map((t) => present(t).label), prompts.map((p) => firstLine(p.text)));
     assert.match(present(reports[0]!).label, /^Background task completed: /);
-    assert.equal(present(reports[0]!).description, 'from Claude Code');
+    assert.equal(present(reports[0]!).description, 'from the agent');
     assert.equal(present(reports[0]!).icon.id, 'bell');
     assert.equal(present(model.session(sid)!).description.split(' · ')[0], 'done');
     const md = renderTranscript(model.session(sid)!, model);
     assert.match(md, /\*\*Subagent: Find TODOs\*\* — done/);
-    assert.match(md, /Claude Code \(a background task ended\)/);
+    assert.match(md, /The agent \(a background task ended\)/);
     assert.ok(md.indexOf('Let me search.') > md.indexOf('**Subagent: Find TODOs**'));
   });
 

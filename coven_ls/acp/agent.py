@@ -8,6 +8,7 @@ import asyncio
 import logging
 import os
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from acp import (
@@ -34,6 +35,9 @@ from acp.schema import (
     ResumeSessionResponse,
     SessionCapabilities,
     SessionCloseCapabilities,
+    SessionConfigOptionBoolean,
+    SessionConfigOptionSelect,
+    SessionConfigSelectOption,
     SessionForkCapabilities,
     SessionInfo,
     SessionListCapabilities,
@@ -44,17 +48,18 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from .. import __version__, protocol
+from .. import __version__, agents, protocol
 from ..core.hub import ClientSettings, Hub
 from ..core.session import Session
 from ..core.store import Store
 from ..protocol.events import Delta, StatusChanged, TurnResult
 from ..protocol.tree import decode
+from ..protocol.types import AgentName
 from . import updates
 
 log = logging.getLogger(__name__)
 
-# Claude Code's permission modes, as ACP session modes.
+# coven's permission modes (each agent's own mapping: protocol.md), as ACP session modes.
 MODES = [
     SessionMode(id="default", name="Ask", description="Ask before each tool that changes anything"),
     SessionMode(id="acceptEdits", name="Accept edits", description="Edit files without asking"),
@@ -65,6 +70,7 @@ MODES = [
 # included: `forking` and `reviewing` are not rest).
 AT_REST = frozenset({"idle", "failed", "closed", "interrupted"})
 ALLOW_ONCE, ALLOW_ALWAYS, REJECT = "allow_once", "allow_always", "reject_once"
+AGENT_OPTION = "agent"  # the session config option that picks the agent
 
 
 class CovenAgent:
@@ -76,7 +82,7 @@ class CovenAgent:
         # hub.Client: where sessions start by default (ACP names a cwd with every session).
         self.settings = ClientSettings.parse({}, os.getcwd())
         self.store: Store | None = None
-        self._pending: dict[str, tuple[str, str]] = {}  # session id -> (cwd, mode): no prompt yet
+        self._pending: dict[str, _Pending] = {}  # sessions with no prompt yet
         self._open: set[str] = set()  # sessions whose updates this client gets
         self._views: dict[str, updates.SessionView] = {}
         self._rests: dict[str, asyncio.Future[str]] = {}  # session id -> its prompt's answer
@@ -137,9 +143,12 @@ class CovenAgent:
     ) -> NewSessionResponse:
         await self._open_workspace(cwd)
         session_id = f"s-{uuid.uuid4().hex[:12]}"
-        self._pending[session_id] = (cwd, "default")
+        agent = self.settings.options.agent
+        self._pending[session_id] = _Pending(cwd, "default", agent)
         self._open.add(session_id)
-        return NewSessionResponse(session_id=session_id, modes=_modes("default"))
+        return NewSessionResponse(
+            session_id=session_id, modes=_modes("default"), config_options=_options(agent)
+        )
 
     async def load_session(
         self,
@@ -156,7 +165,10 @@ class CovenAgent:
             for update in updates.event_updates(event, view, replay=True):
                 await self._send_now(session_id, update)
         self._open.add(session_id)
-        return LoadSessionResponse(modes=_modes(session.config.permission_mode or "default"))
+        return LoadSessionResponse(
+            modes=_modes(session.config.permission_mode or "default"),
+            config_options=_options(session.config.agent),
+        )
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
@@ -184,7 +196,7 @@ class CovenAgent:
         if mode_id not in {m.id for m in MODES}:
             raise RequestError.invalid_params({"modeId": mode_id, "modes": [m.id for m in MODES]})
         if session_id in self._pending:
-            self._pending[session_id] = (self._pending[session_id][0], mode_id)
+            self._pending[session_id].mode = mode_id
             return SetSessionModeResponse()
         await self._session(session_id).set_permission_mode(mode_id)  # type: ignore[arg-type]
         return SetSessionModeResponse()
@@ -201,16 +213,17 @@ class CovenAgent:
         self._rests[session_id] = rest
         try:
             if session_id in self._pending:
-                cwd, mode = self._pending.pop(session_id)
+                pending = self._pending.pop(session_id)
                 params = protocol.StartSessionParams(
                     prompt=text,
-                    cwd=cwd,
-                    permissionMode=mode,  # type: ignore[arg-type]
+                    cwd=pending.cwd,
+                    permissionMode=pending.mode,  # type: ignore[arg-type]
+                    agent=pending.agent,
                 )
                 try:
                     session = await self.hub.start_session(self, params, session_id=session_id)
                 except protocol.CovenError:
-                    self._pending[session_id] = (cwd, mode)
+                    self._pending[session_id] = pending
                     raise
                 self._queue(session_id, updates.title_update(session.title))
             else:
@@ -253,7 +266,9 @@ class CovenAgent:
             raise RequestError(exc.code, exc.message, exc.data) from exc
         self._open.add(branch.id)
         return ForkSessionResponse(
-            session_id=branch.id, modes=_modes(session.config.permission_mode)
+            session_id=branch.id,
+            modes=_modes(session.config.permission_mode),
+            config_options=_options(session.config.agent),
         )
 
     async def resume_session(
@@ -268,12 +283,37 @@ class CovenAgent:
         await self._open_workspace(cwd)
         session = self._session(session_id)
         self._open.add(session_id)
-        return ResumeSessionResponse(modes=_modes(session.config.permission_mode))
+        return ResumeSessionResponse(
+            modes=_modes(session.config.permission_mode),
+            config_options=_options(session.config.agent),
+        )
 
     async def set_config_option(
         self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
     ) -> SetSessionConfigOptionResponse | None:
-        raise RequestError.invalid_params({"configId": config_id, "reason": "no config options"})
+        """The one option: which agent runs the session, chosen before its first prompt."""
+        if config_id != AGENT_OPTION:
+            raise RequestError.invalid_params(
+                {"configId": config_id, "reason": f"the only config option is '{AGENT_OPTION}'"}
+            )
+        if not isinstance(value, str) or value not in agents.AGENTS:
+            raise RequestError.invalid_params(
+                {"configId": config_id, "value": value, "agents": list(agents.AGENTS)}
+            )
+        pending = self._pending.get(session_id)
+        if pending is not None:
+            pending.agent = value  # type: ignore[assignment]
+            return SetSessionConfigOptionResponse(config_options=_options(pending.agent))
+        session = self._session(session_id)
+        if value != session.config.agent:
+            raise RequestError.invalid_params(
+                {
+                    "configId": config_id,
+                    "reason": f"session {session_id} runs {session.config.agent} since its first "
+                    "prompt; its agent cannot change: start a new session for another",
+                }
+            )
+        return SetSessionConfigOptionResponse(config_options=_options(session.config.agent))
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         raise RequestError.method_not_found(method)
@@ -456,6 +496,32 @@ class CovenAgent:
         if self._sender is not None:
             self._sender.cancel()
         self.hub.detach(self)
+
+
+@dataclass
+class _Pending:
+    """A session ACP named that has had no prompt yet: what it will start with."""
+
+    cwd: str
+    mode: str
+    agent: AgentName
+
+
+def _options(agent: str) -> list[SessionConfigOptionSelect | SessionConfigOptionBoolean]:
+    """The session's settings: which agent runs it (a choice until its first prompt)."""
+    return [
+        SessionConfigOptionSelect(
+            type="select",
+            id=AGENT_OPTION,
+            name="Agent",
+            description="The coding agent that runs the session; chosen before its first prompt.",
+            current_value=agent,
+            options=[
+                SessionConfigSelectOption(value=kind.name, name=kind.title)
+                for kind in agents.AGENTS.values()
+            ],
+        )
+    ]
 
 
 def _modes(current: str | None) -> SessionModeState:

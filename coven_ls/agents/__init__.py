@@ -20,6 +20,7 @@ from .binary import BinarySource
 @dataclass(frozen=True)
 class AgentKind:
     name: AgentName
+    title: str  # for people ("Claude Code", "Codex")
     # The binary the client named in initializationOptions (None: the agent's own search).
     path_option: Callable[[InitializationOptions], str | None]
     make: Callable[[str | None, TaskGroup], Backend]
@@ -52,8 +53,8 @@ def _codex_source() -> BinarySource:
 
 
 AGENTS: dict[str, AgentKind] = {
-    "claude": AgentKind("claude", lambda o: o.claudePath, _claude, _claude_source),
-    "codex": AgentKind("codex", lambda o: o.codexPath, _codex, _codex_source),
+    "claude": AgentKind("claude", "Claude Code", lambda o: o.claudePath, _claude, _claude_source),
+    "codex": AgentKind("codex", "Codex", lambda o: o.codexPath, _codex, _codex_source),
 }
 
 

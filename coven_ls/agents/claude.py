@@ -19,6 +19,7 @@ from ..core.agent import (
     Agent,
     AgentSpec,
     AgentStartError,
+    Conversation,
     PermissionAsker,
     describe_failure,
     launcher_path,
@@ -87,6 +88,8 @@ def probe_claude(path: str, source: str) -> str:
 class ClaudeAgent:
     """One connected `ClaudeSDKClient`."""
 
+    reports_ended_tasks = True
+
     def __init__(self, client: ClaudeSDKClient, stderr_lines: collections.deque[str]) -> None:
         self._client = client
         self._stderr = stderr_lines
@@ -148,6 +151,21 @@ class ClaudeBackend:
 
     async def aclose(self) -> None:
         return None  # nothing shared: each session's process ends with its agent
+
+    async def fork_point_problem(self, conversation: str, message_id: str) -> str | None:
+        return None  # the CLI copies a conversation up to any of its messages
+
+    async def purge(self, conversations: list[Conversation]) -> None:
+        """Delete the CLI's transcripts (`<config>/projects/<cwd>/<id>.jsonl`)."""
+        config_dir = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.expanduser("~/.claude")
+        for conversation in conversations:
+            project = "".join(c if c.isalnum() else "-" for c in conversation.cwd)
+            name = f"{conversation.agent_session_id}.jsonl"
+            transcript = Path(config_dir) / "projects" / project / name
+            try:
+                transcript.unlink(missing_ok=True)
+            except OSError:
+                log.warning("could not delete %s", transcript, exc_info=True)
 
     async def conversation(
         self, agent_session_id: str, cwd: str, up_to: str | None = None

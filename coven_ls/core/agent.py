@@ -47,9 +47,17 @@ class AgentSpec:
     resume_at: str | None = None
     append_system_prompt: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    # Folders the agent must not write, though its cwd lies in one of them or they hold no
+    # sandbox's temporary folders: a worktree child's parent repository. (Claude's writes there
+    # are refused at its permission questions; an agent with a sandbox of its own narrows it.)
+    read_only_roots: tuple[str, ...] = ()
 
 
 class Agent(Protocol):
+    # Whether the agent starts a turn by itself to report a background task that ended (Claude
+    # Code does; until it does, the session is not settled).
+    reports_ended_tasks: bool
+
     async def send(self, text: str) -> None: ...
 
     def messages(self) -> AsyncGenerator[Message, None]:
@@ -60,7 +68,7 @@ class Agent(Protocol):
     async def interrupt(self) -> None: ...
 
     async def stop_task(self, task_id: str) -> None:
-        """Stop one of the CLI's background tasks; its end arrives as a task message."""
+        """Stop one of the agent's background tasks; its end arrives as a task message."""
 
     async def set_permission_mode(self, mode: PermissionMode) -> None:
         """Change the running CLI's permission mode, from its next tool call on."""
@@ -92,6 +100,23 @@ class Backend(Protocol):
     async def aclose(self) -> None:
         """The server is stopping: end what the backend shares among its agents (Codex's
         app-server). Each agent has been closed before."""
+
+    async def fork_point_problem(self, conversation: str, message_id: str) -> str | None:
+        """Why `conversation` cannot be copied up to its assistant message `message_id` (an
+        agent may copy only up to some of its messages), for a person; None when it can."""
+
+    async def purge(self, conversations: list[Conversation]) -> None:
+        """Remove what the agent stored of these conversations (`coven/deleteSession` with
+        `purge`); each comes before the one it was forked from. Every session of theirs has been
+        closed. What cannot be removed is logged, not raised: the sessions are gone already."""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """An agent's own conversation (Claude's session id, Codex's thread id) and its folder."""
+
+    agent_session_id: str
+    cwd: str
 
 
 # --- tying the CLI's life to ours ---------------------------------------------------------------
@@ -159,6 +184,4 @@ def describe_failure(exc: BaseException, stderr: str) -> str:
             how = None
         how = how or f"exited with code {code}"
         return f"Claude Code {how}" + (f": {reason}" if reason else ".")
-    return f"The Claude Code process failed: {exc}" + (
-        f" Its last output: {reason}" if reason else ""
-    )
+    return f"The agent process failed: {exc}" + (f" Its last output: {reason}" if reason else "")

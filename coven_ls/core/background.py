@@ -31,7 +31,7 @@ class BackgroundTasks:
         """The prompt event of a turn the CLI started: which background tasks it reports on."""
         ended, self._ended_tasks = self._ended_tasks, []
         if not ended:
-            return "Claude Code started a turn by itself."
+            return "The agent started a turn by itself."
         return "\n".join(
             f"Background task {t.status}: {t.description or t.summary or t.taskId}" for t in ended
         )

@@ -85,7 +85,8 @@ def may_fork(config: SessionConfig, depth: int) -> bool:
 
 
 def fork_prompt(config: SessionConfig, depth: int) -> str | None:
-    """What to append to Claude Code's system prompt for a session at `depth`."""
+    """What to append to the agent's system prompt (Codex: its developer instructions) for a
+    session at `depth`."""
     return fork_instructions(config.max_children) if may_fork(config, depth) else None
 
 
@@ -462,6 +463,14 @@ def tree_usage(sessions: Mapping[str, Session], session: Session) -> Usage:
     return total
 
 
+async def fork_point_problem(session: Session, at_message_id: str | None) -> str | None:
+    """Why the session's agent cannot copy its conversation up to `at_message_id` (an assistant
+    message of the session's), or None; for coven/fork and coven/branch."""
+    if at_message_id is None or session.agent_session_id is None:
+        return None
+    return await session.backend.fork_point_problem(session.agent_session_id, at_message_id)
+
+
 class ForkManager:
     def __init__(self, host: ForkHost, journal: Journal, spawn: Spawn) -> None:
         self._host = host
@@ -659,6 +668,12 @@ class ForkManager:
         # Looked up first (maybe in the store): the checks below and the start of the fork must
         # not be separated by an await, lest the session get busy in between.
         message_found = at_message_id is None or await session.has_message(at_message_id)
+        # Only a child that resumes the conversation natively is bound by where its agent can
+        # copy it: a transcript is cut at any message.
+        native = agent in (None, session.config.agent) and context in (None, "inherit")
+        problem = (
+            await fork_point_problem(session, at_message_id) if message_found and native else None
+        )
         self.check_copyable(session, "fork", "it cannot fork")
         check_context(protocol.FORK, session.config.agent, agent, context)
         try:
@@ -671,6 +686,8 @@ class ForkManager:
                 f"'atMessageId' {at_message_id!r} is not an assistant message of session "
                 f"{session.id}; use the messageId of one of its text events.",
             )
+        if problem is not None:
+            raise protocol.invalid_params(protocol.FORK, problem, "atMessageId")
         fork = self._new_fork(
             session,
             tasks,

@@ -27,8 +27,15 @@ from .. import agents, protocol
 from ..protocol import EventDict, Status, events
 from ..protocol.types import KeptBranch, Usage
 from . import failpoints, isolation, keep
-from .agent import AgentSpec, Backend
-from .fork import Fork, ForkManager, fork_prompt, results_reached, tree_usage
+from .agent import AgentSpec, Backend, Conversation
+from .fork import (
+    Fork,
+    ForkManager,
+    fork_point_problem,
+    fork_prompt,
+    results_reached,
+    tree_usage,
+)
 from .journal import Journal
 from .session import Session, SessionConfig
 from .slots import Slots
@@ -180,6 +187,14 @@ class Hub:
                     "Denied: you work in your own worktree, "
                     f"{session.worktree.path}; that file belongs to the conversation you were "
                     f"forked from. Write {instead} instead."
+                )
+            instead = isolation.outside_command(session.worktree, tool_name, tool_input)
+            if instead is not None:
+                return False, (
+                    "Denied: you work in your own worktree, "
+                    f"{session.worktree.path}; this command reaches into "
+                    f"{session.worktree.repository}, which belongs to the conversation you were "
+                    f"forked from. Work on {instead} instead."
                 )
         client = self.client_for(session)
         if client is None:
@@ -382,6 +397,7 @@ class Hub:
         # Looked up first (maybe in the store): the checks below and the branch's start must not
         # be separated by an await.
         message_found = at_message_id is None or await parent.has_message(at_message_id)
+        problem = await fork_point_problem(parent, at_message_id) if message_found else None
         conversation = self.forks.check_copyable(parent, "branch", "it cannot be branched")
         if not message_found:
             raise protocol.invalid_params(
@@ -390,6 +406,8 @@ class Hub:
                 f"{parent.id}; use the messageId of one of its text events.",
                 "atMessageId",
             )
+        if problem is not None:
+            raise protocol.invalid_params(method, problem, "atMessageId")
         config = dataclasses.replace(parent.config)
         session = self._new_session(
             parent.backend,
@@ -654,8 +672,7 @@ class Hub:
         if store is not None:
             await anyio.to_thread.run_sync(store.delete_sessions, ids)
         if purge:
-            for node in subtree:
-                _purge_transcript(node)
+            await _purge(subtree)
         for sid in ids:
             self.sessions.pop(sid, None)
             self._owners.pop(sid, None)
@@ -714,17 +731,20 @@ def _isolation_settings(settings: ClientSettings) -> dict[str, Any]:
     }
 
 
-def _purge_transcript(session: Session) -> None:
-    """Delete the CLI's transcript of a session (`<config>/projects/<cwd>/<id>.jsonl`)."""
-    if not session.agent_session_id:
-        return
-    config_dir = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.expanduser("~/.claude")
-    project = "".join(c if c.isalnum() else "-" for c in session.config.cwd)
-    transcript = Path(config_dir) / "projects" / project / f"{session.agent_session_id}.jsonl"
-    try:
-        transcript.unlink(missing_ok=True)
-    except OSError:
-        log.warning("could not delete %s", transcript, exc_info=True)
+async def _purge(subtree: list[Session]) -> None:
+    """What each session's agent stored of its conversation, deepest first: a conversation
+    forked from another comes before it (codex refuses to delete a thread that forks still
+    reference). `subtree` lists parents before their children."""
+    by_backend: dict[int, tuple[Backend, list[Conversation]]] = {}
+    for node in reversed(subtree):
+        if node.agent_session_id:
+            _, conversations = by_backend.setdefault(id(node.backend), (node.backend, []))
+            conversations.append(Conversation(node.agent_session_id, node.config.cwd))
+    for backend, conversations in by_backend.values():
+        try:
+            await backend.purge(conversations)
+        except Exception:
+            log.warning("purging %d conversations failed", len(conversations), exc_info=True)
 
 
 def _title(prompt: str, limit: int = 80) -> str:

@@ -390,11 +390,52 @@ async def file_text(
 
 def outside_write(tree: Worktree, tool_name: str, tool_input: dict[str, Any]) -> str | None:
     """When a worktree child's tool call would write a file of the parent's repository (a path it
-    remembers from the conversation it was forked from), the path it should write instead."""
+    remembers from the conversation it was forked from), the path it should write instead. A
+    file change that lists its files (`changes`, Codex's) is checked file by file."""
     key = _WRITING_TOOLS.get(tool_name)
-    value = tool_input.get(key) if key else None
-    if not isinstance(value, str) or not os.path.isabs(value):
+    paths = [tool_input.get(key) if key else None]
+    changes = tool_input.get("changes")
+    if isinstance(changes, list):
+        paths += [c.get("path") for c in changes if isinstance(c, dict)]
+    for value in paths:
+        if isinstance(value, str) and os.path.isabs(value):
+            instead = _in_worktree(tree, value)
+            if instead is not None:
+                return instead
+    return None
+
+
+def outside_command(tree: Worktree, tool_name: str, tool_input: dict[str, Any]) -> str | None:
+    """When a worktree child's command would run in, or name a path of, the parent's repository
+    (outside the child's own worktree), that place in the child's worktree. A sandbox does not
+    cover a command the user allows (Codex runs an approved escalation outside its sandbox), so
+    it is refused before anyone is asked."""
+    if tool_name != "Bash":
         return None
+    cwd = tool_input.get("cwd")
+    if isinstance(cwd, str) and os.path.isabs(cwd):
+        instead = _in_worktree(tree, cwd)
+        if instead is not None:
+            return instead
+    command = tool_input.get("command")
+    if not isinstance(command, str):
+        return None
+    # The worktree may lie inside the repository's folder: its own paths are no stray.
+    command = command.replace(tree.path, "")
+    for repository in dict.fromkeys((tree.repository, os.path.realpath(tree.repository))):
+        named = re.search(
+            r"(?<![\w.\-/])" + re.escape(repository.rstrip(os.sep)) + r"(/[\w.\-/]*)?(?![\w.\-])",
+            command,
+        )
+        if named is not None:
+            rest = (named.group(1) or "").strip("/")
+            return os.path.join(tree.path, rest) if rest else tree.path
+    return None
+
+
+def _in_worktree(tree: Worktree, value: str) -> str | None:
+    """Where `value` (an absolute path in the parent's repository, outside the child's worktree)
+    is in the child's worktree; None when it is not such a path."""
     target = os.path.realpath(value)
     repository = os.path.realpath(tree.repository)
     mine = os.path.realpath(tree.path)

@@ -1,4 +1,5 @@
-"""One Claude Code session: its turns, its status, its numbered event log, and its agent process.
+"""One agent session (Claude Code, Codex): its turns, its status, its numbered event log, and
+its agent process.
 
 A session is driven by one runner task (`run`), which alone opens and closes the agent process,
 because claude-agent-sdk's client must be connected and disconnected in the same task. Everything
@@ -529,6 +530,9 @@ class Session:
                 self.process.incoming.popleft()
                 if isinstance(item, StreamEnded):
                     log.info("session %s: the CLI ended between turns (%s)", self.id, item)
+                    if item.error is not None:
+                        # Died while idle (killed, crashed): said now, not at the next message.
+                        self.emit(events.Error(message=self._ended_by(item.error)))
                     await self._close_agent()
                 else:
                     self._publish(item)
@@ -550,6 +554,11 @@ class Session:
             else:
                 await self._wakeup.wait()
             self._wakeup = anyio.Event()
+
+    def _ended_by(self, error: Exception) -> str:
+        if isinstance(error, AgentStartError):
+            return str(error)  # the agent's own words (how codex's app-server ended, say)
+        return describe_failure(error, self.process.stderr())
 
     def _next_spec(self) -> AgentSpec:
         if self.agent_session_id is None and self._first_start is not None:
@@ -632,6 +641,10 @@ class Session:
                     if agent is None:
                         self.set_status("starting")
                         spec = self._next_spec()
+                        if self.worktree is not None:
+                            spec = dataclasses.replace(
+                                spec, read_only_roots=(self.worktree.repository,)
+                            )
                         agent = await self.process.open(spec, self._ask_permission)
                     self.set_status("running")
                     await agent.send(turn.text)
@@ -645,8 +658,7 @@ class Session:
                     watchers.cancel_scope.cancel()
                 if result is None:
                     failure = (
-                        "The Claude Code process ended in the middle of a turn."
-                        + self.process.tail()
+                        "The agent process ended in the middle of a turn." + self.process.tail()
                     )
         except Exception as group:
             exc = _first_error(group)
@@ -815,6 +827,9 @@ class Session:
                 tracked = self.background.track(payload)
                 if tracked is None:
                     continue
+                agent = self.process.agent
+                if agent is not None and not agent.reports_ended_tasks:
+                    self.background.report_due = False  # no turn of its own will report it
                 payload = tracked
             self.emit(payload)
             if isinstance(payload, events.TurnResult):
@@ -876,7 +891,7 @@ class Session:
             status="stopped",
             toolUseId=task.toolUseId,
             description=task.description,
-            summary="stopped with the Claude Code process",
+            summary="stopped with the agent process",
         )
         published = self.background.track(ended)
         if published is not None:

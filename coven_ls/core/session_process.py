@@ -122,7 +122,7 @@ class AgentProcess:
                 self.heard_at = anyio.current_time()
             elif anyio.current_time() >= self.heard_at + limit:
                 raise ChildIdle(
-                    f"Claude Code said nothing for {limit:g} seconds (childIdleTimeoutSeconds), "
+                    f"The agent said nothing for {limit:g} seconds (childIdleTimeoutSeconds), "
                     "so the fork child was stopped."
                 )
 

@@ -277,7 +277,9 @@ class Task(Payload, tag="task"):
 
 
 class Error(Payload, tag="error"):
-    """Something went wrong outside the conversation (the CLI crashed or could not start)."""
+    """Something went wrong outside the conversation: the agent could not start, or crashed in
+    a turn (the turn fails) or between turns (said at once; the session stays idle and its next
+    message starts the agent again on the same conversation)."""
 
     message: str
     """what went wrong, for a person"""

@@ -133,7 +133,7 @@ class InitializationOptions(Wire, omit_defaults=True):
     model: str | None = None
     """model for sessions that do not name one (default: the CLI's own)"""
     permissionMode: PermissionMode | None = None
-    """permission mode for sessions that do not name one (default: Claude Code's own)"""
+    """permission mode for sessions that do not name one (default: the agent's own)"""
     forkMode: ForkMode = "approve"
     """fork mode for sessions that do not name one"""
     permissionTimeoutSeconds: float = 300.0
@@ -324,7 +324,8 @@ class DeleteSessionParams(Wire):
     sessionId: str
     """the session to delete, with its subtree"""
     purge: bool = False
-    """also delete the CLI's own transcripts"""
+    """also delete what the agent stored of the conversations (Claude Code's transcripts, Codex's
+    threads)"""
     discardWork: bool = False
     """also delete the branches of fork children that hold work never applied (a conflict, a
     failed or cancelled child's work, changes waiting for review, later work); without it they
@@ -496,7 +497,7 @@ class Changes(Wire):
 
 class StopTaskParams(Wire):
     sessionId: str
-    """the session whose CLI runs the task"""
+    """the session whose agent runs the task"""
     taskId: str
     """from a `task` event"""
 
@@ -539,7 +540,7 @@ class SessionInfo(Wire):
     model: str | None
     """null when the CLI's default is used"""
     permissionMode: PermissionMode | None
-    """null when Claude Code's own default is used"""
+    """null when the agent's own default is used"""
     forkMode: ForkMode
     """whether the model's `<fork>` tags fork it, after approval or not"""
     agentSessionId: str | None

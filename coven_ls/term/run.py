@@ -1,4 +1,4 @@
-"""`coven-ls run "prompt"`: one Claude Code session from the terminal, through coven-ls.
+"""`coven-ls run "prompt"`: one agent session from the terminal, through coven-ls.
 
 The same LSP client as the demo (`CovenClient`), against the user's own Claude setup: the server
 it starts runs `claude` with this process's environment, so whatever makes `claude` work in this

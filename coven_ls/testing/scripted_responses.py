@@ -94,11 +94,16 @@ def command(
     escalate: bool = False,
     justification: str | None = None,
     workdir: str | None = None,
+    yield_time_ms: int | None = None,
 ) -> ToolUse:
-    """An `exec_command` call; `escalate`: ask to run it outside the sandbox (approval)."""
+    """An `exec_command` call; `escalate`: ask to run it outside the sandbox (approval);
+    `yield_time_ms`: how long codex waits for it before the model goes on with it still running
+    (a background command)."""
     args: dict[str, Any] = {"cmd": cmd}
     if workdir is not None:
         args["workdir"] = workdir
+    if yield_time_ms is not None:
+        args["yield_time_ms"] = yield_time_ms
     if escalate:
         args["sandbox_permissions"] = "require_escalated"
         args["justification"] = justification or "the scripted model needs to write"
@@ -438,7 +443,12 @@ class ScriptedResponses:
     def on(
         self,
         match: str | Any,
-        *blocks_or_reply: Text | Thinking | ToolUse | str | Reply,
+        *blocks_or_reply: Text
+        | Thinking
+        | ToolUse
+        | str
+        | Reply
+        | Callable[[ResponsesRequest], Reply],
         times: int | None = None,
         **reply_kw: Any,
     ) -> Rule:

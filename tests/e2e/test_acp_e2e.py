@@ -84,10 +84,16 @@ def home(tmp_path: Path) -> Path:
 
 
 @asynccontextmanager
-async def acp_agent(home: Path, model: ScriptedModel) -> AsyncIterator[Agent]:
+async def acp_agent(
+    home: Path, model: ScriptedModel, extra_env: dict[str, str] | None = None
+) -> AsyncIterator[Agent]:
     """`coven-ls acp` in `home`; on leaving, its stdin is closed and no process of it may
     remain."""
-    env = {**model.cli_environ(home / "claude-config"), "XDG_STATE_HOME": str(home / "state")}
+    env = {
+        **model.cli_environ(home / "claude-config"),
+        "XDG_STATE_HOME": str(home / "state"),
+        **(extra_env or {}),
+    }
     editor = Editor()
     async with spawn_agent_process(
         editor, sys.executable, "-m", "coven_ls", "acp",
@@ -338,3 +344,47 @@ async def test_set_mode_changes_what_the_running_cli_asks(home: Path, model: Scr
         assert (await agent.prompt(sid, "Write the plan")).stop_reason == "end_turn"
         assert target.read_text() == "plan\n"
         assert agent.editor.asked == []  # nobody was asked
+
+
+async def test_the_agent_is_a_session_setting_until_the_first_prompt(
+    home: Path, model: ScriptedModel
+) -> None:
+    """ACP offers the agent as a session config option: Claude Code by default, Codex once
+    chosen (before the first prompt); after it the choice is fixed."""
+    from coven_ls.agents.codex import resolve_codex
+    from coven_ls.testing.scripted_responses import ScriptedResponses
+
+    try:
+        resolve_codex(None)
+    except Exception:
+        pytest.skip("no codex binary (pip install coven-ls[codex])")
+    with ScriptedResponses() as responses:
+        responses.on("Hello codex", "Codex answers.")
+        codex_env = responses.codex_env(home / "codex-home")
+        async with acp_agent(home, model, codex_env) as agent:
+            new = await agent.conn.new_session(cwd=str(agent.workspace), mcp_servers=[])
+            [option] = new.config_options
+            assert option.id == "agent" and option.current_value == "claude"
+            assert [o.value for o in option.options] == ["claude", "codex"]
+            sid = new.session_id
+            chosen = await agent.conn.set_config_option(
+                config_id="agent", session_id=sid, value="codex"
+            )
+            assert chosen.config_options[0].current_value == "codex"
+            with pytest.raises(RequestError):
+                await agent.conn.set_config_option(
+                    config_id="agent", session_id=sid, value="gemini"
+                )
+            done = await agent.prompt(sid, "Hello codex")
+            assert done.stop_reason == "end_turn"
+            assert agent.editor.text(sid) == "Codex answers."
+            assert len(responses.requests) == 1 and model.requests == []
+            with pytest.raises(RequestError) as fixed:
+                await agent.conn.set_config_option(
+                    config_id="agent", session_id=sid, value="claude"
+                )
+            assert fixed.value.code == -32602
+            resumed = await agent.conn.resume_session(
+                cwd=str(agent.workspace), session_id=sid, mcp_servers=[]
+            )
+            assert resumed.config_options[0].current_value == "codex"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pygls.exceptions import JsonRpcException
 
 from coven_ls import protocol
 from coven_ls.agents.codex import resolve_codex
@@ -406,17 +407,21 @@ async def test_a_fork_at_an_earlier_answer_carries_the_conversation_up_to_it(
     request = next(r for r in responses.requests if "'Branch off'" in r.last_user_text)
     assert "first answer" in request.all_text and "second question" not in request.all_text
 
-    # Any other message (here the tool call's) is no fork point for codex: the child says so.
+    # Any other message (here the tool call's) is no fork point for codex: InvalidParams, for
+    # coven/fork and coven/branch alike, and no fork starts.
     tool_message = coven.of(sid, "toolUse")[0]["messageId"]
     await coven.wait_kind(sid, "forkFinished")
     await coven.wait_status(sid, "idle", after_seq=coven.of(sid, "forkFinished")[-1]["seq"])
-    await coven.request(
-        "coven/fork", {"sessionId": sid, "tasks": ["Branch off"], "atMessageId": tool_message}
-    )
-    second = await coven.wait_kind(sid, "forkStarted", count=2)
-    [failed_child] = [c["sessionId"] for c in second["children"]]
-    error = await coven.wait_kind(failed_child, "error")
-    assert "last message of a turn" in error["message"]
+    for method, params in (
+        ("coven/fork", {"tasks": ["Branch off"]}),
+        ("coven/branch", {"prompt": "Branch off"}),
+    ):
+        with pytest.raises(JsonRpcException) as refused:
+            await coven.request(method, {"sessionId": sid, "atMessageId": tool_message, **params})
+        assert refused.value.code == -32602
+        assert "last message of a turn" in refused.value.message
+        assert tool_message in refused.value.message
+    assert len(coven.of(sid, "forkStarted")) == 1
 
 
 def test_demo_with_agent_codex() -> None:
@@ -438,3 +443,208 @@ def test_demo_with_agent_codex() -> None:
     parent = events[0]["sessionId"]
     last = [e for e in events if e["sessionId"] == parent and e["kind"] == "turnResult"][-1]
     assert last["text"].startswith("Here is the tour")
+
+
+def rollouts(codex_home: Path, thread: str) -> list[Path]:
+    """What codex stored of a thread: its rollout file(s) under CODEX_HOME/sessions."""
+    return list((codex_home / "sessions").rglob(f"rollout-*-{thread}.jsonl"))
+
+
+async def test_delete_with_purge_removes_every_thread_forks_first(
+    start_codex, responses, tmp_path: Path
+) -> None:
+    """The parent's thread is referenced by its children's (thread/fork): purge deletes the
+    children's first, then the parent's, and nothing of them is left in CODEX_HOME."""
+    responses.on("Plan it", "Splitting.\n<fork>\n- Part one\n- Part two\n</fork>")
+    responses.on("'Part one'", "One done.")
+    responses.on("'Part two'", "Two done.")
+    responses.on("<fork-results>", "All done.")
+    responses.on("keep me", "kept")
+    coven = await start_codex(init_options={**CODEX, "forkMode": "auto"})
+    sid = await coven.start("Plan it")
+    other = await coven.start("keep me")
+    await coven.wait_kind(sid, "turnResult", count=2)
+    await coven.wait_kind(other, "turnResult")
+    await coven.wait_status(sid, "idle", after_seq=coven.of(sid, "turnResult")[-1]["seq"])
+    listed = (await coven.request("coven/listSessions", {}))["sessions"]
+    threads = {s["sessionId"]: s["agentSessionId"] for s in listed}
+    home = tmp_path / "ws" / "codex-home"
+    assert len(threads) == 4 and all(rollouts(home, t) for t in threads.values())
+
+    deleted = await coven.request("coven/deleteSession", {"sessionId": sid, "purge": True})
+    assert set(deleted["deletedSessionIds"]) == set(threads) - {other}
+    for session, thread in threads.items():
+        assert bool(rollouts(home, thread)) == (session == other), session
+    # The server goes on with the session it kept.
+    await coven.request("coven/sendMessage", {"sessionId": other, "text": "keep me again"})
+    assert (await coven.wait_kind(other, "turnResult", count=2))["text"] == "kept"
+
+
+async def test_an_app_server_killed_while_idle_is_said_started_again_and_resumed(
+    start_codex, responses
+) -> None:
+    """Nobody is in a turn when codex dies: the idle session is told at once, a new app-server
+    is started with its thread resumed, and the next message goes on with the conversation."""
+    responses.on("remember", "Noted: kiwi.")
+    responses.on("Which fruit", "It was kiwi.")
+    coven = await start_codex(init_options=CODEX)
+    sid = await coven.start("remember the word kiwi")
+    first = await coven.wait_kind(sid, "turnResult")
+    await coven.wait_status(sid, "idle", after_seq=first["seq"])
+    [app_server] = coven.pids_running("app-server")
+    os.kill(app_server, signal.SIGKILL)
+    error = await coven.wait_kind(sid, "error")
+    assert "codex app-server was killed by SIGKILL" in error["message"]
+    assert "starts it again" in error["message"]
+    await wait_until(
+        lambda: coven.pids_running("app-server") not in ([], [app_server]), 30, "a new app-server"
+    )
+    [info] = (await coven.request("coven/listSessions", {}))["sessions"]
+    assert info["status"] == "idle"
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "Which fruit was it?"})
+    result = await coven.wait_kind(sid, "turnResult", count=2)
+    assert result["text"] == "It was kiwi." and result["agentSessionId"] == first["agentSessionId"]
+    assert "remember the word kiwi" in responses.requests[-1].all_text
+
+
+async def test_a_codex_child_cannot_write_the_parents_repository(
+    start_codex, responses, tmp_path: Path
+) -> None:
+    """The repository lies under /tmp, which codex's workspace-write sandbox leaves writable: a
+    worktree child's sandbox writes only its worktree, and an escalation (which would run outside
+    the sandbox) that names the parent's repository is refused before anyone is asked."""
+    repo = small_repo(tmp_path / "repo")
+    responses.on("Probe it", "Forking.\n<fork>\n- Probe\n</fork>")
+    responses.on("'Probe'", command(f"printf stray > {repo}/via-tmp.txt"), times=1)
+    responses.on(
+        "Process exited", command(f"printf esc > {repo}/escalated.txt", escalate=True), times=1
+    )
+    responses.on("rejected", "Probed.")
+    responses.on("<fork-results>", "Done.")
+    coven = await start_codex(
+        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"}
+    )
+    sid = await coven.start("Probe it", cwd=str(repo))
+    started = await coven.wait_kind(sid, "forkStarted")
+    assert started["isolation"] == "worktree"
+    [child] = [c["sessionId"] for c in started["children"]]
+    assert (await coven.wait_kind(sid, "turnResult", count=2))["text"] == "Done."
+    assert not (repo / "via-tmp.txt").exists() and not (repo / "escalated.txt").exists()
+    sandboxed, escalated = coven.of(child, "toolResult")
+    assert sandboxed["isError"] and escalated["isError"]
+    [decision] = coven.of(child, "permissionDecision")
+    assert not decision["allow"] and "your own worktree" in decision["message"]
+    assert coven.permission_requests == []  # refused without asking the user
+
+
+async def test_stop_task_stops_a_command_codex_left_running(start_codex, responses) -> None:
+    """A command still running when its turn completes (codex keeps it in the background) is a
+    background task; coven/stopTask ends it; a second stopTask is a clear InvalidState."""
+    responses.on("serve", command("sleep 88", yield_time_ms=300), times=1)
+    responses.on("Wall time", "It runs in the background.")
+    responses.on("still there", "yes")
+    coven = await start_codex(init_options={**CODEX, "permissionMode": "acceptEdits"})
+    sid = await coven.start("serve it")
+    result = await coven.wait_kind(sid, "turnResult")
+    assert result["text"] == "It runs in the background."
+    [use] = coven.of(sid, "toolUse")
+    started = await coven.wait_kind(sid, "task")
+    assert started["status"] == "started" and started["taskId"] == use["toolUseId"]
+    assert "sleep 88" in started["description"]
+    [ended_call] = coven.of(sid, "toolResult")
+    assert ended_call["toolUseId"] == use["toolUseId"] and not ended_call["isError"]
+    assert coven.pids_running("sleep 88")
+    [info] = (await coven.request("coven/listSessions", {}))["sessions"]
+    assert info["backgroundTasks"] == [started["taskId"]] and info["status"] == "idle"
+
+    await coven.request("coven/stopTask", {"sessionId": sid, "taskId": started["taskId"]})
+    stopped = await coven.wait_kind(sid, "task", count=2)
+    assert stopped["status"] == "stopped" and stopped["taskId"] == started["taskId"]
+    await wait_until(lambda: not coven.pids_running("sleep 88"), 10, "the command to end")
+    with pytest.raises(JsonRpcException) as again:
+        await coven.request("coven/stopTask", {"sessionId": sid, "taskId": started["taskId"]})
+    assert again.value.code == -32003 and "no running background task" in again.value.message
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "still there?"})
+    assert (await coven.wait_kind(sid, "turnResult", count=2))["text"] == "yes"
+
+
+async def test_a_codex_fork_in_review_mode_waits_for_apply_and_discard(
+    start_codex, responses, tmp_path: Path
+) -> None:
+    repo = small_repo(tmp_path / "repo")
+    responses.on("Review it", "Splitting.\n<fork>\n- Make wanted\n- Make unwanted\n</fork>")
+    responses.on("'Make wanted'", command("printf 'yes\\n' > wanted.txt"), times=1)
+    responses.on("'Make unwanted'", command("printf 'no\\n' > unwanted.txt"), times=1)
+    responses.on("Process exited", "Made it.")
+    responses.on("<fork-results>", "Reviewed.")
+    coven = await start_codex(
+        init_options={
+            **CODEX, "forkMode": "auto", "permissionMode": "acceptEdits", "mergeMode": "review"
+        }
+    )  # fmt: skip
+    sid = await coven.start("Review it", cwd=str(repo))
+    started = await coven.wait_kind(sid, "forkStarted")
+    labels = {c["label"]: c["sessionId"] for c in started["children"]}
+    reviewing = await coven.wait_kind(sid, "forkReviewing")
+    assert sorted(reviewing["pending"]) == sorted(labels.values())
+    assert not (repo / "wanted.txt").exists() and not (repo / "unwanted.txt").exists()
+    wanted, unwanted = labels["Make wanted"], labels["Make unwanted"]
+    changes = await coven.request("coven/getChanges", {"sessionId": wanted})
+    assert [f["path"] for f in changes["changes"]["files"]] == ["wanted.txt"]
+    applied = await coven.request("coven/applyChanges", {"sessionId": wanted})
+    assert applied["changes"]["merge"] == "applied"
+    assert (repo / "wanted.txt").read_text() == "yes\n"
+    await coven.request("coven/discardChanges", {"sessionId": unwanted})
+    done = await coven.wait_kind(sid, "turnResult", count=2)
+    assert done["text"] == "Reviewed." and not (repo / "unwanted.txt").exists()
+    finished = await coven.wait_kind(sid, "forkFinished")
+    assert {r["sessionId"]: r["merge"] for r in finished["results"]} == {
+        wanted: "applied",
+        unwanted: "discarded",
+    }
+
+
+async def test_a_restart_mid_fork_resumes_the_codex_children(
+    start_codex, responses, tmp_path: Path
+) -> None:
+    """The server is killed while both codex children wait on the model: the restarted server
+    has the fork interrupted, and coven/resumeFork runs the children again as thread forks of
+    the parent, whose answers reach the parent."""
+    responses.on("Plan the work", "Splitting.\n<fork>\n- Write docs\n- Fix bugs\n</fork>", times=1)
+    responses.on("'Write docs'", "(never)", latency=300, times=1)
+    responses.on("'Fix bugs'", "(never)", latency=300, times=1)
+    responses.on("'Write docs'", "Docs written.")
+    responses.on("'Fix bugs'", "Bugs fixed.")
+    responses.on("<fork-results>", "Done after the restart.")
+    first = await start_codex(init_options={**CODEX, "forkMode": "auto"})
+    sid = await first.start("Plan the work")
+    started = await first.wait_kind(sid, "forkStarted")
+    children = sorted(c["sessionId"] for c in started["children"])
+    await wait_until(
+        lambda: sum("You were assigned" in r.last_user_text for r in responses.requests) >= 2,
+        90,
+        "both children to ask the model",
+    )
+    parent_thread = first.of(sid, "agent")[0]["agentSessionId"]
+    server = first.client._server
+    assert server is not None
+    os.kill(server.pid, signal.SIGKILL)
+    await wait_until(lambda: not processes_with_env(first.marker), 30, "every codex process to end")
+    await first.client.stop()
+
+    second = await start_codex(init_options={**CODEX, "forkMode": "auto"})
+    interrupted = await second.wait_kind(sid, "forkInterrupted")
+    assert sorted(interrupted["unfinished"]) == children
+    await second.request("coven/resumeFork", {"forkId": interrupted["forkId"]})
+    prompt = await second.wait_kind(sid, "prompt", origin="forkResults")
+    assert "Docs written." in prompt["text"] and "Bugs fixed." in prompt["text"]
+    result = await second.wait_for(
+        lambda e: e["sessionId"] == sid and e["kind"] == "turnResult" and e["seq"] > prompt["seq"],
+        what="the parent's answer after the resumed fork",
+    )
+    assert result["text"] == "Done after the restart."
+    # Each resumed child's request held the parent's conversation (a thread fork of it).
+    for label in ("'Write docs'", "'Fix bugs'"):
+        answered = [r for r in responses.requests if label in r.last_user_text][-1]
+        assert "Plan the work" in answered.all_text and answered.thread_id != parent_thread
+    assert responses.requests[-1].thread_id == parent_thread

@@ -1112,6 +1112,64 @@ def test_the_tree_shows_worktree_children_changes_and_the_review(tmp_path: Path)
     ]
 
 
+def test_covenstart_takes_the_agent(tmp_path: Path, model: ScriptedModel) -> None:
+    """`:CovenStart ++agent=codex {prompt}` starts a Codex session; the prompt is what follows."""
+    from coven_ls.agents.codex import resolve_codex
+    from coven_ls.testing.scripted_responses import ScriptedResponses
+
+    try:
+        resolve_codex(None)
+    except Exception:
+        pytest.skip("no codex binary (pip install coven-ls[codex])")
+    with ScriptedResponses() as responses:
+        responses.on("Hello from nvim", "Codex in Neovim.")
+
+        def prepare(workspace: Path, env: dict[str, str]) -> dict[str, str]:
+            return {**env, **responses.codex_env(tmp_path / "codex-home")}
+
+        lines = run_nvim(
+            tmp_path,
+            model,
+            r"""
+coven.on_event(function(ev)
+  if ev.kind == 'turnResult' and ev.text == 'Codex in Neovim.' then finish_soon() end
+end)
+vim.cmd('CovenStart ++agent=codex Hello from nvim')
+""",
+            prepare=prepare,
+        )
+    assert lines[0].startswith("● Hello from nvim"), lines
+    assert [r.last_user_text for r in responses.requests] == ["Hello from nvim"]
+    assert model.requests == []
+
+
+def test_the_tree_draws_a_recorded_codex_session_and_its_fork(tmp_path: Path) -> None:
+    """The Codex fixture: its command asks to leave the sandbox, its fork's children are thread
+    forks; the tree draws them as it draws Claude's."""
+    _, lines = render_fixture(tmp_path, "codex")
+    assert lines[:4] == [
+        "● Tidy the notes  ✓ idle",
+        "  › you: Tidy the notes",
+        "  ✻ A command first.",
+        "  ⚙ Bash  /bin/bash -lc 'echo tidied > tidy.txt'",
+    ]
+    assert "  ? Bash asks for permission" in lines and "    allowed Bash" in lines
+    assert SHARED_FORK.format("finished") in lines
+    for label, answer in (("Write the docs", "Docs written."), ("Fix the bugs", "Bugs fixed.")):
+        at = lines.index(f"    ⑂ {label}  ✓ idle")
+        assert lines[at + 1 : at + 4] == [
+            f"      › fork: You were assigned '{label}'",
+            f"      ⏺ {answer}",
+            "      ✓ turn done (…)",
+        ]
+    assert lines[-4:] == [
+        "  ⑂ Fork done  2 of 2 tasks succeeded",
+        RESULTS_PROMPT,
+        "  ⏺ Both done.",
+        "  ✓ turn done (…)",
+    ]
+
+
 def test_the_plugins_fork_limits_stop_a_child_that_never_ends(
     tmp_path: Path, model: ScriptedModel
 ) -> None:

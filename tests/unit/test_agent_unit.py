@@ -29,10 +29,10 @@ def test_a_signal_is_named() -> None:
 
 def test_other_errors_keep_their_text_and_the_last_lines() -> None:
     assert describe_failure(OSError("exec format error"), "") == (
-        "The Claude Code process failed: exec format error"
+        "The agent process failed: exec format error"
     )
     assert describe_failure(RuntimeError("pipe broken"), "a\nb\n") == (
-        "The Claude Code process failed: pipe broken Its last output: a b"
+        "The agent process failed: pipe broken Its last output: a b"
     )
 
 

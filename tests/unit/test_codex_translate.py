@@ -224,3 +224,39 @@ def test_a_command_ended_by_an_interrupt_gets_one_result() -> None:
     assert len(results) == 1 and "Interrupted" in str(results[0])
     late = {**command, "status": "failed", "exitCode": -1, "aggregatedOutput": ""}
     assert translator.feed("item/completed", {"threadId": "t-1", "item": late}) == []
+
+
+@pytest.mark.parametrize(
+    ("stop", "late", "status", "summary"),
+    [
+        (False, {"status": "completed", "exitCode": 0, "aggregatedOutput": "ok\nserved\n"},
+         "completed", "served"),
+        (False, {"status": "failed", "exitCode": 2, "aggregatedOutput": "boom\n"}, "failed",
+         "exit code 2: boom"),
+        (True, {"status": "failed", "exitCode": -1, "aggregatedOutput": ""}, "stopped",
+         "stopped"),
+    ],
+)  # fmt: skip
+def test_a_command_a_completed_turn_left_running_is_a_background_task(
+    stop: bool, late: dict[str, Any], status: str, summary: str
+) -> None:
+    translator = Translator("T")
+    translator.feed("turn/started", {"threadId": "T", "turn": {"id": "U"}})
+    item = {"type": "commandExecution", "id": "c1", "command": "serve", "processId": "7"}
+    translator.feed("item/started", {"threadId": "T", "item": item})
+    *said, done = translator.feed(
+        "turn/completed", {"threadId": "T", "turn": {"id": "U", "status": "completed"}}
+    )
+    result, started = (p for m in said for p in map_message(m))
+    assert isinstance(result, events.ToolResult) and not result.isError
+    assert started == events.Task(
+        taskId="c1", status="started", toolUseId="c1", description="serve"
+    )
+    assert isinstance(done, ResultMessage) and set(translator.background) == {"c1"}
+    if stop:
+        translator.stopping.add("c1")
+    translator.feed("turn/started", {"threadId": "T", "turn": {"id": "U2"}})  # a later turn
+    [ended] = translator.feed("item/completed", {"threadId": "T", "item": {**item, **late}})
+    [task] = map_message(ended)
+    assert task == events.Task(taskId="c1", status=status, toolUseId="c1", summary=summary)
+    assert translator.background == {} and translator.stopping == set()

@@ -948,6 +948,55 @@ async def test_a_restart_gives_a_finished_forks_results_only_if_the_parent_never
     assert again["text"] == given["text"] and parent_heard(rig.backend) == [given["text"]]
 
 
+async def test_purge_gives_the_agent_its_conversations_forks_first(tmp_path: Path) -> None:
+    """`deleteSession` with `purge` hands the backend every conversation of the subtree, each
+    before the one it was forked from (codex refuses to delete a thread a fork references)."""
+    async with running_hub(settings(tmp_path, forkMode="auto")) as rig:
+        parent = await start(rig)
+        started = await rig.client.wait_for(Kind.FORK_STARTED, parent)
+        await rig.client.wait_for(Kind.FORK_FINISHED, parent)
+        await results_turn(rig, parent)
+        await parent.wait_settled()
+        ids, _kept = await rig.hub.delete(parent, purge=True)
+    assert len(ids) == 1 + len(started["children"])
+    purged = [c.agent_session_id for c in rig.backend.purged]
+    assert sorted(purged[:2]) == ["agent-alpha", "agent-beta"] and purged[2:] == [PARENT_AGENT]
+    assert {c.cwd for c in rig.backend.purged} == {str(tmp_path)}
+
+
+async def test_delete_without_purge_leaves_the_agents_conversations(tmp_path: Path) -> None:
+    async with running_hub(settings(tmp_path)) as rig:
+        session = await start(rig, "hello")
+        await rig.client.wait_for(Kind.TURN_RESULT, session)
+        await session.wait_settled()
+        await rig.hub.delete(session, purge=False)
+    assert rig.backend.purged == []
+
+
+async def test_a_message_the_agent_cannot_copy_up_to_is_invalid_params(tmp_path: Path) -> None:
+    """An agent that forks only at some messages (Codex: a turn's last) says why at coven/fork
+    and coven/branch; no fork or branch starts."""
+    async with running_hub(settings(tmp_path)) as rig:
+        session = await start(rig, "hello")
+        await rig.client.wait_for(Kind.TURN_RESULT, session)
+        await session.wait_settled()
+        message = next(e["messageId"] for e in rig.client.of(session) if e["kind"] == Kind.TEXT)
+
+        async def refuse(conversation: str, message_id: str) -> str | None:
+            return f"{conversation} cannot be copied up to {message_id}"
+
+        rig.backend.fork_point_problem = refuse  # type: ignore[method-assign]
+        with pytest.raises(protocol.CovenError) as forked:
+            await rig.hub.forks.fork_by_hand(session, ["alpha"], message)
+        with pytest.raises(protocol.CovenError) as branched:
+            await rig.hub.branch(rig.client, session, message, "go on")
+        for refused in (forked.value, branched.value):
+            assert refused.code == protocol.ErrorCode.InvalidParams
+            assert refused.message.endswith(f"{PARENT_AGENT} cannot be copied up to {message}")
+            assert refused.data == {"field": "atMessageId"}
+        assert rig.hub.forks.forks == {} and len(rig.hub.sessions) == 1
+
+
 # --- what a child inherits, and children of another agent ----------------------------------------
 
 

@@ -125,3 +125,42 @@ def test_a_forks_isolation_survives_the_store() -> None:
         planned=[{"path": "/state/worktrees/f-1/1-a", "branch": "coven/f-1/1-a"}],
     )
     assert isolation.ForkTrees.from_record(trees.record()) == trees
+
+
+def test_a_file_change_is_checked_file_by_file(tmp_path: Path) -> None:
+    t = tree(tmp_path)
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    Path(t.path).mkdir(parents=True)
+    mine = str(Path(t.path) / "ok.txt")
+    change = {
+        "file_path": mine,
+        "changes": [{"path": mine}, {"path": str(repo / "src" / "b.py")}],
+    }
+    assert isolation.outside_write(t, "Edit", change) == str(Path(t.path) / "src" / "b.py")
+    assert isolation.outside_write(t, "Edit", {"file_path": mine, "changes": [{"path": mine}]}) is (
+        None
+    )
+
+
+def test_a_command_in_or_naming_the_parents_repository_is_redirected(tmp_path: Path) -> None:
+    t = tree(tmp_path)
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    Path(t.path).mkdir(parents=True)
+    mine = Path(t.path)
+    assert isolation.outside_command(t, "Bash", {"command": "ls", "cwd": str(repo / "src")}) == (
+        str(mine / "src")
+    )
+    named = {"command": f"echo x > {repo}/src/a.py && cat {repo}/README", "cwd": str(mine)}
+    assert isolation.outside_command(t, "Bash", named) == str(mine / "src" / "a.py")
+    assert isolation.outside_command(t, "Bash", {"command": f"cd {repo}; make"}) == str(mine)
+    assert isolation.outside_command(t, "Bash", {"command": f"cd '{repo}' && make"}) == str(mine)
+    # Its own worktree, other folders, a longer name that starts like the repository's, and
+    # tools that run nothing pass.
+    assert isolation.outside_command(
+        t, "Bash", {"command": f"ls {mine}/src", "cwd": str(mine)}
+    ) is (None)
+    assert isolation.outside_command(t, "Bash", {"command": f"ls {repo}2 {tmp_path}/other"}) is None
+    assert isolation.outside_command(t, "Bash", {"command": "ls", "cwd": str(tmp_path)}) is None
+    assert isolation.outside_command(t, "Write", {"command": f"ls {repo}"}) is None

@@ -15,7 +15,7 @@ from claude_agent_sdk import (
 
 from coven_ls import protocol
 from coven_ls.core import session as session_module
-from coven_ls.core.agent import AgentSpec
+from coven_ls.core.agent import AgentSpec, AgentStartError
 from coven_ls.core.session import Session, SessionConfig
 from coven_ls.protocol import Kind, events
 
@@ -372,7 +372,7 @@ async def test_stream_ending_without_result_fails_and_next_turn_resumes() -> Non
         session.send("first")
         error = await sink_of(session).wait_for(Kind.ERROR, limit=LIMIT)
         await sink_of(session).wait_for(Kind.STATUS, status="failed", limit=LIMIT)
-        assert error["message"].startswith("The Claude Code process ended in the middle of a turn.")
+        assert error["message"].startswith("The agent process ended in the middle of a turn.")
         assert "Error: out of memory" in error["message"]
         assert session.status == "failed"
         assert not sink_of(session).of(Kind.TURN_RESULT)
@@ -402,7 +402,7 @@ async def test_messages_raising_fails_the_turn() -> None:
     async with running(backend) as session:
         session.send("x")
         error = await sink_of(session).wait_for(Kind.ERROR, limit=LIMIT)
-        assert error["message"] == "The Claude Code process failed: pipe broken"
+        assert error["message"] == "The agent process failed: pipe broken"
         await sink_of(session).wait_for(Kind.STATUS, status="failed", limit=LIMIT)
         assert backend.agents[0].closed
 
@@ -433,7 +433,7 @@ async def test_open_raising_another_error() -> None:
     async with running(backend) as session:
         session.send("hi")
         error = await sink_of(session).wait_for(Kind.ERROR, limit=LIMIT)
-        assert error["message"] == "The Claude Code process failed: exec format error"
+        assert error["message"] == "The agent process failed: exec format error"
 
 
 async def test_first_start_spec_is_used_until_the_agent_session_is_known() -> None:
@@ -853,3 +853,39 @@ async def test_a_report_that_never_comes_is_not_waited_for_forever(
         with anyio.fail_after(LIMIT):
             await session.wait_settled()
         assert session.status == "idle"
+
+
+async def test_an_agent_that_dies_between_turns_is_said_at_once_and_the_next_message_resumes() -> (
+    None
+):
+    backend = FakeBackend([init(), assistant("Hi."), result("Hi.")])
+    backend.default_reply = lambda text: [init(), assistant("Back."), result("Back.")]
+    async with running(backend) as session:
+        session.send("hello")
+        first = await turn_done(session)
+        backend.agents[0].speak([Fail(AgentStartError("The codex app-server was killed."))])
+        error = await sink_of(session).wait_for(Kind.ERROR, after=first["seq"])
+        assert error["message"] == "The codex app-server was killed."
+        assert session.status == "idle" and session.process.agent is None
+        session.send("again")
+        await turn_done(session, after=error["seq"])
+        assert backend.agents[1].spec.resume == "agent-1"
+
+
+async def test_an_agent_that_reports_no_ended_task_in_a_turn_leaves_the_session_settled() -> None:
+    """Codex starts no turn to report a background command that ended: the session is settled
+    as soon as the end arrives, not after waiting for a report turn."""
+    backend = FakeBackend([init(), assistant("On it."), result("On it.")])
+    async with running(backend) as session:
+        session.send("start a background job")
+        first = await turn_done(session)
+        agent = backend.agents[0]
+        agent.reports_ended_tasks = False
+        agent.speak([task_started("t1", "serve")])
+        await sink_of(session).wait_for(Kind.TASK, after=first["seq"], status="started")
+        assert not session.settled
+        agent.speak([task_notification("t1", "completed", "served")])
+        await sink_of(session).wait_for(Kind.TASK, after=first["seq"], status="completed")
+        with anyio.fail_after(LIMIT):
+            await session.wait_settled()
+        assert session.status == "idle" and not session.background.report_due

@@ -17,6 +17,7 @@ import logging
 import os
 import shlex
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -53,8 +54,17 @@ class ThreadListener(Protocol):
 
 
 class AppServer:
-    def __init__(self, path: str, task_group: TaskGroup, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        task_group: TaskGroup,
+        env: dict[str, str] | None = None,
+        on_gone: Callable[[AppServerGone, list[str]], None] | None = None,
+    ) -> None:
+        """`on_gone`: the process ended by itself (killed, crashed; not `aclose`), with the
+        threads that were held then."""
         self.path = path
+        self._on_gone = on_gone
         self._tg = task_group
         self._env = env
         self._process: Process | None = None
@@ -239,9 +249,12 @@ class AppServer:
         self.loaded.clear()
         for done, _box in list(self._waiting.values()):
             done.set()
+        held = list(self._listeners)
         for listener in list(self._listeners.values()):
             listener.gone(gone)
         self._listeners.clear()
+        if self._on_gone is not None:
+            self._on_gone(gone, held)
 
     def kill_command(self, command: str) -> int:
         """End a command this app-server runs (and what it started): codex leaves a command

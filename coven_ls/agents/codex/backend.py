@@ -15,7 +15,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from claude_agent_sdk import Message
 
-from ...core.agent import AgentSpec, AgentStartError, PermissionAsker
+from ...core.agent import AgentSpec, AgentStartError, Conversation, PermissionAsker
 from ...core.transcript import Entry
 from .. import binary
 from ..binary import BinarySource
@@ -43,11 +43,24 @@ PERMISSIONS: dict[str | None, tuple[str, str]] = {
     "dontAsk": ("never", "read-only"),
     "bypassPermissions": ("never", "danger-full-access"),
 }
+# How often a minute an app-server that died is started again at once (after that, when a
+# message needs it).
+REVIVE_LIMIT = 3
 _SANDBOX_POLICY = {
     "read-only": {"type": "readOnly"},
     "workspace-write": {"type": "workspaceWrite"},
     "danger-full-access": {"type": "dangerFullAccess"},
 }
+
+
+def sandbox_policy(sandbox: str, spec: AgentSpec) -> dict[str, Any]:
+    """A turn's sandbox. One that may write its workspace writes only there when the agent has
+    folders it must not write (a worktree child): codex's workspace-write sandbox otherwise
+    leaves /tmp and $TMPDIR writable too, and with them a repository that lies under them."""
+    policy: dict[str, Any] = dict(_SANDBOX_POLICY[sandbox])
+    if policy["type"] == "workspaceWrite" and spec.read_only_roots:
+        policy.update(writableRoots=[], excludeSlashTmp=True, excludeTmpdirEnvVar=True)
+    return policy
 
 
 def bundled_codex() -> Path | None:
@@ -205,7 +218,7 @@ class CodexAgent:
                     "input": [{"type": "text", "text": text}],
                     "cwd": self._spec.cwd,
                     "approvalPolicy": approval,
-                    "sandboxPolicy": _SANDBOX_POLICY[sandbox],
+                    "sandboxPolicy": sandbox_policy(sandbox, self._spec),
                 },
             )
         except (CodexRpcError, AppServerGone) as exc:
@@ -214,7 +227,10 @@ class CodexAgent:
     async def messages(self) -> AsyncGenerator[Message, None]:
         async for item in self._in:
             if isinstance(item, AppServerGone):
-                raise AgentStartError(str(item))
+                raise AgentStartError(
+                    f"{item} coven-ls starts it again: the next message goes on with this "
+                    "conversation."
+                )
             yield item
 
     async def interrupt(self) -> None:
@@ -231,8 +247,30 @@ class CodexAgent:
         except CodexRpcError as exc:
             log.info("codex thread %s: interrupt: %s", self.thread_id, exc)
 
+    # codex starts no turn of its own to report a background command that ended.
+    reports_ended_tasks = False
+
     async def stop_task(self, task_id: str) -> None:
-        return None  # codex has no background tasks of its own
+        """Stop a command a turn left running (a background task); its end arrives as the
+        task's end, `stopped`."""
+        item = self.translator.background.get(task_id)
+        if item is None:
+            raise AgentStartError(f"Codex runs no background command '{task_id}'.")
+        self.translator.stopping.add(task_id)
+        await self._terminate(task_id, item)
+
+    async def _terminate(self, task_id: str, item: dict[str, Any]) -> None:
+        try:
+            answer = await self._server.request(
+                "thread/backgroundTerminals/terminate",
+                {"threadId": self.thread_id, "processId": str(item.get("processId") or "")},
+            )
+        except (CodexRpcError, AppServerGone) as exc:
+            log.warning("codex thread %s: could not stop %s: %s", self.thread_id, task_id, exc)
+            answer = {}
+        if not answer.get("terminated"):
+            # Not codex's any more (it ended meanwhile, or codex lost it): end it by its argv.
+            self._server.kill_command(str(item.get("command") or ""))
 
     async def set_permission_mode(self, mode: Any) -> None:
         self._mode = mode  # from the next turn on (turn/start carries it)
@@ -246,6 +284,12 @@ class CodexAgent:
         if turn is not None and self._server.running:
             with anyio.move_on_after(5), anyio.CancelScope(shield=True):
                 await self._send_interrupt(turn)
+        # Its background commands end with it, as a Claude process's background tasks do (the
+        # session says they stopped): the shared app-server would keep them running.
+        for task_id, item in list(self.translator.background.items()):
+            if self._server.running:
+                with anyio.move_on_after(5), anyio.CancelScope(shield=True):
+                    await self._terminate(task_id, item)
         self._closed = True
         for scope in list(self._asking):
             scope.cancel()
@@ -260,9 +304,9 @@ class CodexAgent:
         return self._server.stderr_tail()
 
 
-async def _turn_ended_by(server: AppServer, thread_id: str, message_id: str) -> str:
-    """The turn whose answer (its last agent message) is `message_id`: codex forks after a whole
-    turn (`lastTurnId`), so no other message can be a fork point."""
+async def _turn_ended_by(server: AppServer, thread_id: str, message_id: str) -> str | None:
+    """The turn whose answer (its last agent message) is `message_id`, or None: codex forks
+    after a whole turn (`lastTurnId`), so no other message can be a fork point."""
     cursor: str | None = None
     for _page in range(100):
         params: dict[str, Any] = {"threadId": thread_id, "limit": 100, "itemsView": "summary"}
@@ -276,9 +320,13 @@ async def _turn_ended_by(server: AppServer, thread_id: str, message_id: str) -> 
         cursor = page.get("nextCursor")
         if not cursor:
             break
-    raise AgentStartError(
-        f"A Codex session can be forked only at the last message of a turn (its answer); "
-        f"'{message_id}' is not one."
+    return None
+
+
+def _not_a_fork_point(message_id: str) -> str:
+    return (
+        f"A Codex session can be copied (forked, branched) only at the last message of a turn "
+        f"(its answer, the last `text` event before a `turnResult`); '{message_id}' is not one."
     )
 
 
@@ -293,6 +341,11 @@ class CodexBackend:
         self._checked: str | None = None
         self._server: AppServer | None = None
         self._lock = anyio.Lock()
+        # How each thread was opened (cwd, policies, instructions): a new app-server resumes
+        # it the same way.
+        self._opened: dict[str, dict[str, Any]] = {}
+        self._revived: list[float] = []  # when app-servers that died were started again
+        self._reviving: anyio.Event | None = None
 
     def check(self) -> None:
         path, source = resolve_codex(self._explicit)
@@ -305,7 +358,7 @@ class CodexBackend:
         async with self._lock:
             if self._server is None or not self._server.running:
                 path = resolve_codex(self._explicit)[0]
-                server = AppServer(shutil.which(path) or path, self._tg)
+                server = AppServer(shutil.which(path) or path, self._tg, on_gone=self._died)
                 try:
                     await server.ensure_started()
                 except Exception as exc:
@@ -317,8 +370,50 @@ class CodexBackend:
                 self._server = server
             return self._server
 
+    def _died(self, gone: AppServerGone, held: list[str]) -> None:
+        """The app-server ended by itself: start another at once and resume the threads the
+        sessions held, so that the next message finds them loaded (each session is told through
+        its agent's stream). Not more than REVIVE_LIMIT times a minute: one that keeps dying is
+        started again only when a message needs it."""
+        now = anyio.current_time()
+        self._revived = [t for t in self._revived if now - t < 60.0]
+        if len(self._revived) >= REVIVE_LIMIT:
+            log.warning("%s; not started again at once (%d times this minute)", gone, REVIVE_LIMIT)
+            return
+        self._revived.append(now)
+        self._reviving = anyio.Event()
+        self._tg.start_soon(self._revive, held, name="codex app-server revival")
+
+    async def _revive(self, threads: list[str]) -> None:
+        reviving = self._reviving
+        try:
+            server = await self._app_server()
+            for thread_id in threads:
+                if thread_id in server.loaded or thread_id not in self._opened:
+                    continue
+                try:
+                    result = await server.request(
+                        "thread/resume",
+                        {"threadId": thread_id, "excludeTurns": True, **self._opened[thread_id]},
+                    )
+                except CodexRpcError as exc:
+                    log.warning("codex thread %s was not resumed: %s", thread_id, exc.detail)
+                    continue
+                model = result.get("model")
+                server.loaded[thread_id] = model if isinstance(model, str) else None
+            log.info("codex app-server started again; %d threads resumed", len(threads))
+        except (AgentStartError, AppServerGone) as exc:
+            log.warning("the codex app-server could not be started again: %s", exc)
+        finally:
+            if reviving is not None:
+                reviving.set()
+            if self._reviving is reviving:
+                self._reviving = None
+
     async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> CodexAgent:
         await anyio.to_thread.run_sync(self.check)
+        if self._reviving is not None:
+            await self._reviving.wait()  # its threads are being resumed: not twice
         server = await self._app_server()
         approval, sandbox = PERMISSIONS.get(spec.permission_mode, PERMISSIONS[None])
         settings: dict[str, Any] = {
@@ -342,7 +437,10 @@ class CodexBackend:
                 # as it was.
                 fork: dict[str, Any] = {"threadId": spec.resume, "excludeTurns": True}
                 if spec.resume_at:
-                    fork["lastTurnId"] = await _turn_ended_by(server, spec.resume, spec.resume_at)
+                    turn = await _turn_ended_by(server, spec.resume, spec.resume_at)
+                    if turn is None:
+                        raise AgentStartError(_not_a_fork_point(spec.resume_at))
+                    fork["lastTurnId"] = turn
                 result = await server.request("thread/fork", {**fork, **settings})
                 thread_id = str(result["thread"]["id"])
             elif spec.resume in server.loaded:
@@ -361,9 +459,35 @@ class CodexBackend:
             raise AgentStartError(str(exc)) from exc
         model = result.get("model") if isinstance(result.get("model"), str) else None
         server.loaded[thread_id] = model
+        self._opened[thread_id] = settings
         agent = CodexAgent(server, thread_id, spec, model or spec.model, ask_permission)
         server.listen(thread_id, agent)
         return agent
+
+    async def fork_point_problem(self, conversation: str, message_id: str) -> str | None:
+        try:
+            server = await self._app_server()
+            found = await _turn_ended_by(server, conversation, message_id)
+        except (AgentStartError, AppServerGone, CodexRpcError) as exc:
+            # Not known here: the child's own start says what is wrong.
+            log.warning("codex: could not look up the turns of %s: %s", conversation, exc)
+            return None
+        return None if found is not None else _not_a_fork_point(message_id)
+
+    async def purge(self, conversations: list[Conversation]) -> None:
+        """`thread/delete` each thread, in the order given (forks before the threads they were
+        forked from: codex refuses to delete a thread that a fork's history still references)."""
+        if not conversations:
+            return
+        server = await self._app_server()
+        for conversation in conversations:
+            thread_id = conversation.agent_session_id
+            try:
+                await server.request("thread/delete", {"threadId": thread_id})
+            except CodexRpcError as exc:
+                log.warning("codex could not delete thread %s: %s", thread_id, exc.detail)
+            server.loaded.pop(thread_id, None)
+            self._opened.pop(thread_id, None)
 
     async def conversation(
         self, agent_session_id: str, cwd: str, up_to: str | None = None

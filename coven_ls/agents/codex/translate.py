@@ -6,13 +6,15 @@ translated into them: an agent message or reasoning item streams as an Anthropic
 thinking block and ends as an AssistantMessage; a command is a `Bash` tool call, a file change
 an `Edit` tool call (codex's own item type kept in the input as `codexItem`), and their results
 are tool results; `turn/completed` is the turn's ResultMessage, with the turn's tokens, its cost
-from the price table, and codex's error (HTTP status and message) when it failed.
+from the price table, and codex's error (HTTP status and message) when it failed. A command
+still running when its turn completes (codex left it in the background) is a background task:
+its tool call ends with the turn, and the task ends when the command does.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from claude_agent_sdk import (
     AssistantMessage,
@@ -20,6 +22,8 @@ from claude_agent_sdk import (
     ResultMessage,
     StreamEvent,
     SystemMessage,
+    TaskNotificationMessage,
+    TaskStartedMessage,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
@@ -139,6 +143,9 @@ class Translator:
     items: dict[str, dict[str, Any]] = field(default_factory=dict)  # tool items of the turn
     # Tool items an interrupted turn already ended: a completion codex sends later is not news.
     _ended_early: set[str] = field(default_factory=set)
+    # Commands a completed turn left running (codex's background terminals), by item id.
+    background: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stopping: set[str] = field(default_factory=set)  # background commands coven asked to stop
     total_cost: float = 0.0  # this agent's running total, as the session expects (ResultMessage)
     priced: bool = True
 
@@ -206,16 +213,74 @@ class Translator:
             self._error = text
             return []
         if method == "turn/completed":
-            # A tool call the turn left open (codex says nothing more of an interrupted
-            # command) gets its end, so that no client keeps showing it as running.
-            ended: list[Message] = [
-                self._tool_result(item_id, "Interrupted: the turn was stopped.", True)
-                for item_id in self.items
-            ]
-            self._ended_early.update(self.items)
+            turn = params.get("turn") or {}
+            if turn.get("status") != "interrupted":
+                left = self._to_background()
+            else:
+                # A tool call the turn left open (codex says nothing more of an interrupted
+                # command) gets its end, so that no client keeps showing it as running.
+                left = [
+                    self._tool_result(item_id, "Interrupted: the turn was stopped.", True)
+                    for item_id in self.items
+                ]
+                self._ended_early.update(self.items)
             self.items.clear()
-            return [*ended, self._result(params.get("turn") or {})]
+            return [*left, self._result(turn)]
         return []
+
+    def _to_background(self) -> list[Message]:
+        """The turn completed with commands still running: codex keeps them going (its model
+        was told they run on). Each one's tool call ends and a background task starts."""
+        said: list[Message] = []
+        for item_id, item in list(self.items.items()):
+            if item.get("type") != "commandExecution":
+                said.append(self._tool_result(item_id, "Ended with the turn.", True))
+                self._ended_early.add(item_id)
+                continue
+            self.background[item_id] = item
+            command = str(item.get("command") or "")
+            said.append(self._tool_result(item_id, "Running in the background.", False))
+            said.append(
+                TaskStartedMessage(
+                    subtype="task_started",
+                    data={},
+                    task_id=item_id,
+                    description=command,
+                    uuid=f"{item_id}:started",
+                    session_id=self.thread_id,
+                    tool_use_id=item_id,
+                )
+            )
+        return said
+
+    def _background_ended(self, item_id: str, item: dict[str, Any]) -> list[Message]:
+        self.background.pop(item_id, None)
+        exit_code = item.get("exitCode")
+        status: Literal["completed", "failed", "stopped"] = (
+            "stopped"
+            if item_id in self.stopping
+            else "completed"
+            if item.get("status") == "completed" and exit_code in (0, None)
+            else "failed"
+        )
+        self.stopping.discard(item_id)
+        output = str(item.get("aggregatedOutput") or "").strip()
+        summary = output.splitlines()[-1][:200] if output else None
+        if exit_code not in (0, None) and status != "stopped":
+            summary = f"exit code {exit_code}" + (f": {summary}" if summary else "")
+        return [
+            TaskNotificationMessage(
+                subtype="task_notification",
+                data={},
+                task_id=item_id,
+                status=status,
+                output_file="",
+                summary=summary or status,
+                uuid=f"{item_id}:ended",
+                session_id=self.thread_id,
+                tool_use_id=item_id,
+            )
+        ]
 
     def _begin(self, turn_id: str) -> None:
         self.turn_id = turn_id
@@ -286,6 +351,8 @@ class Translator:
             # Its end was already said when the turn was interrupted; a command killed after
             # that still reports completing: one result per tool call.
             return []
+        if item_id in self.background:
+            return self._background_ended(item_id, item)
         if kind == "agentMessage":
             text = str(item.get("text") or "")
             if text:

@@ -1,4 +1,4 @@
--- coven.nvim: Claude Code sessions in Neovim through coven-ls, with Neovim's own LSP client.
+-- coven.nvim: coding-agent sessions (Claude Code, Codex) in Neovim through coven-ls, with Neovim's own LSP client.
 --
 --   require('coven').setup{ cmd = { 'coven-ls' }, init_options = { forkMode = 'approve' } }
 --   :CovenStart Count the files in src/
@@ -402,12 +402,35 @@ local function current_session()
   return state.current
 end
 
+-- `:CovenStart ++agent=codex {prompt}`: the options before the prompt, as Vim's own `++opt`.
+local function start_options(args)
+  local params = {}
+  local rest = args or ''
+  while true do
+    local name, value, after = rest:match('^%s*%+%+(%w+)=(%S+)%s*(.*)$')
+    if not name then
+      break
+    end
+    params[name] = value
+    rest = after
+  end
+  return rest, params
+end
+
 function M.start_session(prompt, params)
+  local options
+  prompt, options = start_options(prompt)
   if vim.trim(prompt or '') == '' then
-    notify('usage: :CovenStart {prompt}', vim.log.levels.WARN)
+    notify('usage: :CovenStart [++agent=claude|codex] {prompt}', vim.log.levels.WARN)
     return
   end
-  local p = vim.tbl_extend('force', params or {}, { prompt = prompt })
+  for name in pairs(options) do
+    if name ~= 'agent' then
+      notify('unknown option ++' .. name .. ' (:CovenStart takes ++agent=claude|codex)', vim.log.levels.WARN)
+      return
+    end
+  end
+  local p = vim.tbl_extend('force', params or {}, options, { prompt = prompt })
   if state.opts.open_tree then
     M.open_tree()
   else
@@ -784,7 +807,7 @@ function M.setup(opts)
       fn(a.args)
     end, { nargs = nargs, desc = desc, force = true })
   end
-  command('CovenStart', M.start_session, '+', 'Start a Claude Code session with this prompt')
+  command('CovenStart', M.start_session, '+', 'Start a session with this prompt (++agent=claude|codex first to pick the agent)')
   command('CovenSend', M.send, '+', 'Send a message to the current session')
   command('CovenFork', M.fork, '+', 'Fork the current session: tasks separated by ;')
   command('CovenBranch', function(args)
