@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable
 
 import anyio
 
@@ -168,6 +169,14 @@ def build_parser() -> argparse.ArgumentParser:
             "conductor.json setup, once you allowed it; '': none"
         ),
     )
+    for flag, limit, kind, what in _LIMIT_FLAGS:
+        run.add_argument(
+            flag,
+            type=_limit(kind, flag),
+            metavar="N",
+            dest=limit,
+            help=f"forkLimits.{limit}: {what} (0: no limit)",
+        )
     run.add_argument(
         "--fork-context",
         choices=["inherit", "fresh", "transcript"],
@@ -362,8 +371,38 @@ def _run(args: argparse.Namespace) -> int:
             worktree_setup=args.worktree_setup,
             fork_context=args.fork_context,
             fork_agent=args.fork_agent,
+            fork_limits={
+                limit: getattr(args, limit)
+                for _flag, limit, _kind, _what in _LIMIT_FLAGS
+                if getattr(args, limit) is not None
+            },
         )
     )
+
+
+# `coven-ls run`'s flags for a fork's limits (initializationOptions.forkLimits).
+_LIMIT_FLAGS: tuple[tuple[str, str, type, str], ...] = (
+    ("--child-tokens", "childTokens", int, "tokens one fork child may use, every kind added up"),
+    ("--child-cost-usd", "childCostUsd", float, "what one fork child may cost, in USD"),
+    ("--child-seconds", "childSeconds", float, "how long one fork child may run, from its start"),
+    ("--fork-cost-usd", "forkCostUsd", float, "what a whole fork may cost, in USD"),
+)
+
+
+def _limit(kind: type, flag: str) -> Callable[[str], float | int]:
+    """An argparse type for a limit: a number of `kind`, 0 or more, or a clear error."""
+
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            noun = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{flag} takes {noun}, not {text!r}") from None
+        if value < 0 or value != value or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"{flag} must be 0 (no limit) or more, not {text}")
+        return value
+
+    return parse
 
 
 def main(argv: list[str] | None = None) -> int:

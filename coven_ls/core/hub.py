@@ -39,6 +39,7 @@ from .fork import (
 from .journal import Journal
 from .session import Session, SessionConfig
 from .slots import Slots
+from .spend import limits_from_row, merge_limits
 from .store import Snapshot, Store, StoreError, StoreInUse, database_path
 
 log = logging.getLogger(__name__)
@@ -331,6 +332,7 @@ class Hub:
             max_children=settings.options.maxChildren,
             max_parallel=settings.options.maxParallel,
             max_depth=settings.options.maxDepth,
+            fork_limits=merge_limits(None, settings.options.forkLimits),
             **_isolation_settings(settings),
         )
         config.append_system_prompt = fork_prompt(config, depth=0)
@@ -450,6 +452,8 @@ class Hub:
             on_turn_end=self.forks.on_turn_end,
             **kw,
         )
+        if kw.get("fork_id"):
+            session.on_spend = self.forks.on_spend  # its fork's limits
         self.sessions[session_id] = session
         if store is not None:
             self.journal.keep(session, store)
@@ -603,6 +607,7 @@ class Hub:
                 max_children=row["max_children"],
                 max_parallel=row["max_parallel"],
                 max_depth=row["max_depth"],
+                fork_limits=limits_from_row(row.get("fork_limits")),
                 **_isolation_settings(settings),
             )
             config.append_system_prompt = fork_prompt(config, depth)
