@@ -5,7 +5,7 @@
 // Pure on purpose: no `vscode` import, no timers, no I/O. The extension feeds it what the server
 // says and asks it what changed; the tests drive it the same way in plain node.
 
-import type { Changes as ChildChanges, CovenEvent, Delta, ForkState, PartialBlock, SessionInfo, SettledStatus, Status, TaskOutcome, Worktree } from './protocol';
+import type { Changes as ChildChanges, CovenEvent, Delta, ForkLimits, ForkState, PartialBlock, SessionInfo, SettledStatus, Status, TaskOutcome, Worktree } from './protocol';
 
 /** A status of the protocol, or a newer server's that this client shows as it is. */
 export type SessionStatus = Status | (string & {});
@@ -70,6 +70,8 @@ export interface SessionNode extends NodeBase {
   worktree: Worktree | undefined;
   /** A worktree child's changes, once it has ended: its files and what became of them. */
   changes: ChildChanges | undefined;
+  /** A fork child with limits: what it has spent so far (its latest `spend` event). */
+  spend: Spend | undefined;
   /** Highest seq applied; everything up to it has been applied, in order. */
   lastSeq: number;
   /**
@@ -191,6 +193,13 @@ export interface TokenUsage {
   cacheCreationTokens: number;
 }
 
+/** What a fork child has spent so far, against its fork's limits (a `spend` event). */
+export interface Spend {
+  usage: TokenUsage;
+  costUsd: number;
+  seconds: number;
+}
+
 export interface ApiRetry {
   attempt: number;
   maxRetries: number;
@@ -255,6 +264,8 @@ export interface ForkNode extends NodeBase {
   context: string | undefined;
   /** The agent the children run when not the parent's (`claude`, `codex`). */
   agent: string | undefined;
+  /** What each child, and the whole fork, may spend (forkStarted); undefined: no limit. */
+  limits: ForkLimits | undefined;
   /** In worktree mode: what the children's worktrees take on disk (forkFinished). */
   diskBytes: number | undefined;
   /** The children whose changes waited for a decision when the fork began reviewing (forkReviewing). */
@@ -790,6 +801,7 @@ export class CovenModel {
         isolationReason: undefined,
         worktree: undefined,
         changes: undefined,
+        spend: undefined,
         lastSeq: 0,
         items: [],
       };
@@ -838,6 +850,12 @@ export class CovenModel {
         node.cwd = str(e.cwd) ?? node.cwd;
         node.claudeCodeVersion = str(e.claudeCodeVersion) ?? node.claudeCodeVersion;
         return this.touch(node);
+      case 'spend': {
+        const usage = tokenUsage(e.usage);
+        if (usage === undefined) return;
+        node.spend = { usage, costUsd: num(e.costUsd) ?? 0, seconds: num(e.seconds) ?? 0 };
+        return;
+      }
       case 'queuePosition':
         node.queuePosition = num(e.position);
         return this.touch(node);
@@ -989,6 +1007,7 @@ export class CovenModel {
         fork.base = str(e.base) ?? fork.base;
         fork.context = str(e.context) ?? fork.context;
         fork.agent = str(e.agent) ?? fork.agent;
+        fork.limits = forkLimits(e.limits) ?? fork.limits;
         const children = (Array.isArray(e.children) ? e.children : []).map(obj);
         this.setTasks(fork, children.map((c) => str(c.label) ?? ''));
         this.place(rec, fork);
@@ -1023,6 +1042,8 @@ export class CovenModel {
             ...(merge !== undefined && MERGE_STATES.has(merge) ? { merge: merge as MergeState } : {}),
             ...(str(r.branch) !== undefined ? { branch: str(r.branch) } : {}),
             ...(conflicts.length > 0 ? { conflicts } : {}),
+            ...(r.stopped === 'limit' ? { stopped: 'limit' as const } : {}),
+            ...(LIMIT_NAMES.has(str(r.limit) ?? '') ? { limit: r.limit as TaskOutcome['limit'] } : {}),
           };
         });
         this.setState(fork, e.state);
@@ -1358,7 +1379,7 @@ export class CovenModel {
         kind: 'fork', key: `fork:${forkId}`, parent: undefined, version: 0,
         forkId, sessionId, state: 'running', tasks: [], source: undefined, atMessageId: undefined,
         reason: undefined, results: undefined, usage: undefined, isolation: undefined, isolationReason: undefined,
-        mergeMode: undefined, base: undefined, context: undefined, agent: undefined, diskBytes: undefined, pending: [], children: [], taskNodes: [], placed: false,
+        mergeMode: undefined, base: undefined, context: undefined, agent: undefined, limits: undefined, diskBytes: undefined, pending: [], children: [], taskNodes: [], placed: false,
         orphaned: false, estimate: undefined,
       };
       this.forks.set(forkId, fork);
@@ -1453,6 +1474,18 @@ function branchOf(info: SessionInfo): SessionNode['branchedFrom'] {
   const marker = info.branchedFrom;
   if (parentId === undefined || str(info.forkId) !== undefined || !marker || typeof marker !== 'object') return undefined;
   return { sessionId: parentId, atMessageId: str(marker.atMessageId) ?? null };
+}
+
+const LIMIT_NAMES: ReadonlySet<string> = new Set(['childTokens', 'childCostUsd', 'childSeconds', 'forkCostUsd']);
+
+/** A fork's limits as forkStarted says them: the positive numbers only (undefined: none). */
+function forkLimits(value: unknown): ForkLimits | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const limits: Record<string, number> = {};
+  for (const [name, limit] of Object.entries(value)) {
+    if (LIMIT_NAMES.has(name) && typeof limit === 'number' && limit > 0) limits[name] = limit;
+  }
+  return Object.keys(limits).length > 0 ? (limits as ForkLimits) : undefined;
 }
 
 function infoSignature(n: SessionNode): string {

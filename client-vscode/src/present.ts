@@ -233,7 +233,10 @@ function presentSession(node: SessionNode): Presentation {
   else if (merge !== undefined) parts.push(mergeText(merge, mode));
   if (node.retry !== undefined) parts.push(retryText(node.retry));
   if (node.queuedMessages > 0) parts.push(`${node.queuedMessages} queued`);
-  if (node.costUsd > 0) parts.push(formatCost(node.costUsd));
+  const limits = child ? childLimits(node) : [];
+  // While it runs against limits, its spend against each (the cost among them) says more.
+  if (limits.length > 0 && !SETTLED.has(node.status)) parts.push(...limits.map((l) => l.short));
+  else if (node.costUsd > 0) parts.push(formatCost(node.costUsd));
   const rows: string[] = [
     `**${escapeMarkdown(child ? (node.label ?? node.title) : node.title)}**`,
     '',
@@ -253,6 +256,9 @@ function presentSession(node: SessionNode): Presentation {
   const tree = treeUsage(node);
   if (totalTokens(tree) > totalTokens(node.usage)) rows.push(`With its forks: ${formatUsage(tree)}`);
   if (node.agentSessionId) rows.push(`${agent === 'codex' ? 'Codex thread' : 'Claude Code session'}: \`${node.agentSessionId}\``);
+  if (limits.length > 0) rows.push('', '**Limits** (spent of what it may spend):', ...limits.map((l) => l.long));
+  const stopped = child ? stoppedAt(node) : undefined;
+  if (stopped !== undefined) rows.push('', `Stopped: it reached ${LIMIT_TEXT[stopped]} (\`${stopped}\`); its work so far is kept.`);
   if (child) rows.push(...isolationRows(node, merge));
   if (node.lastError && node.status === 'failed') rows.push('', fence(node.lastError));
   return {
@@ -298,6 +304,63 @@ function agentOf(node: SessionNode): string | undefined {
 function branchText(from: NonNullable<SessionNode['branchedFrom']>): string {
   const at = from.atMessageId !== null ? ` at message \`${from.atMessageId}\`` : '';
   return `Branch of \`${from.sessionId}\`${at}: a conversation of its own (its parent never hears of it)`;
+}
+
+const SETTLED: ReadonlySet<string> = new Set(['idle', 'failed', 'cancelled', 'closed', 'interrupted']);
+
+const LIMIT_TEXT: Record<string, string> = {
+  childTokens: 'its token limit',
+  childCostUsd: 'its cost limit',
+  childSeconds: 'its time limit',
+  forkCostUsd: "its fork's cost limit",
+};
+
+/** The limit that stopped a fork child, as its fork's results say. */
+function stoppedAt(node: SessionNode): string | undefined {
+  const fork = node.parent?.kind === 'fork' ? node.parent : undefined;
+  const result = fork?.results?.find((r) => r.sessionId === node.sessionId);
+  return result?.stopped === 'limit' ? (result.limit ?? undefined) : undefined;
+}
+
+/**
+ * A fork child's spend against each of its fork's limits: `short` for its row ("3.2k/5k tokens"),
+ * `long` for its tooltip. Its spend is its latest `spend` event's (else what its turns said).
+ */
+export function childLimits(node: SessionNode): Array<{ short: string; long: string }> {
+  const fork = node.parent?.kind === 'fork' ? node.parent : undefined;
+  const limits = fork?.limits;
+  if (limits === undefined || limits === null) return [];
+  const spend = node.spend;
+  const tokens = totalTokens(spend?.usage ?? node.usage);
+  const cost = spend?.costUsd ?? node.costUsd;
+  const shown: Array<{ short: string; long: string }> = [];
+  if (limits.childTokens) {
+    shown.push({
+      short: `${formatTokens(tokens)}/${formatTokens(limits.childTokens)} tokens`,
+      long: `Tokens: ${tokens.toLocaleString('en-US')} of ${limits.childTokens.toLocaleString('en-US')}`,
+    });
+  }
+  if (limits.childCostUsd) {
+    shown.push({
+      short: `${formatCost(cost)}/${formatCost(limits.childCostUsd)}`,
+      long: `Cost: ${formatCost(cost)} of ${formatCost(limits.childCostUsd)}`,
+    });
+  }
+  if (limits.childSeconds) {
+    const seconds = Math.round(spend?.seconds ?? 0);
+    shown.push({
+      short: `${seconds}s/${Math.round(limits.childSeconds)}s`,
+      long: `Time: ${seconds} s of ${limits.childSeconds} s (as of its last model call)`,
+    });
+  }
+  if (limits.forkCostUsd) {
+    const forkCost = (fork?.children ?? []).reduce((sum, c) => sum + (c.spend?.costUsd ?? c.costUsd), 0);
+    shown.push({
+      short: `fork ${formatCost(forkCost)}/${formatCost(limits.forkCostUsd)}`,
+      long: `The whole fork: ${formatCost(forkCost)} of ${formatCost(limits.forkCostUsd)}`,
+    });
+  }
+  return shown;
 }
 
 /** A child whose changes clashed with the working tree: they were not applied, the user should look. */

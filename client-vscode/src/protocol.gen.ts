@@ -53,6 +53,7 @@ export type Event =
   | WorktreeEnvEvent
   | SetupOutputEvent
   | SetupEndedEvent
+  | SpendEvent
   | DeletedEvent;
 /**
  * Who wrote a turn's message.
@@ -89,6 +90,7 @@ export type EventKind =
   | 'worktreeEnv'
   | 'setupOutput'
   | 'setupEnded'
+  | 'spend'
   | 'deleted';
 /**
  * A session in one of these takes no more messages.
@@ -1267,6 +1269,10 @@ export interface ForkStartedEvent {
    * the agent the children run, when not the parent's
    */
   agent?: 'claude' | 'codex';
+  /**
+   * what each child, and the whole fork, may spend (absent: no limit); each child's `spend` events say how far it is
+   */
+  limits?: ForkLimits;
 }
 export interface ChildRef {
   /**
@@ -1277,6 +1283,27 @@ export interface ChildRef {
    * its task (also the child's `title`)
    */
   label: string;
+}
+/**
+ * What a fork's children may spend. Each is optional: absent (or null) takes the session's setting (`initializationOptions.forkLimits`), 0 means no limit. A child that reaches a limit is stopped (status `cancelled`): its task is reported with `stopped: "limit"` and the limit's name, its file changes stay on its branch, and the parent goes on with what the others did.
+ */
+export interface ForkLimits {
+  /**
+   * tokens one child may use, every kind added up (input, output, cache read, cache creation); checked after each model call
+   */
+  childTokens?: number | null;
+  /**
+   * what one child may cost, in USD (the CLI's figure once a turn ends; during a turn, its model calls priced by coven-ls's table); checked after each model call
+   */
+  childCostUsd?: number | null;
+  /**
+   * how long one child may run, from its start (time spent `queued` does not count)
+   */
+  childSeconds?: number | null;
+  /**
+   * what the whole fork may cost, in USD: every child, their background tasks and their own forks; when it is reached, every child still at work is stopped
+   */
+  forkCostUsd?: number | null;
 }
 /**
  * Every child has ended (and, in worktree mode, its changes were merged or decided); the parent is given their results next.
@@ -1345,6 +1372,14 @@ export interface TaskOutcome {
    * with `merge: conflict`: the files that did not merge
    */
   conflicts?: ConflictFile[] | null;
+  /**
+   * `limit`: the child was stopped because it reached one of the fork's limits (`ok` is false, its changes are `kept` on its branch)
+   */
+  stopped?: 'limit' | null;
+  /**
+   * with `stopped`: which limit (see ForkLimits)
+   */
+  limit?: ('childCostUsd' | 'childSeconds' | 'childTokens' | 'forkCostUsd') | null;
 }
 /**
  * The model's `<fork>` tag could not be used; nothing was forked and the model is told why.
@@ -1599,6 +1634,36 @@ export interface SetupEndedEvent {
   error?: string;
 }
 /**
+ * What a fork child with limits (`forkStarted`'s `limits`) has spent so far, after each of its model calls: its turns' tokens and cost, and those of the turn under way.
+ */
+export interface SpendEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'spend';
+  /**
+   * its tokens so far, every model call of the turn under way included
+   */
+  usage: Usage;
+  /**
+   * its cost so far in USD: its ended turns' as the CLI reported them, plus the calls of the turn under way priced by coven-ls's table (nothing for a model it does not know)
+   */
+  costUsd: number;
+  /**
+   * how long it has run, from its start
+   */
+  seconds: number;
+}
+/**
  * The session and these were deleted; this event is not stored, and its `seq` may be followed by nothing.
  */
 export interface DeletedEvent {
@@ -1674,6 +1739,10 @@ export interface ForkParams {
    * the agent every child runs: `claude` or `codex` (default: the parent's); another agent than the parent's cannot take `context: inherit`
    */
   agent?: ('claude' | 'codex') | null;
+  /**
+   * for this fork: each limit given replaces `initializationOptions.forkLimits`' (0: none)
+   */
+  limits?: ForkLimits | null;
 }
 export interface ForkResult {
   /**
@@ -1738,6 +1807,10 @@ export interface DecideForkParams {
    * with `approve: true`: as in `coven/fork`
    */
   agent?: ('claude' | 'codex') | null;
+  /**
+   * with `approve: true`: as in `coven/fork` (each limit given replaces the session's)
+   */
+  limits?: ForkLimits | null;
 }
 export interface ForkIdParams {
   /**
@@ -1992,7 +2065,7 @@ export interface InitializationOptions {
    */
   maxChildren?: number;
   /**
-   * how many fork children run a turn at once, across the whole server (every fork, nested ones included); the rest wait, `queued`, in order (a CLI process takes ~200 MiB and about a second of CPU to start; a child's CLI stops with its turn and frees its slot). With several clients, the last one to connect sets it
+   * how many fork children run a turn at once, across the whole server (every fork, nested ones included); the rest wait, `queued`, in order (a CLI process takes ~200 MiB and about a second of CPU to start; a child's CLI stops with its turn and frees its slot). With several clients, the last one to connect that names it sets it (one that leaves it out, a terminal attaching with `coven-ls chat --tcp`, say, changes nothing)
    */
   maxParallel?: number;
   /**
@@ -2027,6 +2100,10 @@ export interface InitializationOptions {
    * a worktree setup still running after this long is stopped (its process group killed) and fails its child (0: never)
    */
   worktreeSetupTimeoutSeconds?: number;
+  /**
+   * what fork children may spend (see ForkLimits): every fork of the sessions this client starts, the model's included, unless `coven/fork` or `coven/decideFork` say otherwise for one fork
+   */
+  forkLimits?: ForkLimits | null;
   /**
    * the server's token, which a `--tcp` server requires (its `--token-file`, `$COVEN_TOKEN`, or the one it generated and printed; see Starting the server); ignored on stdio. Never logged nor sent back
    */

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .. import protocol
-from ..protocol.types import Changes, ContextUsage, Usage, Worktree
+from ..protocol.types import LIMIT_NAMES, Changes, ContextUsage, LimitName, Usage, Worktree
+from .spend import limits_row
 
 if TYPE_CHECKING:  # the session holds its record: it imports this module
     from .session import Session
@@ -22,6 +23,7 @@ class Outcome:
     ok: bool
     text: str = ""
     error: str | None = None
+    limit: LimitName | None = None  # the fork limit that stopped it (see spend.py)
 
 
 def record(session: Session) -> dict[str, Any]:
@@ -53,7 +55,8 @@ def record(session: Session) -> dict[str, Any]:
         "max_depth": session.config.max_depth,
         "outcome": None
         if outcome is None
-        else {"ok": outcome.ok, "text": outcome.text, "error": outcome.error},
+        else {"ok": outcome.ok, "text": outcome.text, "error": outcome.error}
+        | ({"limit": outcome.limit} if outcome.limit else {}),
         "isolation": None
         if session.isolation is None
         else {
@@ -64,6 +67,7 @@ def record(session: Session) -> dict[str, Any]:
             "since": session.changes_since,
         },
         "branched_from": None if session.branched_from is None else _branch_row(session),
+        "fork_limits": limits_row(session.config.fork_limits),
     }
 
 
@@ -92,8 +96,12 @@ def restore(session: Session, row: dict[str, Any]) -> None:
             session.context = msgspec.convert(row["usage"]["context"], ContextUsage)
     outcome = row.get("outcome")
     if outcome is not None:
+        limit = outcome.get("limit")
         session.last_outcome = Outcome(
-            outcome["ok"], outcome.get("text") or "", outcome.get("error")
+            outcome["ok"],
+            outcome.get("text") or "",
+            outcome.get("error"),
+            next((n for n in LIMIT_NAMES if n == limit), None),
         )
     isolation = row.get("isolation")
     if isolation is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -21,9 +21,11 @@ from .types import (
     ContextUsage,
     ForkContext,
     ForkEstimate,
+    ForkLimits,
     ForkSource,
     ForkState,
     Isolation,
+    LimitName,
     MergeMode,
     MergeState,
     Origin,
@@ -80,6 +82,11 @@ class TaskOutcome(Wire, omit_defaults=True):
     """a worktree child's branch, when its work is kept there (`conflict`, `discarded`, `kept`)"""
     conflicts: list[ConflictFile] | None = None
     """with `merge: conflict`: the files that did not merge"""
+    stopped: Literal["limit"] | None = None
+    """`limit`: the child was stopped because it reached one of the fork's limits (`ok` is
+    false, its changes are `kept` on its branch)"""
+    limit: LimitName | None = None
+    """with `stopped`: which limit (see ForkLimits)"""
 
 
 class StatusChanged(Payload, tag="status"):
@@ -338,6 +345,9 @@ class ForkStarted(Payload, tag="forkStarted"):
     `fresh` or `transcript` (see `coven/fork`)"""
     agent: AgentName | None = None
     """the agent the children run, when not the parent's"""
+    limits: ForkLimits | None = None
+    """what each child, and the whole fork, may spend (absent: no limit); each child's `spend`
+    events say how far it is"""
 
 
 class ForkFinished(Payload, tag="forkFinished"):
@@ -460,6 +470,19 @@ class SetupEnded(Payload, tag="setupEnded"):
     """why it failed, with the tail of its output (the child's task error)"""
 
 
+class Spend(Payload, tag="spend"):
+    """What a fork child with limits (`forkStarted`'s `limits`) has spent so far, after each of
+    its model calls: its turns' tokens and cost, and those of the turn under way."""
+
+    usage: Usage
+    """its tokens so far, every model call of the turn under way included"""
+    costUsd: float
+    """its cost so far in USD: its ended turns' as the CLI reported them, plus the calls of the
+    turn under way priced by coven-ls's table (nothing for a model it does not know)"""
+    seconds: float
+    """how long it has run, from its start"""
+
+
 class Deleted(Payload, tag="deleted"):
     """The session and these were deleted; this event is not stored, and its `seq` may be
     followed by nothing."""
@@ -495,6 +518,7 @@ PAYLOADS: tuple[type[Payload], ...] = (
     WorktreeEnv,
     SetupOutput,
     SetupEnded,
+    Spend,
     Deleted,
 )
 # The same classes as one runtime union, for msgspec to decode into (tagged by `kind`).
@@ -536,6 +560,7 @@ class Kind:
     WORKTREE_ENV = kind_of(WorktreeEnv)
     SETUP_OUTPUT = kind_of(SetupOutput)
     SETUP_ENDED = kind_of(SetupEnded)
+    SPEND = kind_of(Spend)
     DELETED = kind_of(Deleted)
 
 

@@ -100,8 +100,10 @@ def merge_line(result: ev.TaskOutcome, changes: Changes | None) -> str | None:
     if merge == "discarded":
         return f"■ {label}: discarded{counts}{on_branch}"
     if merge == "kept":
-        why = f" ({one_line(result.error, 60)})" if result.error else ""
         kept = f" —{counts} kept on branch {branch}" if branch else ""
+        if result.stopped == "limit":
+            return f"! {label}: not merged, stopped at its limit ({result.limit}){kept}"
+        why = f" ({one_line(result.error, 60)})" if result.error else ""
         return f"! {label}: not merged, the task failed{why}{kept}"
     if merge == "unchanged":
         return f"· {label}: unchanged"

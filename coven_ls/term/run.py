@@ -34,7 +34,7 @@ import signal
 import sys
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
@@ -101,6 +101,8 @@ class RunOptions:
             choices["agent"] = self.fork_agent
         return choices
 
+    fork_limits: dict[str, float | int] = field(default_factory=dict)  # forkLimits given
+
     def init_options(self) -> dict[str, Any]:
         """The server's initializationOptions: only what was given, so its defaults apply."""
         options: dict[str, Any] = {}
@@ -110,6 +112,8 @@ class RunOptions:
             options["forkIsolation"] = self.isolation
         if self.worktree_setup is not None:
             options["worktreeSetup"] = self.worktree_setup
+        if self.fork_limits:
+            options["forkLimits"] = dict(self.fork_limits)
         return options
 
 

@@ -27,7 +27,15 @@ import pytest
 
 from coven_ls.protocol.describe import compact_count, context_gauge, disk_size, fork_cost_brief
 from coven_ls.protocol.types import ContextUsage, ForkEstimate
-from coven_ls.testing.scripted_model import HttpError, Reply, ScriptedModel, Text, ToolUse, reply
+from coven_ls.testing.scripted_model import (
+    HttpError,
+    Reply,
+    ScriptedModel,
+    Text,
+    ToolUse,
+    Usage,
+    reply,
+)
 
 from ..fixtures.record import EVENTS_DIR, read
 from ..gitrepo import NOTES, append, git, git_env, make_repo, status
@@ -1182,3 +1190,58 @@ def test_the_tree_draws_a_recorded_codex_session_and_its_fork(tmp_path: Path) ->
         "  ⏺ Both done.",
         "  ✓ turn done (…)",
     ]
+
+
+def test_the_plugins_fork_limits_stop_a_child_that_never_ends(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    """fork_limits = { child_tokens = ... } reaches the server as initializationOptions.forkLimits:
+    a child that keeps calling tools is stopped at its limit and the parent goes on."""
+    loop, quick = "Keep polishing", "Say hello"
+    model.on("Plan the release", f"Splitting.\n<fork>\n- {loop}\n- {quick}\n</fork>")
+    model.on(
+        lambda r: (
+            f"You were assigned '{loop}'" in r.all_text and "<fork-results>" not in r.all_text
+        ),
+        lambda _r: reply(
+            "One more pass.",
+            ToolUse("Bash", {"command": "echo pass"}),
+            usage=Usage(input_tokens=1500, output_tokens=500),
+        ),
+    )
+    model.on(f"You were assigned '{quick}'", "Hello.", usage=Usage(10, 5))
+    model.on("<fork-results>", "Going on without more polish.", usage=Usage(10, 5))
+
+    lines = run_nvim(
+        tmp_path,
+        model,
+        r"""
+vim.lsp.handlers['window/showMessageRequest'] = function(_, params)
+  if params.message:find('wants to use Bash', 1, true) then return { title = 'Allow' } end
+  return vim.NIL
+end
+local fork_done = false
+coven.on_event(function(ev)
+  if ev.kind == 'forkStarted' or ev.kind == 'forkFinished' then
+    vim.fn.writefile({ vim.json.encode(ev) }, OUT .. '.' .. ev.kind)
+    fork_done = ev.kind == 'forkFinished'
+  elseif ev.sessionId == root and fork_done and ev.kind == 'status' and ev.status == 'idle' then
+    finish_soon()
+  end
+end)
+vim.cmd('CovenStart Plan the release')
+""".replace("OUT", lua_string(str(tmp_path / "result"))),
+        init_options="{ forkMode = 'auto' }",
+        setup="fork_limits = { child_tokens = 3000 }",
+    )
+    started = json.loads((tmp_path / "result.forkStarted").read_text())
+    finished = json.loads((tmp_path / "result.forkFinished").read_text())
+    assert started["limits"] == {"childTokens": 3000}
+    stopped, hello = finished["results"]
+    assert (stopped["label"], stopped["stopped"], stopped["limit"]) == (
+        loop,
+        "limit",
+        "childTokens",
+    )
+    assert hello["ok"] is True
+    assert "⏺ Going on without more polish." in "\n".join(lines)

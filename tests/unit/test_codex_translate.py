@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from claude_agent_sdk import ResultMessage, StreamEvent
+from claude_agent_sdk import ResultMessage, StreamEvent, SystemMessage
 
 from coven_ls.agents.codex.prices import cost_usd
 from coven_ls.agents.codex.translate import Translator, error_text, file_change_input, http_status
@@ -71,12 +71,11 @@ def test_text_and_reasoning_stream_then_arrive_whole() -> None:
     # gpt-5.5 is not in the dated price table: no cost rather than a guess.
     assert result.costUsd is None
     # The streamed blocks are the ones the whole messages end.
-    whole = [m for m in messages if not isinstance(m, (StreamEvent, ResultMessage))]
-    assert [m.message_id for m in whole if m.content] == ["rs_scripted_2", "msg_scripted_3"]
-    # Each model request's tokens come as a message of no content (the context gauge's).
-    [request] = [m for m in whole if not m.content]
-    assert request.usage["input_tokens"] + request.usage["cache_read_input_tokens"] == 7766
-    assert map_message(request) == []
+    whole = [m for m in messages if not isinstance(m, (StreamEvent, ResultMessage, SystemMessage))]
+    assert [m.message_id for m in whole] == [
+        "rs_scripted_2",
+        "msg_scripted_3",
+    ]
 
 
 def test_a_command_is_a_bash_tool_call_with_its_output() -> None:
@@ -143,7 +142,7 @@ def test_retried_errors_are_api_retries_and_other_threads_are_ignored() -> None:
 def test_cost_from_the_dated_table_and_an_interrupted_turn() -> None:
     translator = Translator("T", model="gpt-5")
     translator.feed("turn/started", {"threadId": "T", "turn": {"id": "U"}})
-    [request] = translator.feed(
+    [call] = translator.feed(
         "thread/tokenUsage/updated",
         {
             "threadId": "T",
@@ -157,20 +156,18 @@ def test_cost_from_the_dated_table_and_an_interrupted_turn() -> None:
             },
         },
     )
-    # The last request's input, cached part included, is what the context gauge reads.
-    assert request.model == "gpt-5" and request.usage == {
-        "input_tokens": 600_000,
-        "cache_read_input_tokens": 400_000,
-        "cache_creation_input_tokens": 0,
-        "output_tokens": 1000,
-    }
+    # The call is counted at once, for a fork's limits (Session._count_call), priced.
+    assert isinstance(call, SystemMessage) and call.subtype == "coven_usage"
+    assert call.data["usage"]["cache_read_input_tokens"] == 400_000
+    assert call.data["usage"]["input_tokens"] == 600_000
+    assert call.data["cost_usd"] == pytest.approx(cost_usd("gpt-5", 1_000_000, 400_000, 1000))
+    assert map_message(call) == []  # no event of its own
+    # The call's model too: the session's context gauge reads it.
+    assert call.data["model"] == "gpt-5"
     # Usage of another turn (a resumed thread's old totals) does not count.
-    assert (
-        translator.feed(
-            "thread/tokenUsage/updated",
-            {"threadId": "T", "turnId": "old", "tokenUsage": {"last": {"inputTokens": 5}}},
-        )
-        == []
+    assert [] == translator.feed(
+        "thread/tokenUsage/updated",
+        {"threadId": "T", "turnId": "old", "tokenUsage": {"last": {"inputTokens": 5}}},
     )
     [done] = translator.feed(
         "turn/completed", {"threadId": "T", "turn": {"id": "U", "status": "interrupted"}}
