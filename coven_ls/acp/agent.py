@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from acp import (
     PROTOCOL_VERSION,
     RequestError,
@@ -49,9 +50,11 @@ from acp.schema import (
 )
 
 from .. import __version__, agents, protocol
+from ..core.fork import fork_estimate
 from ..core.hub import ClientSettings, Hub
 from ..core.session import Session
 from ..core.store import Store
+from ..protocol.describe import fork_cost
 from ..protocol.events import Delta, StatusChanged, TurnResult
 from ..protocol.tree import decode
 from ..protocol.types import AgentName
@@ -390,6 +393,9 @@ class CovenAgent:
 
     async def ask_fork_approval(self, session: Session, tasks: list[str]) -> bool | None:
         listed = "\n".join(f"- {t}" for t in tasks)
+        estimate = fork_estimate(session, len(tasks))
+        if estimate is not None:
+            listed += "\n\n" + "\n".join(fork_cost(estimate))
         choice = await self._ask(
             self._asked_in(session),
             ToolCallUpdate(
@@ -397,7 +403,10 @@ class CovenAgent:
                 title=f"Fork into {len(tasks)} parallel task{'s' if len(tasks) != 1 else ''}",
                 kind="think",
                 status="pending",
-                raw_input={"tasks": tasks},
+                raw_input={
+                    "tasks": tasks,
+                    **({"estimate": msgspec.to_builtins(estimate)} if estimate else {}),
+                },
                 content=[tool_content(text_block(listed))],
             ),
             [

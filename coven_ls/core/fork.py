@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -32,11 +33,14 @@ from ..protocol.types import (
     ConflictFile,
     FileText,
     ForkContext,
+    ForkEstimate,
+    ForkLimits,
     ForkRef,
     ForkSource,
     ForkState,
     GetChangesResult,
     Isolation,
+    LimitName,
     MergeMode,
     MergeState,
     Usage,
@@ -46,8 +50,10 @@ from . import failpoints, isolation, pool, transcript
 from .agent import AgentSpec, AgentStartError, Backend
 from .child_env import ChildEnvironments, stop_leftover_setup
 from .fork_state import check_move
-from .isolation import ForkTrees
+from .isolation import ForkTrees, MadeAhead
+from .models import estimate_fork
 from .session import Outcome, Session, SessionConfig
+from .spend import child_limit_reached, describe, limits_from_row, limits_row, merge_limits
 from .store import Store
 from .worktrees import GitError
 
@@ -230,6 +236,7 @@ class TaskResult:
     conflicts: tuple[ConflictFile, ...] = ()
     branch: str | None = None
     base: str | None = None
+    limit: LimitName | None = None  # the fork limit that stopped it
 
     def wire(self) -> events.TaskOutcome:
         return events.TaskOutcome(
@@ -240,6 +247,8 @@ class TaskResult:
             merge=self.merge,
             branch=self.branch if self.merge in _KEPT_ON_BRANCH else None,
             conflicts=list(self.conflicts) or None,
+            stopped="limit" if self.limit is not None else None,
+            limit=self.limit,
         )
 
 
@@ -305,6 +314,12 @@ def compose_results(results: list[TaskResult]) -> str:
             note = _merge_note(r)
             body = f"{note}\n{r.text}" if note else r.text
             parts.append(f"<task label={_attr(r.label)}{merge}>\n{body}\n</task>")
+        elif r.limit is not None:
+            # Stopped at a limit: what it wrote until then is all the parent gets of it.
+            error = " ".join((r.error or "stopped").split())
+            stopped = f' stopped="limit" limit={_attr(r.limit)} error={_attr(error)}'
+            body = f"\n{r.text}" if r.text else ""
+            parts.append(f"<task label={_attr(r.label)}{stopped}{merge}>{body}\n</task>")
         else:
             error = " ".join((r.error or "failed").split())
             parts.append(f"<task label={_attr(r.label)} error={_attr(error)}{merge}>\n</task>")
@@ -313,6 +328,20 @@ def compose_results(results: list[TaskResult]) -> str:
 
 
 # --- the async half ------------------------------------------------------------------------------
+
+
+def fork_estimate(
+    parent: Session,
+    children: int,
+    context: ForkContext = "inherit",
+    agent: AgentName | None = None,
+) -> ForkEstimate | None:
+    """What forking `parent` into `children` children would cost them to read its context (by
+    default children of its own agent that inherit its conversation; see `estimate_fork`); None
+    before its first model request."""
+    if parent.context is None:
+        return None
+    return estimate_fork(parent.context, children, context, agent, parent.config.agent)
 
 
 @dataclass
@@ -334,7 +363,10 @@ class Fork:
     # What its children start from and which agent they run (None: the defaults, see below).
     context: ForkContext | None = None
     agent: AgentName | None = None
+    limits: ForkLimits | None = None  # what its children may spend (None: no limit)
     trees: ForkTrees | None = None  # decided when it starts
+    # A proposal's worktrees, made while its approval is asked (isolation.MadeAhead).
+    ahead: MadeAhead | None = None
     # Set once its children exist (worktrees take a moment): a cancel waits for it.
     prepared: anyio.Event = field(default_factory=anyio.Event)
     # The parent's conversation, read once for `transcript` children (all get the same).
@@ -342,6 +374,8 @@ class Fork:
     # What each child's worktree takes on disk, measured when the child ends (a walk of every
     # file: off the fork's last moments, but for its last child).
     disk: dict[str, int] = field(default_factory=dict)
+    # A model's proposal: the parent's context and what the children would pay to read it.
+    estimate: ForkEstimate | None = None
 
     def move_to(self, state: ForkState) -> None:
         """The one place a fork's state changes, checked against fork_state.py's table."""
@@ -381,10 +415,24 @@ class Fork:
             if self.results is None
             else [msgspec.to_builtins(r.wire()) for r in self.results],
             "reintegrated": self.state == "finished",
-            "isolation": None if self.trees is None else self.trees.record(),
+            "isolation": self._isolation_record(),
             "context": self.context,
             "agent": self.agent,
+            "limits": limits_row(self.limits),
         }
+
+    def _isolation_record(self) -> dict[str, Any] | None:
+        """Where its children work and, under `requested`, what coven/fork or coven/decideFork
+        asked for it (a resumed fork goes on with the same, not with the session's setting)."""
+        found = {} if self.trees is None else self.trees.record()
+        requested = {
+            "isolation": self.isolation,
+            "mergeMode": self.merge_mode,
+            "worktreeSetup": self.worktree_setup,
+        }
+        if any(v is not None for v in requested.values()):
+            found["requested"] = {k: v for k, v in requested.items() if v is not None}
+        return found or None
 
 
 class ForkHost(Protocol):
@@ -507,7 +555,13 @@ class ForkManager:
             self._start(fork)
             return
         session.set_status("awaitingApproval")
-        session.emit(events.ForkProposed(forkId=fork.id, state=fork.state, tasks=tasks))
+        fork.estimate = fork_estimate(session, len(tasks), fork.child_context, fork.agent)
+        session.emit(
+            events.ForkProposed(
+                forkId=fork.id, state=fork.state, tasks=tasks, estimate=fork.estimate
+            )
+        )
+        self._make_ahead(fork)
         self._host.ask_fork_approval(session, fork)
 
     async def _bring_later_work(self, child: Session) -> None:
@@ -535,8 +589,16 @@ class ForkManager:
         self._set_changes(child, changes)
         self._host.ask_review(fork, [child])
 
-    def _new_fork(self, parent: Session, tasks: list[str], source: ForkSource, **kw: Any) -> Fork:
+    def _new_fork(
+        self,
+        parent: Session,
+        tasks: list[str],
+        source: ForkSource,
+        limits: ForkLimits | None = None,
+        **kw: Any,
+    ) -> Fork:
         fork = Fork(f"f-{uuid.uuid4().hex[:12]}", parent, tasks, source, proposed=list(tasks), **kw)
+        fork.limits = merge_limits(parent.config.fork_limits, limits)
         self.forks[fork.id] = fork
         self._journal.fork_changed(fork)
         # From here until the results are in, the parent's own messages wait, and its agent
@@ -558,6 +620,7 @@ class ForkManager:
         worktree_setup: str | None = None,
         context: ForkContext | None = None,
         agent: AgentName | None = None,
+        limits: ForkLimits | None = None,
     ) -> None:
         fork = self.get(fork_id)
         if fork.state != "proposed":
@@ -577,6 +640,7 @@ class ForkManager:
             fork.isolation, fork.merge_mode = isolation, merge_mode
             fork.worktree_setup = worktree_setup
             fork.context, fork.agent = context, agent
+            fork.limits = merge_limits(fork.limits, limits)
             self._start(fork)
             return
         fork.decision = "rejected"
@@ -587,6 +651,10 @@ class ForkManager:
     ) -> None:
         """The fork will not run: declined or withdrawn (or, `failed`, it could not start)."""
         fork.move_to("rejected")
+        if fork.ahead is not None:
+            ahead, fork.ahead = fork.ahead, None
+            self._spawn(isolation.remove_ahead(ahead), name=f"fork {fork.id}: worktrees ahead")
+            self._refill(fork)  # the spares it took
         self._journal.fork_changed(fork)
         parent = fork.parent
         parent.emit(events.ForkRejected(forkId=fork.id, state=fork.state, reason=reason))
@@ -639,6 +707,7 @@ class ForkManager:
         worktree_setup: str | None = None,
         context: ForkContext | None = None,
         agent: AgentName | None = None,
+        limits: ForkLimits | None = None,
     ) -> Fork:
         # Looked up first (maybe in the store): the checks below and the start of the fork must
         # not be separated by an await, lest the session get busy in between.
@@ -673,6 +742,7 @@ class ForkManager:
             worktree_setup=worktree_setup,
             context=context,
             agent=agent,
+            limits=limits,
         )
         self._start(fork)
         return fork
@@ -750,13 +820,69 @@ class ForkManager:
 
         self._spawn(resume(), name=f"worktree pools of {root}")
 
+    def _make_ahead(self, fork: Fork) -> None:
+        """While a proposed fork's approval is asked, make its worktrees (spares adopted at a
+        snapshot of the moment), so that an approved fork's children start at once. Nothing is
+        made for a session whose forks share its folder."""
+        config = fork.parent.config
+        if config.fork_isolation == "shared":
+            return
+        ahead = fork.ahead = MadeAhead()
+
+        async def make() -> None:
+            try:
+                trees = await isolation.plan(
+                    config.cwd, None, config.merge_mode, config.state_dir, fork.id
+                )
+                if trees.mode != "worktree" or trees.repository is None:
+                    return
+                places = [
+                    isolation.place(trees, fork.id, n, t) for n, t in enumerate(fork.tasks, 1)
+                ]
+                # Stored before git makes them, as for a started fork: a crash leaves no orphan.
+                trees.planned = [{"path": p, "branch": b} for p, b in places]
+                if fork.state == "proposed":  # once started, the fork's own plan is stored
+                    fork.trees = trees
+                    self._journal.fork_changed(fork)
+                    await self._journal.flushed()
+                spares = self.pools.take(config.state_dir, trees.repository, len(places))
+                ahead.made = await isolation.make(trees, places, spares)
+                ahead.trees, ahead.places = trees, places
+            except (GitError, OSError):
+                log.warning("fork %s: worktrees could not be made ahead", fork.id, exc_info=True)
+            finally:
+                ahead.ready.set()
+
+        self._spawn(make(), name=f"fork {fork.id}: worktrees ahead")
+
+    async def _made_ahead(
+        self, fork: Fork, trees: ForkTrees, places: list[tuple[str, str]]
+    ) -> list[Worktree] | None:
+        """The worktrees made ahead of this fork, brought to its snapshot, when they are for
+        these very places; else (other tasks, or they failed) None, and they are removed."""
+        ahead, fork.ahead = fork.ahead, None
+        if ahead is None:
+            return None
+        await ahead.ready.wait()
+        if ahead.trees is not None and ahead.made and ahead.places == places:
+            try:
+                return await isolation.catch_up(ahead, trees)
+            except GitError as exc:
+                log.warning("fork %s: worktrees made ahead not used: %s", fork.id, exc.message)
+        await isolation.remove_ahead(ahead)
+        return None
+
     async def _prepare(self, fork: Fork) -> None:
         """Decide where the children work (making their worktrees), create them, say so, and
         launch them."""
         parent, config = fork.parent, fork.parent.config
+        if fork.ahead is not None and (fork.isolation or config.fork_isolation) == "shared":
+            ahead, fork.ahead = fork.ahead, None
+            await isolation.remove_ahead(ahead)  # approved to share the parent's folder after all
         backend = self._host.child_backend(parent, fork.child_agent)
         await anyio.to_thread.run_sync(backend.check)  # no such agent: the fork cannot start
         await self._read_conversation(fork)
+        started = time.monotonic()
         trees = await isolation.plan(
             config.cwd,
             fork.isolation or config.fork_isolation,
@@ -764,6 +890,7 @@ class ForkManager:
             config.state_dir,
             fork.id,
         )
+        planned = time.monotonic()
         trees_made: list[Worktree] = []
         if trees.mode == "worktree":
             places = [
@@ -775,9 +902,11 @@ class ForkManager:
             await self._journal.flushed()  # stored before git makes them: a crash leaves no orphan
             await failpoints.reached("worktrees")
             assert trees.repository is not None
-            spares = self.pools.take(config.state_dir, trees.repository, len(places))
             try:
-                trees_made = await isolation.make(trees, places, spares)
+                trees_made = await self._made_ahead(fork, trees, places) or []
+                if not trees_made:
+                    spares = self.pools.take(config.state_dir, trees.repository, len(places))
+                    trees_made = await isolation.make(trees, places, spares)
             except (GitError, OSError) as exc:
                 reason = getattr(exc, "message", None) or str(exc)
                 log.warning("fork %s: worktrees could not be made: %s", fork.id, reason)
@@ -785,6 +914,13 @@ class ForkManager:
                     f"the worktrees could not be made: {reason}", trees.merge_mode
                 )
         fork.trees = trees
+        log.info(
+            "fork %s: %s; snapshot %.2f s, worktrees %.2f s",
+            fork.id,
+            trees.mode,
+            planned - started,
+            time.monotonic() - planned,
+        )
         for n, label in enumerate(fork.tasks):
             tree = trees_made[n] if trees_made else None
             cwd = config.cwd if tree is None else isolation.child_cwd(tree, config.cwd)
@@ -810,6 +946,7 @@ class ForkManager:
                 base=trees.base if worktree_mode else None,
                 context=None if fork.child_context == "inherit" else fork.child_context,
                 agent=None if fork.child_agent == config.agent else fork.child_agent,
+                limits=fork.limits,
             )
         )
         for child in fork.children:
@@ -887,10 +1024,14 @@ class ForkManager:
                 )
                 self._host.ask_review(fork, pending)
                 return
-        for child in fork.children:
-            if _pending(child):
-                await self._merge(child)
-                await failpoints.reached("merge")  # one child merged, the next not yet
+        async with anyio.create_task_group() as tg:
+            for child in fork.children:
+                if child.worktree is not None and child.id not in fork.disk:
+                    tg.start_soon(self._measure, fork, child)
+            for child in fork.children:
+                if _pending(child):
+                    await self._merge(child)
+                    await failpoints.reached("merge")  # one child merged, the next not yet
         await self._finish_measured(fork, interrupted)
 
     async def _finish_measured(self, fork: Fork, interrupted: str | None = None) -> None:
@@ -1056,12 +1197,91 @@ class ForkManager:
             if context == "transcript":
                 brief = transcript.render(fork.conversation or [], brief)
             child.send(brief, origin="fork")
-            await child.wait_settled()
+            seconds = fork.limits.childSeconds if fork.limits is not None else None
+            async with anyio.create_task_group() as timer:
+                if seconds:
+                    timer.start_soon(self._time_limit, fork, child, seconds)
+                await child.wait_settled()
+                timer.cancel_scope.cancel()
             if child.worktree is not None and not child.stopped_with_server:
                 await self._collect(fork, child)
-                await self._measure(fork, child)
+                if any(c is not child and not c.settled for c in fork.children):
+                    # Its disk, walked while siblings work; the last child's is walked while
+                    # the changes are merged (`_bring_back`), not before.
+                    await self._measure(fork, child)
         finally:
             self.envs.release(child)
+
+    async def _time_limit(self, fork: Fork, child: Session, seconds: float) -> None:
+        """Stop the child `seconds` after it started (not while it waits for a slot)."""
+        await child.started.wait()
+        assert child.started_at is not None
+        await anyio.sleep_until(child.started_at + seconds)
+        self._stop_at_limit(fork, child, "childSeconds")
+
+    # --- limits ----------------------------------------------------------------------------------
+
+    def on_spend(self, session: Session) -> None:
+        """A fork child (or one of its own children, at any depth) made a model call: tell the
+        tree how far it is, and stop what reached a limit: the child itself for its own limits,
+        every child still at work for its fork's `forkCostUsd`."""
+        node, direct = session, True
+        while node.fork_id is not None:
+            fork = self.forks.get(node.fork_id)
+            if fork is None:
+                return
+            limits = fork.limits
+            if limits is not None and fork.state == "running":
+                if direct:
+                    seconds = _seconds(node)
+                    node.emit(
+                        events.Spend(
+                            usage=node.live_usage,
+                            costUsd=round(node.live_cost_usd, 6),
+                            seconds=round(seconds or 0.0, 3),
+                        )
+                    )
+                    reached = child_limit_reached(limits, node.live_usage, node.live_cost_usd)
+                    if reached is not None:
+                        self._stop_at_limit(fork, node, reached)
+                if limits.forkCostUsd:
+                    spent = sum(self._tree_cost(c) for c in fork.children)
+                    if spent >= limits.forkCostUsd:
+                        for child in fork.children:
+                            self._stop_at_limit(fork, child, "forkCostUsd")
+            node, direct = fork.parent, False
+
+    def _tree_cost(self, session: Session) -> float:
+        """A session's cost so far and that of its fork children, theirs, and so on."""
+        total = session.live_cost_usd
+        for child in self._host.sessions.values():
+            if child.parent_id == session.id and child.branched_from is None:
+                total += self._tree_cost(child)
+        return total
+
+    def _stop_at_limit(
+        self, fork: Fork, child: Session, limit: LimitName, limits: ForkLimits | None = None
+    ) -> None:
+        """Stop a child that reached a limit, as a cancel would (its process ends, its work stays
+        on its branch), but with its words so far and the limit for the parent. A child that
+        forked in turn has its own children stopped with it (`limits`: the fork's whose limit
+        was reached, when it is an outer one)."""
+        limits = limits or fork.limits
+        assert limits is not None
+        if fork.state != "running" or child.closed:
+            return
+        inner = self.active_fork(child)
+        if inner is None and (child.answered or (child.settled and child.last_outcome is not None)):
+            return  # it had finished its task already
+        if inner is not None:
+            for grandchild in inner.children:
+                self._stop_at_limit(inner, grandchild, limit, limits)
+        child.last_outcome = Outcome(
+            False, "\n\n".join(child.turn_text), describe(limit, limits), limit
+        )
+        log.info("fork %s: child %s reached %s", fork.id, child.id, limit)
+        # At once: its turn must not end with another outcome, nor its CLI go on meanwhile.
+        child.begin_close("cancelled", kill=True)
 
     @staticmethod
     def _result_of(child: Session, interrupted: str | None = None) -> TaskResult:
@@ -1076,6 +1296,11 @@ class ForkManager:
                 "branch": tree.branch,
                 "base": tree.base,
             }
+        stopped = child.last_outcome
+        if stopped is not None and stopped.limit is not None:
+            return TaskResult(
+                label, sid, False, stopped.text, stopped.error, limit=stopped.limit, **merge
+            )
         if child.status == "cancelled":
             return TaskResult(label, sid, False, error="cancelled by the user", **merge)
         if interrupted is not None and child.status == "interrupted":
@@ -1099,6 +1324,7 @@ class ForkManager:
             if parent is None or row["fork_id"] in self.forks:
                 continue
             state = _stored_state(row["state"])
+            stored = row.get("isolation") or {}
             fork = Fork(
                 row["fork_id"],
                 parent,
@@ -1109,9 +1335,11 @@ class ForkManager:
                 proposed=list(row["tasks_proposed"]),
                 decision=row["decision"],
                 children=[sessions[c] for c in row["children"] or [] if c in sessions],
-                trees=ForkTrees.from_record(row["isolation"]) if row.get("isolation") else None,
+                trees=ForkTrees.from_record(stored) if "mode" in stored else None,
+                **_requested(stored),
                 context=row.get("context"),
                 agent=row.get("agent"),
+                limits=limits_from_row(row.get("limits")),
             )
             fork.prepared.set()
             self.forks[fork.id] = fork
@@ -1225,6 +1453,23 @@ def _stored_state(value: str) -> ForkState:
         if state == value:
             return state
     raise ValueError(f"the store has a fork in an unknown state {value!r}")
+
+
+def _requested(stored: dict[str, Any]) -> dict[str, Any]:
+    """A stored fork's own isolation, merge mode and worktree setup (Fork's fields)."""
+    asked = stored.get("requested") or {}
+    return {
+        "isolation": asked.get("isolation"),
+        "merge_mode": asked.get("mergeMode"),
+        "worktree_setup": asked.get("worktreeSetup"),
+    }
+
+
+def _seconds(child: Session) -> float | None:
+    """How long the child has run since it started (None: it has not)."""
+    if child.started_at is None:
+        return None
+    return anyio.current_time() - child.started_at
 
 
 def _pending(child: Session) -> bool:
