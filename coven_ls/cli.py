@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable
 
 import anyio
 
@@ -168,6 +169,14 @@ def build_parser() -> argparse.ArgumentParser:
             "conductor.json setup, once you allowed it; '': none"
         ),
     )
+    for flag, limit, kind, what in _LIMIT_FLAGS:
+        run.add_argument(
+            flag,
+            type=_limit(kind, flag),
+            metavar="N",
+            dest=limit,
+            help=f"forkLimits.{limit}: {what} (0: no limit)",
+        )
     run.add_argument(
         "--fork-context",
         choices=["inherit", "fresh", "transcript"],
@@ -217,8 +226,45 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("prompt", nargs="*", help="the first message (several words are joined)")
     chat.add_argument("--resume", metavar="SESSION_ID", help="go on with a stored session")
+    chat.add_argument(
+        "--tcp",
+        dest="attach",
+        type=_host_port,
+        metavar="HOST:PORT",
+        help=(
+            "attach to a running `coven-ls --tcp HOST:PORT` server (the one your editor uses) "
+            "instead of starting one; quitting then only disconnects"
+        ),
+    )
+    chat.add_argument(
+        "--token-file",
+        dest="attach_token_file",
+        metavar="PATH",
+        help=(
+            "with --tcp: read the server's token from PATH (mode 0600). Default: $COVEN_TOKEN, "
+            "else the token file the server wrote when it made one"
+        ),
+    )
     chat.add_argument("--cwd", default=".", help="the workspace folder (default: .)")
     chat.add_argument("--model", help="model for new sessions (default: the CLI's)")
+    chat.add_argument(
+        "--merge",
+        choices=["auto", "review"],
+        help=(
+            "how worktree children's changes come back (the chat's own server): auto: merged "
+            "when the fork ends (the default); review: you apply or discard each (/review)"
+        ),
+    )
+    chat.add_argument(
+        "--isolation",
+        choices=["worktree", "shared"],
+        help="where fork children work (the chat's own server): a git worktree each, or here",
+    )
+    chat.add_argument(
+        "--agent",
+        choices=["claude", "codex"],
+        help="the agent of new sessions: claude (Claude Code, the default) or codex (/agent)",
+    )
     chat.add_argument(
         "--fork-mode",
         choices=["auto", "approve", "off"],
@@ -242,20 +288,44 @@ def _chat(args: argparse.Namespace) -> int:
     if not os.path.isdir(cwd):
         print(f"coven-ls chat: --cwd {cwd} is not a directory", file=sys.stderr)
         return 2
+    if args.attach_token_file and not args.attach:
+        print("coven-ls chat: --token-file goes with --tcp", file=sys.stderr)
+        return 2
+    if args.attach and (args.merge or args.isolation):
+        print(
+            "coven-ls chat: --merge and --isolation are settings of the chat's own server; "
+            "attached (--tcp), the server's own apply",
+            file=sys.stderr,
+        )
+        return 2
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         print(
             "coven-ls chat: needs a terminal (stdin and stdout); for scripts, use coven-ls run.",
             file=sys.stderr,
         )
         return 2
+    token = None
+    if args.attach:
+        from .term.attach import AttachError, token_for
+
+        try:
+            token = token_for(args.attach[1], args.attach_token_file)
+        except AttachError as exc:
+            print(f"coven-ls chat: {exc}", file=sys.stderr)
+            return 2
     return chat(
         ChatOptions(
             cwd=cwd,
+            attach=args.attach,
+            token=token,
             prompt=" ".join(args.prompt) or None,
             resume=args.resume,
             fork_mode=args.fork_mode,
             model=args.model,
             permission_mode=args.permission_mode,
+            agent=args.agent,
+            merge_mode=args.merge,
+            isolation=args.isolation,
         )
     )
 
@@ -301,8 +371,38 @@ def _run(args: argparse.Namespace) -> int:
             worktree_setup=args.worktree_setup,
             fork_context=args.fork_context,
             fork_agent=args.fork_agent,
+            fork_limits={
+                limit: getattr(args, limit)
+                for _flag, limit, _kind, _what in _LIMIT_FLAGS
+                if getattr(args, limit) is not None
+            },
         )
     )
+
+
+# `coven-ls run`'s flags for a fork's limits (initializationOptions.forkLimits).
+_LIMIT_FLAGS: tuple[tuple[str, str, type, str], ...] = (
+    ("--child-tokens", "childTokens", int, "tokens one fork child may use, every kind added up"),
+    ("--child-cost-usd", "childCostUsd", float, "what one fork child may cost, in USD"),
+    ("--child-seconds", "childSeconds", float, "how long one fork child may run, from its start"),
+    ("--fork-cost-usd", "forkCostUsd", float, "what a whole fork may cost, in USD"),
+)
+
+
+def _limit(kind: type, flag: str) -> Callable[[str], float | int]:
+    """An argparse type for a limit: a number of `kind`, 0 or more, or a clear error."""
+
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            noun = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{flag} takes {noun}, not {text!r}") from None
+        if value < 0 or value != value or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"{flag} must be 0 (no limit) or more, not {text}")
+        return value
+
+    return parse
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -339,8 +439,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _setup_logging(args)
     tune_interpreter()
-    from .lsp.auth import TokenError, resolve_token
+    from .lsp.auth import resolve_token
     from .lsp.transports import serve_stdio, serve_tcp
+    from .protocol.tokens import TokenError
 
     try:
         if args.tcp:

@@ -244,7 +244,11 @@ async def start_coven(
 
     @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
     async def on_message_request(params: types.ShowMessageRequestParams) -> Any:
-        request = {"message": params.message, "actions": [a.title for a in params.actions or []]}
+        request = {
+            "message": params.message,
+            "actions": [a.title for a in params.actions or []],
+            "type": int(params.type),
+        }
         coven.message_requests.append(request)
         title = coven.message_answer(request)
         title = await title if inspect.isawaitable(title) else title

@@ -6,8 +6,8 @@ import * as vscode from 'vscode';
 import { registerCommands } from './commands';
 import { ForkPrompts } from './forkPrompt';
 import { onPythonInterpreterChange, pythonFromExtension } from './launch';
-import { type ForkNode, type Node, pendingChildren } from './model';
-import { describeToolInput, summarize } from './present';
+import { type ForkNode, type Node, type SessionNode, pendingChildren } from './model';
+import { contextStatus, describeToolInput, summarize } from './present';
 import { type RequestPermissionParams, type RequestPermissionResult, WORKTREE_SETUP_TOOL } from './protocol';
 import { CHANGES_SCHEME, ChangesReview } from './review';
 import { CovenServer, ServerOutput } from './server';
@@ -51,6 +51,25 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const status = vscode.window.createStatusBarItem('coven.status', vscode.StatusBarAlignment.Left, 10);
   status.name = 'Coven';
   status.command = 'coven.sessions.focus';
+  // How full the selected session's context is (its last model request against its model's window).
+  const gauge = vscode.window.createStatusBarItem('coven.context', vscode.StatusBarAlignment.Left, 8);
+  gauge.name = 'Coven: context';
+  gauge.command = 'coven.sessions.focus';
+  const selectedSession = (): SessionNode | undefined => {
+    const picked = treeView.selection[0];
+    return picked?.kind === 'session' ? model.session(picked.sessionId) : undefined;
+  };
+  const updateGauge = (): void => {
+    const shown = server!.state === 'running' ? contextStatus(selectedSession()) : undefined;
+    if (shown === undefined) {
+      gauge.hide();
+      return;
+    }
+    gauge.text = shown.text;
+    gauge.tooltip = shown.tooltip;
+    gauge.backgroundColor = shown.warning ? new vscode.ThemeColor('statusBarItem.warningBackground') : undefined;
+    gauge.show();
+  };
 
   const updateStatus = (): void => {
     const s = server!.state;
@@ -100,6 +119,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     treeView,
     transcripts,
     status,
+    gauge,
+    treeView.onDidChangeSelection(updateGauge),
     forkPrompts,
     vscode.commands.registerCommand('coven.answerFork', (forkId?: unknown) => forkPrompts.answer(typeof forkId === 'string' ? forkId : undefined)),
     vscode.window.registerFileDecorationProvider(tree),
@@ -110,6 +131,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       transcripts.apply(changes);
       forkPrompts.sweep();
       updateStatus();
+      updateGauge();
     }),
     sync.onForkProposed((fork) => forkPrompts.ask(fork)),
     sync.onForkReviewing((fork) => void announceReview(fork, sync!)),
@@ -174,7 +196,7 @@ function watchSettings(server: CovenServer, sync: SessionSync): vscode.Disposabl
 /** Every `coven.*` setting except `coven.trace.server`, which the client applies live. */
 function affectsServer(e: vscode.ConfigurationChangeEvent): boolean {
   const keys = ['server.command', 'server.tcp', 'server.tokenFile', 'claudePath', 'agent', 'codexPath', 'forkMode', 'maxChildren', 'maxParallel', 'maxDepth', 'model', 'permissionMode', 'stateDir'];
-  return [...keys, 'forkIsolation', 'mergeMode', 'worktreeSetup'].some((key) => e.affectsConfiguration(`coven.${key}`));
+  return [...keys, 'forkIsolation', 'mergeMode', 'worktreeSetup', 'forkLimits'].some((key) => e.affectsConfiguration(`coven.${key}`));
 }
 
 async function askPermission(

@@ -7,6 +7,7 @@
 // model alone.
 
 import type { ForkNode, SessionNode } from './model';
+import { forkCostLines } from './present';
 
 /** A question on screen that can be taken back. */
 export interface Withdrawable {
@@ -79,7 +80,9 @@ export function forkQuestionText(fork: ForkNode, session: SessionNode | undefine
   const tasks = fork.tasks.map((t) => `“${t}”`).join(', ');
   const agent = session?.agent === 'codex' ? 'Codex' : 'Claude';
   const where = session ? ` '${session.title}'` : '';
-  return `${agent} proposes to fork${where} into ${fork.tasks.length} ${fork.tasks.length === 1 ? 'task' : 'tasks'}: ${tasks}`;
+  const question = `${agent} proposes to fork${where} into ${fork.tasks.length} ${fork.tasks.length === 1 ? 'task' : 'tasks'}: ${tasks}`;
+  // The parent's context, the fork's cost and, past 80% of the window, the warning.
+  return [question, ...(fork.estimate !== undefined ? forkCostLines(fork.estimate) : [])].join(' — ');
 }
 
 /** The answers a question offers, each a command that takes the fork id. */

@@ -5,7 +5,7 @@
 // Pure on purpose: no `vscode` import, no timers, no I/O. The extension feeds it what the server
 // says and asks it what changed; the tests drive it the same way in plain node.
 
-import type { Changes as ChildChanges, CovenEvent, Delta, ForkState, PartialBlock, SessionInfo, SettledStatus, Status, TaskOutcome, Worktree } from './protocol';
+import type { Changes as ChildChanges, CovenEvent, Delta, ForkLimits, ForkState, PartialBlock, SessionInfo, SettledStatus, Status, TaskOutcome, Worktree } from './protocol';
 
 /** A status of the protocol, or a newer server's that this client shows as it is. */
 export type SessionStatus = Status | (string & {});
@@ -51,6 +51,8 @@ export interface SessionNode extends NodeBase {
   costUsd: number;
   /** Tokens of the session's own turns (not its forks': see `treeUsage`). */
   usage: TokenUsage;
+  /** How full its context is (its last model request against its model's window); undefined before its first. */
+  contextUsage: ContextGauge | undefined;
   /** A queued fork child's place in the line for a slot (1: it starts next). */
   queuePosition: number | undefined;
   /** The model call failed and the CLI tries again (an `apiRetry`), until the model answers. */
@@ -68,6 +70,8 @@ export interface SessionNode extends NodeBase {
   worktree: Worktree | undefined;
   /** A worktree child's changes, once it has ended: its files and what became of them. */
   changes: ChildChanges | undefined;
+  /** A fork child with limits: what it has spent so far (its latest `spend` event). */
+  spend: Spend | undefined;
   /** Highest seq applied; everything up to it has been applied, in order. */
   lastSeq: number;
   /**
@@ -135,12 +139,65 @@ export interface SubagentNode extends NodeBase {
   readonly children: ItemNode[];
 }
 
+/** A session's context (`ContextUsage`): `window` undefined for a model the server's price table does not know. */
+export interface ContextGauge {
+  tokens: number;
+  window: number | undefined;
+  model: string | undefined;
+}
+
+/** A proposed fork's cost (`ForkEstimate`); `costUsd` and `window` undefined for a model the table does not know. */
+export interface ForkCost {
+  contextTokens: number;
+  window: number | undefined;
+  model: string | undefined;
+  children: number;
+  tokens: number;
+  pricedAs: 'cacheRead' | 'input';
+  costUsd: number | undefined;
+  pricesAsOf: string;
+  warning: string | undefined;
+}
+
+export function contextGaugeOf(v: unknown): ContextGauge | undefined {
+  if (typeof v !== 'object' || v === null) return undefined;
+  const o = v as Record<string, unknown>;
+  const tokens = num(o.tokens);
+  return tokens === undefined ? undefined : { tokens, window: num(o.window), model: str(o.model) };
+}
+
+export function forkCostOf(v: unknown): ForkCost | undefined {
+  if (typeof v !== 'object' || v === null) return undefined;
+  const o = v as Record<string, unknown>;
+  const contextTokens = num(o.contextTokens);
+  const children = num(o.children);
+  if (contextTokens === undefined || children === undefined) return undefined;
+  return {
+    contextTokens,
+    window: num(o.window),
+    model: str(o.model),
+    children,
+    tokens: num(o.tokens) ?? children * contextTokens,
+    pricedAs: o.pricedAs === 'cacheRead' ? 'cacheRead' : 'input',
+    costUsd: num(o.costUsd),
+    pricesAsOf: str(o.pricesAsOf) ?? '',
+    warning: str(o.warning),
+  };
+}
+
 /** Tokens, as the server counts them (`Usage`), with every field present. */
 export interface TokenUsage {
   inputTokens: number;
   outputTokens: number;
   cacheReadTokens: number;
   cacheCreationTokens: number;
+}
+
+/** What a fork child has spent so far, against its fork's limits (a `spend` event). */
+export interface Spend {
+  usage: TokenUsage;
+  costUsd: number;
+  seconds: number;
 }
 
 export interface ApiRetry {
@@ -207,6 +264,8 @@ export interface ForkNode extends NodeBase {
   context: string | undefined;
   /** The agent the children run when not the parent's (`claude`, `codex`). */
   agent: string | undefined;
+  /** What each child, and the whole fork, may spend (forkStarted); undefined: no limit. */
+  limits: ForkLimits | undefined;
   /** In worktree mode: what the children's worktrees take on disk (forkFinished). */
   diskBytes: number | undefined;
   /** The children whose changes waited for a decision when the fork began reviewing (forkReviewing). */
@@ -215,6 +274,8 @@ export interface ForkNode extends NodeBase {
   readonly children: SessionNode[];
   /** The proposed tasks, shown until the fork starts (or forever, if it was rejected). */
   readonly taskNodes: TaskNode[];
+  /** A model's proposal: the parent's context and what the children would pay to read it (forkProposed). */
+  estimate: ForkCost | undefined;
   /** Whether it sits in its parent's timeline yet. */
   placed: boolean;
   /** Its parent ended (closed, cancelled, failed) while it was still open: nothing more will come of it. */
@@ -531,6 +592,7 @@ export class CovenModel {
       node.queuedMessages = num(info.queued) ?? node.queuedMessages;
       rec.costFromInfo = num(info.costUsd) ?? rec.costFromInfo;
       rec.usageFromInfo = tokenUsage(info.usage) ?? rec.usageFromInfo;
+      node.contextUsage = contextGaugeOf(info.contextUsage) ?? node.contextUsage;
       if (Array.isArray(info.backgroundTasks)) rec.backgroundTasksFromInfo = info.backgroundTasks.length;
       node.isolation = isolationOf(info.isolation) ?? node.isolation;
       node.isolationReason = str(info.isolationReason) ?? node.isolationReason;
@@ -729,6 +791,7 @@ export class CovenModel {
         queuedMessages: 0,
         costUsd: 0,
         usage: NO_USAGE,
+        contextUsage: undefined,
         queuePosition: undefined,
         retry: undefined,
         backgroundTasks: 0,
@@ -738,6 +801,7 @@ export class CovenModel {
         isolationReason: undefined,
         worktree: undefined,
         changes: undefined,
+        spend: undefined,
         lastSeq: 0,
         items: [],
       };
@@ -786,6 +850,12 @@ export class CovenModel {
         node.cwd = str(e.cwd) ?? node.cwd;
         node.claudeCodeVersion = str(e.claudeCodeVersion) ?? node.claudeCodeVersion;
         return this.touch(node);
+      case 'spend': {
+        const usage = tokenUsage(e.usage);
+        if (usage === undefined) return;
+        node.spend = { usage, costUsd: num(e.costUsd) ?? 0, seconds: num(e.seconds) ?? 0 };
+        return;
+      }
       case 'queuePosition':
         node.queuePosition = num(e.position);
         return this.touch(node);
@@ -863,6 +933,7 @@ export class CovenModel {
         const usage = tokenUsage(e.usage);
         rec.costFromEvents += cost;
         rec.usageFromEvents = addUsage(rec.usageFromEvents, usage);
+        node.contextUsage = contextGaugeOf(e.contextUsage) ?? node.contextUsage;
         this.refreshCost(rec);
         rec.pendingPermissions.clear();
         node.awaitingPermission = 0;
@@ -914,6 +985,7 @@ export class CovenModel {
         const fork = this.forkNode(str(e.forkId) ?? `${node.sessionId}#${e.seq}`, node.sessionId);
         this.setState(fork, e.state);
         this.setTasks(fork, strings(e.tasks));
+        fork.estimate = forkCostOf(e.estimate) ?? fork.estimate;
         this.place(rec, fork);
         return this.touch(fork);
       }
@@ -935,6 +1007,7 @@ export class CovenModel {
         fork.base = str(e.base) ?? fork.base;
         fork.context = str(e.context) ?? fork.context;
         fork.agent = str(e.agent) ?? fork.agent;
+        fork.limits = forkLimits(e.limits) ?? fork.limits;
         const children = (Array.isArray(e.children) ? e.children : []).map(obj);
         this.setTasks(fork, children.map((c) => str(c.label) ?? ''));
         this.place(rec, fork);
@@ -969,6 +1042,8 @@ export class CovenModel {
             ...(merge !== undefined && MERGE_STATES.has(merge) ? { merge: merge as MergeState } : {}),
             ...(str(r.branch) !== undefined ? { branch: str(r.branch) } : {}),
             ...(conflicts.length > 0 ? { conflicts } : {}),
+            ...(r.stopped === 'limit' ? { stopped: 'limit' as const } : {}),
+            ...(LIMIT_NAMES.has(str(r.limit) ?? '') ? { limit: r.limit as TaskOutcome['limit'] } : {}),
           };
         });
         this.setState(fork, e.state);
@@ -1304,8 +1379,8 @@ export class CovenModel {
         kind: 'fork', key: `fork:${forkId}`, parent: undefined, version: 0,
         forkId, sessionId, state: 'running', tasks: [], source: undefined, atMessageId: undefined,
         reason: undefined, results: undefined, usage: undefined, isolation: undefined, isolationReason: undefined,
-        mergeMode: undefined, base: undefined, context: undefined, agent: undefined, diskBytes: undefined, pending: [], children: [], taskNodes: [], placed: false,
-        orphaned: false,
+        mergeMode: undefined, base: undefined, context: undefined, agent: undefined, limits: undefined, diskBytes: undefined, pending: [], children: [], taskNodes: [], placed: false,
+        orphaned: false, estimate: undefined,
       };
       this.forks.set(forkId, fork);
     }
@@ -1401,10 +1476,22 @@ function branchOf(info: SessionInfo): SessionNode['branchedFrom'] {
   return { sessionId: parentId, atMessageId: str(marker.atMessageId) ?? null };
 }
 
+const LIMIT_NAMES: ReadonlySet<string> = new Set(['childTokens', 'childCostUsd', 'childSeconds', 'forkCostUsd']);
+
+/** A fork's limits as forkStarted says them: the positive numbers only (undefined: none). */
+function forkLimits(value: unknown): ForkLimits | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const limits: Record<string, number> = {};
+  for (const [name, limit] of Object.entries(value)) {
+    if (LIMIT_NAMES.has(name) && typeof limit === 'number' && limit > 0) limits[name] = limit;
+  }
+  return Object.keys(limits).length > 0 ? (limits as ForkLimits) : undefined;
+}
+
 function infoSignature(n: SessionNode): string {
   return JSON.stringify([
     n.title, n.label, n.status, n.costUsd, n.queuedMessages, n.model, n.cwd, n.agentSessionId, n.agent, n.branchedFrom, n.createdAt, n.usage, n.queuePosition, n.backgroundTasks,
-    n.isolation, n.isolationReason, n.worktree, n.changes,
+    n.isolation, n.isolationReason, n.worktree, n.changes, n.contextUsage,
   ]);
 }
 

@@ -5,6 +5,8 @@ import { changesDescription, conflictLine, fileLine, mergeMeaning, mergeText } f
 import { apiFailures, statusLabels } from './labels.gen';
 import {
   type ApiRetry,
+  type ContextGauge,
+  type ForkCost,
   BUSY_STATUSES,
   type CovenModel,
   type ForkNode,
@@ -231,7 +233,10 @@ function presentSession(node: SessionNode): Presentation {
   else if (merge !== undefined) parts.push(mergeText(merge, mode));
   if (node.retry !== undefined) parts.push(retryText(node.retry));
   if (node.queuedMessages > 0) parts.push(`${node.queuedMessages} queued`);
-  if (node.costUsd > 0) parts.push(formatCost(node.costUsd));
+  const limits = child ? childLimits(node) : [];
+  // While it runs against limits, its spend against each (the cost among them) says more.
+  if (limits.length > 0 && !SETTLED.has(node.status)) parts.push(...limits.map((l) => l.short));
+  else if (node.costUsd > 0) parts.push(formatCost(node.costUsd));
   const rows: string[] = [
     `**${escapeMarkdown(child ? (node.label ?? node.title) : node.title)}**`,
     '',
@@ -246,10 +251,14 @@ function presentSession(node: SessionNode): Presentation {
   if (node.model) rows.push(`Model: ${escapeMarkdown(node.model)}`);
   if (node.cwd) rows.push(`Folder: ${escapeMarkdown(node.cwd)}`);
   if (node.costUsd > 0) rows.push(`Cost: ${formatCost(node.costUsd)}`);
+  if (node.contextUsage !== undefined) rows.push(`Context: ${escapeMarkdown(contextText(node.contextUsage))}`);
   if (totalTokens(node.usage) > 0) rows.push(`Tokens: ${formatUsage(node.usage)}`);
   const tree = treeUsage(node);
   if (totalTokens(tree) > totalTokens(node.usage)) rows.push(`With its forks: ${formatUsage(tree)}`);
   if (node.agentSessionId) rows.push(`${agent === 'codex' ? 'Codex thread' : 'Claude Code session'}: \`${node.agentSessionId}\``);
+  if (limits.length > 0) rows.push('', '**Limits** (spent of what it may spend):', ...limits.map((l) => l.long));
+  const stopped = child ? stoppedAt(node) : undefined;
+  if (stopped !== undefined) rows.push('', `Stopped: it reached ${LIMIT_TEXT[stopped]} (\`${stopped}\`); its work so far is kept.`);
   if (child) rows.push(...isolationRows(node, merge));
   if (node.lastError && node.status === 'failed') rows.push('', fence(node.lastError));
   return {
@@ -295,6 +304,63 @@ function agentOf(node: SessionNode): string | undefined {
 function branchText(from: NonNullable<SessionNode['branchedFrom']>): string {
   const at = from.atMessageId !== null ? ` at message \`${from.atMessageId}\`` : '';
   return `Branch of \`${from.sessionId}\`${at}: a conversation of its own (its parent never hears of it)`;
+}
+
+const SETTLED: ReadonlySet<string> = new Set(['idle', 'failed', 'cancelled', 'closed', 'interrupted']);
+
+const LIMIT_TEXT: Record<string, string> = {
+  childTokens: 'its token limit',
+  childCostUsd: 'its cost limit',
+  childSeconds: 'its time limit',
+  forkCostUsd: "its fork's cost limit",
+};
+
+/** The limit that stopped a fork child, as its fork's results say. */
+function stoppedAt(node: SessionNode): string | undefined {
+  const fork = node.parent?.kind === 'fork' ? node.parent : undefined;
+  const result = fork?.results?.find((r) => r.sessionId === node.sessionId);
+  return result?.stopped === 'limit' ? (result.limit ?? undefined) : undefined;
+}
+
+/**
+ * A fork child's spend against each of its fork's limits: `short` for its row ("3.2k/5k tokens"),
+ * `long` for its tooltip. Its spend is its latest `spend` event's (else what its turns said).
+ */
+export function childLimits(node: SessionNode): Array<{ short: string; long: string }> {
+  const fork = node.parent?.kind === 'fork' ? node.parent : undefined;
+  const limits = fork?.limits;
+  if (limits === undefined || limits === null) return [];
+  const spend = node.spend;
+  const tokens = totalTokens(spend?.usage ?? node.usage);
+  const cost = spend?.costUsd ?? node.costUsd;
+  const shown: Array<{ short: string; long: string }> = [];
+  if (limits.childTokens) {
+    shown.push({
+      short: `${formatTokens(tokens)}/${formatTokens(limits.childTokens)} tokens`,
+      long: `Tokens: ${tokens.toLocaleString('en-US')} of ${limits.childTokens.toLocaleString('en-US')}`,
+    });
+  }
+  if (limits.childCostUsd) {
+    shown.push({
+      short: `${formatCost(cost)}/${formatCost(limits.childCostUsd)}`,
+      long: `Cost: ${formatCost(cost)} of ${formatCost(limits.childCostUsd)}`,
+    });
+  }
+  if (limits.childSeconds) {
+    const seconds = Math.round(spend?.seconds ?? 0);
+    shown.push({
+      short: `${seconds}s/${Math.round(limits.childSeconds)}s`,
+      long: `Time: ${seconds} s of ${limits.childSeconds} s (as of its last model call)`,
+    });
+  }
+  if (limits.forkCostUsd) {
+    const forkCost = (fork?.children ?? []).reduce((sum, c) => sum + (c.spend?.costUsd ?? c.costUsd), 0);
+    shown.push({
+      short: `fork ${formatCost(forkCost)}/${formatCost(limits.forkCostUsd)}`,
+      long: `The whole fork: ${formatCost(forkCost)} of ${formatCost(limits.forkCostUsd)}`,
+    });
+  }
+  return shown;
 }
 
 /** A child whose changes clashed with the working tree: they were not applied, the user should look. */
@@ -592,6 +658,51 @@ export function describeToolInput(input: Record<string, unknown>, limit = 300): 
   }
   text = (text ?? JSON.stringify(input)).split(/\s+/).join(' ').trim();
   return truncate(text, limit);
+}
+
+/** A session's context: "170k / 200k tokens (85%)", or the tokens alone and why. */
+export function contextText(c: ContextGauge): string {
+  if (c.window !== undefined && c.window > 0) {
+    return `${formatTokens(c.tokens)} / ${formatTokens(c.window)} tokens (${Math.floor((c.tokens * 100) / c.window)}%)`;
+  }
+  return `${formatTokens(c.tokens)} tokens (window unknown: ${c.model ?? 'the model'} is not in the table)`;
+}
+
+/** Past this share of its window a context is nearly full (the server warns on a fork past it too). */
+export const CONTEXT_WARN_FRACTION = 0.8;
+
+export function contextNearlyFull(c: ContextGauge): boolean {
+  return c.window !== undefined && c.tokens > CONTEXT_WARN_FRACTION * c.window;
+}
+
+/**
+ * A proposed fork's context and cost, a line each: "Context: 170k / 200k tokens (85%)", "Fork cost: 2 × 170k = 340k
+ * tokens read from the cache ≈ $0.10 (prices of 2026-11-26)" and, past 80% of the window, the warning.
+ */
+export function forkCostLines(e: ForkCost): string[] {
+  const how = e.pricedAs === 'cacheRead' ? 'read from the cache' : 'at the full input price';
+  const cost =
+    e.costUsd !== undefined
+      ? `≈ $${e.costUsd.toFixed(2)} (prices of ${e.pricesAsOf})`
+      : `(cost unknown: ${e.model ?? 'the model'} is not in coven-ls's price table)`;
+  const lines = [
+    `Context: ${contextText({ tokens: e.contextTokens, window: e.window, model: e.model })}`,
+    `Fork cost: ${e.children} × ${formatTokens(e.contextTokens)} = ${formatTokens(e.tokens)} tokens ${how} ${cost}`,
+  ];
+  if (e.warning !== undefined) lines.push(`⚠ Warning: ${e.warning}`);
+  return lines;
+}
+
+/** The status bar item of the selected session's context; undefined hides it (no session, or no request yet). */
+export function contextStatus(session: SessionNode | undefined): { text: string; tooltip: string; warning: boolean } | undefined {
+  const c = session?.contextUsage;
+  if (session === undefined || c === undefined) return undefined;
+  const share = c.window ? ` ${Math.floor((c.tokens * 100) / c.window)}%` : '';
+  return {
+    text: `$(dashboard) ${formatTokens(c.tokens)}${c.window ? ` / ${formatTokens(c.window)}` : ''}${share}`,
+    tooltip: `Context of '${session.label ?? session.title}': ${contextText(c)}${c.model ? ` · ${c.model}` : ''}`,
+    warning: contextNearlyFull(c),
+  };
 }
 
 export function formatCost(usd: number): string {

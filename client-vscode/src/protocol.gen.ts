@@ -53,6 +53,7 @@ export type Event =
   | WorktreeEnvEvent
   | SetupOutputEvent
   | SetupEndedEvent
+  | SpendEvent
   | DeletedEvent;
 /**
  * Who wrote a turn's message.
@@ -89,6 +90,7 @@ export type EventKind =
   | 'worktreeEnv'
   | 'setupOutput'
   | 'setupEnded'
+  | 'spend'
   | 'deleted';
 /**
  * A session in one of these takes no more messages.
@@ -431,6 +433,10 @@ export interface SessionInfo {
    * the latest fork of this session (as the parent) and its state now; null when it never forked
    */
   lastFork?: ForkRef | null;
+  /**
+   * how full its context is (its last model request against its model's window); null before its first model request
+   */
+  contextUsage?: ContextUsage | null;
 }
 /**
  * Tokens, as the CLI counts them (its result's `usage`).
@@ -563,6 +569,23 @@ export interface ForkRef {
    * its state now (see Fork states)
    */
   state: ForkState;
+}
+/**
+ * How full a session's context is: its last model request against its model's window.
+ */
+export interface ContextUsage {
+  /**
+   * the last model request's input: input, cache read and cache creation tokens (a subagent's requests do not count)
+   */
+  tokens: number;
+  /**
+   * the model's context window in tokens; null for a model coven-ls's price table does not know (then show the tokens only and say the model is unknown)
+   */
+  window: number | null;
+  /**
+   * the model that served that request, as the agent reports it
+   */
+  model: string | null;
 }
 export interface GetEventsParams {
   /**
@@ -957,6 +980,10 @@ export interface TurnResultEvent {
    * true only on turns ended by `coven/cancel` (then `text` is empty and `isError` false)
    */
   cancelled?: boolean;
+  /**
+   * how full the session's context is after the turn (its last model request against its model's window); absent when the turn made no model request
+   */
+  contextUsage?: ContextUsage;
 }
 /**
  * A call to the model failed (overloaded, rate-limited, a server error, a dropped connection) and the CLI will try again after a delay: show it as "API overloaded — retrying in 4 s (3/10)".
@@ -1101,6 +1128,51 @@ export interface ForkProposedEvent {
    * the task labels the model wrote, in order
    */
   tasks: string[];
+  /**
+   * the parent's context and what the fork would cost its children to read it, with a warning when the context is past 80% of its window; absent when the parent has made no model request (show it with the question)
+   */
+  estimate?: ForkEstimate;
+}
+/**
+ * What a fork would cost its children before any of them does anything: each child pays for the parent's context once, at the price it pays for it.
+ */
+export interface ForkEstimate {
+  /**
+   * the parent's context (its `contextUsage.tokens`)
+   */
+  contextTokens: number;
+  /**
+   * the parent's model's context window; null for a model the table does not know
+   */
+  window: number | null;
+  /**
+   * the parent's model
+   */
+  model: string | null;
+  /**
+   * how many children the fork starts
+   */
+  children: number;
+  /**
+   * `children` × `contextTokens`: the context the children read before they start
+   */
+  tokens: number;
+  /**
+   * the price each child pays for those tokens: `cacheRead` for children that resume the parent's conversation natively (its prompt cache is warm), `input` (full price) for fresh, transcript, Codex or another agent's children
+   */
+  pricedAs: 'cacheRead' | 'input';
+  /**
+   * `tokens` at that price of the children's model; null when the table does not know the model (say so and show the tokens only)
+   */
+  costUsd: number | null;
+  /**
+   * the date of coven-ls's price table (`YYYY-MM-DD`)
+   */
+  pricesAsOf: string;
+  /**
+   * set when the parent's context is past 80% of its window, e.g. "the parent's context is 85% full (170,000 of 200,000 tokens)"; else null
+   */
+  warning: string | null;
 }
 /**
  * The proposal was rejected or withdrawn.
@@ -1197,6 +1269,10 @@ export interface ForkStartedEvent {
    * the agent the children run, when not the parent's
    */
   agent?: 'claude' | 'codex';
+  /**
+   * what each child, and the whole fork, may spend (absent: no limit); each child's `spend` events say how far it is
+   */
+  limits?: ForkLimits;
 }
 export interface ChildRef {
   /**
@@ -1207,6 +1283,27 @@ export interface ChildRef {
    * its task (also the child's `title`)
    */
   label: string;
+}
+/**
+ * What a fork's children may spend. Each is optional: absent (or null) takes the session's setting (`initializationOptions.forkLimits`), 0 means no limit. A child that reaches a limit is stopped (status `cancelled`): its task is reported with `stopped: "limit"` and the limit's name, its file changes stay on its branch, and the parent goes on with what the others did.
+ */
+export interface ForkLimits {
+  /**
+   * tokens one child may use, every kind added up (input, output, cache read, cache creation); checked after each model call
+   */
+  childTokens?: number | null;
+  /**
+   * what one child may cost, in USD (the CLI's figure once a turn ends; during a turn, its model calls priced by coven-ls's table); checked after each model call
+   */
+  childCostUsd?: number | null;
+  /**
+   * how long one child may run, from its start (time spent `queued` does not count)
+   */
+  childSeconds?: number | null;
+  /**
+   * what the whole fork may cost, in USD: every child, their background tasks and their own forks; when it is reached, every child still at work is stopped
+   */
+  forkCostUsd?: number | null;
 }
 /**
  * Every child has ended (and, in worktree mode, its changes were merged or decided); the parent is given their results next.
@@ -1275,6 +1372,14 @@ export interface TaskOutcome {
    * with `merge: conflict`: the files that did not merge
    */
   conflicts?: ConflictFile[] | null;
+  /**
+   * `limit`: the child was stopped because it reached one of the fork's limits (`ok` is false, its changes are `kept` on its branch)
+   */
+  stopped?: 'limit' | null;
+  /**
+   * with `stopped`: which limit (see ForkLimits)
+   */
+  limit?: ('childCostUsd' | 'childSeconds' | 'childTokens' | 'forkCostUsd') | null;
 }
 /**
  * The model's `<fork>` tag could not be used; nothing was forked and the model is told why.
@@ -1529,6 +1634,36 @@ export interface SetupEndedEvent {
   error?: string;
 }
 /**
+ * What a fork child with limits (`forkStarted`'s `limits`) has spent so far, after each of its model calls: its turns' tokens and cost, and those of the turn under way.
+ */
+export interface SpendEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'spend';
+  /**
+   * its tokens so far, every model call of the turn under way included
+   */
+  usage: Usage;
+  /**
+   * its cost so far in USD: its ended turns' as the CLI reported them, plus the calls of the turn under way priced by coven-ls's table (nothing for a model it does not know)
+   */
+  costUsd: number;
+  /**
+   * how long it has run, from its start
+   */
+  seconds: number;
+}
+/**
  * The session and these were deleted; this event is not stored, and its `seq` may be followed by nothing.
  */
 export interface DeletedEvent {
@@ -1604,6 +1739,10 @@ export interface ForkParams {
    * the agent every child runs: `claude` or `codex` (default: the parent's); another agent than the parent's cannot take `context: inherit`
    */
   agent?: ('claude' | 'codex') | null;
+  /**
+   * for this fork: each limit given replaces `initializationOptions.forkLimits`' (0: none)
+   */
+  limits?: ForkLimits | null;
 }
 export interface ForkResult {
   /**
@@ -1668,6 +1807,10 @@ export interface DecideForkParams {
    * with `approve: true`: as in `coven/fork`
    */
   agent?: ('claude' | 'codex') | null;
+  /**
+   * with `approve: true`: as in `coven/fork` (each limit given replaces the session's)
+   */
+  limits?: ForkLimits | null;
 }
 export interface ForkIdParams {
   /**
@@ -1922,7 +2065,7 @@ export interface InitializationOptions {
    */
   maxChildren?: number;
   /**
-   * how many fork children run a turn at once, across the whole server (every fork, nested ones included); the rest wait, `queued`, in order (a CLI process takes ~200 MiB and about a second of CPU to start; a child's CLI stops with its turn and frees its slot). With several clients, the last one to connect sets it
+   * how many fork children run a turn at once, across the whole server (every fork, nested ones included); the rest wait, `queued`, in order (a CLI process takes ~200 MiB and about a second of CPU to start; a child's CLI stops with its turn and frees its slot). With several clients, the last one to connect that names it sets it (one that leaves it out, a terminal attaching with `coven-ls chat --tcp`, say, changes nothing)
    */
   maxParallel?: number;
   /**
@@ -1957,6 +2100,10 @@ export interface InitializationOptions {
    * a worktree setup still running after this long is stopped (its process group killed) and fails its child (0: never)
    */
   worktreeSetupTimeoutSeconds?: number;
+  /**
+   * what fork children may spend (see ForkLimits): every fork of the sessions this client starts, the model's included, unless `coven/fork` or `coven/decideFork` say otherwise for one fork
+   */
+  forkLimits?: ForkLimits | null;
   /**
    * the server's token, which a `--tcp` server requires (its `--token-file`, `$COVEN_TOKEN`, or the one it generated and printed; see Starting the server); ignored on stdio. Never logged nor sent back
    */

@@ -111,6 +111,13 @@ export function initializationOptions(config: vscode.WorkspaceConfiguration): In
   if (maxParallel !== undefined) options.maxParallel = maxParallel;
   const maxDepth = int('maxDepth');
   if (maxDepth !== undefined) options.maxDepth = maxDepth;
+  // 0 (the default) is no limit: only the limits set are sent.
+  const forkLimits: NonNullable<InitializationOptions['forkLimits']> = {};
+  for (const name of ['childTokens', 'childCostUsd', 'childSeconds', 'forkCostUsd'] as const) {
+    const value = config.get<number>(`forkLimits.${name}`);
+    if (typeof value === 'number' && Number.isFinite(value) && value > 0) forkLimits[name] = name === 'childTokens' ? Math.floor(value) : value;
+  }
+  if (Object.keys(forkLimits).length > 0) options.forkLimits = forkLimits;
   const stateDir = text('stateDir');
   if (stateDir) options.stateDir = stateDir;
   // `auto` leaves the choice to the server: worktrees in a git repository with a commit, else shared.

@@ -836,3 +836,36 @@ describe("the fork's state is the server's", () => {
     assert.equal(model.fork(forkId)!.state, 'running');
   });
 });
+
+describe('fork limits', () => {
+  test("a running child shows its spend against its fork's limits; a stopped one says which limit", () => {
+    // Hand-built: the recorded scenarios set no limits (the e2e tests in tests/e2e/test_limits_e2e.py do).
+    const s = new Stream();
+    const model = new CovenModel();
+    model.applySessions([info('s-p', { title: 'Parent' })]);
+    model.ingest([
+      ...s.turn('s-p', 'plan', 'ready'),
+      s.ev('s-p', 'forkStarted', {
+        forkId: 'f-1', state: 'running', source: 'user', tasks: ['Loop'], children: [{ sessionId: 's-c', label: 'Loop' }],
+        limits: { childTokens: 5000, childSeconds: 60, forkCostUsd: 2 },
+      }),
+      s.status('s-c', 'queued'),
+      s.ev('s-c', 'prompt', { text: "You were assigned 'Loop'", origin: 'fork' }),
+      s.status('s-c', 'running'),
+      s.ev('s-c', 'spend', { usage: { inputTokens: 1000, outputTokens: 200, cacheReadTokens: 2000, cacheCreationTokens: 0 }, costUsd: 0.25, seconds: 12.4 }),
+    ]);
+    const child = model.session('s-c')!;
+    assert.equal(present(child).description, 'running · 3.2k/5k tokens · 12s/60s · fork $0.2500/$2.00');
+    assert.match(present(child).tooltip, /Tokens: 3,200 of 5,000/);
+    assert.match(present(child).tooltip, /The whole fork: \$0\.2500 of \$2\.00/);
+    model.ingest([
+      s.status('s-c', 'cancelled'),
+      s.ev('s-p', 'forkFinished', {
+        forkId: 'f-1', state: 'finished',
+        results: [{ label: 'Loop', sessionId: 's-c', ok: false, error: 'stopped: it reached its limit of 5,000 tokens', stopped: 'limit', limit: 'childTokens' }],
+      }),
+    ]);
+    assert.doesNotMatch(present(child).description, /tokens/);
+    assert.match(present(child).tooltip, /Stopped: it reached its token limit \(`childTokens`\)/);
+  });
+});

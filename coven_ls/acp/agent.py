@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from acp import (
     PROTOCOL_VERSION,
     RequestError,
@@ -49,9 +50,11 @@ from acp.schema import (
 )
 
 from .. import __version__, agents, protocol
+from ..core.fork import fork_estimate
 from ..core.hub import ClientSettings, Hub
 from ..core.session import Session
 from ..core.store import Store
+from ..protocol.describe import fork_cost
 from ..protocol.events import Delta, StatusChanged, TurnResult
 from ..protocol.tree import decode
 from ..protocol.types import AgentName, ForkContext
@@ -435,6 +438,9 @@ class CovenAgent:
         listed = "\n".join(f"- {t}" for t in tasks)
         asked_in = self._asked_in(session)
         context = self._fork_context(asked_in)
+        estimate = fork_estimate(session, len(tasks), context)  # as its children would start
+        if estimate is not None:
+            listed += "\n\n" + "\n".join(fork_cost(estimate))
         choice = await self._ask(
             asked_in,
             ToolCallUpdate(
@@ -442,7 +448,10 @@ class CovenAgent:
                 title=_fork_title(len(tasks), session.config.agent, context),
                 kind="think",
                 status="pending",
-                raw_input={"tasks": tasks},
+                raw_input={
+                    "tasks": tasks,
+                    **({"estimate": msgspec.to_builtins(estimate)} if estimate else {}),
+                },
                 content=[tool_content(text_block(listed))],
             ),
             [

@@ -42,10 +42,10 @@ from ..protocol.tree import Event, ForkNode, SessionTree
 
 Update = Any  # one of ACP's SessionUpdate variants
 
-# usage_update's `size`: the context window of Claude Code's models (the CLI does not say which
-# a turn had); `used` is what the last turn put through it.
-CONTEXT_WINDOW = 200_000
-_CONTEXT_TOKENS = ("inputTokens", "cacheReadTokens", "cacheCreationTokens", "outputTokens")
+# usage_update's `size` when the model's window is not known (not in coven-ls's price table, or
+# no model request yet): ACP requires a number, and this is the smallest window of Claude's and
+# OpenAI's current models. `used` is the session's context: its last model request's input.
+FALLBACK_WINDOW = 200_000
 
 # Claude Code's tools by what ACP calls their kind.
 _KINDS: dict[str, ToolKind] = {
@@ -175,13 +175,12 @@ def _updates(payload: ev.Payload, view: SessionView, replay: bool) -> list[Updat
                     content=[tool_content(text_block(content))],
                 )
             ]
-        case ev.TurnResult(usage=usage, costUsd=cost):
-            used = sum(getattr(usage, k) for k in _CONTEXT_TOKENS) if usage else 0
+        case ev.TurnResult(contextUsage=context, costUsd=cost):
             return [
                 UsageUpdate(
                     session_update="usage_update",
-                    used=used,
-                    size=CONTEXT_WINDOW,
+                    used=context.tokens if context else 0,
+                    size=context.window if context and context.window else FALLBACK_WINDOW,
                     cost=None if cost is None else Cost(amount=cost, currency="USD"),
                 )
             ]

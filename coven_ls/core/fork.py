@@ -32,11 +32,14 @@ from ..protocol.types import (
     ConflictFile,
     FileText,
     ForkContext,
+    ForkEstimate,
+    ForkLimits,
     ForkRef,
     ForkSource,
     ForkState,
     GetChangesResult,
     Isolation,
+    LimitName,
     MergeMode,
     MergeState,
     Usage,
@@ -47,7 +50,9 @@ from .agent import AgentSpec, AgentStartError, Backend
 from .child_env import ChildEnvironments, stop_leftover_setup
 from .fork_state import check_move
 from .isolation import ForkTrees
+from .models import estimate_fork
 from .session import Outcome, Session, SessionConfig
+from .spend import child_limit_reached, describe, limits_from_row, limits_row, merge_limits
 from .store import Store
 from .worktrees import GitError
 
@@ -230,6 +235,7 @@ class TaskResult:
     conflicts: tuple[ConflictFile, ...] = ()
     branch: str | None = None
     base: str | None = None
+    limit: LimitName | None = None  # the fork limit that stopped it
 
     def wire(self) -> events.TaskOutcome:
         return events.TaskOutcome(
@@ -240,6 +246,8 @@ class TaskResult:
             merge=self.merge,
             branch=self.branch if self.merge in _KEPT_ON_BRANCH else None,
             conflicts=list(self.conflicts) or None,
+            stopped="limit" if self.limit is not None else None,
+            limit=self.limit,
         )
 
 
@@ -305,6 +313,12 @@ def compose_results(results: list[TaskResult]) -> str:
             note = _merge_note(r)
             body = f"{note}\n{r.text}" if note else r.text
             parts.append(f"<task label={_attr(r.label)}{merge}>\n{body}\n</task>")
+        elif r.limit is not None:
+            # Stopped at a limit: what it wrote until then is all the parent gets of it.
+            error = " ".join((r.error or "stopped").split())
+            stopped = f' stopped="limit" limit={_attr(r.limit)} error={_attr(error)}'
+            body = f"\n{r.text}" if r.text else ""
+            parts.append(f"<task label={_attr(r.label)}{stopped}{merge}>{body}\n</task>")
         else:
             error = " ".join((r.error or "failed").split())
             parts.append(f"<task label={_attr(r.label)} error={_attr(error)}{merge}>\n</task>")
@@ -313,6 +327,20 @@ def compose_results(results: list[TaskResult]) -> str:
 
 
 # --- the async half ------------------------------------------------------------------------------
+
+
+def fork_estimate(
+    parent: Session,
+    children: int,
+    context: ForkContext = "inherit",
+    agent: AgentName | None = None,
+) -> ForkEstimate | None:
+    """What forking `parent` into `children` children would cost them to read its context (by
+    default children of its own agent that inherit its conversation; see `estimate_fork`); None
+    before its first model request."""
+    if parent.context is None:
+        return None
+    return estimate_fork(parent.context, children, context, agent, parent.config.agent)
 
 
 @dataclass
@@ -334,6 +362,7 @@ class Fork:
     # What its children start from and which agent they run (None: the defaults, see below).
     context: ForkContext | None = None
     agent: AgentName | None = None
+    limits: ForkLimits | None = None  # what its children may spend (None: no limit)
     trees: ForkTrees | None = None  # decided when it starts
     # Set once its children exist (worktrees take a moment): a cancel waits for it.
     prepared: anyio.Event = field(default_factory=anyio.Event)
@@ -342,6 +371,8 @@ class Fork:
     # What each child's worktree takes on disk, measured when the child ends (a walk of every
     # file: off the fork's last moments, but for its last child).
     disk: dict[str, int] = field(default_factory=dict)
+    # A model's proposal: the parent's context and what the children would pay to read it.
+    estimate: ForkEstimate | None = None
 
     def move_to(self, state: ForkState) -> None:
         """The one place a fork's state changes, checked against fork_state.py's table."""
@@ -384,6 +415,7 @@ class Fork:
             "isolation": None if self.trees is None else self.trees.record(),
             "context": self.context,
             "agent": self.agent,
+            "limits": limits_row(self.limits),
         }
 
 
@@ -507,7 +539,12 @@ class ForkManager:
             self._start(fork)
             return
         session.set_status("awaitingApproval")
-        session.emit(events.ForkProposed(forkId=fork.id, state=fork.state, tasks=tasks))
+        fork.estimate = fork_estimate(session, len(tasks), fork.child_context, fork.agent)
+        session.emit(
+            events.ForkProposed(
+                forkId=fork.id, state=fork.state, tasks=tasks, estimate=fork.estimate
+            )
+        )
         self._host.ask_fork_approval(session, fork)
 
     async def _bring_later_work(self, child: Session) -> None:
@@ -535,8 +572,16 @@ class ForkManager:
         self._set_changes(child, changes)
         self._host.ask_review(fork, [child])
 
-    def _new_fork(self, parent: Session, tasks: list[str], source: ForkSource, **kw: Any) -> Fork:
+    def _new_fork(
+        self,
+        parent: Session,
+        tasks: list[str],
+        source: ForkSource,
+        limits: ForkLimits | None = None,
+        **kw: Any,
+    ) -> Fork:
         fork = Fork(f"f-{uuid.uuid4().hex[:12]}", parent, tasks, source, proposed=list(tasks), **kw)
+        fork.limits = merge_limits(parent.config.fork_limits, limits)
         self.forks[fork.id] = fork
         self._journal.fork_changed(fork)
         # From here until the results are in, the parent's own messages wait, and its agent
@@ -558,6 +603,7 @@ class ForkManager:
         worktree_setup: str | None = None,
         context: ForkContext | None = None,
         agent: AgentName | None = None,
+        limits: ForkLimits | None = None,
     ) -> None:
         fork = self.get(fork_id)
         if fork.state != "proposed":
@@ -577,6 +623,7 @@ class ForkManager:
             fork.isolation, fork.merge_mode = isolation, merge_mode
             fork.worktree_setup = worktree_setup
             fork.context, fork.agent = context, agent
+            fork.limits = merge_limits(fork.limits, limits)
             self._start(fork)
             return
         fork.decision = "rejected"
@@ -639,6 +686,7 @@ class ForkManager:
         worktree_setup: str | None = None,
         context: ForkContext | None = None,
         agent: AgentName | None = None,
+        limits: ForkLimits | None = None,
     ) -> Fork:
         # Looked up first (maybe in the store): the checks below and the start of the fork must
         # not be separated by an await, lest the session get busy in between.
@@ -673,6 +721,7 @@ class ForkManager:
             worktree_setup=worktree_setup,
             context=context,
             agent=agent,
+            limits=limits,
         )
         self._start(fork)
         return fork
@@ -810,6 +859,7 @@ class ForkManager:
                 base=trees.base if worktree_mode else None,
                 context=None if fork.child_context == "inherit" else fork.child_context,
                 agent=None if fork.child_agent == config.agent else fork.child_agent,
+                limits=fork.limits,
             )
         )
         for child in fork.children:
@@ -1056,12 +1106,88 @@ class ForkManager:
             if context == "transcript":
                 brief = transcript.render(fork.conversation or [], brief)
             child.send(brief, origin="fork")
-            await child.wait_settled()
+            seconds = fork.limits.childSeconds if fork.limits is not None else None
+            async with anyio.create_task_group() as timer:
+                if seconds:
+                    timer.start_soon(self._time_limit, fork, child, seconds)
+                await child.wait_settled()
+                timer.cancel_scope.cancel()
             if child.worktree is not None and not child.stopped_with_server:
                 await self._collect(fork, child)
                 await self._measure(fork, child)
         finally:
             self.envs.release(child)
+
+    async def _time_limit(self, fork: Fork, child: Session, seconds: float) -> None:
+        """Stop the child `seconds` after it started (not while it waits for a slot)."""
+        await child.started.wait()
+        assert child.started_at is not None
+        await anyio.sleep_until(child.started_at + seconds)
+        self._stop_at_limit(fork, child, "childSeconds")
+
+    # --- limits ----------------------------------------------------------------------------------
+
+    def on_spend(self, session: Session) -> None:
+        """A fork child (or one of its own children, at any depth) made a model call: tell the
+        tree how far it is, and stop what reached a limit: the child itself for its own limits,
+        every child still at work for its fork's `forkCostUsd`."""
+        node, direct = session, True
+        while node.fork_id is not None:
+            fork = self.forks.get(node.fork_id)
+            if fork is None:
+                return
+            limits = fork.limits
+            if limits is not None and fork.state == "running":
+                if direct:
+                    seconds = _seconds(node)
+                    node.emit(
+                        events.Spend(
+                            usage=node.live_usage,
+                            costUsd=round(node.live_cost_usd, 6),
+                            seconds=round(seconds or 0.0, 3),
+                        )
+                    )
+                    reached = child_limit_reached(limits, node.live_usage, node.live_cost_usd)
+                    if reached is not None:
+                        self._stop_at_limit(fork, node, reached)
+                if limits.forkCostUsd:
+                    spent = sum(self._tree_cost(c) for c in fork.children)
+                    if spent >= limits.forkCostUsd:
+                        for child in fork.children:
+                            self._stop_at_limit(fork, child, "forkCostUsd")
+            node, direct = fork.parent, False
+
+    def _tree_cost(self, session: Session) -> float:
+        """A session's cost so far and that of its fork children, theirs, and so on."""
+        total = session.live_cost_usd
+        for child in self._host.sessions.values():
+            if child.parent_id == session.id and child.branched_from is None:
+                total += self._tree_cost(child)
+        return total
+
+    def _stop_at_limit(
+        self, fork: Fork, child: Session, limit: LimitName, limits: ForkLimits | None = None
+    ) -> None:
+        """Stop a child that reached a limit, as a cancel would (its process ends, its work stays
+        on its branch), but with its words so far and the limit for the parent. A child that
+        forked in turn has its own children stopped with it (`limits`: the fork's whose limit
+        was reached, when it is an outer one)."""
+        limits = limits or fork.limits
+        assert limits is not None
+        if fork.state != "running" or child.closed:
+            return
+        inner = self.active_fork(child)
+        if inner is None and (child.answered or (child.settled and child.last_outcome is not None)):
+            return  # it had finished its task already
+        if inner is not None:
+            for grandchild in inner.children:
+                self._stop_at_limit(inner, grandchild, limit, limits)
+        child.last_outcome = Outcome(
+            False, "\n\n".join(child.turn_text), describe(limit, limits), limit
+        )
+        log.info("fork %s: child %s reached %s", fork.id, child.id, limit)
+        # At once: its turn must not end with another outcome, nor its CLI go on meanwhile.
+        child.begin_close("cancelled", kill=True)
 
     @staticmethod
     def _result_of(child: Session, interrupted: str | None = None) -> TaskResult:
@@ -1076,6 +1202,11 @@ class ForkManager:
                 "branch": tree.branch,
                 "base": tree.base,
             }
+        stopped = child.last_outcome
+        if stopped is not None and stopped.limit is not None:
+            return TaskResult(
+                label, sid, False, stopped.text, stopped.error, limit=stopped.limit, **merge
+            )
         if child.status == "cancelled":
             return TaskResult(label, sid, False, error="cancelled by the user", **merge)
         if interrupted is not None and child.status == "interrupted":
@@ -1112,6 +1243,7 @@ class ForkManager:
                 trees=ForkTrees.from_record(row["isolation"]) if row.get("isolation") else None,
                 context=row.get("context"),
                 agent=row.get("agent"),
+                limits=limits_from_row(row.get("limits")),
             )
             fork.prepared.set()
             self.forks[fork.id] = fork
@@ -1235,6 +1367,13 @@ def _not_resumed(child: Session, reason: str) -> None:
     child.emit(events.Error(message=f"The child could not resume: {reason}"))
     child.last_outcome = Outcome(ok=False, error=f"could not resume: {reason}")
     child.set_status("failed")
+
+
+def _seconds(child: Session) -> float | None:
+    """How long the child has run since it started (None: it has not)."""
+    if child.started_at is None:
+        return None
+    return anyio.current_time() - child.started_at
 
 
 def _pending(child: Session) -> bool:

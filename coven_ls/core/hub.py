@@ -39,6 +39,7 @@ from .fork import (
 from .journal import Journal
 from .session import Session, SessionConfig
 from .slots import Slots
+from .spend import limits_from_row, merge_limits
 from .store import Snapshot, Store, StoreError, StoreInUse, database_path
 
 log = logging.getLogger(__name__)
@@ -54,11 +55,15 @@ class ClientSettings:
 
     root: str
     options: protocol.InitializationOptions = field(default_factory=protocol.InitializationOptions)
+    # The options the client named: a server-wide one it left out is not its to change.
+    given: frozenset[str] = frozenset()
 
     @classmethod
     def parse(cls, options: Any, root: str) -> ClientSettings:
         return cls(
-            root, protocol.parse("initializationOptions", protocol.InitializationOptions, options)
+            root,
+            protocol.parse("initializationOptions", protocol.InitializationOptions, options),
+            frozenset(options) if isinstance(options, dict) else frozenset(),
         )
 
 
@@ -121,7 +126,8 @@ class Hub:
 
     def attach(self, client: Client) -> None:
         self.clients.append(client)
-        self.slots.limit = client.settings.options.maxParallel
+        if "maxParallel" in client.settings.given:
+            self.slots.limit = client.settings.options.maxParallel
 
     def detach(self, client: Client) -> None:
         if client in self.clients:
@@ -326,6 +332,7 @@ class Hub:
             max_children=settings.options.maxChildren,
             max_parallel=settings.options.maxParallel,
             max_depth=settings.options.maxDepth,
+            fork_limits=merge_limits(None, settings.options.forkLimits),
             **_isolation_settings(settings),
         )
         config.append_system_prompt = fork_prompt(config, depth=0)
@@ -445,6 +452,8 @@ class Hub:
             on_turn_end=self.forks.on_turn_end,
             **kw,
         )
+        if kw.get("fork_id"):
+            session.on_spend = self.forks.on_spend  # its fork's limits
         self.sessions[session_id] = session
         if store is not None:
             self.journal.keep(session, store)
@@ -547,6 +556,12 @@ class Hub:
         path = database_path(settings.root, settings.options.stateDir)
         if path in self.stores:
             return self.stores[path], None
+        if "stateDir" not in settings.given:
+            # A client that names no folder (a terminal attached to an editor's server) shares
+            # the store the server already has for its root, wherever the editor keeps it.
+            for open_path, open_store in self.stores.items():
+                if open_path.name == path.name:
+                    return open_store, None
         try:
             store, warning = await anyio.to_thread.run_sync(Store.open, path)
         except StoreError as exc:
@@ -592,6 +607,7 @@ class Hub:
                 max_children=row["max_children"],
                 max_parallel=row["max_parallel"],
                 max_depth=row["max_depth"],
+                fork_limits=limits_from_row(row.get("fork_limits")),
                 **_isolation_settings(settings),
             )
             config.append_system_prompt = fork_prompt(config, depth)

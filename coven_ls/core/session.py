@@ -43,6 +43,8 @@ from ..protocol import (
 from ..protocol.types import (
     BranchedFrom,
     Changes,
+    ContextUsage,
+    ForkLimits,
     Isolation,
     MergeMode,
     Origin,
@@ -59,10 +61,12 @@ from .agent import (
     describe_failure,
 )
 from .background import BackgroundTasks
-from .mapping import map_message
+from .mapping import SYNTHETIC_MODEL, map_message, usage_of
+from .models import context_usage
 from .session_log import EventLog
 from .session_process import AgentProcess, ChildIdle, StreamEnded
 from .session_record import Outcome as Outcome  # where forks and tests have always found it
+from .spend import Meter, claude_cost
 from .status import check_transition
 from .store import Store
 from .streaming import Streams
@@ -124,6 +128,8 @@ class SessionConfig:
     )  # for its forks' worktrees ("auto", "", a command)
     worktree_setup_timeout: float = _DEFAULTS.worktreeSetupTimeoutSeconds
     agent: protocol.AgentName = "claude"  # which agent runs it (coven_ls/agents)
+    # What its forks' children may spend (the client's forkLimits); a fork may say otherwise.
+    fork_limits: ForkLimits | None = None
 
 
 @dataclass
@@ -167,6 +173,22 @@ class Session:
         self.agent_session_id: str | None = None
         self.cost_usd: float = 0.0
         self.usage = Usage()
+        # How full its context is: its last main-thread model request (see `_gauge`).
+        self.context: ContextUsage | None = None
+        # The model calls of the turn under way, counted as they come (see spend.py), and who
+        # wants to hear of them (its fork's limits).
+        self.meter = Meter()
+        self.on_spend: Callable[[Session], None] | None = None
+        # When it first ran (took its slot) since it was launched or restarted: a fork child's
+        # time limit counts from there, not from when it was queued.
+        self.started_at: float | None = None
+        self.started = anyio.Event()
+        # The main agent's words in the turn under way, kept for a child stopped mid-turn, and
+        # whether the turn has its result (a limit no longer stops it then: it has answered).
+        self.turn_text: list[str] = []
+        self.answered = False
+        # The model call each stream (the main agent's, a subagent's) is in: its id and model.
+        self._calls: dict[str | None, tuple[str | None, str | None]] = {}
         # A fork child's place: its fork's isolation mode (and why it is shared), its worktree,
         # and its changes once it has ended (set by the fork's Isolation).
         self.isolation: Isolation | None = None
@@ -224,6 +246,7 @@ class Session:
             queuePosition=self.queue_position,
             usage=self.usage,
             treeUsage=self.usage if tree_usage is None else tree_usage,
+            contextUsage=self.context,
             backgroundTasks=list(self.tasks),
             isolation=self.isolation,
             isolationReason=self.isolation_reason,
@@ -256,6 +279,7 @@ class Session:
         self.agent_session_id = None
         self._agent_info = None
         self.last_outcome = None
+        self.started_at, self.started = None, anyio.Event()
         self.set_status("queued")
 
     def add_env(self, extra: Mapping[str, str]) -> None:
@@ -306,6 +330,16 @@ class Session:
     def tasks(self) -> dict[str, events.Task]:
         """The CLI's background tasks that still run (task id -> the last word on each)."""
         return self.background.running
+
+    @property
+    def live_usage(self) -> Usage:
+        """Its tokens so far, the calls of the turn under way included."""
+        return self.usage + self.meter.usage
+
+    @property
+    def live_cost_usd(self) -> float:
+        """Its cost so far, the calls of the turn under way included (as far as priced)."""
+        return self.cost_usd + self.meter.cost_usd
 
     def set_status(self, status: Status) -> None:
         """The one place a session's status changes (and says so in a `status` event)."""
@@ -432,6 +466,17 @@ class Session:
         """End the session and its agent process; returns when the process is gone. A fork child
         stopped by the user ends as `cancelled` rather than `closed`; `None` (the server shutting
         down) leaves the status as it is, so a restart can take the session up again."""
+        self.begin_close(final_status)
+        with anyio.move_on_after(CLOSE_SECONDS):
+            await self._done.wait()
+
+    def begin_close(self, final_status: Status | None = "closed", *, kill: bool = False) -> None:
+        """`close` without waiting: from here on the session takes no more turns, and the one
+        under way ends without an outcome of its own (a fork limit has set it). `kill`: its
+        process is killed at once rather than given time to end (the CLI keeps working while it
+        is, and a child that reached its limit must not spend more)."""
+        if kill:
+            self.process.kill()
         if not self._closing:
             self._closing = True
             self._final_status = final_status
@@ -440,8 +485,6 @@ class Session:
                 if scope is not None:
                     scope.cancel()
             self._wakeup.set()
-        with anyio.move_on_after(CLOSE_SECONDS):
-            await self._done.wait()
 
     # --- the runner ------------------------------------------------------------------------------
 
@@ -584,6 +627,7 @@ class Session:
         self.background.report_due = (
             False  # whatever ended so far, this turn is where the CLI says so
         )
+        self.turn_text, self.answered = [], False
         if turn is not None:
             self.emit(events.Prompt(text=turn.text, origin=turn.origin))
         else:
@@ -594,6 +638,9 @@ class Session:
             with anyio.CancelScope() as scope:
                 self._turn_scope = scope
                 await self._take_slot()
+                if self.started_at is None:
+                    self.started_at = anyio.current_time()
+                    self.started.set()
                 if turn is not None:
                     agent = self.process.agent
                     if agent is None:
@@ -724,6 +771,8 @@ class Session:
         while True:
             limit = self.config.child_idle_timeout if self.fork_id else 0
             item = await self.process.next_message_or_idle(limit)
+            if self._closing:
+                return None  # stopped (a fork limit): what the CLI says after that is not shown
             if isinstance(item, StreamEnded):
                 if item.error is not None:
                     raise item.error
@@ -751,8 +800,10 @@ class Session:
                         parentToolUseId=piece.parent_tool_use_id,
                     )
                 )
+            self._count_call(message)
             return None
         result: events.TurnResult | None = None
+        self._gauge(message)
         for payload in map_message(message):
             if isinstance(payload, events.AgentStarted):
                 # The CLI announces itself at every turn; clients need it once per change.
@@ -765,10 +816,15 @@ class Session:
                 block = self.streams.finish(getattr(message, "message_id", None), kind)
                 if block is not None:
                     payload = msgspec.structs.replace(payload, blockId=block)
+                if isinstance(payload, events.Text) and payload.parentToolUseId is None:
+                    self.turn_text.append(payload.text)
             elif isinstance(payload, events.TurnResult):
                 payload = self._account(payload)
                 if payload.usage is not None:
                     self.usage = self.usage + payload.usage
+                if self.context is not None:
+                    payload = msgspec.structs.replace(payload, contextUsage=self.context)
+                self.meter.clear()  # the turn's own figures replace its calls'
                 if self._cancel_requested.is_set():
                     # The user stopped it: that is no error, and the CLI's text for it
                     # ("[ede_diagnostic] result_type=user ...") is no answer.
@@ -786,7 +842,75 @@ class Session:
             self.emit(payload)
             if isinstance(payload, events.TurnResult):
                 result = payload
+                self.answered = True
+                self._spent()
+        self._count_call(message)  # after its blocks: a child stopped here keeps them
         return result
+
+    def _count_call(self, message: Any) -> None:
+        """A model call's usage, as soon as the CLI reports it: an assistant message's (the
+        CLI's own or a subagent's), or an agent's `usage` system message (Codex's per-call
+        tokens, with their cost)."""
+        if isinstance(message, StreamEvent):
+            # The call's final usage (its output tokens) comes only in the stream's
+            # message_delta: the assistant lines repeat message_start's.
+            event = message.event
+            kind = event.get("type")
+            if kind == "message_start":  # its usage comes again with the assistant lines
+                call = event.get("message") or {}
+                self._calls[message.parent_tool_use_id] = (call.get("id"), call.get("model"))
+                return
+            if kind == "message_delta":
+                raw = event.get("usage")
+            else:
+                return
+            key, model = self._calls.get(message.parent_tool_use_id, (None, None))
+            usage = usage_of(raw)
+            if usage is None or not key:
+                return
+            changed = self.meter.add(key, usage, claude_cost(model, usage))
+        elif isinstance(message, AssistantMessage):
+            usage = usage_of(message.usage)
+            key = message.message_id or message.uuid
+            if usage is None or key is None:
+                return
+            changed = self.meter.add(key, usage, claude_cost(message.model, usage))
+        elif isinstance(message, SystemMessage) and message.subtype == "coven_usage":
+            data = message.data
+            usage = usage_of(data.get("usage"))
+            if usage is None:
+                return
+            cost = data.get("cost_usd")
+            changed = self.meter.add(
+                str(data.get("key")), usage, cost if isinstance(cost, (int, float)) else None
+            )
+        else:
+            return
+        if changed:
+            self._spent()
+
+    def _spent(self) -> None:
+        if self.on_spend is not None:
+            self.on_spend(self)
+
+    def _gauge(self, message: Any) -> None:
+        """Each model call of the session's own (not a subagent's) sets its context: what the
+        request put in (input, cache read, cache creation; the CLI sends the request's input
+        side on every assistant message of the call; Codex's agent says each call's tokens in a
+        `coven_usage` message)."""
+        if isinstance(message, SystemMessage) and message.subtype == "coven_usage":
+            used, model = usage_of(message.data.get("usage")), message.data.get("model")
+        elif isinstance(message, AssistantMessage) and message.parent_tool_use_id is None:
+            used, model = usage_of(message.usage), message.model
+        else:
+            return
+        if used is None or model == SYNTHETIC_MODEL:
+            return
+        tokens = used.inputTokens + used.cacheReadTokens + used.cacheCreationTokens
+        if tokens:
+            self.context = context_usage(
+                tokens, model if isinstance(model, str) and model else None
+            )
 
     def _publish_task_end(self, task: events.Task) -> None:
         ended = events.Task(

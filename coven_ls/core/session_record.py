@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .. import protocol
-from ..protocol.types import Changes, Usage, Worktree
+from ..protocol.types import LIMIT_NAMES, Changes, ContextUsage, LimitName, Usage, Worktree
+from .spend import limits_row
 
 if TYPE_CHECKING:  # the session holds its record: it imports this module
     from .session import Session
@@ -22,6 +23,7 @@ class Outcome:
     ok: bool
     text: str = ""
     error: str | None = None
+    limit: LimitName | None = None  # the fork limit that stopped it (see spend.py)
 
 
 def record(session: Session) -> dict[str, Any]:
@@ -42,14 +44,19 @@ def record(session: Session) -> dict[str, Any]:
         "fork_mode": session.config.fork_mode,
         "created_at": session.created_at,
         "cost_usd": session.cost_usd,
-        "usage": msgspec.to_builtins(session.usage),
+        # The gauge rides in the usage column (no column of its own): older servers ignore it.
+        "usage": {
+            **msgspec.to_builtins(session.usage),
+            "context": msgspec.to_builtins(session.context),
+        },
         "depth": session.depth,
         "max_children": session.config.max_children,
         "max_parallel": session.config.max_parallel,
         "max_depth": session.config.max_depth,
         "outcome": None
         if outcome is None
-        else {"ok": outcome.ok, "text": outcome.text, "error": outcome.error},
+        else {"ok": outcome.ok, "text": outcome.text, "error": outcome.error}
+        | ({"limit": outcome.limit} if outcome.limit else {}),
         "isolation": None
         if session.isolation is None
         else {
@@ -60,6 +67,7 @@ def record(session: Session) -> dict[str, Any]:
             "since": session.changes_since,
         },
         "branched_from": None if session.branched_from is None else _branch_row(session),
+        "fork_limits": limits_row(session.config.fork_limits),
     }
 
 
@@ -84,10 +92,16 @@ def restore(session: Session, row: dict[str, Any]) -> None:
     session.cost_usd = row["cost_usd"] or 0.0
     if row.get("usage"):
         session.usage = msgspec.convert(row["usage"], Usage)
+        if row["usage"].get("context"):
+            session.context = msgspec.convert(row["usage"]["context"], ContextUsage)
     outcome = row.get("outcome")
     if outcome is not None:
+        limit = outcome.get("limit")
         session.last_outcome = Outcome(
-            outcome["ok"], outcome.get("text") or "", outcome.get("error")
+            outcome["ok"],
+            outcome.get("text") or "",
+            outcome.get("error"),
+            next((n for n in LIMIT_NAMES if n == limit), None),
         )
     isolation = row.get("isolation")
     if isolation is not None:

@@ -23,12 +23,14 @@ from typing import Any
 
 import msgspec
 
+from ..protocol.tokens import default_state_dir as default_state_dir
+
 log = logging.getLogger(__name__)
 
 # flock is POSIX; on Windows the store works unlocked.
 fcntl: Any = importlib.import_module("fcntl") if os.name == "posix" else None
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # About what sqlite's own autocheckpoint would let the WAL grow to (1000 pages) before the
 # journal has it copied back into the database.
@@ -158,6 +160,12 @@ ALTER TABLE sessions ADD COLUMN branched_from TEXT;
 ALTER TABLE forks ADD COLUMN context TEXT;
 ALTER TABLE forks ADD COLUMN agent TEXT;
 """,
+    # 11 -> 12: what fork children may spend (JSON, the protocol's ForkLimits): a session keeps
+    # its client's forkLimits (the model's forks after a restart take them), a fork its own.
+    12: """
+ALTER TABLE sessions ADD COLUMN fork_limits TEXT;
+ALTER TABLE forks ADD COLUMN limits TEXT;
+""",
 }
 
 SESSION_COLUMNS = (
@@ -183,6 +191,7 @@ SESSION_COLUMNS = (
     "isolation",
     "agent",
     "branched_from",
+    "fork_limits",
 )
 FORK_COLUMNS = (
     "fork_id",
@@ -199,6 +208,7 @@ FORK_COLUMNS = (
     "isolation",
     "context",
     "agent",
+    "limits",
 )
 
 
@@ -238,11 +248,6 @@ def _hold(path: Path) -> int | None:
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     return fd
-
-
-def default_state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local/state")
-    return Path(base) / "coven-ls"
 
 
 def database_path(root: str, state_dir: str | None) -> Path:
@@ -679,7 +684,7 @@ def _schema_version(db: sqlite3.Connection) -> int:
     return int(row[0])
 
 
-_SESSION_JSON = ("outcome", "usage", "isolation", "branched_from")
+_SESSION_JSON = ("outcome", "usage", "isolation", "branched_from", "fork_limits")
 
 
 def _session_row(s: dict[str, Any]) -> tuple[Any, ...]:
@@ -696,7 +701,7 @@ def _session_dict(row: tuple[Any, ...]) -> dict[str, Any]:
     return d
 
 
-_FORK_JSON = ("tasks_proposed", "tasks_approved", "children", "results", "isolation")
+_FORK_JSON = ("tasks_proposed", "tasks_approved", "children", "results", "isolation", "limits")
 
 
 def _fork_row(f: dict[str, Any]) -> tuple[Any, ...]:

@@ -16,17 +16,18 @@ import json
 import logging
 import os
 import secrets
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.store import default_state_dir
 from ..protocol import ErrorCode
+from ..protocol.tokens import (
+    TOKEN_ENV,
+    read_token_file,
+    token_file_path,
+)
 
 log = logging.getLogger(__name__)
-
-TOKEN_ENV = "COVEN_TOKEN"
 
 # Generous for any editor's `initialize` (VS Code's is ~10 KiB), small enough that a stranger
 # cannot make the server hold much before it is refused.
@@ -34,10 +35,6 @@ MAX_FIRST_FRAME = 4 * 2**20
 MAX_HEADER_LINES = 16
 # A connection that says nothing is refused after this long instead of holding a socket forever.
 FIRST_MESSAGE_TIMEOUT = 30.0
-
-
-class TokenError(Exception):
-    """The server cannot start with this token source; the message says what to do."""
 
 
 @dataclass
@@ -75,38 +72,6 @@ def resolve_token(token_file: str | None, environ: dict[str, str] | None = None)
     if from_env and from_env.strip():
         return TcpAuth(from_env.strip())
     return TcpAuth(secrets.token_urlsafe(32), generated=True)
-
-
-def read_token_file(path: str) -> str:
-    """A token from a file only its owner (this user) can read."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError as exc:
-        raise TokenError(f"cannot read the token file {path}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if info.st_uid != os.getuid():
-            raise TokenError(
-                f"the token file {path} belongs to another user; use a file of your own, "
-                f"readable by you alone (chmod 600 {path})"
-            )
-        if info.st_mode & 0o077:
-            raise TokenError(
-                f"the token file {path} can be read by others (mode "
-                f"{stat.S_IMODE(info.st_mode):04o}); make it yours alone: chmod 600 {path}"
-            )
-        token = f.read().decode("utf-8", "replace").strip()
-    if not token:
-        raise TokenError(f"the token file {path} is empty")
-    return token
-
-
-def token_file_path(port: int) -> Path:
-    """Where a generated token is written: the user's runtime folder (private, and gone at
-    logout) when there is one, else the state folder."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    folder = Path(runtime) / "coven-ls" if runtime else default_state_dir()
-    return folder / f"tcp-{port}.token"
 
 
 def write_token_file(path: Path, token: str) -> Path:

@@ -15,10 +15,11 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from .. import __version__, protocol
+from ..core.fork import fork_estimate
 from ..core.hub import ClientSettings, Hub
 from ..core.session import Session
 from ..core.store import Store
-from ..protocol.describe import summarize_input
+from ..protocol.describe import fork_cost, summarize_input
 from ..protocol.events import Delta
 from .jsonrpc import CovenProtocol
 from .standard import StandardLsp
@@ -146,11 +147,20 @@ class CovenServer(LanguageServer):
         # coven/cancel, the session closed): `observe` then cancels this scope, which withdraws it.
         with anyio.CancelScope() as scope:
             self._approvals.setdefault(session.id, set()).add(scope)
+            estimate = fork_estimate(session, len(tasks))
             try:
                 title = await self._choose(
-                    types.MessageType.Info,
-                    f"Claude proposes to fork session '{session.title}' into {len(tasks)} "
-                    f"parallel task{'s' if len(tasks) != 1 else ''}: {'; '.join(tasks)}",
+                    types.MessageType.Warning
+                    if estimate is not None and estimate.warning
+                    else types.MessageType.Info,
+                    "\n".join(
+                        [
+                            f"Claude proposes to fork session '{session.title}' into "
+                            f"{len(tasks)} parallel task{'s' if len(tasks) != 1 else ''}: "
+                            f"{'; '.join(tasks)}",
+                            *(fork_cost(estimate) if estimate is not None else []),
+                        ]
+                    ),
                     ["Approve fork", "Reject"],
                 )
             finally:

@@ -83,6 +83,7 @@ async def fork(server: CovenServer, params: protocol.ForkParams) -> T.ForkResult
         params.worktreeSetup,
         context=params.context,
         agent=params.agent,
+        limits=params.limits,
     )
     return T.ForkResult(forkId=started.id)
 
@@ -100,7 +101,7 @@ async def decide_fork(server: CovenServer, params: protocol.DecideForkParams) ->
         raise protocol.invalid_params(
             protocol.DECIDE_FORK, "'tasks' only goes with approve: true", "tasks"
         )
-    for name in ("isolation", "mergeMode", "worktreeSetup", "context", "agent"):
+    for name in ("isolation", "mergeMode", "worktreeSetup", "context", "agent", "limits"):
         if getattr(params, name) is not None and not params.approve:
             raise protocol.invalid_params(
                 protocol.DECIDE_FORK, f"'{name}' only goes with approve: true", name
@@ -115,6 +116,7 @@ async def decide_fork(server: CovenServer, params: protocol.DecideForkParams) ->
         params.worktreeSetup,
         context=params.context,
         agent=params.agent,
+        limits=params.limits,
     )
     return T.EmptyResult()
 

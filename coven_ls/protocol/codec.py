@@ -110,6 +110,21 @@ def _check(method: str, name: str, value: Any, annotation: Any) -> Any:
         return value
     if annotation is Any:
         return value
+    if isinstance(annotation, type) and issubclass(annotation, msgspec.Struct):
+        if not isinstance(value, Mapping):
+            raise invalid_params(
+                method, f"'{name}' must be an object (got {json_type(value)})", name
+            )
+        hints = get_type_hints(annotation, include_extras=True)
+        fields = {}
+        for field in msgspec.structs.fields(annotation):
+            inner = value.get(field.name)
+            if inner is None and not field.required:
+                continue
+            if field.name not in value:
+                raise invalid_params(method, f"missing required field '{name}.{field.name}'", name)
+            fields[field.name] = _check(method, f"{name}.{field.name}", inner, hints[field.name])
+        return annotation(**fields)
     raise TypeError(f"unsupported annotation {annotation!r}")  # a bug in the schema, not input
 
 

@@ -11,7 +11,7 @@ from . import events as ev
 from .events import EventDict
 from .labels import API_FAILURES, STATUS_MARKS
 from .tree import Event, decode_payload
-from .types import Changes
+from .types import Changes, ContextUsage, ForkEstimate
 
 
 def one_line(text: str, limit: int = 100) -> str:
@@ -35,6 +35,48 @@ def compact_count(n: int) -> str:
     if n < 999_950:
         return f"{n / 1000:.1f}k".replace(".0k", "k")
     return f"{n / 1_000_000:.1f}M".replace(".0M", "M")
+
+
+def context_gauge(usage: ContextUsage) -> str:
+    """A session's context in a few words: `170k / 200k tokens (85%)`, or the tokens alone and
+    why for a model the price table does not know."""
+    if usage.window:
+        share = usage.tokens * 100 // usage.window
+        return f"{compact_count(usage.tokens)} / {compact_count(usage.window)} tokens ({share}%)"
+    model = usage.model or "the model"
+    return f"{compact_count(usage.tokens)} tokens (window unknown: {model} is not in the table)"
+
+
+def _parent_context(estimate: ForkEstimate) -> ContextUsage:
+    return ContextUsage(tokens=estimate.contextTokens, window=estimate.window, model=estimate.model)
+
+
+def fork_cost(estimate: ForkEstimate) -> list[str]:
+    """A fork approval's context and cost lines: the parent's context, what the children pay
+    to read it, and the warning past 80% of the window."""
+    usage = _parent_context(estimate)
+    how = "read from the cache" if estimate.pricedAs == "cacheRead" else "at the full input price"
+    cost = (
+        f"≈ ${estimate.costUsd:.2f} (prices of {estimate.pricesAsOf})"
+        if estimate.costUsd is not None
+        else f"(cost unknown: {estimate.model or 'the model'} is not in coven-ls's price table)"
+    )
+    lines = [
+        f"Context: {context_gauge(usage)}",
+        f"Fork cost: {estimate.children} × {compact_count(estimate.contextTokens)} = "
+        f"{compact_count(estimate.tokens)} tokens {how} {cost}",
+    ]
+    if estimate.warning:
+        lines.append(f"⚠ Warning: {estimate.warning}")
+    return lines
+
+
+def fork_cost_brief(estimate: ForkEstimate) -> str:
+    """The same in one line: `context 170k / 200k tokens (85%) · fork ≈ $0.10 ⚠ 85% full`."""
+    usage = _parent_context(estimate)
+    cost = f"≈ ${estimate.costUsd:.2f}" if estimate.costUsd is not None else "cost unknown"
+    line = f"context {context_gauge(usage)} · fork {compact_count(estimate.tokens)} tokens {cost}"
+    return line + (" ⚠ context nearly full" if estimate.warning else "")
 
 
 def seconds(ms: float) -> str:
@@ -172,9 +214,10 @@ def describe_payload(payload: ev.Payload) -> str | None:
             return f"  {'allowed' if allow else 'denied'} {tool}"
         case ev.TurnResult(cancelled=True):
             return "■ turn cancelled"
-        case ev.TurnResult(isError=failed, durationMs=duration, costUsd=cost):
+        case ev.TurnResult(isError=failed, durationMs=duration, costUsd=cost, contextUsage=ctx):
             mark = "✗ turn failed" if failed else "✓ turn done"
-            return f"{mark} ({(duration or 0) / 1000:.1f} s, ${cost or 0:.4f})"
+            line = f"{mark} ({(duration or 0) / 1000:.1f} s, ${cost or 0:.4f})"
+            return f"{line} · context {context_gauge(ctx)}" if ctx else line
         case ev.ApiRetry():
             return api_retry(payload)
         case ev.Task():
@@ -183,8 +226,9 @@ def describe_payload(payload: ev.Payload) -> str | None:
             return queue_position(position)
         case ev.Error(message=message):
             return f"✗ error: {message}"
-        case ev.ForkProposed(tasks=tasks):
-            return f"⑂ Fork proposed  {plural(len(tasks), 'task')}: {'; '.join(tasks)}"
+        case ev.ForkProposed(tasks=tasks, estimate=estimate):
+            line = f"⑂ Fork proposed  {plural(len(tasks), 'task')}: {'; '.join(tasks)}"
+            return f"{line} · {fork_cost_brief(estimate)}" if estimate else line
         case ev.ForkStarted(children=children):
             return f"⑂ Fork  {plural(len(children), 'task')}{isolation_note(payload)}"
         case ev.ForkFinished(results=results, diskBytes=disk):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -18,10 +18,14 @@ from .types import (
     AgentName,
     Changes,
     ConflictFile,
+    ContextUsage,
     ForkContext,
+    ForkEstimate,
+    ForkLimits,
     ForkSource,
     ForkState,
     Isolation,
+    LimitName,
     MergeMode,
     MergeState,
     Origin,
@@ -78,6 +82,11 @@ class TaskOutcome(Wire, omit_defaults=True):
     """a worktree child's branch, when its work is kept there (`conflict`, `discarded`, `kept`)"""
     conflicts: list[ConflictFile] | None = None
     """with `merge: conflict`: the files that did not merge"""
+    stopped: Literal["limit"] | None = None
+    """`limit`: the child was stopped because it reached one of the fork's limits (`ok` is
+    false, its changes are `kept` on its branch)"""
+    limit: LimitName | None = None
+    """with `stopped`: which limit (see ForkLimits)"""
 
 
 class StatusChanged(Payload, tag="status"):
@@ -223,6 +232,9 @@ class TurnResult(Payload, tag="turnResult"):
     """this turn's tokens, over every model call in it"""
     cancelled: bool | None = None
     """true only on turns ended by `coven/cancel` (then `text` is empty and `isError` false)"""
+    contextUsage: ContextUsage | None = None
+    """how full the session's context is after the turn (its last model request against its
+    model's window); absent when the turn made no model request"""
 
 
 class ApiRetry(Payload, tag="apiRetry"):
@@ -287,6 +299,10 @@ class ForkProposed(Payload, tag="forkProposed"):
     """the fork's state after this event (`proposed`)"""
     tasks: list[str]
     """the task labels the model wrote, in order"""
+    estimate: ForkEstimate | None = None
+    """the parent's context and what the fork would cost its children to read it, with a
+    warning when the context is past 80% of its window; absent when the parent has made no
+    model request (show it with the question)"""
 
 
 class ForkRejected(Payload, tag="forkRejected"):
@@ -329,6 +345,9 @@ class ForkStarted(Payload, tag="forkStarted"):
     `fresh` or `transcript` (see `coven/fork`)"""
     agent: AgentName | None = None
     """the agent the children run, when not the parent's"""
+    limits: ForkLimits | None = None
+    """what each child, and the whole fork, may spend (absent: no limit); each child's `spend`
+    events say how far it is"""
 
 
 class ForkFinished(Payload, tag="forkFinished"):
@@ -451,6 +470,19 @@ class SetupEnded(Payload, tag="setupEnded"):
     """why it failed, with the tail of its output (the child's task error)"""
 
 
+class Spend(Payload, tag="spend"):
+    """What a fork child with limits (`forkStarted`'s `limits`) has spent so far, after each of
+    its model calls: its turns' tokens and cost, and those of the turn under way."""
+
+    usage: Usage
+    """its tokens so far, every model call of the turn under way included"""
+    costUsd: float
+    """its cost so far in USD: its ended turns' as the CLI reported them, plus the calls of the
+    turn under way priced by coven-ls's table (nothing for a model it does not know)"""
+    seconds: float
+    """how long it has run, from its start"""
+
+
 class Deleted(Payload, tag="deleted"):
     """The session and these were deleted; this event is not stored, and its `seq` may be
     followed by nothing."""
@@ -486,6 +518,7 @@ PAYLOADS: tuple[type[Payload], ...] = (
     WorktreeEnv,
     SetupOutput,
     SetupEnded,
+    Spend,
     Deleted,
 )
 # The same classes as one runtime union, for msgspec to decode into (tagged by `kind`).
@@ -527,6 +560,7 @@ class Kind:
     WORKTREE_ENV = kind_of(WorktreeEnv)
     SETUP_OUTPUT = kind_of(SetupOutput)
     SETUP_ENDED = kind_of(SetupEnded)
+    SPEND = kind_of(Spend)
     DELETED = kind_of(Deleted)
 
 

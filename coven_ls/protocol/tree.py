@@ -36,6 +36,7 @@ from .events import (
     ForkStarted,
     Payload,
     QueuePosition,
+    Spend,
     StatusChanged,
     Task,
     TaskOutcome,
@@ -44,6 +45,7 @@ from .events import (
 from .types import (
     SETTLED_STATUSES,
     Changes,
+    ForkLimits,
     ForkSource,
     ForkState,
     Isolation,
@@ -143,6 +145,8 @@ class SessionNode:
     """a worktree child's latest changes (their `merge` says what became of them)"""
     forks: tuple[str, ...] = ()
     """the forks it started, in order"""
+    spend: Spend | None = None
+    """a fork child with limits: what it has spent so far (its latest `spend` event)"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +163,8 @@ class ForkNode:
     isolation: Isolation | None = None
     isolation_reason: str | None = None
     merge_mode: MergeMode | None = None
+    limits: ForkLimits | None = None
+    """what each child, and the whole fork, may spend (None: no limit)"""
     settled: tuple[str, ...] = ()
     """children that have stopped working on their task since the fork (re)started, in the
     order they did"""
@@ -265,6 +271,8 @@ class SessionTree:
                     self._settle(sid)
             case QueuePosition(position=position):
                 self._set(replace(node, queue_position=position))
+            case Spend():
+                self._set(replace(node, spend=payload))
             case AgentStarted(agentSessionId=agent) if agent:
                 self._set(replace(node, agent_session_id=agent))
             case TurnResult():
@@ -327,6 +335,7 @@ class SessionTree:
                 isolation=started.isolation,
                 isolation_reason=started.isolationReason,
                 merge_mode=started.mergeMode,
+                limits=started.limits,
                 settled=(),
             ),
             parent=parent,

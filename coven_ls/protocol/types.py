@@ -29,7 +29,7 @@ Status = Literal[
 STATUSES: tuple[Status, ...] = get_args(Status)
 
 # A session in one of these takes no more messages. (`cancelled` is a fork child the user
-# stopped; a cancelled top-level turn leaves its session `idle`.)
+# stopped, or one that reached a fork limit; a cancelled top-level turn leaves its session `idle`.)
 FinalStatus = Literal["cancelled", "closed"]
 FINAL_STATUSES: frozenset[str] = frozenset(get_args(FinalStatus))
 
@@ -76,6 +76,9 @@ MergeMode = Literal["auto", "review"]
 # cancelled: its partial work stays on the branch), `unchanged` (it changed no file).
 MergeState = Literal["pending", "applied", "conflict", "discarded", "kept", "unchanged"]
 FileStatus = Literal["added", "modified", "deleted", "renamed"]
+# Which of a fork's limits stopped a child (see ForkLimits).
+LimitName = Literal["childTokens", "childCostUsd", "childSeconds", "forkCostUsd"]
+LIMIT_NAMES: tuple[LimitName, ...] = get_args(LimitName)
 
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
@@ -95,6 +98,25 @@ PROTOCOL_VERSION = 1
 
 
 # --- initialize ----------------------------------------------------------------------------------
+
+
+class ForkLimits(Wire, omit_defaults=True):
+    """What a fork's children may spend. Each is optional: absent (or null) takes the session's
+    setting (`initializationOptions.forkLimits`), 0 means no limit. A child that reaches a limit
+    is stopped (status `cancelled`): its task is reported with `stopped: "limit"` and the limit's
+    name, its file changes stay on its branch, and the parent goes on with what the others did."""
+
+    childTokens: NonNegativeInt | None = None
+    """tokens one child may use, every kind added up (input, output, cache read, cache
+    creation); checked after each model call"""
+    childCostUsd: NonNegativeFloat | None = None
+    """what one child may cost, in USD (the CLI's figure once a turn ends; during a turn, its
+    model calls priced by coven-ls's table); checked after each model call"""
+    childSeconds: NonNegativeFloat | None = None
+    """how long one child may run, from its start (time spent `queued` does not count)"""
+    forkCostUsd: NonNegativeFloat | None = None
+    """what the whole fork may cost, in USD: every child, their background tasks and their own
+    forks; when it is reached, every child still at work is stopped"""
 
 
 class InitializationOptions(Wire, omit_defaults=True):
@@ -123,7 +145,8 @@ class InitializationOptions(Wire, omit_defaults=True):
     """how many fork children run a turn at once, across the whole server (every fork, nested
     ones included); the rest wait, `queued`, in order (a CLI process takes ~200 MiB and about a
     second of CPU to start; a child's CLI stops with its turn and frees its slot). With several
-    clients, the last one to connect sets it"""
+    clients, the last one to connect that names it sets it (one that leaves it out, a terminal
+    attaching with `coven-ls chat --tcp`, say, changes nothing)"""
     maxDepth: NonNegativeInt = 1
     """how deep model-driven forks nest: with 1, a child's `<fork>` tag is ignored and left in
     its answer; with 2, children fork like their parent; 0 turns model-driven forks off"""
@@ -156,6 +179,10 @@ class InitializationOptions(Wire, omit_defaults=True):
     worktreeSetupTimeoutSeconds: NonNegativeFloat = 600.0
     """a worktree setup still running after this long is stopped (its process group killed) and
     fails its child (0: never)"""
+    forkLimits: ForkLimits | None = None
+    """what fork children may spend (see ForkLimits): every fork of the sessions this client
+    starts, the model's included, unless `coven/fork` or `coven/decideFork` say otherwise for
+    one fork"""
     token: str | None = None
     """the server's token, which a `--tcp` server requires (its `--token-file`, `$COVEN_TOKEN`,
     or the one it generated and printed; see Starting the server); ignored on stdio. Never
@@ -252,6 +279,8 @@ class ForkParams(Wire):
     agent: AgentName | None = None
     """the agent every child runs: `claude` or `codex` (default: the parent's); another agent
     than the parent's cannot take `context: inherit`"""
+    limits: ForkLimits | None = None
+    """for this fork: each limit given replaces `initializationOptions.forkLimits`' (0: none)"""
 
 
 class BranchParams(Wire):
@@ -283,6 +312,8 @@ class DecideForkParams(Wire):
     """with `approve: true`: as in `coven/fork`"""
     agent: AgentName | None = None
     """with `approve: true`: as in `coven/fork`"""
+    limits: ForkLimits | None = None
+    """with `approve: true`: as in `coven/fork` (each limit given replaces the session's)"""
 
 
 class ForkIdParams(Wire):
@@ -405,6 +436,47 @@ class Usage(Wire):
             self.cacheReadTokens + other.cacheReadTokens,
             self.cacheCreationTokens + other.cacheCreationTokens,
         )
+
+
+class ContextUsage(Wire):
+    """How full a session's context is: its last model request against its model's window."""
+
+    tokens: NonNegativeInt
+    """the last model request's input: input, cache read and cache creation tokens (a
+    subagent's requests do not count)"""
+    window: NonNegativeInt | None
+    """the model's context window in tokens; null for a model coven-ls's price table does not
+    know (then show the tokens only and say the model is unknown)"""
+    model: str | None
+    """the model that served that request, as the agent reports it"""
+
+
+class ForkEstimate(Wire):
+    """What a fork would cost its children before any of them does anything: each child pays
+    for the parent's context once, at the price it pays for it."""
+
+    contextTokens: NonNegativeInt
+    """the parent's context (its `contextUsage.tokens`)"""
+    window: NonNegativeInt | None
+    """the parent's model's context window; null for a model the table does not know"""
+    model: str | None
+    """the parent's model"""
+    children: NonNegativeInt
+    """how many children the fork starts"""
+    tokens: NonNegativeInt
+    """`children` × `contextTokens`: the context the children read before they start"""
+    pricedAs: Literal["cacheRead", "input"]
+    """the price each child pays for those tokens: `cacheRead` for children that resume the
+    parent's conversation natively (its prompt cache is warm), `input` (full price) for fresh,
+    transcript, Codex or another agent's children"""
+    costUsd: float | None
+    """`tokens` at that price of the children's model; null when the table does not know the
+    model (say so and show the tokens only)"""
+    pricesAsOf: str
+    """the date of coven-ls's price table (`YYYY-MM-DD`)"""
+    warning: str | None
+    """set when the parent's context is past 80% of its window, e.g. "the parent's context is
+    85% full (170,000 of 200,000 tokens)"; else null"""
 
 
 class ChangedFile(Wire):
@@ -546,6 +618,9 @@ class SessionInfo(Wire):
     lastFork: ForkRef | None = None
     """the latest fork of this session (as the parent) and its state now; null when it never
     forked"""
+    contextUsage: ContextUsage | None = None
+    """how full its context is (its last model request against its model's window); null
+    before its first model request"""
 
 
 class ListSessionsResult(Wire):

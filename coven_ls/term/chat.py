@@ -11,8 +11,13 @@ session's tree does prints above it as it happens.
   (`coven/branch`: a new session with the whole conversation, which becomes the current one);
   `/fork task one; task two` is a coven fork of those tasks (`coven/fork`), and the chat stays on
   the parent.
-- A permission, a proposed fork or a fork child's changes are asked inline: the line being typed
-  is put aside and given back once the question is answered.
+- A permission, a proposed fork (y/n, e: edit its tasks) or a fork child's changes are asked
+  inline: the line being typed is put aside and given back once the question is answered, or
+  once it goes away because it was settled elsewhere (another client decided the fork or the
+  changes; the server withdrew its permission request).
+- `--tcp HOST:PORT` attaches to a running server (an editor's) instead of starting one: nothing
+  but the token is sent at `initialize`, so none of its settings change, and quitting only
+  disconnects.
 - Ctrl+C clears a typed line; on an empty line it cancels the current session's running turn or
   fork; twice on an idle, empty prompt it quits, as Ctrl+D and `/quit` do. Quitting shuts the
   server down in order (every CLI process ends); the sessions stay in the store for
@@ -26,7 +31,7 @@ import os
 import signal
 import sys
 from collections import deque
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,14 +46,17 @@ from pygls.exceptions import JsonRpcException
 from .. import protocol
 from ..protocol import Kind
 from ..protocol.describe import change_counts, one_line, summarize_input
+from ..protocol.tokens import default_state_dir
+from ..protocol.types import Isolation, MergeMode
 from . import chat_commands as cmd
 from .client import CovenClient, PermissionAnswer
-from .render import TreePrinter, file_listing
+from .render import TreePrinter, estimate_lines, file_listing
 from .run import applied_line
 
 EXIT_OK, EXIT_NOT_STARTED = 0, 2
 HISTORY_FILE = "chat-history"
 BUSY = frozenset(protocol.BUSY_STATUSES)
+ENDED = frozenset(protocol.FINAL_STATUSES | {"failed"})
 
 
 @dataclass(frozen=True)
@@ -59,24 +67,56 @@ class ChatOptions:
     fork_mode: protocol.ForkMode | None = None
     model: str | None = None
     permission_mode: protocol.PermissionMode | None = None
+    agent: protocol.AgentName | None = None  # of new sessions: the server's default if None
+    # The chat's own server's settings (never sent when attached): only what was given.
+    merge_mode: MergeMode | None = None
+    isolation: Isolation | None = None
+
+    def init_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        if self.merge_mode is not None:
+            options["mergeMode"] = self.merge_mode
+        if self.isolation is not None:
+            options["forkIsolation"] = self.isolation
+        return options
+
+    attach: tuple[str, int] | None = None  # a running `coven-ls --tcp` server's HOST, PORT
+    token: str | None = None  # its token (never from the command line)
 
 
 @dataclass
 class _Question:
     text: str
-    choices: str
+    choices: str  # letters to pick from; "" for a line of free text
     answer: asyncio.Future[str | None]
+    # What settles it elsewhere (another client's decision, a cancelled turn): ("fork", forkId),
+    # ("permission", sessionId, toolUseId), ("review", sessionId).
+    key: tuple[str, ...] | None = None
+    default: str = ""  # free text: what the line starts with, to edit
+    gone: str = "the question was settled elsewhere"  # said when it goes away unanswered
 
 
 class _Stdout:
-    """Whatever sys.stdout is when written to: prompt_toolkit's proxy while the input line shows,
-    so that the tree prints above it."""
+    """The tree's output. Whole lines go to whatever sys.stdout is when written to:
+    prompt_toolkit's proxy while the input line shows, so that they print above it. The line
+    still being streamed (`coven/delta`) is kept apart and shown just above the input line, as
+    part of its prompt (the proxy would hold it back until its newline, and a partial line above
+    a prompt is drawn over), until its newline sends it up with the others."""
+
+    def __init__(self) -> None:
+        self.partial = ""
+        self.on_partial: Callable[[], None] = lambda: None
 
     def write(self, text: str) -> int:
-        return sys.stdout.write(text)
+        done, newline, self.partial = (self.partial + text).rpartition("\n")
+        if newline:
+            sys.stdout.write(done + "\n")
+            sys.stdout.flush()
+        self.on_partial()
+        return len(text)
 
     def flush(self) -> None:
-        sys.stdout.flush()
+        pass  # whole lines are flushed as they are written; the partial one waits for its end
 
     def isatty(self) -> bool:
         return False
@@ -98,9 +138,8 @@ class _Commands(Completer):
 
 def history_path() -> Path:
     """The input history, kept across runs, readable by its owner only, in the server's default
-    state folder (`$XDG_STATE_HOME/coven-ls`; the front ends do not import the core)."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local/state")
-    path = Path(base) / "coven-ls" / HISTORY_FILE
+    state folder (`$XDG_STATE_HOME/coven-ls`)."""
+    path = default_state_dir() / HISTORY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))
     os.chmod(path, 0o600)  # a file made by an older run, or under another umask
@@ -112,19 +151,26 @@ class Chat:
         self._options = options
         self.client = CovenClient(
             on_event=self._on_event,
+            on_delta=self._on_delta,
             on_permission=self._on_permission,
             handles_forks=True,
             handles_review=True,
         )
-        self._printer = TreePrinter(_Stdout(), full_text=True)  # type: ignore[arg-type]
+        self._out = _Stdout()
+        self._out.on_partial = self._redraw
+        self._printer = TreePrinter(self._out, full_text=True)  # type: ignore[arg-type]
         self.current: str | None = None
         self._infos: dict[str, dict[str, Any]] = {}  # sessionId -> SessionInfo, kept current
         self._unplaced: list[dict[str, Any]] = []  # events of sessions not known yet
         self._proposed: dict[str, str] = {}  # sessionId -> the forkId awaiting a decision
         self._questions: deque[_Question] = deque()
+        self._asking: _Question | None = None  # the question on the input line now
+        self._agent = options.agent  # of the sessions started from now on (`/agent`)
+        self._reviewed: set[str] = set()  # fork children whose changes were applied or discarded
         self._draft = ""
         self._armed = False  # Ctrl+C pressed once on an idle, empty prompt
         self._quit = False
+        self._connected = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._input: PromptSession[str] | None = None
         self._asker: PromptSession[str] | None = None
@@ -136,7 +182,8 @@ class Chat:
         loop.add_signal_handler(signal.SIGINT, self._on_sigint)
         loop.add_signal_handler(signal.SIGTERM, self._stop)
         try:
-            await self.client.start(Path(self._options.cwd), own_session=True)
+            if not await self._connect():
+                return EXIT_NOT_STARTED
             watch = asyncio.ensure_future(self._watch_server())
             try:
                 if not await self._begin():
@@ -149,10 +196,45 @@ class Chat:
         finally:
             for task in list(self._tasks):
                 task.cancel()
-            # shutdown closes every session (their CLI processes end); the store keeps them.
+            # Our own server: shutdown closes every session (their CLI processes end); the store
+            # keeps them. Attached: only the connection ends; the server and its sessions go on.
             await self.client.stop()
+            if self.client.attached and self._connected:
+                self.say("(disconnected: the server and its sessions go on)")
             loop.remove_signal_handler(signal.SIGINT)
             loop.remove_signal_handler(signal.SIGTERM)
+
+    async def _connect(self) -> bool:
+        """Start a server of our own, or attach to a running one; False (said why) if neither."""
+        root = Path(self._options.cwd)
+        attach = self._options.attach
+        try:
+            if attach is None:
+                await self.client.start(
+                    root, init_options=self._options.init_options(), own_session=True
+                )
+            else:
+                await self.client.connect(*attach, root, self._options.token or "")
+        except OSError as exc:
+            where = f"{attach[0]}:{attach[1]}" if attach else "the server"
+            self.say(
+                f"coven-ls chat: cannot connect to {where} ({exc.strerror or exc}); is "
+                f"`coven-ls --tcp {where}` running?"
+            )
+            return False
+        except JsonRpcException as exc:
+            self.say(f"coven-ls chat: {exc.message}")
+            data = exc.data if isinstance(exc.data, dict) else {}
+            if exc.code == protocol.ErrorCode.StoreUnavailable and data.get("pid"):
+                self.say(
+                    "To share one server between the editor and this terminal, have the editor "
+                    "run it with --tcp (`coven-ls --tcp 127.0.0.1:7777`: coven.server.tcp in VS "
+                    "Code, tcp in Neovim) and attach to it: `coven-ls chat --tcp "
+                    "127.0.0.1:7777` (the token from --token-file or $COVEN_TOKEN)."
+                )
+            return False
+        self._connected = True
+        return True
 
     async def _begin(self) -> bool:
         await self._refresh()
@@ -179,7 +261,9 @@ class Chat:
                 await self._ask_next()
                 continue
             try:
-                line = await self._input.prompt_async(self._prompt, default=self._draft)
+                line = await self._input.prompt_async(
+                    lambda: self._streaming(self._prompt()), default=self._draft
+                )
             except KeyboardInterrupt:
                 typed = self._input.default_buffer.text
                 self._draft = ""
@@ -210,8 +294,18 @@ class Chat:
         title = one_line(info["title"], 30)
         return f"⎇ {title}" if info.get("branchedFrom") else title
 
+    def _streaming(self, prompt: str) -> str:
+        """A prompt with the line being streamed above it."""
+        return f"{self._out.partial}\n{prompt}" if self._out.partial else prompt
+
+    def _redraw(self) -> None:
+        for session in (self._input, self._asker):
+            if session is not None and session.app.is_running:
+                session.app.invalidate()
+
     def say(self, text: str) -> None:
-        print(text, flush=True)
+        # Through the printer: a line being streamed is ended first, not written over.
+        self._printer.note(text)
 
     # --- lines and commands ----------------------------------------------------------------------
 
@@ -237,6 +331,8 @@ class Chat:
             await self._resume(command.session_id)
         elif isinstance(command, cmd.Switch):
             await self._switch(command.target)
+        elif isinstance(command, cmd.Agent):
+            self._set_agent(command.name)
         elif self.current is None:
             self.say("There is no session yet: type a message to start one.")
         elif isinstance(command, cmd.Branch):
@@ -279,10 +375,27 @@ class Chat:
                 mark = "▶" if info["sessionId"] == self.current else " "
                 self.say(
                     f"{mark} {info['sessionId']}  {info['createdAt'][:16].replace('T', ' ')}  "
-                    f"{info['status']:<11} {one_line(info['title'], 60)}"
+                    f"{info['status']:<11} {info.get('agent') or 'claude':<6} "
+                    f"{one_line(info['title'], 60)}"
                 )
         elif name == "/review":
-            await self._review_current()
+            # Its questions are asked by the input loop, which must not wait for them here.
+            self._spawn(self._review_current())
+        elif name == "/new":
+            self.current = None
+            agent = self._agent or "the server's default agent"
+            self.say(f"Your next message starts a new session ({agent}).")
+
+    def _set_agent(self, name: str | None) -> None:
+        if name is None:
+            default = "the server's default agent"
+            self.say(f"New sessions run on {self._agent or default}.")
+            return
+        self._agent = name  # type: ignore[assignment]  # parse() checked it
+        here = self._infos.get(self.current or "")
+        stays = f"; this one stays on {here.get('agent') or 'claude'}" if here else ""
+        more = " (/new starts one)" if here else ""
+        self.say(f"New sessions run on {name}{more}{stays}.")
 
     async def _message(self, text: str) -> None:
         if self.current is None:
@@ -291,6 +404,7 @@ class Chat:
                 ("forkMode", self._options.fork_mode),
                 ("model", self._options.model),
                 ("permissionMode", self._options.permission_mode),
+                ("agent", self._agent),
             ):
                 if value is not None:
                     params[key] = value
@@ -433,6 +547,11 @@ class Chat:
 
     # --- events ----------------------------------------------------------------------------------
 
+    def _on_delta(self, delta: dict[str, Any]) -> None:
+        """A streamed piece of text or thinking: printed as it comes, for the current tree."""
+        if delta["sessionId"] in self._infos and self._in_tree(delta["sessionId"]):
+            self._printer.delta(delta)
+
     def _on_event(self, event: dict[str, Any]) -> None:
         if event["sessionId"] not in self._infos:
             self._unplaced.append(event)  # placed once listSessions knows the session
@@ -464,8 +583,16 @@ class Chat:
                 self._printer.add_session(child["sessionId"], child["label"], sid)
         if kind == Kind.FORK_PROPOSED:
             self._proposed[sid] = event["forkId"]
-        elif kind.startswith("fork"):
-            self._proposed.pop(sid, None)
+        elif kind.startswith("fork") or (kind == Kind.STATUS and event["status"] in ENDED):
+            if (settled := self._proposed.pop(sid, None)) is not None:
+                self._settle(("fork", settled))
+        if kind == Kind.PERMISSION_DECISION:
+            self._settle(("permission", sid, str(event.get("toolUseId"))))
+        elif kind == Kind.CHANGES and event["changes"]["merge"] == "pending":
+            self._reviewed.discard(sid)  # later work: to be reviewed again
+        elif kind == Kind.CHANGES:
+            self._reviewed.add(sid)
+            self._settle(("review", sid))
         if not self._in_tree(sid):
             return
         self._printer(event)
@@ -486,31 +613,77 @@ class Chat:
 
     # --- questions, inline -----------------------------------------------------------------------
 
-    async def ask(self, text: str, choices: str) -> str | None:
-        """One of `choices`, asked at the input line (the line being typed is put aside until it
-        is answered); None after Ctrl+C or when the chat ends first."""
-        question = _Question(text, choices, asyncio.get_running_loop().create_future())
+    async def ask(
+        self,
+        text: str,
+        choices: str,
+        key: tuple[str, ...] | None = None,
+        default: str = "",
+        gone: str = "the question was settled elsewhere",
+    ) -> str | None:
+        """One of `choices` (or, with none, a line of text that starts as `default`), asked at
+        the input line (the line being typed is put aside until it is answered); None after
+        Ctrl+C, when the chat ends first, or when `key` is settled elsewhere meanwhile."""
+        future = asyncio.get_running_loop().create_future()
+        question = _Question(text, choices, future, key, default, gone)
         self._questions.append(question)
         app = self._input.app if self._input is not None else None
         if app is not None and app.is_running:
             self._draft = app.current_buffer.text
             app.exit(result=_ASIDE)
-        return await question.answer
+        try:
+            return await asyncio.shield(question.answer)
+        except asyncio.CancelledError:
+            # The server withdrew its request ($/cancelRequest: the turn ended, say).
+            self._withdraw(question)
+            raise
+
+    def _settle(self, key: tuple[str, ...]) -> None:
+        """Questions that someone else answered (or that a cancelled turn made moot) go away."""
+        for question in [*self._questions, self._asking]:
+            if question is not None and question.key == key:
+                self._withdraw(question)
+
+    def _withdraw(self, question: _Question) -> None:
+        """Take a question off the input line (or out of the line of questions) unanswered; the
+        line typed before it comes back as it was."""
+        if question.answer.done():
+            return
+        question.answer.set_result(None)
+        if question in self._questions:
+            self._questions.remove(question)
+        elif question is self._asking:
+            self.say(f"({question.gone})")
+            if self._asker is not None and self._asker.app.is_running:
+                self._asker.app.exit(result=_ASIDE)
 
     async def _ask_next(self) -> None:
         question = self._questions.popleft()
         assert self._asker is not None
+        self._asking = question
+        answer: str | None = None
+        choices = "/".join(question.choices)
         try:
-            while True:
+            while not question.answer.done():
+                if not question.choices:
+                    line = await self._asker.prompt_async(
+                        lambda: self._streaming(f"{question.text} "), default=question.default
+                    )
+                    answer = None if line is _ASIDE else line
+                    break
                 line = await self._asker.prompt_async(
-                    f"{question.text} [{'/'.join(question.choices)}] "
+                    lambda: self._streaming(f"{question.text} [{choices}] ")
                 )
+                if line is _ASIDE:
+                    break
                 answer = line.strip().lower()[:1]
                 if answer and answer in question.choices:
                     break
                 self.say(f"Please answer {' or '.join(question.choices)}.")
         except (KeyboardInterrupt, EOFError):
             answer = None
+        finally:
+            self._asking = None
         if not question.answer.done():
             question.answer.set_result(answer)
 
@@ -521,6 +694,8 @@ class Chat:
             f"Allow {request['toolName']} in '{name}': "
             f"{summarize_input(request.get('input') or {}, 120)}?",
             "yn",
+            ("permission", request["sessionId"], str(request.get("toolUseId"))),
+            gone="the permission request was withdrawn: its turn ended",
         )
         if answer == "y":
             return {"allow": True}
@@ -529,22 +704,47 @@ class Chat:
         return {"allow": False, "message": "Denied by the user."}
 
     async def _ask_fork(self, event: dict[str, Any]) -> None:
-        tasks = event["tasks"]
-        listing = "\n".join(f"  {n}. {task}" for n, task in enumerate(tasks, 1))
-        answer = await self.ask(
-            f"Claude proposes to fork into {len(tasks)} task{'s' if len(tasks) != 1 else ''}:\n"
-            f"{listing}\nApprove the fork? (/approve a; b approves other tasks)",
-            "yn",
-        )
-        if answer is None or self._proposed.get(event["sessionId"]) != event["forkId"]:
-            return  # left for /approve or /reject, or decided meanwhile
-        params: dict[str, Any] = {"forkId": event["forkId"], "approve": answer == "y"}
-        if answer == "n":
-            params["reason"] = "rejected in the terminal"
-        try:
-            await self.client.request(protocol.DECIDE_FORK, params)
-        except JsonRpcException as exc:
-            self.say(f"coven-ls: {exc.message}")
+        """y approves, n rejects, e edits the tasks (on one line, `;` between them, starting as
+        they are) and asks again; gone once the fork is decided elsewhere."""
+        sid, fork_id = event["sessionId"], event["forkId"]
+        key = ("fork", fork_id)
+        tasks: list[str] = list(event["tasks"])
+        edited = False
+        while True:
+            listing = "\n".join(f"  {n}. {task}" for n, task in enumerate(tasks, 1))
+            answer = await self.ask(
+                f"Claude proposes to fork into {len(tasks)} task{'s' if len(tasks) != 1 else ''}:"
+                f"\n{listing}\n{estimate_lines(event, len(tasks))}"
+                "Approve the fork? (e: edit the tasks)",
+                "yne",
+                key,
+                gone="the fork was decided elsewhere",
+            )
+            if answer is None or self._proposed.get(sid) != fork_id:
+                return  # left for /approve or /reject, or decided meanwhile
+            if answer == "e":
+                typed = await self.ask(
+                    "Tasks (; between them):",
+                    "",
+                    key,
+                    "; ".join(tasks),
+                    gone="the fork was decided elsewhere",
+                )
+                if typed is not None and cmd.tasks_of(typed):
+                    tasks, edited = cmd.tasks_of(typed), True
+                continue
+            params: dict[str, Any] = {"forkId": fork_id, "approve": answer == "y"}
+            if answer == "y" and edited:
+                params["tasks"] = tasks
+            if answer == "n":
+                params["reason"] = "rejected in the terminal"
+            try:
+                await self.client.request(protocol.DECIDE_FORK, params)
+                return
+            except JsonRpcException as exc:
+                self.say(f"coven-ls: {exc.message}")
+                if exc.code != protocol.ErrorCode.InvalidParams:
+                    return  # withdrawn or decided meanwhile; a bad task list is asked again
 
     async def _review_current(self) -> None:
         await self._refresh()
@@ -571,7 +771,11 @@ class Chat:
                 f"Fork child '{name}' changed {change_counts(changes)}:\n{listing}\n"
                 f"Apply the changes to {repository}? (n: discard them)",
                 "yn",
+                ("review", child),
+                gone="the changes were applied or discarded elsewhere",
             )
+            if answer is None and child in self._reviewed:
+                continue  # applied or discarded elsewhere meanwhile
             if answer is None:
                 return  # the rest stay pending: /review asks again
             if answer == "y":
@@ -621,8 +825,11 @@ class Chat:
 
     async def _watch_server(self) -> None:
         await self.client.wait_server_exit()
-        tail = "\n".join(self.client.server_stderr)
-        self.say(f"coven-ls chat: the server stopped.\n{tail}")
+        if self.client.attached:
+            self.say("coven-ls chat: the server closed the connection.")
+        else:
+            tail = "\n".join(self.client.server_stderr)
+            self.say(f"coven-ls chat: the server stopped.\n{tail}")
         self._stop()
 
 

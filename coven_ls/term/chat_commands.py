@@ -22,6 +22,8 @@ COMMANDS: dict[str, str] = {
     "/reject": "[reason]: reject the proposed fork (the model is told why)",
     "/cancel": "[N]: cancel the running turn or fork (of session N from /tree)",
     "/review": "apply or discard the current fork's children's changes",
+    "/new": "leave this session (it goes on) for a new one, started by your next message",
+    "/agent": "claude|codex: the agent of the sessions started from now on (alone: which it is)",
     "/help": "this list",
     "/quit": "leave (Ctrl+D too); the sessions stay in the store",
 }
@@ -85,13 +87,19 @@ class Cancel:
 
 
 @dataclass(frozen=True)
+class Agent:
+    name: str | None = None  # None: say which agent new sessions get
+
+
+@dataclass(frozen=True)
 class Simple:
-    name: str  # "/tree", "/sessions", "/review", "/help", "/quit"
+    name: str  # "/tree", "/sessions", "/review", "/new", "/help", "/quit"
 
 
-Command = Message | Branch | Fork | Switch | Resume | Approve | Reject | Cancel | Simple
+Command = Message | Branch | Fork | Switch | Resume | Approve | Reject | Cancel | Agent | Simple
 
-_SIMPLE = ("/tree", "/sessions", "/review", "/help", "/quit")
+_SIMPLE = ("/tree", "/sessions", "/review", "/new", "/help", "/quit")
+AGENTS = ("claude", "codex")
 
 
 def tasks_of(text: str) -> list[str]:
@@ -151,6 +159,10 @@ def parse(line: str) -> Command | None:
         return Reject(rest or None)
     if name == "/cancel":
         return Cancel(rest or None)
+    if name == "/agent":
+        if rest and rest not in AGENTS:
+            raise CommandError(f"Usage: /agent {'|'.join(AGENTS)} (not {rest!r})")
+        return Agent(rest or None)
     raise AssertionError(name)  # pragma: no cover: every command is handled above
 
 

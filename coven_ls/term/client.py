@@ -1,6 +1,6 @@
-"""A small LSP client for coven-ls, used by `coven-ls demo`: it starts the server as a
-subprocess and talks to it exactly as an editor would (initialize, custom requests, `coven/event`
-notifications, permission requests)."""
+"""A small LSP client for coven-ls, used by `coven-ls demo`, `run` and `chat`: it starts the
+server as a subprocess (or attaches to a running `--tcp` one) and talks to it exactly as an editor
+would (initialize, custom requests, `coven/event` notifications, permission requests)."""
 
 from __future__ import annotations
 
@@ -54,6 +54,8 @@ class CovenClient:
         self._handles_review = handles_review
         self._changed = asyncio.Event()
         self._stderr_task: asyncio.Task[None] | None = None
+        # Attached to a server someone else runs (`--tcp`): leaving only disconnects.
+        self.attached = False
         self.events: list[dict[str, Any]] = []
         # The server's last stderr lines, to explain a server that fails.
         self.server_stderr: deque[str] = deque(maxlen=40)
@@ -106,6 +108,17 @@ class CovenClient:
         if server is not None and server.stderr is not None:
             # Nobody else reads the server's stderr pipe; a full pipe would block its logging.
             self._stderr_task = asyncio.create_task(self._drain_stderr(server.stderr))
+        await self._initialize(root, init_options or {})
+
+    async def connect(self, host: str, port: int, root: Path, token: str) -> None:
+        """Attach to a running `coven-ls --tcp` server (the one an editor uses, say), let in by
+        its token. Nothing but the token is sent as initializationOptions, so that attaching
+        changes none of the server's settings; `stop` then only disconnects."""
+        self.attached = True
+        await self._lsp.start_tcp(host, port)
+        await self._initialize(root, {"token": token})
+
+    async def _initialize(self, root: Path, init_options: dict[str, Any]) -> None:
         await self._lsp.initialize_async(
             types.InitializeParams(
                 process_id=os.getpid(),
@@ -119,7 +132,7 @@ class CovenClient:
                         }
                     }
                 ),
-                initialization_options=init_options or {},
+                initialization_options=init_options,
             )
         )
         self._lsp.initialized(types.InitializedParams())
@@ -150,12 +163,24 @@ class CovenClient:
             self.server_stderr.append(line.decode(errors="replace").rstrip())
 
     async def wait_server_exit(self) -> int | None:
-        """The server's exit code, once it has exited (None if it never started)."""
+        """The server's exit code, once it has exited (None if it never started); attached,
+        once the server has closed the connection (None)."""
+        if self.attached:
+            # wait(), not gather(): giving up on waiting must not cancel the connection's reader.
+            await asyncio.wait(self._lsp._async_tasks)
+            return None
         server = self._lsp._server
         return None if server is None else await server.wait()
 
     async def stop(self) -> None:
-        """shutdown + exit, then wait for the server process to end."""
+        """shutdown + exit, then wait for the server process to end; attached, only close the
+        connection (the server, its sessions and its other clients go on)."""
+        if self.attached:
+            writer = self._lsp.protocol.writer
+            if writer is not None:
+                writer.close()  # pygls' client notices the end of a TCP connection only so
+            await asyncio.wait_for(self._lsp.stop(), 30)
+            return
         server = self._lsp._server
         try:
             if server is not None and server.returncode is None:

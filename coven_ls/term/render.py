@@ -22,10 +22,10 @@ from typing import Any, TextIO
 import msgspec
 
 from ..protocol import events as ev
-from ..protocol.describe import change_counts, describe_payload, one_line
+from ..protocol.describe import change_counts, describe_payload, fork_cost, one_line
 from ..protocol.labels import FILE_MARKS
 from ..protocol.tree import SessionTree
-from ..protocol.types import SETTLED_STATUSES, Changes, ConflictFile
+from ..protocol.types import SETTLED_STATUSES, Changes, ConflictFile, ForkEstimate
 
 _MARKS = {"text": "⏺", "thinking": "✻"}
 # How many changed files a question lists before it says how many more there are.
@@ -34,6 +34,24 @@ CONFLICTS_NAMED = 3
 
 
 # --- isolated children's changes ------------------------------------------------------------------
+
+
+def estimate_lines(proposed: Mapping[str, Any], children: int) -> str:
+    """A fork question's context and cost lines (each ending in a newline), for `children`
+    children (the user may have edited the task list); empty without an estimate."""
+    raw = proposed.get("estimate")
+    if not raw:
+        return ""
+    estimate = msgspec.convert(raw, ForkEstimate)
+    if children != estimate.children and estimate.children:
+        per_child = None if estimate.costUsd is None else estimate.costUsd / estimate.children
+        estimate = msgspec.structs.replace(
+            estimate,
+            children=children,
+            tokens=children * estimate.contextTokens,
+            costUsd=None if per_child is None else round(per_child * children, 6),
+        )
+    return "".join(f"{line}\n" for line in fork_cost(estimate))
 
 
 def file_line(changed: Mapping[str, Any]) -> str:
@@ -82,8 +100,10 @@ def merge_line(result: ev.TaskOutcome, changes: Changes | None) -> str | None:
     if merge == "discarded":
         return f"■ {label}: discarded{counts}{on_branch}"
     if merge == "kept":
-        why = f" ({one_line(result.error, 60)})" if result.error else ""
         kept = f" —{counts} kept on branch {branch}" if branch else ""
+        if result.stopped == "limit":
+            return f"! {label}: not merged, stopped at its limit ({result.limit}){kept}"
+        why = f" ({one_line(result.error, 60)})" if result.error else ""
         return f"! {label}: not merged, the task failed{why}{kept}"
     if merge == "unchanged":
         return f"· {label}: unchanged"

@@ -34,7 +34,7 @@ import signal
 import sys
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
@@ -46,7 +46,7 @@ from ..protocol import Kind
 from ..protocol.describe import change_counts, one_line, summarize_input
 from ..protocol.types import Isolation, MergeMode, Usage
 from .client import CovenClient, PermissionAnswer
-from .render import TreePrinter, file_listing, merge_summary
+from .render import TreePrinter, estimate_lines, file_listing, merge_summary
 
 T = TypeVar("T")
 
@@ -101,6 +101,8 @@ class RunOptions:
             choices["agent"] = self.fork_agent
         return choices
 
+    fork_limits: dict[str, float | int] = field(default_factory=dict)  # forkLimits given
+
     def init_options(self) -> dict[str, Any]:
         """The server's initializationOptions: only what was given, so its defaults apply."""
         options: dict[str, Any] = {}
@@ -110,6 +112,8 @@ class RunOptions:
             options["forkIsolation"] = self.isolation
         if self.worktree_setup is not None:
             options["worktreeSetup"] = self.worktree_setup
+        if self.fork_limits:
+            options["forkLimits"] = dict(self.fork_limits)
         return options
 
 
@@ -514,6 +518,7 @@ class Runner:
                 count = f"{len(tasks)} parallel task{'s' if len(tasks) != 1 else ''}"
                 answer = await self._terminal.ask(
                     f"Claude proposes to fork '{one_line(name, 40)}' into {count}:\n{listing}\n"
+                    f"{estimate_lines(event, len(tasks))}"
                     "Approve the fork? (e: edit the tasks)",
                     "yne",
                     default="n",

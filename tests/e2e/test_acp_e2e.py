@@ -15,7 +15,7 @@ from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 from acp.stdio import spawn_agent_process
 
-from coven_ls.testing.scripted_model import ScriptedModel, ToolUse, reply
+from coven_ls.testing.scripted_model import ScriptedModel, ToolUse, Usage, reply
 
 from ..harness import processes_with_env, wait_until
 
@@ -110,7 +110,10 @@ async def acp_agent(
 
 
 async def test_a_prompt_streams_its_answer(home: Path, model: ScriptedModel) -> None:
-    model.on("Hello", "Hi there, in pieces.", chunk_chars=4, chunk_delay=0.01)
+    model.on(
+        "Hello", "Hi there, in pieces.", chunk_chars=4, chunk_delay=0.01,
+        usage=Usage(300, 20, cache_read_input_tokens=5000, cache_creation_input_tokens=700),
+    )  # fmt: skip
     async with acp_agent(home, model) as agent:
         sid = await agent.new()
         done = await agent.prompt(sid, "Hello")
@@ -119,8 +122,10 @@ async def test_a_prompt_streams_its_answer(home: Path, model: ScriptedModel) -> 
         assert len(chunks) > 1 and agent.editor.text(sid) == "Hi there, in pieces."
         [info] = agent.editor.of(sid, "session_info_update")
         assert info.title == "Hello"
+        # The context is the request's input side, against the scripted model's real window
+        # (claude-opus-5-5: 1M in coven-ls's table).
         [usage] = agent.editor.of(sid, "usage_update")
-        assert usage.used > 0
+        assert (usage.used, usage.size) == (300 + 5000 + 700, 1_000_000)
 
 
 async def test_a_tool_is_asked_about_allowed_then_rejected(
@@ -154,7 +159,7 @@ FORK = "Splitting.\n<fork>\n- Write the docs\n- Fix the bugs\n</fork>"
 async def test_a_model_fork_is_approved_shown_as_a_plan_and_answered(
     home: Path, model: ScriptedModel
 ) -> None:
-    model.on("Plan the release", FORK, times=1)
+    model.on("Plan the release", FORK, times=1, usage=Usage(500, 20, cache_read_input_tokens=9500))
     model.on("You were assigned 'Write the docs'", "Docs are written.")
     model.on("You were assigned 'Fix the bugs'", "Bugs are fixed.")
     model.on("<fork-results>", "Both parts are done.")
@@ -166,7 +171,14 @@ async def test_a_model_fork_is_approved_shown_as_a_plan_and_answered(
         assert agent.editor.text(sid).endswith("Both parts are done.")
         [(asked_in, proposal, options)] = agent.editor.asked
         assert asked_in == sid and options == ["allow_once", "reject_once"]
-        assert proposal.raw_input == {"tasks": ["Write the docs", "Fix the bugs"]}
+        assert proposal.raw_input["tasks"] == ["Write the docs", "Fix the bugs"]
+        # The parent's context (the scripted request's input side) and what the fork costs.
+        estimate = proposal.raw_input["estimate"]
+        assert (estimate["contextTokens"], estimate["tokens"]) == (10_000, 20_000)
+        assert estimate["window"] == 1_000_000 and estimate["pricedAs"] == "cacheRead"
+        shown = proposal.content[0].content.text
+        assert "Context: 10k / 1M tokens (1%)" in shown
+        assert "Fork cost: 2 × 10k = 20k tokens read from the cache ≈ $0.00" in shown
 
         plans = agent.editor.of(sid, "plan")
         assert [e.content for e in plans[0].entries] == ["Write the docs", "Fix the bugs"]
@@ -424,6 +436,8 @@ async def test_fork_context_is_a_session_setting_for_the_forks_approved_in_it(
             "Fork into 2 parallel tasks (Claude Code children, starting afresh with only their "
             "task)"
         )
+        # Its cost as those children pay it: fresh ones read no warm cache.
+        assert proposal.raw_input["estimate"]["pricedAs"] == "input"
         resumed = await agent.conn.resume_session(
             cwd=str(agent.workspace), session_id=sid, mcp_servers=[]
         )

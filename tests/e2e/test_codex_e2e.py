@@ -17,6 +17,7 @@ from pygls.exceptions import JsonRpcException
 
 from coven_ls import protocol
 from coven_ls.agents.codex import resolve_codex
+from coven_ls.testing.scripted_model import Usage
 from coven_ls.testing.scripted_responses import (
     HttpError,
     ScriptedResponses,
@@ -65,7 +66,10 @@ def streamed(coven: Coven, sid: str, kind: str = "text") -> str:
 
 
 async def test_text_streams_then_arrives_whole_with_usage(start_codex, responses) -> None:
-    responses.on("hello", Thinking("thinking it over"), "Hello from codex!", chunk_chars=4)
+    responses.on(
+        "hello", Thinking("thinking it over"), "Hello from codex!", chunk_chars=4,
+        usage=Usage(300, 20, cache_read_input_tokens=700),
+    )  # fmt: skip
     coven = await start_codex(init_options=CODEX)
     sid = await coven.start("hello there")
     result = await coven.wait_kind(sid, "turnResult")
@@ -82,6 +86,9 @@ async def test_text_streams_then_arrives_whole_with_usage(start_codex, responses
     [request] = responses.requests
     assert request.thread_id == agent["agentSessionId"]
     assert result["usage"]["inputTokens"] > 0 and result.get("costUsd") is None  # gpt-5.5: unpriced
+    # The gauge is the request codex reported last (its cached input included); gpt-5.5 is not in
+    # the price table: tokens only.
+    assert result["contextUsage"] == {"tokens": 1000, "window": None, "model": "gpt-5.5"}
     [info] = (await coven.request("coven/listSessions", {}))["sessions"]
     assert info["agent"] == "codex" and info["agentSessionId"] == agent["agentSessionId"]
     await coven.wait_status(sid, "idle")

@@ -130,6 +130,17 @@ def valid_value(annotation: Any, field: str, context: dict[str, st.SearchStrateg
         return st.booleans()
     if annotation is int:
         return st.integers(min_value=-5, max_value=2**70)
+    if annotation is float:
+        return st.floats(min_value=-5, max_value=1e9, allow_nan=False) | st.integers(-5, 10**6)
+    if isinstance(annotation, type) and issubclass(annotation, msgspec.Struct):
+        hints = get_type_hints(annotation, include_extras=True)
+        return st.fixed_dictionaries(
+            {},
+            optional={
+                f.name: valid_value(hints[f.name], f.name, context)
+                for f in msgspec.structs.fields(annotation)
+            },
+        )
     if annotation is Any or origin is dict:
         return json_values
     raise AssertionError(f"no strategy for {annotation!r}")
@@ -221,6 +232,9 @@ async def test_fuzzed_params_get_documented_errors(tmp_path: Path, model: Script
                     {
                         "sessionId": ids("s", [sid] if method in harmless else []),
                         "forkId": ids("f", []),
+                        # Not a real agent that may be installed (codex): a start must not
+                        # succeed, whichever way the draws fall.
+                        "agent": st.sampled_from(["claude", "nobody"]) | any_text,
                         "cwd": st.sampled_from(
                             [str(workspace), str(workspace / "a-file"), "/", "~", "", "\x00"]
                         )

@@ -22,10 +22,20 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import pytest
 
-from coven_ls.protocol.describe import compact_count, disk_size
-from coven_ls.testing.scripted_model import HttpError, Reply, ScriptedModel, Text, ToolUse, reply
+from coven_ls.protocol.describe import compact_count, context_gauge, disk_size, fork_cost_brief
+from coven_ls.protocol.types import ContextUsage, ForkEstimate
+from coven_ls.testing.scripted_model import (
+    HttpError,
+    Reply,
+    ScriptedModel,
+    Text,
+    ToolUse,
+    Usage,
+    reply,
+)
 
 from ..fixtures.record import EVENTS_DIR, read
 from ..gitrepo import NOTES, append, git, git_env, make_repo, status
@@ -356,12 +366,14 @@ vim.cmd('CovenStart Tell me a story')
     assert mid[3].startswith("  ⏺ ") and STORY.startswith(partial) and partial != STORY, tree
     assert len(mid) == 4, tree
     # After: the text event replaced the pieces with the whole answer, once; the header has the
-    # turn's tokens.
+    # turn's tokens and how full the context is (the gauge: 5k of the scripted model's 1M).
     usage = result["usage"]
     tokens_in = usage["inputTokens"] + usage["cacheReadTokens"] + usage["cacheCreationTokens"]
+    context = msgspec.convert(result["contextUsage"], ContextUsage)
+    assert context.window == 1_000_000 and context.tokens > 0
     assert lines[0] == (
         f"● Tell me a story  ✓ idle  · {compact_count(tokens_in)} in · "
-        f"{compact_count(usage['outputTokens'])} out"
+        f"{compact_count(usage['outputTokens'])} out  · context {context_gauge(context)}"
     )
     assert lines[3:5] == [f"  ⏺ {STORY}", lines[4]] and lines[4].startswith("  ✓ turn done (")
     assert sum(STORY[:20] in line for line in lines) == 1
@@ -627,7 +639,17 @@ vim.cmd('qall!')
 """
 
 TURN_NUMBERS = re.compile(r"\((\d+\.\d) s, \$(\d+\.\d{4})\)")
-HEADER_USAGE = re.compile(r"  · (\S+) in · (\S+) out$")
+HEADER_USAGE = re.compile(r"  · (\S+) in · (\S+) out(?=  · context |$)")
+HEADER_CONTEXT = re.compile(r"  · context (.+)$")
+
+
+def session_context(events: list[dict]) -> list[str]:
+    """Each session's context as its header shows it, from its last turnResult that has one."""
+    last: dict[str, dict] = {}
+    for e in events:
+        if e.get("kind") == "turnResult" and e.get("contextUsage"):
+            last[e["sessionId"]] = e["contextUsage"]
+    return sorted(context_gauge(msgspec.convert(c, ContextUsage)) for c in last.values())
 
 
 def session_usage(events: list[dict]) -> list[tuple[str, str]]:
@@ -681,9 +703,12 @@ def render_fixture(
     # Each session's header: the tokens of its turns (when the recording has them).
     headers = sorted(m.groups() for m in map(HEADER_USAGE.search, end_lines) if m)
     assert headers == session_usage(events), end_lines
+    # And how full its context is: its last model request against the window (the gauge).
+    contexts = sorted(m.group(1) for m in map(HEADER_CONTEXT.search, end_lines) if m)
+    assert contexts == session_context(events), end_lines
 
     def plain(line: str) -> str:
-        return HEADER_USAGE.sub("", TURN_NUMBERS.sub("(…)", line))
+        return HEADER_USAGE.sub("", HEADER_CONTEXT.sub("", TURN_NUMBERS.sub("(…)", line)))
 
     return [plain(line) for line in mid_lines], [plain(line) for line in end_lines]
 
@@ -707,11 +732,16 @@ RESULTS_PROMPT = (
 
 def test_the_tree_draws_a_recorded_fork(tmp_path: Path) -> None:
     _, lines = render_fixture(tmp_path, "fork")
+    # The proposal says what the fork costs: the parent's context, as the server estimated it.
+    [proposed] = [e for e in read(EVENTS_DIR / "fork.jsonl") if e.get("kind") == "forkProposed"]
+    cost = fork_cost_brief(msgspec.convert(proposed["estimate"], ForkEstimate))
+    assert cost.startswith("context ") and "/ 1M tokens" in cost
     assert lines == [
         "● Plan the release  ✓ idle",
         "  › you: Plan the release",
         *SPLIT_ANSWER,
-        "  ⑂ Fork proposed  2 tasks: Write the docs; Fix the bugs  (:CovenApprove / :CovenReject)",
+        "  ⑂ Fork proposed  2 tasks: Write the docs; Fix the bugs"
+        f" · {cost}  (:CovenApprove / :CovenReject)",
         SHARED_FORK.format("finished"),
         "    ⑂ Write the docs  ✓ idle",
         "      › fork: You were assigned 'Write the docs'",
@@ -1160,3 +1190,58 @@ def test_the_tree_draws_a_recorded_codex_session_and_its_fork(tmp_path: Path) ->
         "  ⏺ Both done.",
         "  ✓ turn done (…)",
     ]
+
+
+def test_the_plugins_fork_limits_stop_a_child_that_never_ends(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    """fork_limits = { child_tokens = ... } reaches the server as initializationOptions.forkLimits:
+    a child that keeps calling tools is stopped at its limit and the parent goes on."""
+    loop, quick = "Keep polishing", "Say hello"
+    model.on("Plan the release", f"Splitting.\n<fork>\n- {loop}\n- {quick}\n</fork>")
+    model.on(
+        lambda r: (
+            f"You were assigned '{loop}'" in r.all_text and "<fork-results>" not in r.all_text
+        ),
+        lambda _r: reply(
+            "One more pass.",
+            ToolUse("Bash", {"command": "echo pass"}),
+            usage=Usage(input_tokens=1500, output_tokens=500),
+        ),
+    )
+    model.on(f"You were assigned '{quick}'", "Hello.", usage=Usage(10, 5))
+    model.on("<fork-results>", "Going on without more polish.", usage=Usage(10, 5))
+
+    lines = run_nvim(
+        tmp_path,
+        model,
+        r"""
+vim.lsp.handlers['window/showMessageRequest'] = function(_, params)
+  if params.message:find('wants to use Bash', 1, true) then return { title = 'Allow' } end
+  return vim.NIL
+end
+local fork_done = false
+coven.on_event(function(ev)
+  if ev.kind == 'forkStarted' or ev.kind == 'forkFinished' then
+    vim.fn.writefile({ vim.json.encode(ev) }, OUT .. '.' .. ev.kind)
+    fork_done = ev.kind == 'forkFinished'
+  elseif ev.sessionId == root and fork_done and ev.kind == 'status' and ev.status == 'idle' then
+    finish_soon()
+  end
+end)
+vim.cmd('CovenStart Plan the release')
+""".replace("OUT", lua_string(str(tmp_path / "result"))),
+        init_options="{ forkMode = 'auto' }",
+        setup="fork_limits = { child_tokens = 3000 }",
+    )
+    started = json.loads((tmp_path / "result.forkStarted").read_text())
+    finished = json.loads((tmp_path / "result.forkFinished").read_text())
+    assert started["limits"] == {"childTokens": 3000}
+    stopped, hello = finished["results"]
+    assert (stopped["label"], stopped["stopped"], stopped["limit"]) == (
+        loop,
+        "limit",
+        "childTokens",
+    )
+    assert hello["ok"] is True
+    assert "⏺ Going on without more polish." in "\n".join(lines)

@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
+from coven_ls.core.models import MODELS, PRICES_AS_OF
 from coven_ls.term.run import NO_TERMINAL_DENIAL, NO_TERMINAL_FORK_REASON
-from coven_ls.testing.scripted_model import HttpError, Reply, ScriptedModel, ToolUse
+from coven_ls.testing.scripted_model import HttpError, Reply, ScriptedModel, ToolUse, Usage
 
 from ..gitrepo import NOTES, append, git, git_env, make_repo, status
 from ..harness import processes_with_env
@@ -364,9 +365,18 @@ def test_run_on_a_terminal_asks_edits_the_fork_and_draws_the_tree(
     terminal, model: ScriptedModel
 ) -> None:
     model.on(PLAN, ToolUse("Bash", {"command": "touch seen.txt && echo looked-around"}))
-    model.on("looked-around", FORK_TWO)
+    # The request that proposes the fork fills 85% of the scripted model's 1M window.
+    model.on("looked-around", FORK_TWO, usage=Usage(400, 20, cache_read_input_tokens=849_600))
     model.on("You were assigned 'Only the docs'", "Docs only, done.")
     model.on("<fork-results>", "Merged the docs.")
+    per_child = 850_000 * MODELS["claude-opus-5-5"].cache_read / 1_000_000
+
+    def cost(children: int, tokens: str) -> str:
+        return re.escape(
+            f"Context: 850k / 1M tokens (85%)\nFork cost: {children} × 850k = {tokens} tokens "
+            f"read from the cache ≈ ${children * per_child:.2f} (prices of {PRICES_AS_OF})\n"
+            "⚠ Warning: the parent's context is 85% full (850,000 of 1,000,000 tokens)\n"
+        )
 
     term = terminal(PLAN)
     at = term.expect(
@@ -374,11 +384,11 @@ def test_run_on_a_terminal_asks_edits_the_fork_and_draws_the_tree(
     )
     term.type("y\n")
     at = term.expect(r"into 2 parallel tasks:\n  1\. Write the docs\n  2\. Fix the bugs\n", at)
-    at = term.expect(r"Approve the fork\? \(e: edit the tasks\) \[y/n/e\] ", at)
+    at = term.expect(cost(2, "1.7M") + r"Approve the fork\? \(e: edit the tasks\) \[y/n/e\] ", at)
     term.type("e\n")
     at = term.expect(r"an empty line ends the list:", at)
     term.type("Only the docs\n\n")
-    at = term.expect(r"into 1 parallel task:\n  1\. Only the docs\n", at)
+    at = term.expect(r"into 1 parallel task:\n  1\. Only the docs\n" + cost(1, "850k"), at)
     term.type("y\n")
     assert term.wait() == 0, term.text[-3000:]
 

@@ -42,7 +42,10 @@ class FakeEditor:
 
 def rig(agent_name: str, choice: str) -> tuple[CovenAgent, Any, FakeForks, FakeEditor]:
     parent = SimpleNamespace(
-        id="s-1", parent_id=None, config=SimpleNamespace(agent=agent_name, permission_mode=None)
+        id="s-1",
+        parent_id=None,
+        context=None,  # no model request yet: no estimate
+        config=SimpleNamespace(agent=agent_name, permission_mode=None),
     )
     forks = FakeForks(parent)
     hub = SimpleNamespace(forks=forks, sessions={"s-1": parent}, get=lambda _sid: parent)

@@ -85,14 +85,28 @@ def test_a_fork_is_a_plan_and_a_tool_call_that_follow_its_children() -> None:
     assert done.status == "completed" and "A done" in shown and "failed: API Error: 500" in shown
 
 
-def test_a_turn_reports_its_tokens_and_cost() -> None:
+def test_a_turn_reports_its_context_against_the_models_window_and_its_cost() -> None:
     usage = {"inputTokens": 10, "outputTokens": 5, "cacheReadTokens": 100}
+    context = {"tokens": 150_000, "window": 1_000_000, "model": "claude-opus-5-5"}
     [update] = updates.event_updates(
-        event("turnResult", text="", isError=False, subtype="success", usage=usage, costUsd=0.25),
+        event(
+            "turnResult", text="", isError=False, subtype="success", usage=usage, costUsd=0.25,
+            contextUsage=context,
+        ),
+        updates.SessionView(),
+    )  # fmt: skip
+    assert (update.used, update.size) == (150_000, 1_000_000)
+    assert (update.cost.amount, update.cost.currency) == (0.25, "USD")
+
+
+def test_a_model_of_unknown_window_reports_its_tokens_against_the_fallback() -> None:
+    context = {"tokens": 4_000, "window": None, "model": "claude-next-9"}
+    [update] = updates.event_updates(
+        event("turnResult", text="", isError=False, subtype="success", contextUsage=context),
         updates.SessionView(),
     )
-    assert (update.used, update.size) == (115, updates.CONTEXT_WINDOW)
-    assert (update.cost.amount, update.cost.currency) == (0.25, "USD")
+    assert (update.used, update.size) == (4_000, updates.FALLBACK_WINDOW)
+    assert update.cost is None
 
 
 def test_a_subagents_tool_calls_are_marked_with_their_agent_call_and_its_words_are_not_shown() -> (

@@ -12,6 +12,7 @@ from prompt_toolkit.document import Document
 from coven_ls.term.chat import _Commands, history_path
 from coven_ls.term.chat_commands import (
     COMMANDS,
+    Agent,
     Approve,
     Branch,
     Cancel,
@@ -53,6 +54,9 @@ from coven_ls.term.chat_commands import (
         ("/cancel", Cancel(None)),
         ("/cancel 3", Cancel("3")),
         ("/tree", Simple("/tree")),
+        ("/new", Simple("/new")),
+        ("/agent codex", Agent("codex")),
+        ("/agent", Agent(None)),
         ("/quit", Simple("/quit")),
         ("   ", None),
     ],
@@ -71,6 +75,7 @@ def test_a_line_parses_to_its_command(line: str, command: object) -> None:
         ("/switch", "Usage: /switch"),
         ("/resume a b", "Usage: /resume"),
         ("/tree now", "takes nothing"),
+        ("/agent gpt", "Usage: /agent claude|codex"),
         ("/fork --fresh", "Usage: /fork"),
         ("/fork --fast a", "--fast: not an option here"),
         ("/approve --fresh --transcript", "--transcript: not an option here"),
@@ -85,7 +90,7 @@ def test_a_command_typed_wrong_says_how_to_type_it(line: str, says: str) -> None
 def test_help_lists_every_command() -> None:
     assert set(COMMANDS) == {
         "/fork", "/switch", "/tree", "/sessions", "/resume", "/approve", "/reject", "/cancel",
-        "/review", "/help", "/quit",
+        "/review", "/new", "/agent", "/help", "/quit",
     }  # fmt: skip
 
 

@@ -33,3 +33,37 @@ def test_a_token_file_goes_with_tcp() -> None:
         timeout=60,
     )
     assert done.returncode == 2 and "--token-file goes with --tcp" in done.stderr
+
+
+def test_run_passes_its_limit_flags_as_fork_limits() -> None:
+    from coven_ls.cli import build_parser
+    from coven_ls.term.run import RunOptions
+
+    args = build_parser().parse_args(
+        ["run", "--child-tokens", "5000", "--fork-cost-usd", "2.5", "--child-seconds", "0", "go"]
+    )
+    assert (args.childTokens, args.forkCostUsd, args.childSeconds, args.childCostUsd) == (
+        5000,
+        2.5,
+        0.0,
+        None,
+    )
+    options = RunOptions("go", ".", fork_limits={"childTokens": 5000, "forkCostUsd": 2.5})
+    assert options.init_options() == {"forkLimits": {"childTokens": 5000, "forkCostUsd": 2.5}}
+    assert "forkLimits" not in RunOptions("go", ".").init_options()
+
+
+def test_run_refuses_a_bad_limit_saying_why() -> None:
+    for flags, problem in (
+        (["--child-tokens", "-3"], "--child-tokens must be 0 (no limit) or more, not -3"),
+        (["--child-tokens", "1.5"], "--child-tokens takes a whole number, not '1.5'"),
+        (["--child-cost-usd", "abc"], "--child-cost-usd takes a number, not 'abc'"),
+        (["--fork-cost-usd", "nan"], "--fork-cost-usd must be 0 (no limit) or more, not nan"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "coven_ls", "run", *flags, "go"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2 and problem in done.stderr, done.stderr

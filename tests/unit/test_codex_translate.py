@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from claude_agent_sdk import ResultMessage, StreamEvent
+from claude_agent_sdk import ResultMessage, StreamEvent, SystemMessage
 
 from coven_ls.agents.codex.prices import cost_usd
 from coven_ls.agents.codex.translate import Translator, error_text, file_change_input, http_status
@@ -71,7 +71,8 @@ def test_text_and_reasoning_stream_then_arrive_whole() -> None:
     # gpt-5.5 is not in the dated price table: no cost rather than a guess.
     assert result.costUsd is None
     # The streamed blocks are the ones the whole messages end.
-    assert [m.message_id for m in messages if not isinstance(m, (StreamEvent, ResultMessage))] == [
+    whole = [m for m in messages if not isinstance(m, (StreamEvent, ResultMessage, SystemMessage))]
+    assert [m.message_id for m in whole] == [
         "rs_scripted_2",
         "msg_scripted_3",
     ]
@@ -141,7 +142,7 @@ def test_retried_errors_are_api_retries_and_other_threads_are_ignored() -> None:
 def test_cost_from_the_dated_table_and_an_interrupted_turn() -> None:
     translator = Translator("T", model="gpt-5")
     translator.feed("turn/started", {"threadId": "T", "turn": {"id": "U"}})
-    translator.feed(
+    [call] = translator.feed(
         "thread/tokenUsage/updated",
         {
             "threadId": "T",
@@ -155,8 +156,16 @@ def test_cost_from_the_dated_table_and_an_interrupted_turn() -> None:
             },
         },
     )
+    # The call is counted at once, for a fork's limits (Session._count_call), priced.
+    assert isinstance(call, SystemMessage) and call.subtype == "coven_usage"
+    assert call.data["usage"]["cache_read_input_tokens"] == 400_000
+    assert call.data["usage"]["input_tokens"] == 600_000
+    assert call.data["cost_usd"] == pytest.approx(cost_usd("gpt-5", 1_000_000, 400_000, 1000))
+    assert map_message(call) == []  # no event of its own
+    # The call's model too: the session's context gauge reads it.
+    assert call.data["model"] == "gpt-5"
     # Usage of another turn (a resumed thread's old totals) does not count.
-    translator.feed(
+    assert [] == translator.feed(
         "thread/tokenUsage/updated",
         {"threadId": "T", "turnId": "old", "tokenUsage": {"last": {"inputTokens": 5}}},
     )

@@ -189,7 +189,9 @@ async def running_hub(
 
 
 def settings(tmp_path: Path, **options: Any) -> ClientSettings:
-    return ClientSettings(str(tmp_path), protocol.InitializationOptions(**options))
+    return ClientSettings(
+        str(tmp_path), protocol.InitializationOptions(**options), frozenset(options)
+    )
 
 
 async def start(rig: Rig, prompt: str = PLAN) -> Session:
@@ -443,6 +445,25 @@ async def test_max_parallel_queues_the_other_children(tmp_path: Path) -> None:
                     busy.add(e["sessionId"])
                 most = max(most, len(busy))
         assert most == 1
+
+
+async def test_a_client_that_names_no_options_changes_none_of_the_servers(
+    tmp_path: Path,
+) -> None:
+    """A terminal attaching to an editor's server (`coven-ls chat --tcp`) names no options: the
+    server-wide limit stays the editor's, and it shares the store the editor's folder holds."""
+    editor = settings(tmp_path, maxParallel=7, stateDir=str(tmp_path / "editor-state"))
+    async with running_hub(editor) as rig:
+        assert rig.hub.slots.limit == 7
+        attached = ClientSettings.parse({"token": "t"}, str(tmp_path))
+        store, warning = await rig.hub.open_store(attached)
+        rig.hub.attach(RecordingClient(attached, store))
+        assert rig.hub.slots.limit == 7
+        assert store is rig.client.store and warning is None
+        assert list(rig.hub.stores) == [store.path]
+        # One that names it still sets it, as the last to connect.
+        rig.hub.attach(RecordingClient(ClientSettings.parse({"maxParallel": 2}, "/"), None))
+        assert rig.hub.slots.limit == 2
 
 
 async def test_max_parallel_is_one_limit_for_every_fork_of_the_server(tmp_path: Path) -> None:

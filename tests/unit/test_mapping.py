@@ -223,6 +223,7 @@ def test_result_message_becomes_turn_result() -> None:
             "agentSessionId": "agent-42",
             "usage": None,  # this result reports none
             "cancelled": None,  # only the session sets it, on a cancelled turn
+            "contextUsage": None,  # only the session sets it, from its model calls
         },
     )
 

@@ -297,3 +297,19 @@ def test_merge_lines_name_a_few_conflicts_and_listings_cut_long_lists() -> None:
     assert listing[:3] == ["  R old.py → new.py  +1 −1", "  A logo.png  binary", "  M m0  +0 −0"]
     assert len(listing) == FILES_LISTED + 1 and listing[-1] == "  … and 2 more"
     assert change_counts(many) == f"+{1 + sum(range(FILES_LISTED))} −1 · 22 files"
+
+
+def test_a_child_stopped_at_a_limit_says_so_in_the_merge_summary() -> None:
+    stopped = TaskOutcome(
+        "Loop",
+        BUGS,
+        False,
+        error="stopped: it reached its limit of 4,000 tokens (forkLimits.childTokens)",
+        merge="kept",
+        branch="coven/f-1/1-loop",
+        stopped="limit",
+        limit="childTokens",
+    )
+    assert merge_line(stopped, None) == (
+        "! Loop: not merged, stopped at its limit (childTokens) — kept on branch coven/f-1/1-loop"
+    )

@@ -18,6 +18,7 @@ from coven_ls.core import session as session_module
 from coven_ls.core.agent import AgentSpec, AgentStartError
 from coven_ls.core.session import Session, SessionConfig
 from coven_ls.protocol import Kind, events
+from coven_ls.protocol.types import ContextUsage
 
 from ..fakes import (
     Ask,
@@ -853,6 +854,46 @@ async def test_a_report_that_never_comes_is_not_waited_for_forever(
         with anyio.fail_after(LIMIT):
             await session.wait_settled()
         assert session.status == "idle"
+
+
+def _with_usage(message: Any, model: str, **tokens: int) -> Any:
+    message.model = model
+    message.usage = {"input_tokens": 0, "output_tokens": 1, **tokens}
+    return message
+
+
+async def test_the_gauge_is_the_last_main_model_request_not_a_subagents() -> None:
+    main = "claude-sonnet-4-5"
+    backend = FakeBackend(
+        [
+            init(),
+            _with_usage(assistant("one"), main, input_tokens=100, cache_read_input_tokens=900),
+            # A subagent's request (its own small context) is not the session's.
+            _with_usage(
+                assistant("sub", parent="toolu_1"), main, input_tokens=5, cache_read_input_tokens=5
+            ),
+            _with_usage(
+                assistant("two"),
+                main,
+                input_tokens=50,
+                cache_read_input_tokens=1000,
+                cache_creation_input_tokens=150,
+            ),
+            result("two"),
+        ],
+        [init(), assistant("no usage"), result("none")],
+    )
+    async with running(backend) as session:
+        assert session.info().contextUsage is None  # before any request
+        session.send("go")
+        done = await turn_done(session)
+        expected = {"tokens": 1200, "window": 200_000, "model": main}
+        assert done["contextUsage"] == expected
+        assert session.info().contextUsage == ContextUsage(**expected)
+        # A turn that reported no usage leaves the gauge where it was.
+        session.send("again")
+        again = await turn_done(session, after=done["seq"])
+        assert again["contextUsage"] == expected
 
 
 async def test_an_agent_that_dies_between_turns_is_said_at_once_and_the_next_message_resumes() -> (

@@ -11,8 +11,9 @@ import msgspec
 import pytest
 
 from coven_ls.protocol import tree
-from coven_ls.protocol.events import Deleted, ForkStarted, Text, event_dict
+from coven_ls.protocol.events import ChildRef, Deleted, ForkStarted, Spend, Text, event_dict
 from coven_ls.protocol.tree import SessionTree, decode
+from coven_ls.protocol.types import ForkLimits, Usage
 
 from ..fixtures.record import EVENTS_DIR, read
 
@@ -122,3 +123,16 @@ def test_decode_types_the_payload_and_skips_unknown_kinds() -> None:
         ),
         tree.Event,
     )
+
+
+def test_a_forks_limits_and_each_childs_spend_are_folded_in() -> None:
+    sessions = SessionTree()
+    limits = ForkLimits(childTokens=1000, forkCostUsd=2.0)
+    children = [ChildRef(sessionId="s-child", label="Fix it")]
+    started = ForkStarted("f-1", "running", "user", ["Fix it"], children, limits=limits)
+    sessions.apply(event_dict("s-root", 3, "", started))
+    assert sessions.forks["f-1"].limits == limits
+    assert sessions.session("s-child").spend is None
+    spent = Spend(Usage(inputTokens=10, cacheReadTokens=600), costUsd=0.02, seconds=4.5)
+    sessions.apply(event_dict("s-child", 2, "", spent))
+    assert sessions.session("s-child").spend == spent

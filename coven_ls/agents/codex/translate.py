@@ -137,6 +137,7 @@ class Translator:
     _input: int = 0
     _cached: int = 0
     _output: int = 0
+    _calls: int = 0  # the turn's model calls so far
     _error: str | None = None
     _streaming: set[str] = field(default_factory=set)  # items whose block is open
     items: dict[str, dict[str, Any]] = field(default_factory=dict)  # tool items of the turn
@@ -176,12 +177,37 @@ class Translator:
         if method == "item/completed":
             return self._item_completed(params.get("item") or {})
         if method == "thread/tokenUsage/updated":
-            if params.get("turnId") == self.turn_id:
-                last = (params.get("tokenUsage") or {}).get("last") or {}
-                self._input += _int(last.get("inputTokens"))
-                self._cached += _int(last.get("cachedInputTokens"))
-                self._output += _int(last.get("outputTokens"))
-            return []
+            if params.get("turnId") != self.turn_id:
+                return []
+            last = (params.get("tokenUsage") or {}).get("last") or {}
+            tokens = (
+                _int(last.get("inputTokens")),
+                _int(last.get("cachedInputTokens")),
+                _int(last.get("outputTokens")),
+            )
+            self._input += tokens[0]
+            self._cached += tokens[1]
+            self._output += tokens[2]
+            self._calls += 1
+            # One model call's tokens, as soon as codex says them (a fork's limits count them;
+            # the turn's result says the same again, added up).
+            return [
+                SystemMessage(
+                    subtype="coven_usage",
+                    data={
+                        "key": f"{self.turn_id}/{self._calls}",
+                        "usage": {
+                            "input_tokens": max(tokens[0] - tokens[1], 0),
+                            "output_tokens": tokens[2],
+                            "cache_read_input_tokens": tokens[1],
+                            "cache_creation_input_tokens": 0,
+                        },
+                        "cost_usd": cost_usd(self.model, *tokens),
+                        # and the model, for the session's context gauge
+                        "model": self.model,
+                    },
+                )
+            ]
         if method == "error":
             text = error_text(params.get("error"))
             if params.get("willRetry"):
@@ -261,7 +287,7 @@ class Translator:
     def _begin(self, turn_id: str) -> None:
         self.turn_id = turn_id
         self._answer, self._error = "", None
-        self._input = self._cached = self._output = 0
+        self._input = self._cached = self._output = self._calls = 0
         self._streaming.clear()
         self.items.clear()
 

@@ -31,6 +31,9 @@ local defaults = {
   -- a shell command run in each fork child's new worktree before it starts ('auto': the
   -- repository's .cursor/worktrees.json or conductor.json setup, once allowed; '': none)
   worktree_setup = nil,
+  -- what fork children may spend: { child_tokens = 200000, child_cost_usd = 1, child_seconds =
+  -- 600, fork_cost_usd = 5 }, any of them (0: no limit); a child that reaches one is stopped
+  fork_limits = nil,
   root_dir = nil, -- the sessions' default working directory (default: Neovim's cwd)
   open_tree = true, -- open the tree window when a session starts
   tree_width = 60,
@@ -192,6 +195,34 @@ local function tcp_connection(opts)
   return vim.lsp.rpc.connect(host, tonumber(port)), init_options
 end
 
+-- The `fork_limits` option as initializationOptions.forkLimits, or nil and what is wrong with it.
+local LIMIT_NAMES = {
+  child_tokens = 'childTokens',
+  child_cost_usd = 'childCostUsd',
+  child_seconds = 'childSeconds',
+  fork_cost_usd = 'forkCostUsd',
+}
+local function fork_limits(given)
+  if type(given) ~= 'table' then
+    return nil, 'fork_limits must be a table, e.g. { child_tokens = 200000, fork_cost_usd = 5 }'
+  end
+  local limits = {}
+  for key, value in pairs(given) do
+    local name = LIMIT_NAMES[key]
+    if not name then
+      return nil, ('fork_limits.%s is not a limit; use child_tokens, child_cost_usd, child_seconds or fork_cost_usd'):format(tostring(key))
+    end
+    if type(value) ~= 'number' or value < 0 or value ~= value or value == math.huge then
+      return nil, ('fork_limits.%s must be a number, 0 (no limit) or more (got %s)'):format(key, vim.inspect(value))
+    end
+    if name == 'childTokens' and value % 1 ~= 0 then
+      return nil, ('fork_limits.child_tokens must be a whole number (got %s)'):format(value)
+    end
+    limits[name] = value
+  end
+  return limits
+end
+
 local function start_server()
   if state.client_id and vim.lsp.get_client_by_id(state.client_id) then
     return true
@@ -209,6 +240,14 @@ local function start_server()
   end
   if opts.worktree_setup ~= nil then
     init_options = vim.tbl_extend('force', init_options or {}, { worktreeSetup = opts.worktree_setup })
+  end
+  if opts.fork_limits ~= nil then
+    local limits, problem = fork_limits(opts.fork_limits)
+    if not limits then
+      notify(problem, vim.log.levels.ERROR)
+      return false
+    end
+    init_options = vim.tbl_extend('force', init_options or {}, { forkLimits = limits })
   end
   local id = compat.start_client({
     name = 'coven-ls',

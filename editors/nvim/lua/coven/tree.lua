@@ -2,11 +2,12 @@
 -- drawn as buffer lines. Nothing here talks to the server or touches a buffer, so the drawing can
 -- be checked alone.
 --
--- A session's lines sit under its header (status, then the tokens of its turns so far); a fork's
+-- A session's lines sit under its header (status, the tokens of its turns so far, then how full its
+-- context is: its last model request against its model's window); a fork's
 -- children are drawn right under the parent's "⑂ Fork" line, one level deeper, each with its own
 -- header:
 --
---   ● Plan the release  ✓ idle  · 12.3k in · 450 out
+--   ● Plan the release  ✓ idle  · 12.3k in · 450 out  · context 5k / 1M tokens (0%)
 --     › you: Plan the release
 --     ⏺ I will split this.
 --     ⑂ Fork  2 tasks
@@ -130,6 +131,26 @@ local function present(value)
   return value ~= nil and value ~= vim.NIL
 end
 
+-- A session's context (`contextUsage`, or a fork estimate's parent context): `5k / 1M tokens
+-- (0%)`, or the tokens alone and why for a model coven-ls's price table does not know.
+local function context_gauge(tokens, window, model)
+  if present(window) and tonumber(window) and tonumber(window) > 0 then
+    return compact(tokens) .. ' / ' .. compact(window) .. ' tokens ('
+      .. math.floor(tonumber(tokens) * 100 / tonumber(window)) .. '%)'
+  end
+  local name = present(model) and tostring(model) or 'the model'
+  return compact(tokens) .. ' tokens (window unknown: ' .. name .. ' is not in the table)'
+end
+M.context_gauge = context_gauge
+
+-- A proposed fork's estimate in one line: the parent's context, what the children read, the cost.
+local function fork_cost(e)
+  local cost = present(e.costUsd) and string.format('≈ $%.2f', e.costUsd) or 'cost unknown'
+  return 'context ' .. context_gauge(e.contextTokens, e.window, e.model) .. ' · fork '
+    .. compact(e.tokens) .. ' tokens ' .. cost .. (present(e.warning) and ' ⚠ context nearly full' or '')
+end
+M.fork_cost = fork_cost
+
 -- What became of one child's changes (its forkFinished result, its latest `changes`); nil for a
 -- child that shared its parent's folder. The same words as `coven-ls run`'s summary.
 function M.merge_line(result, changes)
@@ -217,8 +238,9 @@ function M.describe(ev)
   elseif kind == 'error' then
     return '✗ error: ' .. one_line(ev.message, 200)
   elseif kind == 'forkProposed' then
+    local cost = type(ev.estimate) == 'table' and (' · ' .. fork_cost(ev.estimate)) or ''
     return '⑂ Fork proposed  ' .. plural(#ev.tasks, 'task') .. ': ' .. table.concat(ev.tasks, '; ')
-      .. '  (:CovenApprove / :CovenReject)'
+      .. cost .. '  (:CovenApprove / :CovenReject)'
   elseif kind == 'forkStarted' then
     local line = '⑂ Fork  ' .. plural(#ev.children, 'task')
     if ev.isolation == 'worktree' then
@@ -321,6 +343,7 @@ local function session(tree, id)
       tools = {}, -- toolUseId -> the item of its tool call (subagent lines go under it)
       tasks = {}, -- taskId -> the item of a background task (its events update it)
       usage = nil, -- the tokens of its turns, added up
+      context = nil, -- its last turn's contextUsage
     }
     tree.sessions[id] = s
     if not tree.parent_of[id] then
@@ -455,6 +478,9 @@ function M.apply(tree, ev)
     u.output = u.output + (tonumber(ev.usage.outputTokens) or 0)
     s.usage = u
   end
+  if kind == 'turnResult' and type(ev.contextUsage) == 'table' then
+    s.context = ev.contextUsage -- how full its context is: its last model request
+  end
   if kind == 'forkStarted' then
     local children = {}
     for _, c in ipairs(ev.children) do
@@ -581,6 +607,9 @@ function M.render(tree)
     end
     if s.usage then
       header = header .. '  · ' .. compact(s.usage.input) .. ' in · ' .. compact(s.usage.output) .. ' out'
+    end
+    if s.context then
+      header = header .. '  · context ' .. context_gauge(s.context.tokens, s.context.window, s.context.model)
     end
     table.insert(lines, header)
     meta[#lines] = { session = id }

@@ -1,0 +1,119 @@
+"""The dated table of models (prices, windows), the context gauge and a fork's estimate."""
+
+from __future__ import annotations
+
+import pytest
+
+from coven_ls.agents.codex.prices import cost_usd
+from coven_ls.core.models import (
+    MODELS,
+    PRICES_AS_OF,
+    WARN_FRACTION,
+    context_usage,
+    estimate_fork,
+    model_info,
+)
+from coven_ls.protocol.describe import context_gauge, fork_cost, fork_cost_brief
+
+
+def test_the_table_is_dated_and_knows_claudes_and_openais_models() -> None:
+    assert PRICES_AS_OF == "2026-11-26"
+    for name in ("claude-opus-4-5", "claude-sonnet-4-5", "claude-haiku-4-5", "gpt-5-codex"):
+        assert name in MODELS
+    # The scripted model's name (what the CLI reports in tests) is a model of the table, and
+    # its prices are the ones the CLI computes its own cost with (docs/cli-facts.md, Usage:
+    # 300 input, 50 output, 3000 cache read, 110 cache write cost $0.00335).
+    opus = MODELS["claude-opus-5-5"]
+    assert opus.window == 1_000_000
+    cost = 300 * opus.input + 50 * opus.output + 3000 * opus.cache_read + 110 * opus.cache_write
+    assert cost / 1_000_000 == pytest.approx(0.00335)
+    for info in MODELS.values():
+        assert 0 < info.cache_read < info.input <= info.cache_write < info.output or (
+            info.cache_write == info.input  # OpenAI: no cache-write charge
+        )
+
+
+def test_dated_snapshots_and_the_1m_suffix_name_the_same_model() -> None:
+    assert model_info("claude-sonnet-4-5-20250929") == MODELS["claude-sonnet-4-5"]
+    long = model_info("claude-sonnet-4-5[1m]")
+    assert long is not None and long.window == 1_000_000
+    assert long.input == MODELS["claude-sonnet-4-5"].input
+    assert model_info("claude-next-9") is None and model_info(None) is None
+
+
+def test_codex_prices_come_from_the_same_table() -> None:
+    gpt = MODELS["gpt-5"]
+    assert cost_usd("gpt-5", 1_000_000, 0, 0) == pytest.approx(gpt.input)
+    assert cost_usd("gpt-5", 1_000_000, 1_000_000, 0) == pytest.approx(gpt.cache_read)
+    assert cost_usd("gpt-5.5", 1, 1, 1) is None
+
+
+def test_a_children_that_resume_read_the_context_from_the_cache() -> None:
+    usage = context_usage(100_000, "claude-sonnet-4-5")
+    assert (usage.tokens, usage.window) == (100_000, 200_000)
+    estimate = estimate_fork(usage, 3)
+    assert estimate.tokens == 300_000 and estimate.pricedAs == "cacheRead"
+    assert estimate.costUsd == pytest.approx(300_000 * 0.3 / 1_000_000)
+    assert estimate.warning is None and estimate.pricesAsOf == PRICES_AS_OF
+
+
+@pytest.mark.parametrize(
+    ("context", "agent", "parent_agent", "cached"),
+    [
+        ("inherit", None, "claude", True),
+        ("inherit", "claude", "claude", True),
+        ("fresh", None, "claude", False),
+        ("transcript", None, "claude", False),
+        ("inherit", None, "codex", False),  # Codex children pay full price
+        ("transcript", "codex", "claude", False),  # another agent's children too
+    ],
+)
+def test_every_other_child_pays_the_full_input_price(
+    context: str, agent: str | None, parent_agent: str, cached: bool
+) -> None:
+    model = "gpt-5" if parent_agent == "codex" else "claude-opus-4-5"
+    usage = context_usage(50_000, model)
+    estimate = estimate_fork(
+        usage,
+        2,
+        context,  # type: ignore[arg-type]
+        agent,  # type: ignore[arg-type]
+        parent_agent,  # type: ignore[arg-type]
+        child_model="gpt-5" if agent == "codex" else None,
+    )
+    assert estimate.pricedAs == ("cacheRead" if cached else "input")
+    priced = MODELS["gpt-5" if "codex" in (agent, parent_agent) else model]
+    per_token = priced.cache_read if cached else priced.input
+    assert estimate.costUsd == pytest.approx(100_000 * per_token / 1_000_000)
+
+
+def test_another_agents_children_of_unknown_model_have_no_cost() -> None:
+    estimate = estimate_fork(context_usage(50_000, "claude-opus-4-5"), 2, "transcript", "codex")
+    assert estimate.costUsd is None and estimate.tokens == 100_000
+
+
+def test_past_80_percent_of_the_window_the_estimate_warns() -> None:
+    assert WARN_FRACTION == 0.8
+    at = estimate_fork(context_usage(160_000, "claude-sonnet-4-5"), 2)
+    assert at.warning is None  # 80% exactly is not past it
+    past = estimate_fork(context_usage(170_000, "claude-sonnet-4-5"), 2)
+    assert past.warning == "the parent's context is 85% full (170,000 of 200,000 tokens)"
+    lines = fork_cost(past)
+    assert lines == [
+        "Context: 170k / 200k tokens (85%)",
+        "Fork cost: 2 × 170k = 340k tokens read from the cache ≈ $0.10 (prices of 2026-11-26)",
+        "⚠ Warning: the parent's context is 85% full (170,000 of 200,000 tokens)",
+    ]
+    assert fork_cost_brief(past).endswith("⚠ context nearly full")
+
+
+def test_a_model_the_table_does_not_know_shows_tokens_only_and_says_so() -> None:
+    usage = context_usage(12_345, "claude-next-9")
+    assert usage.window is None
+    assert context_gauge(usage) == (
+        "12.3k tokens (window unknown: claude-next-9 is not in the table)"
+    )
+    estimate = estimate_fork(usage, 3)
+    assert (estimate.costUsd, estimate.window, estimate.warning) == (None, None, None)
+    assert estimate.tokens == 37_035
+    assert "cost unknown: claude-next-9 is not in coven-ls's price table" in fork_cost(estimate)[1]
