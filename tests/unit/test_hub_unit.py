@@ -1141,6 +1141,39 @@ async def test_a_transcript_fork_resumed_after_a_restart_writes_the_conversation
     assert "<user>\nLook around, again\n</user>" in beta.sent[0]
 
 
+async def test_a_forks_own_setup_and_modes_survive_a_restart(tmp_path: Path) -> None:
+    """What coven/decideFork (or coven/fork) asked for one fork is stored with it: a resumed fork
+    runs its children with it, not with the session's settings."""
+    cfg = settings(tmp_path, forkMode="approve", stateDir=str(tmp_path / "state"))
+    gates = {"beta": Gate()}
+    async with running_hub(cfg, gates=gates) as rig:
+        parent = await start(rig)
+        proposed = await rig.client.wait_for(Kind.FORK_PROPOSED, parent)
+        rig.hub.forks.decide(
+            proposed["forkId"],
+            True,
+            None,
+            None,
+            isolation="shared",
+            merge_mode="review",
+            worktree_setup="echo from-the-fork",
+        )
+        await gates["beta"].wait_reached()
+        await rig.hub.flushed()
+        await rig.kill()
+    for store in rig.hub.stores.values():
+        store.close()
+    async with running_hub(cfg) as rig:
+        await rig.hub.flushed()
+        fork = rig.hub.forks.get(proposed["forkId"])
+        assert fork.state == "interrupted"
+        assert (fork.isolation, fork.merge_mode, fork.worktree_setup) == (
+            "shared",
+            "review",
+            "echo from-the-fork",
+        )
+
+
 async def test_a_transcript_fork_whose_conversation_is_gone_says_so_in_the_results(
     tmp_path: Path,
 ) -> None:
