@@ -1407,15 +1407,14 @@ class ForkManager:
         except AgentStartError as exc:
             fork.parent.emit(events.Error(message=f"The fork could not resume: {exc}"))
             for child in again:
-                await child.close("cancelled")
+                _not_resumed(child, str(exc))
         for child in again:
-            if child.worktree is not None:
+            if child.worktree is not None and child.status != "failed":
                 try:
                     await isolation.ensure(child.worktree)
                 except GitError as exc:
-                    child.emit(events.Error(message=exc.message))
-                    await child.close("cancelled")
-        await self._run(fork, again)
+                    _not_resumed(child, exc.message)
+        await self._run(fork, [c for c in again if c.status != "failed"])
 
     @staticmethod
     def _unfinished(fork: Fork) -> list[Session]:
@@ -1453,6 +1452,17 @@ def _stored_state(value: str) -> ForkState:
         if state == value:
             return state
     raise ValueError(f"the store has a fork in an unknown state {value!r}")
+
+
+def _not_resumed(child: Session, reason: str) -> None:
+    """A child that cannot run again ends `failed` without starting, like one whose worktree
+    setup failed: its task's error in `<fork-results>` is the real reason (not "cancelled by the
+    user"), and a message to it tries again."""
+    if child.closed:
+        return
+    child.emit(events.Error(message=f"The child could not resume: {reason}"))
+    child.last_outcome = Outcome(ok=False, error=f"could not resume: {reason}")
+    child.set_status("failed")
 
 
 def _requested(stored: dict[str, Any]) -> dict[str, Any]:
