@@ -76,8 +76,12 @@ async def test_the_typescript_sdks_client_drives_forks(
     asked, asked_again = seen["permissions"]  # this fork, then step 4's
     assert asked["sessionId"] == asked_again["sessionId"] == sid
     assert [o["kind"] for o in asked["options"]] == ["allow_once", "reject_once"]
-    assert asked["toolCall"]["rawInput"] == {"tasks": ["Write the docs", "Fix the bugs"]}
-    assert asked_again["toolCall"]["rawInput"] == {"tasks": ["Slow one", "Slow two"]}
+    raw = asked["toolCall"]["rawInput"]
+    assert raw["tasks"] == ["Write the docs", "Fix the bugs"]
+    # The question says what the fork costs: both children read the parent's context.
+    assert raw["estimate"]["children"] == 2
+    assert raw["estimate"]["tokens"] == 2 * raw["estimate"]["contextTokens"] > 0
+    assert asked_again["toolCall"]["rawInput"]["tasks"] == ["Slow one", "Slow two"]
     plans = of(seen, sid, "plan")
     assert [e["content"] for e in plans[0]["entries"]] == ["Write the docs", "Fix the bugs"]
     first_fork = [p for p in plans if p["entries"][0]["content"] == "Write the docs"]
