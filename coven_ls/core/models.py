@@ -55,6 +55,7 @@ MODELS: dict[str, ModelInfo] = {
     "claude-sonnet-4-5": _m(3, 15, 0.3, 3.75, _K200),
     "claude-sonnet-4-0": _m(3, 15, 0.3, 3.75, _K200),
     "claude-sonnet-4": _m(3, 15, 0.3, 3.75, _K200),
+    "claude-3-7-sonnet": _m(3, 15, 0.3, 3.75, _K200),
     "claude-haiku-5-5": _m(0.1, 0.5, 0.01, 0.125, _M1),
     "claude-haiku-4-5": _m(1, 5, 0.1, 1.25, _K200),
     "claude-3-5-haiku": _m(0.8, 4, 0.08, 1, _K200),
