@@ -1154,7 +1154,7 @@ export interface ForkEstimate {
    */
   children: number;
   /**
-   * `children` × `contextTokens`: the context the children read before they start
+   * what the children read before they start: for `inherit`, `children` × `contextTokens`; for `fresh`, only their briefs and tasks (about 4 characters a token); for `transcript`, each the parent's conversation after its cuts (about `contextTokens`, at most 100,000) and its brief
    */
   tokens: number;
   /**
@@ -1173,6 +1173,10 @@ export interface ForkEstimate {
    * set when the parent's context is past 80% of its window, e.g. "the parent's context is 85% full (170,000 of 200,000 tokens)"; else null
    */
   warning: string | null;
+  /**
+   * what the children start from, as this estimate assumes (the fork's `context`)
+   */
+  context?: 'fresh' | 'inherit' | 'transcript';
 }
 /**
  * The proposal was rejected or withdrawn.

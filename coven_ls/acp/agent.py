@@ -393,7 +393,7 @@ class CovenAgent:
 
     async def ask_fork_approval(self, session: Session, tasks: list[str]) -> bool | None:
         listed = "\n".join(f"- {t}" for t in tasks)
-        estimate = fork_estimate(session, len(tasks))
+        estimate = fork_estimate(session, tasks)
         if estimate is not None:
             listed += "\n\n" + "\n".join(fork_cost(estimate))
         choice = await self._ask(

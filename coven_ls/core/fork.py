@@ -331,16 +331,26 @@ def compose_results(results: list[TaskResult]) -> str:
 
 def fork_estimate(
     parent: Session,
-    children: int,
+    tasks: list[str],
     context: ForkContext = "inherit",
     agent: AgentName | None = None,
 ) -> ForkEstimate | None:
-    """What forking `parent` into `children` children would cost them to read its context (by
-    default children of its own agent that inherit its conversation; see `estimate_fork`); None
-    before its first model request."""
+    """What forking `parent` into `tasks` would cost its children to read what they start from
+    (by default children of its own agent that inherit its conversation; see `estimate_fork`);
+    None before its first model request. Fresh and transcript children also read their briefs,
+    measured as `_run_child` writes them (the worktree's path, not known yet, as the parent's)."""
     if parent.context is None:
         return None
-    return estimate_fork(parent.context, children, context, agent, parent.config.agent)
+    briefs = 0
+    if context != "inherit":
+        cwd = parent.config.cwd
+        briefs = sum(
+            transcript.estimate_tokens(child_prompt(t, tasks, cwd, cwd, fresh=context == "fresh"))
+            for t in tasks
+        )
+    return estimate_fork(
+        parent.context, len(tasks), context, agent, parent.config.agent, brief_tokens=briefs
+    )
 
 
 @dataclass
@@ -539,7 +549,7 @@ class ForkManager:
             self._start(fork)
             return
         session.set_status("awaitingApproval")
-        fork.estimate = fork_estimate(session, len(tasks), fork.child_context, fork.agent)
+        fork.estimate = fork_estimate(session, tasks, fork.child_context, fork.agent)
         session.emit(
             events.ForkProposed(
                 forkId=fork.id, state=fork.state, tasks=tasks, estimate=fork.estimate

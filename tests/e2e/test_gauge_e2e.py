@@ -52,6 +52,7 @@ async def test_the_approval_shows_the_parents_last_request_and_the_forks_cost(
         "costUsd": pytest.approx(2 * context * OPUS.cache_read / 1_000_000),
         "pricesAsOf": PRICES_AS_OF,
         "warning": None,
+        "context": "inherit",  # a model's fork: its children inherit unless the user says
     }
     [_, second] = coven.of(sid, "turnResult")
     assert second["contextUsage"]["tokens"] == context
