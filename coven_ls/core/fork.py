@@ -747,10 +747,13 @@ class ForkManager:
         async with anyio.create_task_group() as tg:
             for child in fork.children:
                 if not child.closed and not (child.settled and child.last_outcome is not None):
-                    tg.start_soon(child.close, "cancelled")
+                    tg.start_soon(self.cancel_child, child)
 
     async def cancel_child(self, child: Session) -> None:
-        """Only this child ends; its task is reported as cancelled and the others go on."""
+        """Only this child ends; its task is reported as cancelled and the others go on. Its
+        CLI is killed at once, as at a limit: closed gracefully, a CLI in a tool loop goes on
+        calling the model (and spending) for seconds."""
+        child.begin_close("cancelled", kill=True)
         await child.close("cancelled")
 
     # --- running ---------------------------------------------------------------------------------

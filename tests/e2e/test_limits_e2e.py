@@ -177,6 +177,34 @@ async def test_a_fork_is_stopped_by_its_cost_limit(coven_factory, model: Scripte
         await no_cli_left(coven, child["sessionId"])
 
 
+async def test_a_cancelled_child_that_keeps_calling_tools_stops_at_once(
+    coven: Coven, model: ScriptedModel
+) -> None:
+    # A user's cancel ends the child's CLI as a limit does: at once. Closed normally, the CLI
+    # goes on calling the model for seconds (once 170 more calls). Each call takes a while, so
+    # the cancel comes while one is under way, and no other can have been sent meanwhile.
+    loop_forever(model, LOOP, Usage(10, 5), latency=1.5)
+    model.on(assigned(QUICK), "Hello.", usage=Usage(10, 5))
+    model.on("<fork-results>", "Going on without the polish.", usage=Usage(10, 5))
+
+    sid = await fork_in(coven, [LOOP, QUICK])
+    started = await coven.wait_kind(sid, "forkStarted")
+    loop = started["children"][0]["sessionId"]
+    await wait_until(lambda: len(requests_of(model, LOOP)) >= 2, 60, "the looper's second call")
+    asked = len(requests_of(model, LOOP))  # its call under way: answered only in 1.5 s
+    await coven.request("coven/cancel", {"sessionId": loop})
+
+    finished, turn = await after_results(coven, sid)
+    cancelled = result_of(finished, LOOP)
+    assert (cancelled["ok"], cancelled["error"]) == (False, "cancelled by the user")
+    assert result_of(finished, QUICK)["ok"] is True
+    assert turn["text"] == "Going on without the polish."
+    await no_cli_left(coven, loop)
+    # The parent's whole next turn has passed since: time enough for a CLI left running.
+    assert len(requests_of(model, LOOP)) == asked
+    assert coven.of(loop, "status")[-1]["status"] == "cancelled"
+
+
 async def test_bad_limits_are_refused(coven: Coven, model: ScriptedModel) -> None:
     model.on(PLAN, "Ready.", usage=Usage(10, 5))
     sid = await coven.start(PLAN)
