@@ -674,7 +674,7 @@ export function forkCostLines(e: ForkCost): string[] {
       ? `≈ $${e.costUsd.toFixed(2)} (prices of ${e.pricesAsOf})`
       : `(cost unknown: ${e.model ?? 'the model'} is not in coven-ls's price table)`;
   // Fresh children read their briefs, transcript ones the conversation after its cuts.
-  const read = e.context === 'inherit' ? `${e.children} × ${formatTokens(e.contextTokens)}` : `${e.children} ${e.context} children`;
+  const read = e.context === 'inherit' ? `${e.children} × ${formatTokens(e.contextTokens)}` : `${e.children} ${e.context} ${e.children === 1 ? 'child' : 'children'}`;
   const lines = [
     `Context: ${contextText({ tokens: e.contextTokens, window: e.window, model: e.model })}`,
     `Fork cost: ${read} = ${formatTokens(e.tokens)} tokens ${how} ${cost}`,

@@ -198,6 +198,13 @@ export interface Requests {
     result: EmptyResult;
   };
   /**
+   * What a proposed fork would cost with other tasks, context or agent
+   */
+  'coven/estimateFork': {
+    params: EstimateForkParams;
+    result: EstimateForkResult;
+  };
+  /**
    * Re-runs the unfinished children of a fork a restart interrupted
    */
   'coven/resumeFork': {
@@ -1815,6 +1822,30 @@ export interface DecideForkParams {
    * with `approve: true`: as in `coven/fork` (each limit given replaces the session's)
    */
   limits?: ForkLimits | null;
+}
+export interface EstimateForkParams {
+  /**
+   * a proposed fork (from the `forkProposed` event)
+   */
+  forkId: string;
+  /**
+   * the task list the user would approve instead (as on `coven/decideFork`)
+   */
+  tasks?: string[] | null;
+  /**
+   * as on `coven/decideFork`
+   */
+  context?: ('fresh' | 'inherit' | 'transcript') | null;
+  /**
+   * as on `coven/decideFork`
+   */
+  agent?: ('claude' | 'codex') | null;
+}
+export interface EstimateForkResult {
+  /**
+   * what the fork would cost with these choices (as `forkProposed`'s `estimate`); null before the parent's first model request
+   */
+  estimate: ForkEstimate | null;
 }
 export interface ForkIdParams {
   /**

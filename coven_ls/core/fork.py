@@ -602,6 +602,37 @@ class ForkManager:
 
     # --- commands --------------------------------------------------------------------------------
 
+    def estimate(
+        self,
+        fork_id: str,
+        tasks: list[str] | None = None,
+        context: ForkContext | None = None,
+        agent: AgentName | None = None,
+    ) -> ForkEstimate | None:
+        """coven/estimateFork: what a proposed fork would cost were it approved with these
+        choices (the ones left out: the fork's own), so that a question the user edits shows the
+        cost of what it would start."""
+        fork = self.get(fork_id)
+        if fork.state != "proposed":
+            raise protocol.CovenError(
+                protocol.ErrorCode.InvalidState,
+                f"Fork {fork_id} is {fork.state}; only a proposed fork has an estimate.",
+                {"forkId": fork_id, "state": fork.state},
+            )
+        parent_agent = fork.parent.config.agent
+        check_context(protocol.ESTIMATE_FORK, parent_agent, agent, context)
+        if tasks is not None:
+            try:
+                tasks = check_tasks(tasks, fork.parent.config.max_children)
+            except ForkSyntaxError as exc:
+                raise protocol.invalid_params(protocol.ESTIMATE_FORK, str(exc)) from exc
+        agent = agent or fork.agent
+        if context is None:  # as Fork.child_context decides it
+            context = fork.context or (
+                "inherit" if (agent or parent_agent) == parent_agent else "transcript"
+            )
+        return fork_estimate(fork.parent, tasks or fork.tasks, context, agent)
+
     def decide(
         self,
         fork_id: str,

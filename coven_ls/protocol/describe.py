@@ -64,7 +64,8 @@ def fork_cost(estimate: ForkEstimate) -> list[str]:
     if estimate.context == "inherit":
         read = f"{estimate.children} × {compact_count(estimate.contextTokens)}"
     else:  # fresh children read their briefs, transcript ones the conversation after its cuts
-        read = f"{estimate.children} {estimate.context} children"
+        plural = "child" if estimate.children == 1 else "children"
+        read = f"{estimate.children} {estimate.context} {plural}"
     lines = [
         f"Context: {context_gauge(usage)}",
         f"Fork cost: {read} = {compact_count(estimate.tokens)} tokens {how} {cost}",

@@ -316,6 +316,23 @@ class DecideForkParams(Wire):
     """with `approve: true`: as in `coven/fork` (each limit given replaces the session's)"""
 
 
+class EstimateForkParams(Wire):
+    forkId: str
+    """a proposed fork (from the `forkProposed` event)"""
+    tasks: list[str] | None = None
+    """the task list the user would approve instead (as on `coven/decideFork`)"""
+    context: ForkContext | None = None
+    """as on `coven/decideFork`"""
+    agent: AgentName | None = None
+    """as on `coven/decideFork`"""
+
+
+class EstimateForkResult(Wire):
+    estimate: ForkEstimate | None
+    """what the fork would cost with these choices (as `forkProposed`'s `estimate`); null before
+    the parent's first model request"""
+
+
 class ForkIdParams(Wire):
     forkId: str
     """the fork"""
