@@ -70,11 +70,15 @@ def spawn(
 
 
 def spawn_server(
-    workspace: Path, env: Mapping[str, str], stderr: IO[bytes]
+    workspace: Path, env: Mapping[str, str], stderr: IO[bytes], log_file: Path | None = None
 ) -> subprocess.Popen[bytes]:
     """``python -m coven_ls`` on `workspace`, as an editor would start it (warnings only, so the
-    server's logging costs what it costs in use)."""
-    return spawn(SERVER_COMMAND, workspace, env, stderr)
+    server's logging costs what it costs in use); with `log_file`, its INFO log goes there (to
+    see where a run's time goes)."""
+    if log_file is None:
+        return spawn(SERVER_COMMAND, workspace, env, stderr)
+    verbose = (*SERVER_COMMAND[:3], "--log-level", "INFO", "--log-file", str(log_file))
+    return spawn(verbose, workspace, env, stderr)
 
 
 def stop_process(proc: subprocess.Popen[Any]) -> None:

@@ -86,6 +86,7 @@ How to read the output
 Usage: python bench/isolation.py [--files 10000] [--children 4] [--rounds 3] [--warmup 1]
            [--latency 3] [--measure all|direct|fork] [--start both|warm|cold]
            [--include-files 20000 --include-mb 200] [--idle-limit 600] [--claude PATH]
+           [--server-logs DIR]
 """
 
 from __future__ import annotations
@@ -554,6 +555,7 @@ class ForkRun:
     pool_bytes: int = 0  # warm worktree: blocks of <stateDir>/pool + .git growth for it
     spares: int = 0  # spares ready when the measured fork was sent
     included: bool | None = None  # with a .worktreeinclude: the children's worktrees had it
+    ahead: int = 0  # children whose copies were made ahead, in their pool spare (copiedAhead)
 
 
 class FellBack(RuntimeError):
@@ -597,6 +599,7 @@ def run_fork(
     stderr: IO[bytes],
     idle_limit: float,
     included: bool,
+    server_logs: Path | None = None,
 ) -> ForkRun:
     targets = template.targets(n)
     # Leaving run_dirs waits for (or kills) whatever the run left.
@@ -606,7 +609,11 @@ def run_fork(
     ):
         env = git_environ(dirs.root, dirs.environ(model))
         repo = copy_repo(template, dirs.workspace, env)
-        proc = spawn_server(dirs.workspace, env, stderr)
+        log_file = None
+        if server_logs is not None:
+            server_logs.mkdir(parents=True, exist_ok=True)
+            log_file = server_logs / f"{start_kind}-{mode}-{time.strftime('%H%M%S')}.log"
+        proc = spawn_server(dirs.workspace, env, stderr, log_file)
         client = EventClient(proc, timeout=STEP_TIMEOUT)
         try:
             client.initialize(
@@ -671,6 +678,11 @@ def run_fork(
             if included and mode == "worktree":
                 children = list((dirs.state / "worktrees" / started["forkId"]).iterdir())
                 had = bool(children) and all((c / INCLUDED).is_dir() for c in children)
+            ahead = sum(
+                1
+                for at, e in client.events
+                if at >= sent and e["kind"] == "worktreeEnv" and e.get("copiedAhead")
+            )
             failed = [r for r in finished["results"] if not r["ok"]]
             if len(finished["results"]) != n or failed:
                 raise RuntimeError(f"the fork of {n} did not succeed: {finished['results']}")
@@ -701,6 +713,7 @@ def run_fork(
         pool_bytes=pool_bytes,
         spares=spares,
         included=had,
+        ahead=ahead,
     )
 
 
@@ -823,6 +836,8 @@ def report_fork(
                     "without the copy)"
                 )
             )
+            + "; children whose copies were made ahead in their pool spare (copiedAhead): "
+            + ", ".join(f"{r.ahead}/{args.children}" for r in worktree)
         )
     target = TARGET_INCLUDE if args.include_files else TARGET_ADDED
     added = wall / base["wall"] - 1
@@ -894,6 +909,11 @@ def main(argv: list[str] | None = None) -> int:
         "--include-mb", type=int, default=200, help="the deps/ folder's size in MB (default 200)"
     )
     parser.add_argument("--claude", help="CLI to run (default: as coven-ls would pick it)")
+    parser.add_argument(
+        "--server-logs",
+        type=Path,
+        help="write each run's server log (INFO: the fork's phases, timed) into this folder",
+    )
     args = parser.parse_args(argv)
     if args.files < 200 or args.children < 1 or args.rounds < 1 or args.warmup < 0:
         parser.error("--files must be at least 200, --children and --rounds at least 1")
@@ -906,7 +926,8 @@ def main(argv: list[str] | None = None) -> int:
 
     claude = args.claude or resolve_claude(None)[0]
     idle_busy = busy_cores(1.0)
-    print(f"before the runs: {idle_busy:.2f} cores busy machine-wide (1 s)", end="")
+    load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"before the runs: load average {load}; {idle_busy:.2f} cores busy (1 s)", end="")
     print(": the machine is not quiet, figures will suffer" if idle_busy > 0.25 else "")
     started = time.monotonic()
     with template_repo(args.files, deps) as (template, made):
@@ -951,6 +972,7 @@ def main(argv: list[str] | None = None) -> int:
                             stderr,
                             args.idle_limit,
                             deps is not None,
+                            args.server_logs,
                         )
                     except FellBack as exc:
                         # A finding, not a figure: said, counted, and the run made again, at
@@ -980,10 +1002,12 @@ def main(argv: list[str] | None = None) -> int:
                 else f", pool filled in {run.pool_fill:.1f} s ({run.spares} spares, "
                 f"{run.pool_bytes / MIB:.1f} MiB)"
             )
+            ahead = f", copies made ahead {run.ahead}" if run.included is not None else ""
             print(
                 f"{label:<14} {mode:<8}: wall {run.wall:.2f} s, start {run.start:.2f} s, tail "
                 f"{run.tail:.2f} s{disk}, du {run.du_bytes / MIB:.1f} MiB, .git "
-                f"{run.git_growth / MIB:+.1f} MiB, idled {run.idle:.1f} s{pooled}",
+                f"{run.git_growth / MIB:+.1f} MiB, idled {run.idle:.1f} s{pooled}{ahead}"
+                f" (load {os.getloadavg()[0]:.2f})",
                 flush=True,
             )
         checkout = du(template.top, skip=".git")
@@ -999,7 +1023,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"the server ran {len(fell_back)} of {runs} worktree forks shared (each was run "
                 "again): " + " | ".join(sorted(set(fell_back)))
             )
-    print(f"(took {time.monotonic() - started:.0f} s)")
+    load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"(took {time.monotonic() - started:.0f} s; load average at the end {load})")
     return 0
 
 

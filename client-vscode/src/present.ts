@@ -421,7 +421,18 @@ export function sessionStatusText(node: SessionNode): string {
   if (node.status === 'idle' && node.backgroundTasks > 0) {
     return `${node.backgroundTasks} ${node.backgroundTasks === 1 ? 'subagent' : 'subagents'} running`;
   }
+  // `idle` reads "done" once a turn has ended; before any, nothing was done.
+  if (awaitsFirstMessage(node)) return 'idle';
   return STATUS_TEXT[node.status] ?? node.status;
+}
+
+/**
+ * An idle session that has done nothing yet (no turn, no fork): a branch made without a first
+ * message (its copy of the conversation starts with its first message, so its agent has no
+ * session id yet).
+ */
+function awaitsFirstMessage(node: SessionNode): boolean {
+  return node.status === 'idle' && node.agentSessionId === undefined && node.items.length === 0;
 }
 
 export function sessionIcon(node: SessionNode): Icon {
@@ -431,6 +442,7 @@ export function sessionIcon(node: SessionNode): Icon {
   if (node.status === 'queued') return { id: 'watch' };
   if (BUSY_STATUSES.has(node.status)) return { id: 'loading~spin' };
   if (node.status === 'idle' && node.backgroundTasks > 0) return { id: 'loading~spin' };
+  if (awaitsFirstMessage(node)) return { id: 'circle-outline' };
   switch (node.status) {
     case 'idle':
       return { id: 'check', color: 'testing.iconPassed' };

@@ -1572,6 +1572,10 @@ export interface WorktreeEnvEvent {
    */
   clonedFiles?: number;
   /**
+   * true when the copies were made ahead, in the spare worktree the child got from the server's pool while it idled, and kept because the parent's files have not changed since: nothing was copied on the fork's path
+   */
+  copiedAhead?: boolean;
+  /**
    * for the user: what was left out that the child may need, a copy that still points at the parent's folder, why no setup runs
    */
   notices?: string[];

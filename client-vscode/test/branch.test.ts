@@ -53,6 +53,31 @@ describe('branches and agents in the tree', () => {
     assert.match(claude.tooltip, /Agent: Claude Code/);
   });
 
+  test('a branch made without a first message is idle, not done, until its first turn', () => {
+    const m = new CovenModel();
+    m.ingest(s.turn('p1', 'Write the parser', 'Done.'));
+    m.applySessions([
+      info('p1', { title: 'Write the parser', agentSessionId: 'a-p1' }),
+      info('b3', { title: 'b3', parentId: 'p1', branchedFrom: { atMessageId: null } }),
+    ]);
+    const fresh = present(m.session('b3')!);
+    assert.match(fresh.description, /^⎇ branch · idle$/);
+    assert.equal(fresh.icon.id, 'circle-outline');
+    assert.match(fresh.contextValue, /^session-idle-top$/, 'its menus are an idle session\'s');
+    assert.match(present(m.session('p1')!).description, /^done/, 'a session whose turn ended is done');
+
+    m.ingest(s.turn('b3', 'Try a generator', 'Tried.'));
+    const after = present(m.session('b3')!);
+    assert.match(after.description, /^⎇ branch · done/);
+    assert.equal(after.icon.id, 'check');
+  });
+
+  test('a session listed before its events are read is done when its agent has a session', () => {
+    const m = new CovenModel();
+    m.applySessions([info('old', { agentSessionId: 'a-old' })]);
+    assert.match(present(m.session('old')!).description, /^done/);
+  });
+
   test('a fork child with a parent is not taken for a branch', () => {
     const m = new CovenModel();
     m.applySessions([info('p1'), info('c1', { parentId: 'p1', forkId: 'f1', label: 'task', branchedFrom: null })]);

@@ -57,7 +57,7 @@ from ..core.store import Store
 from ..protocol.describe import fork_cost
 from ..protocol.events import Delta, StatusChanged, TurnResult
 from ..protocol.tree import decode
-from ..protocol.types import AgentName
+from ..protocol.types import AgentName, ForkContext
 from . import updates
 
 log = logging.getLogger(__name__)
@@ -74,6 +74,13 @@ MODES = [
 AT_REST = frozenset({"idle", "failed", "closed", "interrupted"})
 ALLOW_ONCE, ALLOW_ALWAYS, REJECT = "allow_once", "allow_always", "reject_once"
 AGENT_OPTION = "agent"  # the session config option that picks the agent
+# The one that picks how the children of the forks approved in a session start.
+FORK_CONTEXT_OPTION = "forkContext"
+FORK_CONTEXTS: dict[ForkContext, tuple[str, str]] = {
+    "inherit": ("Inherit", "resuming this conversation"),
+    "fresh": ("Fresh", "starting afresh with only their task"),
+    "transcript": ("Transcript", "given this conversation written out"),
+}
 
 
 class CovenAgent:
@@ -86,6 +93,8 @@ class CovenAgent:
         self.settings = ClientSettings.parse({}, os.getcwd())
         self.store: Store | None = None
         self._pending: dict[str, _Pending] = {}  # sessions with no prompt yet
+        # The forkContext chosen in a session (for this connection; absent: inherit).
+        self._fork_contexts: dict[str, ForkContext] = {}
         self._open: set[str] = set()  # sessions whose updates this client gets
         self._views: dict[str, updates.SessionView] = {}
         self._rests: dict[str, asyncio.Future[str]] = {}  # session id -> its prompt's answer
@@ -150,7 +159,9 @@ class CovenAgent:
         self._pending[session_id] = _Pending(cwd, "default", agent)
         self._open.add(session_id)
         return NewSessionResponse(
-            session_id=session_id, modes=_modes("default"), config_options=_options(agent)
+            session_id=session_id,
+            modes=_modes("default"),
+            config_options=_options(agent, self._fork_context(session_id)),
         )
 
     async def load_session(
@@ -170,7 +181,7 @@ class CovenAgent:
         self._open.add(session_id)
         return LoadSessionResponse(
             modes=_modes(session.config.permission_mode or "default"),
-            config_options=_options(session.config.agent),
+            config_options=_options(session.config.agent, self._fork_context(session_id)),
         )
 
     async def list_sessions(
@@ -268,10 +279,12 @@ class CovenAgent:
         except protocol.CovenError as exc:
             raise RequestError(exc.code, exc.message, exc.data) from exc
         self._open.add(branch.id)
+        if session_id in self._fork_contexts:  # the user's line of work: their choice goes on
+            self._fork_contexts[branch.id] = self._fork_contexts[session_id]
         return ForkSessionResponse(
             session_id=branch.id,
             modes=_modes(session.config.permission_mode),
-            config_options=_options(session.config.agent),
+            config_options=_options(session.config.agent, self._fork_context(branch.id)),
         )
 
     async def resume_session(
@@ -288,16 +301,23 @@ class CovenAgent:
         self._open.add(session_id)
         return ResumeSessionResponse(
             modes=_modes(session.config.permission_mode),
-            config_options=_options(session.config.agent),
+            config_options=_options(session.config.agent, self._fork_context(session_id)),
         )
 
     async def set_config_option(
         self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
     ) -> SetSessionConfigOptionResponse | None:
-        """The one option: which agent runs the session, chosen before its first prompt."""
+        """The options: which agent runs the session (chosen before its first prompt), and how
+        the children of the forks approved in it start (any time)."""
+        if config_id == FORK_CONTEXT_OPTION:
+            return self._set_fork_context(session_id, value)
         if config_id != AGENT_OPTION:
             raise RequestError.invalid_params(
-                {"configId": config_id, "reason": f"the only config option is '{AGENT_OPTION}'"}
+                {
+                    "configId": config_id,
+                    "reason": f"the config options are '{AGENT_OPTION}' and "
+                    f"'{FORK_CONTEXT_OPTION}'",
+                }
             )
         if not isinstance(value, str) or value not in agents.AGENTS:
             raise RequestError.invalid_params(
@@ -306,7 +326,9 @@ class CovenAgent:
         pending = self._pending.get(session_id)
         if pending is not None:
             pending.agent = value  # type: ignore[assignment]
-            return SetSessionConfigOptionResponse(config_options=_options(pending.agent))
+            return SetSessionConfigOptionResponse(
+                config_options=_options(pending.agent, self._fork_context(session_id))
+            )
         session = self._session(session_id)
         if value != session.config.agent:
             raise RequestError.invalid_params(
@@ -316,7 +338,25 @@ class CovenAgent:
                     "prompt; its agent cannot change: start a new session for another",
                 }
             )
-        return SetSessionConfigOptionResponse(config_options=_options(session.config.agent))
+        return SetSessionConfigOptionResponse(
+            config_options=_options(session.config.agent, self._fork_context(session_id))
+        )
+
+    def _set_fork_context(
+        self, session_id: str, value: str | bool
+    ) -> SetSessionConfigOptionResponse:
+        pending = self._pending.get(session_id)
+        agent = pending.agent if pending is not None else self._session(session_id).config.agent
+        for context in FORK_CONTEXTS:
+            if value == context:
+                self._fork_contexts[session_id] = context
+                return SetSessionConfigOptionResponse(config_options=_options(agent, context))
+        raise RequestError.invalid_params(
+            {"configId": FORK_CONTEXT_OPTION, "value": value, "values": list(FORK_CONTEXTS)}
+        )
+
+    def _fork_context(self, session_id: str) -> ForkContext:
+        return self._fork_contexts.get(session_id, "inherit")
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         raise RequestError.method_not_found(method)
@@ -392,15 +432,20 @@ class CovenAgent:
         return False, "Denied: the permission request was dismissed."
 
     async def ask_fork_approval(self, session: Session, tasks: list[str]) -> bool | None:
+        """Asked in the nearest session the client has open; approved, the fork starts as that
+        session's forkContext says, its children running the parent's own agent (ACP has no way
+        to pick another: a fork of another agent's children is never made unasked)."""
         listed = "\n".join(f"- {t}" for t in tasks)
-        estimate = fork_estimate(session, tasks)
+        asked_in = self._asked_in(session)
+        context = self._fork_context(asked_in)
+        estimate = fork_estimate(session, tasks, context)  # as its children would start
         if estimate is not None:
             listed += "\n\n" + "\n".join(fork_cost(estimate))
         choice = await self._ask(
-            self._asked_in(session),
+            asked_in,
             ToolCallUpdate(
                 tool_call_id=f"fork-proposal-{uuid.uuid4().hex[:8]}",
-                title=f"Fork into {len(tasks)} parallel task{'s' if len(tasks) != 1 else ''}",
+                title=_fork_title(len(tasks), session.config.agent, context),
                 kind="think",
                 status="pending",
                 raw_input={
@@ -414,7 +459,21 @@ class CovenAgent:
                 PermissionOption(option_id=REJECT, name="Reject", kind="reject_once"),
             ],
         )
-        return True if choice == ALLOW_ONCE else False if choice == REJECT else None
+        if choice == ALLOW_ONCE:
+            return self._approve(session, context)
+        return False if choice == REJECT else None
+
+    def _approve(self, session: Session, context: ForkContext) -> bool | None:
+        """Approve the session's proposed fork with its children's context (the hub's own
+        decision takes no context): None tells the hub it is decided."""
+        fork = self.hub.forks.active_fork(session)
+        if fork is None or fork.state != "proposed":
+            return None  # decided meanwhile (elsewhere, or cancelled)
+        try:
+            self.hub.forks.decide(fork.id, True, None, None, context=context)
+        except protocol.CovenError:
+            log.warning("the fork of %s could not be approved", session.id, exc_info=True)
+        return None
 
     async def ask_review(self, child: Session) -> bool | None:
         changes = child.changes
@@ -516,8 +575,18 @@ class _Pending:
     agent: AgentName
 
 
-def _options(agent: str) -> list[SessionConfigOptionSelect | SessionConfigOptionBoolean]:
-    """The session's settings: which agent runs it (a choice until its first prompt)."""
+def _fork_title(count: int, agent: AgentName, context: ForkContext) -> str:
+    """What the approval says of the children: how many, which agent, how they start."""
+    tasks = f"{count} parallel task{'s' if count != 1 else ''}"
+    children = f"{agents.AGENTS[agent].title} children, {FORK_CONTEXTS[context][1]}"
+    return f"Fork into {tasks} ({children})"
+
+
+def _options(
+    agent: str, fork_context: ForkContext
+) -> list[SessionConfigOptionSelect | SessionConfigOptionBoolean]:
+    """The session's settings: which agent runs it (a choice until its first prompt), and how
+    the children of the forks approved in it start."""
     return [
         SessionConfigOptionSelect(
             type="select",
@@ -529,7 +598,20 @@ def _options(agent: str) -> list[SessionConfigOptionSelect | SessionConfigOption
                 SessionConfigSelectOption(value=kind.name, name=kind.title)
                 for kind in agents.AGENTS.values()
             ],
-        )
+        ),
+        SessionConfigOptionSelect(
+            type="select",
+            id=FORK_CONTEXT_OPTION,
+            name="Fork context",
+            description="How the children of a fork approved here start: inherit (resume this "
+            "conversation), fresh (only their task) or transcript (this conversation written "
+            "into their first prompt). They run this session's agent.",
+            current_value=fork_context,
+            options=[
+                SessionConfigSelectOption(value=value, name=name)
+                for value, (name, _) in FORK_CONTEXTS.items()
+            ],
+        ),
     ]
 
 

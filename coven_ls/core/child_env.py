@@ -15,6 +15,7 @@ per fork, for all its children; the copies and the setup run per child, side by 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,9 @@ class _ForkPlan:
     """What every child of one fork gets."""
 
     entries: list[str] = field(default_factory=list)
+    digest: str | None = None
+    """what the entries are in the parent now (`worktree_env.manifest`): copies a pool's spare
+    came with are used only when they were made of exactly this"""
     notices: list[str] = field(default_factory=list)
     setup: worktree_setup.Setup | None = None
 
@@ -91,15 +95,20 @@ class ChildEnvironments:
             "COVEN_CHILD_INDEX": str(index),
             "COVEN_PORT": str(port),
         }
-        if await anyio.to_thread.run_sync(_made, tree.path):
-            child.add_env(variables)  # resumed: its copies and setup are there already
+        made = await anyio.to_thread.run_sync(_made, tree.path)
+        if made is not None:
+            # Resumed: its copies and setup are there already; the variables of the tool its
+            # setup came from are given again (with its new port).
+            variables.update(worktree_setup.tool_env(made, tree.repository, tree.path, port))
+            child.add_env(variables)
             return True
+        began = time.monotonic()
         await anyio.to_thread.run_sync(stop_leftover_setup, tree.path)
         plan = await self._plan(fork_id, parent, child, setup_value)
         top = Path(tree.repository)
         try:
             report = await anyio.to_thread.run_sync(
-                worktree_env.copy_into, top, Path(tree.path), plan.entries
+                worktree_env.prepare_copies, top, Path(tree.path), plan.entries, plan.digest
             )
         except (OSError, worktrees.GitError) as exc:
             # Half a dependency folder would fail in ways far from the cause: say it plainly.
@@ -124,15 +133,22 @@ class ChildEnvironments:
                     copiedFiles=report.files if report.entries else None,
                     copiedBytes=report.bytes if report.entries else None,
                     clonedFiles=report.cloned if report.entries else None,
+                    copiedAhead=True if report.reused else None,
                     notices=notices or None,
                     setup=setup.command if setup else None,
                     setupSource=setup.source if setup else None,
                     setupFile=setup.file if setup else None,
                 )
             )
+        log.info(
+            "child %s: environment in %.2f s (%s)",
+            index,
+            time.monotonic() - began,
+            "copies made ahead" if report.reused else f"{report.files} files copied",
+        )
         if setup is not None and not await self._set_up(child, setup, variables):
             return False
-        await anyio.to_thread.run_sync(_mark_made, tree.path)
+        await anyio.to_thread.run_sync(_mark_made, tree.path, setup.source if setup else "")
         child.add_env(variables)
         return True
 
@@ -173,6 +189,11 @@ class ChildEnvironments:
         plan = _ForkPlan()
         try:
             plan.entries = await anyio.to_thread.run_sync(worktree_env.included, top)
+            if plan.entries:
+                now = time.time()
+                plan.digest = await anyio.to_thread.run_sync(
+                    worktree_env.manifest, top, plan.entries, now
+                )
             plan.notices = await anyio.to_thread.run_sync(worktree_env.left_out, top)
         except (worktrees.GitError, OSError) as exc:
             why = exc.message if isinstance(exc, worktrees.GitError) else str(exc)
@@ -321,12 +342,16 @@ def stop_leftover_setup(path: str) -> None:
     record.unlink(missing_ok=True)
 
 
-def _made(path: str) -> bool:
+def _made(path: str) -> str | None:
+    """None when the worktree's environment was never made; else the source of the setup that
+    made it (`cursor`, `conductor`, `option`; empty: none ran)."""
     try:
-        return (worktrees.own_git_dir(Path(path)) / READY_RECORD).is_file()
-    except worktrees.GitError:
-        return False
+        return (worktrees.own_git_dir(Path(path)) / READY_RECORD).read_text(encoding="utf-8")
+    except (worktrees.GitError, FileNotFoundError):
+        return None
+    except OSError:
+        return ""
 
 
-def _mark_made(path: str) -> None:
-    (worktrees.own_git_dir(Path(path)) / READY_RECORD).touch()
+def _mark_made(path: str, source: str) -> None:
+    (worktrees.own_git_dir(Path(path)) / READY_RECORD).write_text(source, encoding="utf-8")

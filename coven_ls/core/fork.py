@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ from . import failpoints, isolation, pool, transcript
 from .agent import AgentSpec, AgentStartError, Backend
 from .child_env import ChildEnvironments, stop_leftover_setup
 from .fork_state import check_move
-from .isolation import ForkTrees
+from .isolation import ForkTrees, MadeAhead
 from .models import estimate_fork
 from .session import Outcome, Session, SessionConfig
 from .spend import child_limit_reached, describe, limits_from_row, limits_row, merge_limits
@@ -374,6 +375,8 @@ class Fork:
     agent: AgentName | None = None
     limits: ForkLimits | None = None  # what its children may spend (None: no limit)
     trees: ForkTrees | None = None  # decided when it starts
+    # A proposal's worktrees, made while its approval is asked (isolation.MadeAhead).
+    ahead: MadeAhead | None = None
     # Set once its children exist (worktrees take a moment): a cancel waits for it.
     prepared: anyio.Event = field(default_factory=anyio.Event)
     # The parent's conversation, read once for `transcript` children (all get the same).
@@ -422,11 +425,24 @@ class Fork:
             if self.results is None
             else [msgspec.to_builtins(r.wire()) for r in self.results],
             "reintegrated": self.state == "finished",
-            "isolation": None if self.trees is None else self.trees.record(),
+            "isolation": self._isolation_record(),
             "context": self.context,
             "agent": self.agent,
             "limits": limits_row(self.limits),
         }
+
+    def _isolation_record(self) -> dict[str, Any] | None:
+        """Where its children work and, under `requested`, what coven/fork or coven/decideFork
+        asked for it (a resumed fork goes on with the same, not with the session's setting)."""
+        found = {} if self.trees is None else self.trees.record()
+        requested = {
+            "isolation": self.isolation,
+            "mergeMode": self.merge_mode,
+            "worktreeSetup": self.worktree_setup,
+        }
+        if any(v is not None for v in requested.values()):
+            found["requested"] = {k: v for k, v in requested.items() if v is not None}
+        return found or None
 
 
 class ForkHost(Protocol):
@@ -555,6 +571,7 @@ class ForkManager:
                 forkId=fork.id, state=fork.state, tasks=tasks, estimate=fork.estimate
             )
         )
+        self._make_ahead(fork)
         self._host.ask_fork_approval(session, fork)
 
     async def _bring_later_work(self, child: Session) -> None:
@@ -675,6 +692,10 @@ class ForkManager:
     ) -> None:
         """The fork will not run: declined or withdrawn (or, `failed`, it could not start)."""
         fork.move_to("rejected")
+        if fork.ahead is not None:
+            ahead, fork.ahead = fork.ahead, None
+            self._spawn(isolation.remove_ahead(ahead), name=f"fork {fork.id}: worktrees ahead")
+            self._refill(fork)  # the spares it took
         self._journal.fork_changed(fork)
         parent = fork.parent
         parent.emit(events.ForkRejected(forkId=fork.id, state=fork.state, reason=reason))
@@ -843,13 +864,69 @@ class ForkManager:
 
         self._spawn(resume(), name=f"worktree pools of {root}")
 
+    def _make_ahead(self, fork: Fork) -> None:
+        """While a proposed fork's approval is asked, make its worktrees (spares adopted at a
+        snapshot of the moment), so that an approved fork's children start at once. Nothing is
+        made for a session whose forks share its folder."""
+        config = fork.parent.config
+        if config.fork_isolation == "shared":
+            return
+        ahead = fork.ahead = MadeAhead()
+
+        async def make() -> None:
+            try:
+                trees = await isolation.plan(
+                    config.cwd, None, config.merge_mode, config.state_dir, fork.id
+                )
+                if trees.mode != "worktree" or trees.repository is None:
+                    return
+                places = [
+                    isolation.place(trees, fork.id, n, t) for n, t in enumerate(fork.tasks, 1)
+                ]
+                # Stored before git makes them, as for a started fork: a crash leaves no orphan.
+                trees.planned = [{"path": p, "branch": b} for p, b in places]
+                if fork.state == "proposed":  # once started, the fork's own plan is stored
+                    fork.trees = trees
+                    self._journal.fork_changed(fork)
+                    await self._journal.flushed()
+                spares = self.pools.take(config.state_dir, trees.repository, len(places))
+                ahead.made = await isolation.make(trees, places, spares)
+                ahead.trees, ahead.places = trees, places
+            except (GitError, OSError):
+                log.warning("fork %s: worktrees could not be made ahead", fork.id, exc_info=True)
+            finally:
+                ahead.ready.set()
+
+        self._spawn(make(), name=f"fork {fork.id}: worktrees ahead")
+
+    async def _made_ahead(
+        self, fork: Fork, trees: ForkTrees, places: list[tuple[str, str]]
+    ) -> list[Worktree] | None:
+        """The worktrees made ahead of this fork, brought to its snapshot, when they are for
+        these very places; else (other tasks, or they failed) None, and they are removed."""
+        ahead, fork.ahead = fork.ahead, None
+        if ahead is None:
+            return None
+        await ahead.ready.wait()
+        if ahead.trees is not None and ahead.made and ahead.places == places:
+            try:
+                return await isolation.catch_up(ahead, trees)
+            except GitError as exc:
+                log.warning("fork %s: worktrees made ahead not used: %s", fork.id, exc.message)
+        await isolation.remove_ahead(ahead)
+        return None
+
     async def _prepare(self, fork: Fork) -> None:
         """Decide where the children work (making their worktrees), create them, say so, and
         launch them."""
         parent, config = fork.parent, fork.parent.config
+        if fork.ahead is not None and (fork.isolation or config.fork_isolation) == "shared":
+            ahead, fork.ahead = fork.ahead, None
+            await isolation.remove_ahead(ahead)  # approved to share the parent's folder after all
         backend = self._host.child_backend(parent, fork.child_agent)
         await anyio.to_thread.run_sync(backend.check)  # no such agent: the fork cannot start
         await self._read_conversation(fork)
+        started = time.monotonic()
         trees = await isolation.plan(
             config.cwd,
             fork.isolation or config.fork_isolation,
@@ -857,6 +934,7 @@ class ForkManager:
             config.state_dir,
             fork.id,
         )
+        planned = time.monotonic()
         trees_made: list[Worktree] = []
         if trees.mode == "worktree":
             places = [
@@ -868,9 +946,11 @@ class ForkManager:
             await self._journal.flushed()  # stored before git makes them: a crash leaves no orphan
             await failpoints.reached("worktrees")
             assert trees.repository is not None
-            spares = self.pools.take(config.state_dir, trees.repository, len(places))
             try:
-                trees_made = await isolation.make(trees, places, spares)
+                trees_made = await self._made_ahead(fork, trees, places) or []
+                if not trees_made:
+                    spares = self.pools.take(config.state_dir, trees.repository, len(places))
+                    trees_made = await isolation.make(trees, places, spares)
             except (GitError, OSError) as exc:
                 reason = getattr(exc, "message", None) or str(exc)
                 log.warning("fork %s: worktrees could not be made: %s", fork.id, reason)
@@ -878,6 +958,13 @@ class ForkManager:
                     f"the worktrees could not be made: {reason}", trees.merge_mode
                 )
         fork.trees = trees
+        log.info(
+            "fork %s: %s; snapshot %.2f s, worktrees %.2f s",
+            fork.id,
+            trees.mode,
+            planned - started,
+            time.monotonic() - planned,
+        )
         for n, label in enumerate(fork.tasks):
             tree = trees_made[n] if trees_made else None
             cwd = config.cwd if tree is None else isolation.child_cwd(tree, config.cwd)
@@ -981,10 +1068,14 @@ class ForkManager:
                 )
                 self._host.ask_review(fork, pending)
                 return
-        for child in fork.children:
-            if _pending(child):
-                await self._merge(child)
-                await failpoints.reached("merge")  # one child merged, the next not yet
+        async with anyio.create_task_group() as tg:
+            for child in fork.children:
+                if child.worktree is not None and child.id not in fork.disk:
+                    tg.start_soon(self._measure, fork, child)
+            for child in fork.children:
+                if _pending(child):
+                    await self._merge(child)
+                    await failpoints.reached("merge")  # one child merged, the next not yet
         await self._finish_measured(fork, interrupted)
 
     async def _finish_measured(self, fork: Fork, interrupted: str | None = None) -> None:
@@ -1158,7 +1249,10 @@ class ForkManager:
                 timer.cancel_scope.cancel()
             if child.worktree is not None and not child.stopped_with_server:
                 await self._collect(fork, child)
-                await self._measure(fork, child)
+                if any(c is not child and not c.settled for c in fork.children):
+                    # Its disk, walked while siblings work; the last child's is walked while
+                    # the changes are merged (`_bring_back`), not before.
+                    await self._measure(fork, child)
         finally:
             self.envs.release(child)
 
@@ -1274,6 +1368,7 @@ class ForkManager:
             if parent is None or row["fork_id"] in self.forks:
                 continue
             state = _stored_state(row["state"])
+            stored = row.get("isolation") or {}
             fork = Fork(
                 row["fork_id"],
                 parent,
@@ -1284,7 +1379,8 @@ class ForkManager:
                 proposed=list(row["tasks_proposed"]),
                 decision=row["decision"],
                 children=[sessions[c] for c in row["children"] or [] if c in sessions],
-                trees=ForkTrees.from_record(row["isolation"]) if row.get("isolation") else None,
+                trees=ForkTrees.from_record(stored) if "mode" in stored else None,
+                **_requested(stored),
                 context=row.get("context"),
                 agent=row.get("agent"),
                 limits=limits_from_row(row.get("limits")),
@@ -1355,15 +1451,14 @@ class ForkManager:
         except AgentStartError as exc:
             fork.parent.emit(events.Error(message=f"The fork could not resume: {exc}"))
             for child in again:
-                await child.close("cancelled")
+                _not_resumed(child, str(exc))
         for child in again:
-            if child.worktree is not None:
+            if child.worktree is not None and child.status != "failed":
                 try:
                     await isolation.ensure(child.worktree)
                 except GitError as exc:
-                    child.emit(events.Error(message=exc.message))
-                    await child.close("cancelled")
-        await self._run(fork, again)
+                    _not_resumed(child, exc.message)
+        await self._run(fork, [c for c in again if c.status != "failed"])
 
     @staticmethod
     def _unfinished(fork: Fork) -> list[Session]:
@@ -1401,6 +1496,27 @@ def _stored_state(value: str) -> ForkState:
         if state == value:
             return state
     raise ValueError(f"the store has a fork in an unknown state {value!r}")
+
+
+def _not_resumed(child: Session, reason: str) -> None:
+    """A child that cannot run again ends `failed` without starting, like one whose worktree
+    setup failed: its task's error in `<fork-results>` is the real reason (not "cancelled by the
+    user"), and a message to it tries again."""
+    if child.closed:
+        return
+    child.emit(events.Error(message=f"The child could not resume: {reason}"))
+    child.last_outcome = Outcome(ok=False, error=f"could not resume: {reason}")
+    child.set_status("failed")
+
+
+def _requested(stored: dict[str, Any]) -> dict[str, Any]:
+    """A stored fork's own isolation, merge mode and worktree setup (Fork's fields)."""
+    asked = stored.get("requested") or {}
+    return {
+        "isolation": asked.get("isolation"),
+        "merge_mode": asked.get("mergeMode"),
+        "worktree_setup": asked.get("worktreeSetup"),
+    }
 
 
 def _seconds(child: Session) -> float | None:

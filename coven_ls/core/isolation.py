@@ -197,6 +197,48 @@ async def make(
     ]
 
 
+@dataclass
+class MadeAhead:
+    """A proposed fork's worktrees, made while its approval is asked (the user reads the tasks
+    for seconds; making worktrees need not wait for the answer). When the fork starts they are
+    brought to its own snapshot (`catch_up`): never a child sees the tree of the proposal's
+    moment if the user changed something since."""
+
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    trees: ForkTrees | None = None
+    places: list[tuple[str, str]] = field(default_factory=list)
+    made: list[Worktree] = field(default_factory=list)
+    removed: anyio.Event = field(default_factory=anyio.Event)
+    """set once `remove_ahead` is done with them"""
+
+
+async def catch_up(ahead: MadeAhead, trees: ForkTrees) -> list[Worktree]:
+    """The worktrees made ahead, for the fork whose snapshot is now `trees.base`: as they are
+    when that snapshot holds the same files as the one they were made at (its commit then
+    stands for both), else each reset to the new snapshot (in parallel). Raises GitError."""
+    assert ahead.trees is not None and ahead.trees.base is not None
+    assert trees.repository is not None and trees.base is not None
+    repo = await _repo(trees.repository)
+    old, new = ahead.trees.base, trees.base
+    if old == new or await anyio.to_thread.run_sync(worktrees.same_tree, repo, old, new):
+        trees.base = old
+        return list(ahead.made)
+    async with anyio.create_task_group() as tg:
+        for tree in ahead.made:
+            tg.start_soon(anyio.to_thread.run_sync, worktrees.reset_to, tree.path, tree.branch, new)
+    return [msgspec.structs.replace(t, base=new) for t in ahead.made]
+
+
+async def remove_ahead(ahead: MadeAhead) -> None:
+    """Worktrees made ahead of a fork that will not use them (declined, or other tasks)."""
+    await ahead.ready.wait()
+    if ahead.trees is not None and ahead.trees.repository is not None:
+        for tree in ahead.made:
+            await remove_quietly(ahead.trees.repository, tree.path, tree.branch)
+    ahead.made = []
+    ahead.removed.set()
+
+
 async def _remove_spare(repo: worktrees.RepoInfo, spare: Path) -> None:
     """A spare not adopted: its folder (if it is still there) and git's record of it."""
     await anyio.to_thread.run_sync(pool.discard_spare, repo, spare)

@@ -7,6 +7,9 @@ ended, and when it starts again), each detached at the HEAD of its day. A fork t
 it has children (`take`); `worktrees.adopt` moves each to its child's place and brings it to the
 fork's snapshot, writing only the files that differ, and cleans whatever is not the snapshot:
 the child sees exactly the parent's state when the fork starts, never the spare's older one.
+A repository with a `.worktreeinclude` gets its copies made in each spare too; a child keeps
+them only when the parent's files are provably what they were copied from (their inodes and
+change times, `worktree_env.manifest`), else they are copied again.
 Children the pool cannot serve get a worktree made as before.
 
 On disk, in the state folder (`<stateDir>/pool`):
@@ -14,15 +17,21 @@ On disk, in the state folder (`<stateDir>/pool`):
     <name>-<digest>/repository     the repository's top folder, written before any spare is made
     <name>-<digest>/<id>/          a spare worktree (git knows it: `git worktree list`)
     <name>-<digest>/<id>.ready     written once the spare is complete
+    <name>-<digest>/.in-use        locked (shared) by every server using the pool, while it runs
 
 Everything under a pool folder is the server's own: a spare without its `.ready` (a crash while
 it was made, or after a fork took it) is removed when a server starts (`resume`), and a removed
-repository takes its pool with it. Spares are on no branch: they hold no work, and `coven/`
-branches stay the children's. `usage` is what `coven-ls doctor` shows.
+repository takes its pool with it. `coven-ls prune` removes a pool's spares only while no
+server holds `.in-use` (it takes it exclusively for the removal, `reserved`), so it never
+removes a spare a running server is making, about to hand out, or adopting. Spares are on no
+branch: they hold no work, and `coven/` branches stay the children's. `usage` is what
+`coven-ls doctor` shows.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import logging
 import os
@@ -35,13 +44,14 @@ from pathlib import Path
 
 import anyio
 
-from . import failpoints, worktrees
+from . import failpoints, worktree_env, worktrees
 from .store import default_state_dir
 
 log = logging.getLogger(__name__)
 
 _REPOSITORY = "repository"
 _READY = ".ready"
+_IN_USE = ".in-use"
 
 
 def state_root(state_dir: str | None) -> Path:
@@ -62,6 +72,8 @@ class _Pool:
     repository: str
     ready: list[Path] = field(default_factory=list)
     filling: anyio.Lock = field(default_factory=anyio.Lock)
+    held: int | None = None
+    """the open `.in-use` file this server holds a shared lock on (for as long as it runs)"""
 
 
 @dataclass(frozen=True)
@@ -119,9 +131,11 @@ class Pools:
                         return
                     pool.folder.mkdir(parents=True, exist_ok=True)
                     (pool.folder / _REPOSITORY).write_text(pool.repository)
+                    await anyio.to_thread.run_sync(_hold, pool)
                     spare = pool.folder / uuid.uuid4().hex[:12]
                     try:
                         await anyio.to_thread.run_sync(worktrees.prepare, repo, spare, repo.head)
+                        await anyio.to_thread.run_sync(_keep_copies, repo.toplevel, spare)
                     except BaseException:
                         with anyio.CancelScope(shield=True):
                             await _discard(pool, spare)
@@ -151,12 +165,73 @@ class Pools:
                 continue
             pool = self._pools.setdefault(folder, _Pool(folder, repository))
             async with pool.filling:
+                if size > 0:
+                    await anyio.to_thread.run_sync(_hold, pool)
                 await anyio.to_thread.run_sync(_clean, repo, pool, size > 0)
             if size > 0:
                 found.append(repository)
             else:
                 await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
         return found
+
+
+def _keep_copies(top: Path, spare: Path) -> None:
+    """The repository's `.worktreeinclude` copies, made in the spare now rather than on a fork's
+    path (a dependency folder takes seconds to copy); a child uses them only if the parent's
+    files have not changed since (`worktree_env.prepare_copies`)."""
+    entries = worktree_env.included(top)
+    if entries and not worktree_env.keep_in_spare(top, spare, entries):
+        log.info("the spare %s has no copies: %s changed lately", spare, ", ".join(entries))
+
+
+def _hold(pool: _Pool) -> None:
+    """Say, for as long as this server runs, that it uses the pool (a shared lock on its
+    `.in-use`; the process's end releases it): `coven-ls prune` leaves its spares alone. Waits
+    while a prune removes spares of it (blocking: call it from a worker thread)."""
+    if pool.held is not None:
+        return
+    fd = os.open(pool.folder / _IN_USE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    except OSError:
+        os.close(fd)
+        raise
+    pool.held = fd
+
+
+def pool_of(state_dir: Path, path: Path) -> Path | None:
+    """The pool folder a spare worktree at `path` belongs to, if it is in one under `state_dir`."""
+    base = os.path.realpath(state_dir / "pool")
+    where = os.path.realpath(path)
+    if not where.startswith(base + os.sep):
+        return None
+    return Path(base) / os.path.relpath(where, base).split(os.sep, 1)[0]
+
+
+def in_use(folder: Path) -> bool:
+    """Whether a running server uses this pool (holds its `.in-use`)."""
+    with reserved(folder) as mine:
+        return not mine
+
+
+@contextlib.contextmanager
+def reserved(folder: Path) -> Iterator[bool]:
+    """The pool to remove spares of, when no server uses it: True while this process holds its
+    `.in-use` exclusively (a server starting meanwhile waits), False when a server holds it."""
+    try:
+        fd = os.open(folder / _IN_USE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except FileNotFoundError:
+        yield True  # the pool folder is gone: nobody uses it
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 def _marker(spare: Path) -> Path:
@@ -179,7 +254,7 @@ def _clean(repo: worktrees.RepoInfo, pool: _Pool, keep: bool) -> None:
         else:
             discard_spare(repo, path)
     for entry in pool.folder.iterdir():
-        if entry.name == _REPOSITORY:
+        if entry.name in (_REPOSITORY, _IN_USE):
             continue
         spare = entry.with_name(entry.name.removesuffix(_READY))
         if spare.resolve() not in {p for p in ready}:

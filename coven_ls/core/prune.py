@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from . import worktrees
+from . import pool, worktrees
 from .store import StoredTrees, forget_kept_branches, read_trees
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,9 @@ class Report:
     problems: list[str] = field(default_factory=list)
     """stores or repositories that could not be read (what they hold was left alone)"""
     dry_run: bool = False
+    state_dir: Path | None = None
+    """the state folder planned for (its pools' spares are removed only while no server uses
+    them)"""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,7 +70,7 @@ def plan(
     state_dir: Path, discard_work: bool = False, repositories: Iterable[str] = ()
 ) -> tuple[Report, dict[Path, StoredTrees]]:
     """What prune would do (nothing is changed): the report and what each store said."""
-    report = Report()
+    report = Report(state_dir=state_dir)
     stored: dict[Path, StoredTrees] = {}
     for path in stores_in(state_dir):
         try:
@@ -167,6 +170,9 @@ def _plan_repo(
             continue
         if not in_state(tree.path) or os.path.realpath(tree.path) in needed_paths or tree.locked:
             continue
+        folder = pool.pool_of(Path(state), tree.path)
+        if folder is not None and pool.in_use(folder):
+            continue  # a running server's spare: being made, ready to hand out, or being adopted
         items.append(
             Item(
                 repository=str(repo.toplevel),
@@ -189,7 +195,12 @@ def apply(report: Report, stored: dict[Path, StoredTrees]) -> None:
             found = worktrees.inspect(item.repository)
             if isinstance(found, worktrees.NotARepo):
                 raise worktrees.GitError(f"{item.repository} is {found.reason}")
-            if item.worktree is not None:
+            folder = None
+            if item.worktree is not None and report.state_dir is not None:
+                folder = pool.pool_of(report.state_dir, Path(item.worktree))
+            if folder is not None:
+                _remove_spare(found, item, folder)
+            elif item.worktree is not None:
                 worktrees.remove(
                     found, item.worktree, item.branch or "", keep_branch=item.branch is None
                 )
@@ -202,6 +213,19 @@ def apply(report: Report, stored: dict[Path, StoredTrees]) -> None:
             item.action = "failed"
             item.error = exc.message if isinstance(exc, worktrees.GitError) else str(exc)
     _forget(stored, removed)
+
+
+def _remove_spare(repo: worktrees.RepoInfo, item: Item, folder: Path) -> None:
+    """A pool's spare, removed only while no server uses its pool (one may have started since
+    the plan): the pool is held meanwhile, so that none starts using it half way."""
+    assert item.worktree is not None
+    with pool.reserved(folder) as mine:
+        if not mine:
+            raise worktrees.GitError(
+                "a coven-ls server started using this worktree pool meanwhile: it was left to "
+                "that server; run prune again once the server has stopped"
+            )
+        pool.discard_spare(repo, Path(item.worktree))
 
 
 def _forget(stored: dict[Path, StoredTrees], removed: set[tuple[str, str]]) -> None:

@@ -527,9 +527,10 @@ def read_trees(path: Path) -> StoredTrees:
                 if tree:
                     found.needed.append({k: tree[k] for k in ("path", "branch", "repository")})
             # A fork's planned worktrees are needed while it may still make or use them (it
-            # runs, or waits to be resumed); after that, its sessions say what is needed.
+            # runs, waits to be resumed, or is proposed: they are made while its approval is
+            # asked); after that, its sessions say what is needed.
             forks = db.execute(
-                "SELECT isolation FROM forks WHERE state IN ('running', 'interrupted')"
+                "SELECT isolation FROM forks WHERE state IN ('proposed', 'running', 'interrupted')"
             )
             for (isolation,) in forks:
                 trees = json.loads(isolation) if isolation else {}

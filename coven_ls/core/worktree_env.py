@@ -19,9 +19,12 @@ Blocking functions (git, file copies): call them from a worker thread.
 from __future__ import annotations
 
 import errno
+import hashlib
+import json
 import os
 import shutil
 import stat
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +57,8 @@ class CopyReport:
     warnings: list[str] = field(default_factory=list)
     cannot_clone: bool = False
     """the file system refused a clone once: the rest is copied without trying"""
+    reused: bool = False
+    """the copies a pool's spare came with were used: nothing was copied on the fork's path"""
 
 
 # --- which files --------------------------------------------------------------------------------
@@ -274,6 +279,136 @@ def _clone(src: Path, dst: Path) -> bool:
 
 def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+# --- copies kept in the pool's spares -----------------------------------------------------------
+
+# In a worktree's own git folder: the copies the pool made in a spare, and what they were made of.
+KEPT_RECORD = "coven-kept-copies.json"
+
+# A file changed this close to the moment it was looked at may change again within the same tick
+# of the file system's clock, unseen (git's "racily clean" entries): such a tree is not trusted.
+_RACY_SECONDS = 2.0
+
+
+def manifest(top: Path, entries: Sequence[str], racy_before: float | None = None) -> str | None:
+    """A digest of what these entries (under `top`) are: every file's, folder's and link's path,
+    type and mode, size, inode, and change and modification times (nanoseconds). Writing a
+    file, or replacing, adding, removing or renaming anything under them, changes its inode or
+    change time (which no one can set back), so an unchanged digest proves the entries are as
+    they were. None when a file changed at or after `racy_before - 2 s` (a change within one
+    tick of the clock could go unseen). Blocking: an lstat per file."""
+    digest = hashlib.sha256()
+    limit = None if racy_before is None else int((racy_before - _RACY_SECONDS) * 1e9)
+    lines: list[bytes] = []
+
+    def note(name: str, info: os.stat_result) -> bool:
+        if limit is not None and max(info.st_ctime_ns, info.st_mtime_ns) >= limit:
+            return False
+        lines.append(
+            os.fsencode(name)
+            + f"\0{info.st_mode} {info.st_size} {info.st_ino} {info.st_ctime_ns} "
+            f"{info.st_mtime_ns}\n".encode()
+        )
+        return True
+
+    def walk(folder: str, name: str) -> bool:
+        with os.scandir(folder) as found:
+            listed = sorted(found, key=lambda e: e.name)  # the same order whatever the folder's
+        for entry in listed:
+            inner = f"{name}/{entry.name}"
+            if not note(inner, entry.stat(follow_symlinks=False)):
+                return False
+            if entry.is_dir(follow_symlinks=False) and not walk(entry.path, inner):
+                return False
+        return True
+
+    for entry in entries:
+        relative = entry.rstrip("/")
+        root = os.path.join(top, relative)
+        try:
+            info = os.lstat(root)
+        except FileNotFoundError:
+            lines.append(f"{relative}\0-\n".encode())
+            continue
+        if not note(relative, info):
+            return None
+        if stat.S_ISDIR(info.st_mode) and not walk(root, relative):
+            return None
+        digest.update(b"".join(lines))
+        lines.clear()
+    digest.update(b"".join(lines))
+    return digest.hexdigest()
+
+
+def keep_in_spare(source: Path, spare: Path, entries: Sequence[str]) -> bool:
+    """Copy the `.worktreeinclude` entries into a pool's spare worktree ahead of a fork, and
+    record what the copies were made of (`KEPT_RECORD`), so that a child adopting the spare uses
+    them when the parent's files have not changed since (`reuse_kept`). False (nothing kept)
+    when the parent's files changed lately or while they were copied."""
+    if not entries:
+        return False
+    started = time.time()
+    before = manifest(source, entries, racy_before=started)
+    if before is None:
+        return False
+    report = copy_into(source, spare, entries)
+    if manifest(source, entries) != before:
+        return False  # changed while copied: the record is not written, the fork copies anew
+    record = {
+        "entries": list(report.entries),
+        "source": before,
+        "copy": manifest(spare, report.entries),
+        "files": report.files,
+        "bytes": report.bytes,
+        "cloned": report.cloned,
+        "warnings": report.warnings,
+    }
+    path = worktrees.own_git_dir(spare) / KEPT_RECORD
+    scratch = path.with_name(path.name + ".tmp")
+    scratch.write_text(json.dumps(record), encoding="utf-8")
+    os.replace(scratch, path)
+    return True
+
+
+def prepare_copies(
+    source: Path, target: Path, entries: Sequence[str], source_digest: str | None
+) -> CopyReport:
+    """The child's copies of these entries: those a pool's spare came with (`keep_in_spare`)
+    when they are exactly what the parent holds now (the parent's files have the digest they
+    had when copied, `source_digest` being theirs now, and the copies are untouched), else
+    fresh ones (`copy_into`). Copies the spare came with that are not wanted now go."""
+    kept_path = worktrees.own_git_dir(target) / KEPT_RECORD
+    try:
+        kept = json.loads(kept_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        kept = None
+    except (OSError, ValueError):
+        kept = {}
+    kept_path.unlink(missing_ok=True)  # used once: from now on the copies are the child's
+    if kept is None:
+        return copy_into(source, target, entries)
+    wanted = list(entries)
+    if (
+        kept.get("entries") == wanted
+        and source_digest is not None
+        and kept.get("source") == source_digest
+        and manifest(target, wanted) == kept.get("copy")
+    ):
+        worktrees.record_copied(target, [e.rstrip("/") for e in wanted], replace=True)
+        return CopyReport(
+            entries=wanted,
+            files=int(kept.get("files", 0)),
+            bytes=int(kept.get("bytes", 0)),
+            cloned=int(kept.get("cloned", 0)),
+            warnings=list(kept.get("warnings", [])),
+            reused=True,
+        )
+    for entry in kept.get("entries", []):
+        if entry not in wanted:
+            _remove(target / entry.rstrip("/"))
+    worktrees.record_copied(target, [], replace=True)
+    return copy_into(source, target, wanted)
 
 
 # --- copies that still point at the parent ------------------------------------------------------

@@ -66,20 +66,26 @@ class Setup:
 
     def tool_env(self, root: str, worktree: str, port: int) -> dict[str, str]:
         """The variables the tool this setup was written for gives its own setups."""
-        if self.source == "cursor":
-            return {"ROOT_WORKTREE_PATH": root}
-        if self.source == "conductor":
-            return {
-                "CONDUCTOR_ROOT_PATH": root,
-                "CONDUCTOR_WORKSPACE_PATH": worktree,
-                "CONDUCTOR_WORKSPACE_NAME": os.path.basename(worktree),
-                "CONDUCTOR_PORT": str(port),
-            }
-        return {}
+        return tool_env(self.source, root, worktree, port)
 
     def describe(self) -> str:
         where = f" (from {self.file})" if self.file else " (the worktreeSetup setting)"
         return f"{self.command}{where}"
+
+
+def tool_env(source: str, root: str, worktree: str, port: int) -> dict[str, str]:
+    """The variables the tool a setup of this source was written for gives its own setups (and
+    its agents: a resumed child gets them again, with its new port)."""
+    if source == "cursor":
+        return {"ROOT_WORKTREE_PATH": root}
+    if source == "conductor":
+        return {
+            "CONDUCTOR_ROOT_PATH": root,
+            "CONDUCTOR_WORKSPACE_PATH": worktree,
+            "CONDUCTOR_WORKSPACE_NAME": os.path.basename(worktree),
+            "CONDUCTOR_PORT": str(port),
+        }
+    return {}
 
 
 def resolve(value: str | None, top: Path) -> Setup | None:

@@ -616,10 +616,13 @@ def adopt(
     trees; the index's stat cache, made with the files, stays valid through a folder rename).
     Whatever the spare holds beyond its commit (edited, untracked, ignored files: nothing
     writes there, but a tree handed to a child must be exactly the snapshot) is reset or
-    removed. On failure it raises; the spare is then wherever the failure left it, at `spare`
-    or at `path`, and both are the caller's to remove."""
+    removed, but for the `.worktreeinclude` copies the pool made in it (`record_copied`): those
+    are the child's environment's to check and keep or replace (`worktree_env.reuse_kept`),
+    never part of the snapshot. On failure it raises; the spare is then wherever the failure
+    left it, at `spare` or at `path`, and both are the caller's to remove."""
     where = Path(path).absolute()
     _check_place(repo, where, branch)
+    kept = copied_paths(spare)
     where.parent.mkdir(parents=True, exist_ok=True)
     if where.is_dir():
         where.rmdir()  # empty (checked): `worktree move` wants no folder there
@@ -642,12 +645,38 @@ def adopt(
         _rev(snapshot),
         what=f"Bringing the worktree {where} to the fork's snapshot",
     )
-    _git(where, "clean", "-ffdxq", what=f"Cleaning the worktree {where}")
+    spared = [f":(exclude,literal){p}" for p in kept]
+    _git(where, "clean", "-ffdxq", "--", ".", *spared, what=f"Cleaning the worktree {where}")
     head = _out(_git(where, "rev-parse", "HEAD"))
     if head != _out(_git(where, "rev-parse", f"{_rev(snapshot)}^{{commit}}")):
         raise GitError(f"The worktree {where} is at {head}, not at the snapshot {snapshot}.")
     checkout_submodules(repo.toplevel, where, head)
     return Worktree(path=where, branch=branch, head=head)
+
+
+def reset_to(worktree: str | os.PathLike[str], branch: str, snapshot: str) -> None:
+    """Bring a child's worktree made ahead of its fork (`adopt`ed or `create`d while the fork's
+    approval was asked) to the fork's own snapshot, on its branch (reset to it): only the files
+    that differ are written, and whatever else it holds is removed but for the
+    `.worktreeinclude` copies (`record_copied`), which the child's environment checks."""
+    where = Path(worktree)
+    what = f"Bringing the worktree {where} to the fork's snapshot"
+    _git(
+        where,
+        "checkout",
+        "--quiet",
+        "--force",
+        "--no-recurse-submodules",
+        "-B",
+        branch,
+        _rev(snapshot),
+        what=what,
+    )
+    spared = [f":(exclude,literal){p}" for p in copied_paths(where)]
+    _git(where, "clean", "-ffdxq", "--", ".", *spared, what=what)
+    head = _out(_git(where, "rev-parse", "HEAD", what=what))
+    if head != _out(_git(where, "rev-parse", f"{_rev(snapshot)}^{{commit}}", what=what)):
+        raise GitError(f"The worktree {where} is at {head}, not at the snapshot {snapshot}.")
 
 
 def checkout_submodules(source: Path, worktree: Path, commit: str) -> list[str]:
@@ -757,10 +786,13 @@ def own_git_dir(worktree: Path) -> Path:
     return Path(found)
 
 
-def record_copied(worktree: str | os.PathLike[str], paths: Sequence[str]) -> None:
-    """Remember the paths copied into a worktree (see `commit_all`)."""
+def record_copied(
+    worktree: str | os.PathLike[str], paths: Sequence[str], replace: bool = False
+) -> None:
+    """Remember the paths copied into a worktree (see `commit_all`), beside those remembered
+    before (or, `replace`, instead of them)."""
     record = own_git_dir(Path(worktree)) / COPIED_RECORD
-    known = copied_paths(worktree)
+    known = [] if replace else copied_paths(worktree)
     text = "".join(f"{p}\n" for p in dict.fromkeys([*known, *paths]))
     scratch = record.with_name(record.name + ".tmp")
     scratch.write_text(text, encoding="utf-8")
@@ -1609,16 +1641,24 @@ def disk_usage(worktree: str | os.PathLike[str]) -> int:
     and folders, links not followed), leaving out `.git`: what a child's worktree costs beyond
     the shared objects. File sizes would understate it many times over for a tree of small
     files, each of which takes at least a block."""
-    root = Path(worktree)
-    total = 0
-    for dirpath, dirnames, filenames in os.walk(root):
-        if Path(dirpath) == root and ".git" in dirnames:
-            dirnames.remove(".git")
-        with contextlib.suppress(OSError):
-            total += os.lstat(dirpath).st_blocks * 512
-        for name in filenames:
-            if Path(dirpath) == root and name == ".git":
-                continue  # a linked worktree's .git is a file pointing at its git folder
+
+    def walk(folder: str, top: bool) -> int:
+        total = 0
+        try:
+            with os.scandir(folder) as found:
+                listed = list(found)
+        except OSError:
+            return 0  # gone meanwhile, or unreadable
+        for entry in listed:
+            if top and entry.name == ".git":
+                continue  # a linked worktree's .git (a file pointing at its git folder)
             with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
-    return total
+                total += entry.stat(follow_symlinks=False).st_blocks * 512
+                if entry.is_dir(follow_symlinks=False):
+                    total += walk(entry.path, False)
+        return total
+
+    root = os.fspath(worktree)
+    with contextlib.suppress(OSError):
+        return os.lstat(root).st_blocks * 512 + walk(root, True)
+    return 0

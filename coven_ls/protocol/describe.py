@@ -271,6 +271,8 @@ def worktree_env(env: ev.WorktreeEnv) -> str:
         what = f"{plural(env.copiedFiles or 0, 'file')}, {disk_size(env.copiedBytes or 0)}"
         if env.clonedFiles:
             what += f", {env.clonedFiles} cloned"
+        if env.copiedAhead:
+            what += ", made ahead"
         parts.append(f"copied {', '.join(env.copied)} ({what})")
     parts.append(f"port {env.port}")
     if env.setup:

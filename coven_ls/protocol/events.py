@@ -437,6 +437,10 @@ class WorktreeEnv(Payload, tag="worktreeEnv"):
     clonedFiles: int | None = None
     """of `copiedFiles`, those cloned (the file system shares their blocks until one is
     written)"""
+    copiedAhead: bool | None = None
+    """true when the copies were made ahead, in the spare worktree the child got from the
+    server's pool while it idled, and kept because the parent's files have not changed since:
+    nothing was copied on the fork's path"""
     notices: list[str] | None = None
     """for the user: what was left out that the child may need, a copy that still points at the
     parent's folder, why no setup runs"""

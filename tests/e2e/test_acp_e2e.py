@@ -375,7 +375,7 @@ async def test_the_agent_is_a_session_setting_until_the_first_prompt(
         codex_env = responses.codex_env(home / "codex-home")
         async with acp_agent(home, model, codex_env) as agent:
             new = await agent.conn.new_session(cwd=str(agent.workspace), mcp_servers=[])
-            [option] = new.config_options
+            option = new.config_options[0]
             assert option.id == "agent" and option.current_value == "claude"
             assert [o.value for o in option.options] == ["claude", "codex"]
             sid = new.session_id
@@ -400,3 +400,52 @@ async def test_the_agent_is_a_session_setting_until_the_first_prompt(
                 cwd=str(agent.workspace), session_id=sid, mcp_servers=[]
             )
             assert resumed.config_options[0].current_value == "codex"
+
+
+async def test_fork_context_is_a_session_setting_for_the_forks_approved_in_it(
+    home: Path, model: ScriptedModel
+) -> None:
+    """ACP's approval carries no choice: the session's `forkContext` config option says how the
+    children of a fork approved in it start, and the question says it, with their agent."""
+    model.on("Plan the release PARENT-SECRET", FORK, times=1)
+    model.on("You were assigned 'Write the docs'", "Docs are written.")
+    model.on("You were assigned 'Fix the bugs'", "Bugs are fixed.")
+    model.on("<fork-results>", "Both parts are done.")
+    async with acp_agent(home, model) as agent:
+        new = await agent.conn.new_session(cwd=str(agent.workspace), mcp_servers=[])
+        sid = new.session_id
+        assert [o.id for o in new.config_options] == ["agent", "forkContext"]
+        context = new.config_options[1]
+        assert context.current_value == "inherit"
+        assert [o.value for o in context.options] == ["inherit", "fresh", "transcript"]
+        with pytest.raises(RequestError) as bad:
+            await agent.conn.set_config_option(
+                config_id="forkContext", session_id=sid, value="everything"
+            )
+        assert bad.value.code == -32602
+        chosen = await agent.conn.set_config_option(
+            config_id="forkContext", session_id=sid, value="fresh"
+        )
+        assert chosen.config_options[1].current_value == "fresh"
+
+        done = await agent.prompt(sid, "Plan the release PARENT-SECRET")
+        assert done.stop_reason == "end_turn"
+        assert agent.editor.text(sid).endswith("Both parts are done.")
+        [(_asked_in, proposal, _options)] = agent.editor.asked
+        assert proposal.title == (
+            "Fork into 2 parallel tasks (Claude Code children, starting afresh with only their "
+            "task)"
+        )
+        # Its cost as those children pay it: fresh ones read no warm cache.
+        assert proposal.raw_input["estimate"]["pricedAs"] == "input"
+        resumed = await agent.conn.resume_session(
+            cwd=str(agent.workspace), session_id=sid, mcp_servers=[]
+        )
+        assert resumed.config_options[1].current_value == "fresh"
+
+    for label in ("Write the docs", "Fix the bugs"):
+        first = next(
+            r for r in model.requests if f"You were assigned '{label}'" in r.last_user_text
+        )
+        assert "PARENT-SECRET" not in first.all_text
+        assert all(m["role"] != "assistant" for m in first.messages)

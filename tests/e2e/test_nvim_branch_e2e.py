@@ -101,3 +101,70 @@ vim.cmd('CovenStart A first question')
         < head
         < find(lines, "saw-zebra=True saw-quokka=False")
     ), tree
+
+
+def test_covenbranch_at_a_message_named_or_under_the_cursor_in_the_tree(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    """`:CovenBranch ++at=ID` branches the current session at that message; in the tree window,
+    `:CovenBranch` branches the session of the line under the cursor at that line's message
+    (here the root, while the current session is the first branch)."""
+    model.on("first question", "The first answer is zebra.")
+    model.on("second question", "The second answer is quokka.")
+    model.on("Atbranch question", saw(["zebra", "quokka"]))
+    model.on("Cursorbranch question", saw(["zebra", "quokka", "Atbranch"]))
+
+    lines = run_nvim(
+        tmp_path,
+        model,
+        r"""
+local early = nil
+local idles = 0
+local branches = 0
+local function cursor_on(text)
+  coven.render()
+  local buf = coven.tree_buffer()
+  local win = vim.fn.bufwinid(buf)
+  vim.api.nvim_set_current_win(win)
+  for i, line in ipairs(vim.api.nvim_buf_get_lines(buf, 0, -1, false)) do
+    if line:find(text, 1, true) then
+      vim.api.nvim_win_set_cursor(win, { i, 0 })
+      return
+    end
+  end
+  error('no line shows ' .. text)
+end
+coven.on_event(function(ev)
+  if ev.sessionId == root and ev.kind == 'text' and not early then early = ev.messageId end
+  if ev.sessionId == root and ev.kind == 'status' and ev.status == 'idle' then
+    idles = idles + 1
+    if idles == 1 then
+      vim.schedule(function() vim.cmd('CovenSend A second question') end)
+    elseif idles == 2 then
+      vim.schedule(function() vim.cmd('CovenBranch ++at=' .. early .. ' Atbranch question') end)
+    end
+  elseif ev.sessionId ~= root and ev.kind == 'turnResult' then
+    branches = branches + 1
+    if branches == 1 then
+      vim.schedule(function()
+        cursor_on('The first answer is zebra.')
+        vim.cmd('CovenBranch Cursorbranch question')
+      end)
+    else
+      finish_soon()
+    end
+  end
+end)
+vim.cmd('CovenStart A first question')
+""",
+    )
+
+    tree = "\n".join(lines)
+    at = find(lines, "⎇ Atbranch question  (branch of A first question)")
+    under = find(lines, "⎇ Cursorbranch question  (branch of A first question)")
+    assert find(lines, "The second answer is quokka.") < at, tree
+    assert at < find(lines, "saw-zebra=True saw-quokka=False") < under, tree
+    # The root's branch at its first answer: not the current session's (which knows Atbranch).
+    assert under < find(lines, "saw-zebra=True saw-quokka=False saw-Atbranch=False"), tree
+    [request] = [r for r in model.requests if r.last_user_text == "Cursorbranch question"]
+    assert "zebra" in request.all_text and "quokka" not in request.all_text

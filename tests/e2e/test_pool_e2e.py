@@ -162,3 +162,69 @@ async def test_a_server_killed_while_making_a_spare_leaves_nothing_half_made(
     listed = git(repo, "worktree", "list", "--porcelain").split("\n\n")
     pooled = [w for w in listed if w.startswith(f"worktree {state / 'pool'}")]
     assert len(pooled) == 1 and f"worktree {half}\n" not in pooled[0]  # the one complete spare
+
+
+async def test_worktrees_made_while_approval_is_asked_give_the_new_state(
+    coven_factory, model: ScriptedModel, tmp_path: Path, isolated_state: Path
+) -> None:
+    """A proposed fork's worktrees are made while the user reads the question; the user then
+    changes files before approving: the children see exactly the state at the approval."""
+    state = isolated_state / "coven-ls"
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    for i in range(20):
+        (repo / "src" / f"m{i}.py").write_text(f"x = {i}\n")
+    (repo / "gone.txt").write_text("deleted by the user later\n")
+    (repo / ".gitignore").write_text("*.log\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "initial")
+
+    seen: dict[str, str] = {}
+
+    def listed(request: ModelRequest) -> Reply:
+        label = "One" if "You were assigned 'One'" in request.all_text else "Two"
+        seen[label] = request.last_user_text
+        return Reply((Text(f"{label}: listed."),))
+
+    model.on(PLAN, "Two parts.\n<fork>\n- One\n- Two\n</fork>")
+    for label in ("One", "Two"):
+        model.on(f"You were assigned '{label}'", ToolUse("Bash", {"command": LISTING}))
+    model.on("HEAD=", listed)
+    model.on("<fork-results>", "Done.")
+    coven = await coven_factory(init_options={"forkMode": "approve"})
+    sid = await coven.start(PLAN, cwd=str(repo))
+    proposed = await coven.wait_kind(sid, "forkProposed")
+    made = [state / "worktrees" / proposed["forkId"] / name for name in ("1-one", "2-two")]
+
+    def made_ahead() -> bool:
+        return all(
+            (p / "src" / "m0.py").is_file()
+            and git(p, "symbolic-ref", "-q", "--short", "HEAD").startswith("coven/")
+            for p in made
+        )
+
+    await wait_until(made_ahead, 120, "the proposal's worktrees, made while it is asked")
+    (repo / "src" / "m1.py").write_text("x = 'committed while asked'\n")
+    git(repo, "commit", "-q", "-am", "later")
+    (repo / "src" / "m2.py").write_text("x = 'staged'\n")
+    git(repo, "add", "src/m2.py")
+    (repo / "src" / "m3.py").write_text("x = 'edited'\n")
+    (repo / "gone.txt").unlink()
+    (repo / "new.txt").write_text("untracked\n")
+    (repo / "debug.log").write_text("ignored\n")
+    expected = expected_listing(repo)
+
+    await coven.request("coven/decideFork", {"forkId": proposed["forkId"], "approve": True})
+    await wait_until(lambda: len(seen) == 2, 120, "both children's listings")
+    [started] = coven.of(sid, "forkStarted")
+    base = started["base"]
+    for label, text in seen.items():
+        lines = [ln for ln in text.splitlines() if ln[:64].isalnum() and " ./" in ln]
+        assert sorted(lines, key=lambda ln: ln.split(" ", 1)[1].encode()) == expected, label
+        assert f"HEAD={base}" in text, label
+    infos = {s["sessionId"]: s for s in (await coven.request("coven/listSessions", {}))["sessions"]}
+    assert sorted(
+        Path(infos[c["sessionId"]]["worktree"]["path"]) for c in started["children"]
+    ) == sorted(made)
+    await wait_until(lambda: len(coven.of(sid, "forkFinished")) == 1, 120, "the fork's end")

@@ -1139,3 +1139,121 @@ async def test_a_transcript_fork_resumed_after_a_restart_writes_the_conversation
     beta = first_messages(rig.backend)["beta"]
     assert beta.spec.resume is None and not beta.spec.fork_session
     assert "<user>\nLook around, again\n</user>" in beta.sent[0]
+
+
+async def test_a_forks_own_setup_and_modes_survive_a_restart(tmp_path: Path) -> None:
+    """What coven/decideFork (or coven/fork) asked for one fork is stored with it: a resumed fork
+    runs its children with it, not with the session's settings."""
+    cfg = settings(tmp_path, forkMode="approve", stateDir=str(tmp_path / "state"))
+    gates = {"beta": Gate()}
+    async with running_hub(cfg, gates=gates) as rig:
+        parent = await start(rig)
+        proposed = await rig.client.wait_for(Kind.FORK_PROPOSED, parent)
+        rig.hub.forks.decide(
+            proposed["forkId"],
+            True,
+            None,
+            None,
+            isolation="shared",
+            merge_mode="review",
+            worktree_setup="echo from-the-fork",
+        )
+        await gates["beta"].wait_reached()
+        await rig.hub.flushed()
+        await rig.kill()
+    for store in rig.hub.stores.values():
+        store.close()
+    async with running_hub(cfg) as rig:
+        await rig.hub.flushed()
+        fork = rig.hub.forks.get(proposed["forkId"])
+        assert fork.state == "interrupted"
+        assert (fork.isolation, fork.merge_mode, fork.worktree_setup) == (
+            "shared",
+            "review",
+            "echo from-the-fork",
+        )
+
+
+async def test_a_transcript_fork_whose_conversation_is_gone_says_so_in_the_results(
+    tmp_path: Path,
+) -> None:
+    """Resumed after a restart, a transcript fork reads its parent's conversation again; when it
+    cannot, the children that had not finished fail with that reason (not as if the user had
+    cancelled them), and the parent gets the finished ones' answers all the same."""
+    cfg = settings(tmp_path, stateDir=str(tmp_path / "state"))
+    gates = {"beta": Gate()}
+    async with running_hub(cfg, gates=gates) as rig:
+        session = await idle_parent(rig)
+        fork = await rig.hub.forks.fork_by_hand(
+            session, ["alpha", "beta"], None, context="transcript"
+        )
+        started = await rig.client.wait_for(Kind.FORK_STARTED, session)
+        alpha = started["children"][0]["sessionId"]
+        await rig.client.wait_for(Kind.STATUS, alpha, status="idle")
+        await gates["beta"].wait_reached()
+        await rig.hub.flushed()
+        await rig.kill()
+    for store in rig.hub.stores.values():
+        store.close()
+
+    async with running_hub(cfg) as rig:  # its fake agent no longer has the conversation
+        parent = rig.hub.get(session.id)
+        rig.hub.forks.resume(fork.id)
+        finished = await rig.client.wait_for(Kind.FORK_FINISHED, parent)
+        text = await results_turn(rig, parent)
+        [beta] = [c for c in rig.hub.children_of(parent) if c.label == "beta"]
+        assert beta.status == "failed"
+    reason = f"could not resume: no conversation {PARENT_AGENT}"
+    assert [(r["label"], r["ok"], r.get("error")) for r in finished["results"]] == [
+        ("alpha", True, None),
+        ("beta", False, reason),
+    ]
+    assert f'<task label="beta" error="{reason}">' in text
+    assert "cancelled" not in text
+    assert "beta" not in first_messages(rig.backend)  # it never started again
+    told = [e["message"] for e in rig.client.of(parent) if e["kind"] == Kind.ERROR]
+    assert told == [f"The fork could not resume: no conversation {PARENT_AGENT}"]
+
+
+async def test_a_child_whose_worktree_cannot_be_made_again_says_so_in_the_results(
+    tmp_path: Path,
+) -> None:
+    """After a restart, an unfinished child's worktree deleted by hand, with its branch, cannot be
+    made again: that child fails with git's reason, the others run again as usual."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "one")
+    cfg = ClientSettings(
+        str(repo), protocol.InitializationOptions(forkMode="auto", stateDir=str(tmp_path / "st"))
+    )
+    gates = {"alpha": Gate(), "beta": Gate()}
+    async with running_hub(cfg, gates=gates) as rig:
+        parent, children = await start_fork(rig)
+        fork_id = (await rig.client.wait_for(Kind.FORK_STARTED, parent))["forkId"]
+        await gates["alpha"].wait_reached()
+        await gates["beta"].wait_reached()
+        await rig.hub.flushed()
+        await rig.kill()
+    for store in rig.hub.stores.values():
+        store.close()
+    beta_tree = children["beta"].worktree
+    assert beta_tree is not None and Path(beta_tree.path).is_dir()
+    git(repo, "worktree", "remove", "--force", beta_tree.path)
+    git(repo, "branch", "-D", beta_tree.branch)
+
+    async with running_hub(cfg) as rig:
+        restored = rig.hub.get(parent.id)
+        rig.hub.forks.resume(fork_id)
+        finished = await rig.client.wait_for(Kind.FORK_FINISHED, restored)
+        text = await results_turn(rig, restored)
+        beta = rig.hub.get(children["beta"].id)
+        said = [e["message"] for e in rig.client.of(beta) if e["kind"] == Kind.ERROR]
+    [alpha_result, beta_result] = finished["results"]
+    assert (alpha_result["label"], alpha_result["ok"]) == ("alpha", True)
+    assert (beta_result["label"], beta_result["ok"]) == ("beta", False)
+    assert beta_result["error"].startswith("could not resume: ")
+    assert f"again on the branch {beta_tree.branch} failed" in beta_result["error"]
+    assert "cancelled by the user" not in text and 'label="beta" error="could not resume' in text
+    assert said and said[0].startswith("The child could not resume: ")
+    assert set(first_messages(rig.backend)) == {"alpha"}  # beta never started again

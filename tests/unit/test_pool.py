@@ -180,7 +180,8 @@ async def test_a_restart_keeps_complete_spares_and_cleans_half_made_ones(tmp_pat
     names = sorted(p.name for p in folder.iterdir())
     kept = sorted(p.name for p in folder.glob("*.ready"))
     assert len(kept) == 2
-    assert names == sorted(["repository", *kept, *(k.removesuffix(".ready") for k in kept)])
+    spares = [k.removesuffix(".ready") for k in kept]
+    assert names == sorted([".in-use", "repository", *kept, *spares])
     assert len(wt.list_worktrees(info)) == 3
 
     third = pool.Pools()  # worktreePool 0: the pools go
@@ -198,3 +199,45 @@ async def test_a_repository_that_is_gone_takes_its_pool_with_it(tmp_path: Path) 
     await anyio.to_thread.run_sync(lambda: subprocess.run(["rm", "-rf", str(top)], check=True))
     assert await pool.Pools().resume(state, 4) == []
     assert not folder.exists()
+
+
+async def test_prune_leaves_a_running_servers_spares_alone(tmp_path: Path) -> None:
+    from coven_ls.core import prune
+
+    top = make_repo(tmp_path)
+    state = tmp_path / "state"
+    pools = pool.Pools()
+    await pools.fill(str(state), str(top), 2)  # this "server" uses the pool from now on
+    report, stored = prune.plan(state, repositories=[str(top)])
+    assert report.items == []
+    prune.apply(report, stored)
+    assert pools.ready(str(state), str(top)) == 2
+    for spare in pools.take(str(state), str(top), 2):
+        assert spare.is_dir()
+        pool.discard_spare(repo_info(top), spare)
+
+    # The server stops (its lock goes with its process): its spares are prune's to remove...
+    await pools.fill(str(state), str(top), 2)
+    [held] = [p.held for p in pools._pools.values()]
+    assert held is not None
+    os.close(held)
+    report, stored = prune.plan(state, repositories=[str(top)])
+    spares = sorted(Path(i.worktree or "") for i in report.items)
+    assert len(spares) == 2
+    assert all(s.parent == pool.folder_of(str(state), str(top)) for s in spares)
+
+    # ...unless a server starts using the pool between prune's plan and its removal.
+    again = pool.Pools()
+    assert await again.resume(str(state), 2) == [os.path.realpath(top)]
+    prune.apply(report, stored)
+    assert [i.action for i in report.items] == ["failed", "failed"]
+    assert "started using this worktree pool" in (report.items[0].error or "")
+    assert all(s.is_dir() for s in spares) and again.ready(str(state), str(top)) == 2
+    [held] = [p.held for p in again._pools.values()]
+    assert held is not None
+    os.close(held)
+    report, stored = prune.plan(state, repositories=[str(top)])
+    prune.apply(report, stored)
+    assert [i.action for i in report.items] == ["remove", "remove"]
+    assert not any(s.exists() for s in spares)
+    assert wt.list_worktrees(repo_info(top))[1:] == []

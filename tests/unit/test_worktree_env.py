@@ -380,3 +380,71 @@ def test_the_environment_events_read_as_one_line_each() -> None:
     assert describe({"kind": "setupOutput", "text": "added 3 packages\n"}) == "  │ added 3 packages"
     failed = {"kind": "setupEnded", "ok": False, "durationMs": 10, "error": "it failed\nERR"}
     assert describe(failed) == "✗ worktree setup failed: it failed ERR"
+
+
+# --- a resumed child ---------------------------------------------------------------------------
+
+
+class _Child:
+    """What ChildEnvironments.ready uses of a fork child session."""
+
+    def __init__(self, tree: Path, top: Path, state: Path) -> None:
+        from types import SimpleNamespace
+
+        from coven_ls.protocol.types import Worktree
+
+        self.id = f"s-{tree.name}"
+        self.closed = False
+        self.events: list[object] = []
+        self.env: dict[str, str] = {}
+        self.worktree = Worktree(path=str(tree), branch="b", base="HEAD", repository=str(top))
+        self.config = SimpleNamespace(
+            cwd=str(tree),
+            worktree_setup="auto",
+            worktree_setup_timeout=30.0,
+            state_dir=str(state),
+        )
+
+    def emit(self, event: object) -> None:
+        self.events.append(event)
+
+    def add_env(self, extra: dict[str, str]) -> None:
+        self.env.update(extra)
+
+    def set_status(self, status: str) -> None:
+        raise AssertionError(f"the child failed: {self.events}")
+
+
+async def test_a_resumed_child_gets_its_setup_tools_variables_again(tmp_path: Path) -> None:
+    from coven_ls.core.child_env import ChildEnvironments
+
+    top = node_project(tmp_path, None)
+    (top / "conductor.json").write_text(json.dumps({"scripts": {"setup": "true"}}))
+    git(top, "add", "-A")
+    git(top, "commit", "-q", "-m", "conductor")
+    tree = worktree(top, tmp_path)
+    asked: list[str] = []
+
+    async def allow(*args: object) -> tuple[bool, str]:
+        asked.append("setup")
+        return True, ""
+
+    first = _Child(tree, top, tmp_path / "state")
+    envs = ChildEnvironments(allow)
+    assert await envs.ready("f-1", first, first, 1, None)  # type: ignore[arg-type]
+    assert asked == ["setup"]
+    assert first.env["CONDUCTOR_WORKSPACE_PATH"] == str(tree)
+    assert first.env["CONDUCTOR_PORT"] == first.env["COVEN_PORT"]
+    envs.release(first)  # type: ignore[arg-type]
+
+    # A restarted server resumes the child: no setup again, but the same variables (and a port
+    # of its own, which CONDUCTOR_PORT follows).
+    again = _Child(tree, top, tmp_path / "state")
+    later = ChildEnvironments(allow)
+    assert await later.ready("f-1", again, again, 1, None)  # type: ignore[arg-type]
+    assert asked == ["setup"]
+    assert again.env["CONDUCTOR_ROOT_PATH"] == str(top)
+    assert again.env["CONDUCTOR_WORKSPACE_NAME"] == tree.name
+    assert again.env["CONDUCTOR_PORT"] == again.env["COVEN_PORT"]
+    assert not any(type(e).__name__ == "SetupEnded" for e in again.events)
+    later.release(again)  # type: ignore[arg-type]

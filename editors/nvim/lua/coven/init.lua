@@ -2,7 +2,8 @@
 --
 --   require('coven').setup{ cmd = { 'coven-ls' }, init_options = { forkMode = 'approve' } }
 --   :CovenStart Count the files in src/
---   :CovenBranch Try it with a generator   (a branch of the current session, which it becomes)
+--   :CovenBranch Try it with a generator   (a branch of the current session, which it becomes;
+--                                           in the tree window: at the message under the cursor)
 --
 -- Works on Neovim 0.7 and later: only APIs that 0.7 has are used, and the two that newer
 -- releases renamed (starting a client, calling its methods) go through `compat` below.
@@ -51,6 +52,7 @@ local state = {
   pending = {}, -- children whose changes wait for :CovenApply / :CovenDiscard, in task order
   changed = {}, -- worktree children that have ended, latest last (the default of :CovenChanges)
   buf = nil,
+  line_meta = {}, -- the tree buffer's lines: the session and message each shows (tree.render)
   render_pending = false,
   listeners = {},
   delta_listeners = {},
@@ -363,7 +365,8 @@ function M.render()
   if not (state.buf and vim.api.nvim_buf_is_valid(state.buf)) then
     return
   end
-  local lines = tree.render(state.tree)
+  local lines, meta = tree.render(state.tree)
+  state.line_meta = meta
   vim.bo[state.buf].modifiable = true
   vim.api.nvim_buf_set_lines(state.buf, 0, -1, false, lines)
   vim.bo[state.buf].modifiable = false
@@ -462,9 +465,10 @@ end
 -- Branch the current session (coven/branch): a new session of its own holding the conversation
 -- so far (or up to `at_message_id`, an assistant message's id), in the same folder; it becomes
 -- the current session, and `prompt`, if given, is its first message. The session branched goes
--- on as it was and never hears of the branch. `on_branched(id)`, if given, runs once it exists.
-function M.branch(prompt, at_message_id, on_branched)
-  local sid = current_session()
+-- on as it was and never hears of the branch. `on_branched(id)`, if given, runs once it exists;
+-- `session_id`, if given, is the session to branch instead of the current one.
+function M.branch(prompt, at_message_id, on_branched, session_id)
+  local sid = session_id or current_session()
   if not sid then
     return
   end
@@ -484,6 +488,39 @@ function M.branch(prompt, at_message_id, on_branched)
       on_branched(result.sessionId)
     end
   end)
+end
+
+-- The session and assistant message of the tree buffer's line under the cursor, when the
+-- cursor is in the tree window (nil otherwise, or on a line that shows no such message).
+function M.message_at_cursor()
+  if not (state.buf and vim.api.nvim_get_current_buf() == state.buf) then
+    return nil
+  end
+  local row = vim.api.nvim_win_get_cursor(0)[1]
+  local at = state.line_meta[row]
+  if at and at.message then
+    return at.session, at.message
+  end
+  return nil
+end
+
+-- `:CovenBranch [++at=MESSAGE_ID] [prompt]`: at that message of the current session; without
+-- `++at`, in the tree window, at the message under the cursor (of the session it belongs to);
+-- otherwise at the end of the current session's conversation.
+function M.branch_command(args)
+  local prompt, options = start_options(args)
+  for name in pairs(options) do
+    if name ~= 'at' then
+      notify('unknown option ++' .. name .. ' (:CovenBranch takes ++at=MESSAGE_ID)', vim.log.levels.WARN)
+      return
+    end
+  end
+  if options.at then
+    M.branch(prompt, options.at)
+    return
+  end
+  local sid, message = M.message_at_cursor()
+  M.branch(prompt, message, nil, sid)
 end
 
 local function pending_proposal()
@@ -797,7 +834,7 @@ end
 
 -- The tree as lines (what the tree buffer shows).
 function M.lines()
-  return tree.render(state.tree)
+  return (tree.render(state.tree))
 end
 
 function M.setup(opts)
@@ -810,9 +847,8 @@ function M.setup(opts)
   command('CovenStart', M.start_session, '+', 'Start a session with this prompt (++agent=claude|codex first to pick the agent)')
   command('CovenSend', M.send, '+', 'Send a message to the current session')
   command('CovenFork', M.fork, '+', 'Fork the current session: tasks separated by ;')
-  command('CovenBranch', function(args)
-    M.branch(args)
-  end, '?', 'Branch the current session (optionally: its first message)')
+  command('CovenBranch', M.branch_command, '*',
+    'Branch the current session, or at the message under the cursor in the tree, or ++at=MESSAGE_ID (optionally: its first message)')
   command('CovenApprove', M.approve, '?', 'Approve the proposed fork (optionally: new tasks; ...)')
   command('CovenReject', M.reject, '?', 'Reject the proposed fork (optionally: a reason)')
   command('CovenCancel', M.cancel, 0, "Cancel the current session's turn or fork")

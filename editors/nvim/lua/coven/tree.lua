@@ -407,6 +407,19 @@ end
 local TURN_OVER = { idle = true, failed = true, cancelled = true, closed = true, interrupted = true }
 local CLI_GONE = { failed = true, cancelled = true, closed = true, interrupted = true }
 
+-- The id of the session's own assistant message an event belongs to (what coven/branch takes as
+-- `atMessageId`); nil for anything else, a subagent's messages included.
+local function own_message(ev)
+  local parent = ev.parentToolUseId
+  if parent ~= nil and parent ~= vim.NIL then
+    return nil
+  end
+  if (ev.kind == 'text' or ev.kind == 'thinking' or ev.kind == 'toolUse') and type(ev.messageId) == 'string' then
+    return ev.messageId
+  end
+  return nil
+end
+
 -- Fold one event into the tree.
 function M.apply(tree, ev)
   if ev.kind == 'deleted' and type(ev.sessionIds) == 'table' then
@@ -452,6 +465,7 @@ function M.apply(tree, ev)
     local item = s.blocks[ev.blockId]
     s.blocks[ev.blockId] = nil
     item.text, item.streaming = M.describe(ev), nil
+    item.message_id = own_message(ev)
     return
   end
   if kind == 'turnResult' or kind == 'error' then
@@ -515,7 +529,7 @@ function M.apply(tree, ev)
     return
   end
   if line then
-    local item = add(list, { text = line, retry = kind == 'apiRetry' or nil })
+    local item = add(list, { text = line, retry = kind == 'apiRetry' or nil, message_id = own_message(ev) })
     if kind == 'forkProposed' and fork and not fork.head then
       item.fork, fork.head = ev.forkId, item -- until it starts: its line then says the state
     end
@@ -541,20 +555,24 @@ function M.apply_delta(tree, d)
   item.text = M.describe({ kind = item.kind, text = item.raw })
 end
 
--- The tree as buffer lines.
+-- The tree as buffer lines, and what each line shows: `{ session = id, message = id or nil }`
+-- (a session's own assistant message: where :CovenBranch under the cursor branches).
 function M.render(tree)
-  local lines = {}
+  local lines, meta = {}, {}
+  local where = {} -- the session and message of the lines being added
   local function add(prefix, text)
     -- Multi-line text (the assistant's answers) keeps its lines, indented under the first.
     local first = true
     for piece in (text .. '\n'):gmatch('(.-)\n') do
       table.insert(lines, (first and prefix or (prefix .. '  ')) .. piece)
+      meta[#lines] = where
       first = false
     end
   end
   local node
-  local function items(list, prefix, depth)
+  local function items(list, prefix, depth, sid)
     for _, item in ipairs(list) do
+      where = { session = sid, message = item.message_id }
       local fork = item.fork and tree.forks[item.fork]
       if item.text and fork and fork.head == item and fork.state then
         add(prefix, item.text .. '  [' .. fork.state .. ']') -- the fork's state now
@@ -562,7 +580,7 @@ function M.render(tree)
         add(prefix, item.text)
       end
       -- A tool call's subagent lines sit under it, a task's under its line.
-      items(item.sub or {}, prefix .. '  ', depth)
+      items(item.sub or {}, prefix .. '  ', depth, sid)
       for _, child in ipairs(item.children or {}) do
         node(child, depth + 1)
       end
@@ -594,7 +612,8 @@ function M.render(tree)
       header = header .. '  · context ' .. context_gauge(s.context.tokens, s.context.window, s.context.model)
     end
     table.insert(lines, header)
-    items(s.items, pad .. '  ', depth)
+    meta[#lines] = { session = id }
+    items(s.items, pad .. '  ', depth, id)
   end
   for i, id in ipairs(tree.roots) do
     if i > 1 then
@@ -602,7 +621,7 @@ function M.render(tree)
     end
     node(id, 0)
   end
-  return lines
+  return lines, meta
 end
 
 return M
