@@ -38,6 +38,11 @@ How to read the output (per N, medians over the rounds; procs is the highest)
     cpu run   CPU seconds of the whole run (server start to exit), from getrusage of reaped
               children around it.
     CLI MiB   median peak RSS of one child CLI; CLI cpu = child CLIs' CPU in the fork window / N.
+              For Codex (app MiB, app cpu): its one app-server, which serves the parent and every
+              child, and its CPU in the fork window (its commands' included) / N.
+    agt MiB   peak RSS sum of the agents' processes: Claude's CLIs, or Codex's app-server with
+              the sandboxes (codex-linux-sandbox, bwrap) and commands it starts, counted by
+              descent from it; agts = their peak number.
     The lines under the table say when the parent's CLI stops, how many child CLIs are still
     alive at forkFinished, and the peak process count. The closing lines compare N=4 with the
     target and state, from these figures only, what limits the largest N: start-up time, CPU
@@ -111,7 +116,7 @@ class Proc:
     """One process seen under the server, keyed by (pid, start time) so reuse cannot mix."""
 
     pid: int
-    kind: str  # "server", "parent cli", "child cli" or "other"
+    kind: str  # "server", "parent cli", "child cli", "app-server", "command" or "other"
     first_seen: float
     last_seen: float = 0.0
     peak_rss: int = 0  # bytes
@@ -144,16 +149,37 @@ def _read_stat(pid: str) -> tuple[int, str, int, int, int, int] | None:
     return int(fields[1]), fields[0], own, reaped, int(fields[19]), int(fields[21])
 
 
-def _classify(pid: int, server: int) -> str:
+# The processes that are the agents: Claude's CLIs (one per session), or Codex's one app-server
+# with the sandboxes and commands it runs for every session.
+AGENT_KINDS = {
+    "claude": ("parent cli", "child cli"),
+    "codex": ("app-server", "command"),
+}
+
+
+def kind_of(argv: list[bytes], parent: str | None) -> str:
+    """What a process under the server is, from its argv and its parent's kind: a Claude CLI
+    (a child resumes with --fork-session), Codex's app-server, or a process the app-server
+    started (codex-linux-sandbox, bwrap, the shell and what it runs: Codex's commands, for all
+    its threads)."""
+    if parent in ("app-server", "command"):
+        return "command"
+    name = Path(argv[0].decode(errors="replace")).name if argv and argv[0] else ""
+    if name == "claude":
+        return "child cli" if b"--fork-session" in argv else "parent cli"
+    if name == "codex" and b"app-server" in argv:
+        return "app-server"
+    return "other"
+
+
+def _classify(pid: int, server: int, parent: str | None) -> str:
     if pid == server:
         return "server"
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return "other"
-    if Path(argv[0].decode(errors="replace")).name != "claude":
-        return "other"
-    return "child cli" if b"--fork-session" in argv else "parent cli"
+    return kind_of(argv, parent)
 
 
 def _pss(pid: int) -> int:
@@ -165,12 +191,15 @@ def _pss(pid: int) -> int:
 class Sampler:
     """Samples the server's process tree every SAMPLE_EVERY seconds in a thread."""
 
-    def __init__(self, server_pid: int) -> None:
+    def __init__(self, server_pid: int, agent: str = "claude") -> None:
         self.server = server_pid
+        self.agent_kinds = AGENT_KINDS[agent]
         self.procs: dict[tuple[int, int], Proc] = {}
         self.peak_rss = 0
         self.peak_pss = 0
         self.peak_count = 0
+        self.peak_agent_rss = 0  # the agents' processes only (see AGENT_KINDS)
+        self.peak_agent_count = 0
         self.machine: list[tuple[float, int, int]] = []  # (time, busy ticks, total ticks)
         self.own_cpu = 0.0  # CPU seconds the sampling thread itself used
         self._stop = threading.Event()
@@ -199,7 +228,8 @@ class Sampler:
             pid = todo.pop()
             tree.append(pid)
             todo.extend(children.get(pid, ()))
-        rss = pss = count = 0
+        rss = pss = count = agent_rss = agent_count = 0
+        kinds: dict[int, str] = {}  # this sample's; `tree` has each parent before its children
         for pid in tree:
             ppid, state, own, reaped, start, pages = stats[pid]
             if state == "Z":
@@ -207,10 +237,14 @@ class Sampler:
             key = (pid, start)
             proc = self.procs.get(key)
             if proc is None:
-                proc = self.procs[key] = Proc(pid, _classify(pid, self.server), at)
-            elif proc.kind == "other":  # it may have exec'd the CLI since (a launcher does)
-                proc.kind = _classify(pid, self.server)
+                proc = self.procs[key] = Proc(pid, _classify(pid, self.server, kinds.get(ppid)), at)
+            elif proc.kind == "other":  # it may have exec'd the agent since (a launcher does)
+                proc.kind = _classify(pid, self.server, kinds.get(ppid))
+            kinds[pid] = proc.kind
             proc.last_seen = at
+            if proc.kind in self.agent_kinds:
+                agent_rss += pages * PAGE
+                agent_count += 1
             proc.peak_rss = max(proc.peak_rss, pages * PAGE)
             if pid == self.server or ppid == self.server:
                 proc.cpu.append((at, own + (reaped if ppid == self.server else 0)))
@@ -220,17 +254,21 @@ class Sampler:
         self.peak_rss = max(self.peak_rss, rss)
         self.peak_pss = max(self.peak_pss, pss)
         self.peak_count = max(self.peak_count, count)
+        self.peak_agent_rss = max(self.peak_agent_rss, agent_rss)
+        self.peak_agent_count = max(self.peak_agent_count, agent_count)
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(EXIT_TIMEOUT)
 
-    def cpu_between(self, start: float, end: float, kind: str | None = None) -> float:
-        """CPU seconds used between two instants by the sampled processes (of one kind)."""
+    def cpu_between(self, start: float, end: float, *kinds: str) -> float:
+        """CPU seconds used between two instants by the sampled processes (of these kinds). Only
+        the server and its direct children are timed, each with its reaped children (Codex's
+        app-server with the commands it ran)."""
         ticks = sum(
             p.ticks_at(end) - p.ticks_at(start)
             for p in self.procs.values()
-            if kind is None or p.kind == kind
+            if not kinds or p.kind in kinds
         )
         return ticks / TICK
 
@@ -262,8 +300,10 @@ class Result:
     busy: float  # cores the server's tree kept busy from forkStarted to the last model call
     machine: float  # cores busy machine-wide over the same span
     cpu_run: float  # CPU seconds of the whole run
-    cli_rss: float  # median peak RSS of a child CLI, MiB
-    cli_cpu: float  # child CLIs' CPU in the fork window / N
+    cli_rss: float  # median peak RSS of a child CLI, MiB (Codex: of its app-server)
+    cli_cpu: float  # child CLIs' CPU in the fork window / N (Codex: the app-server's, commands in)
+    agent_rss: float  # peak RSS sum of the agents' processes (AGENT_KINDS), MiB
+    agent_procs: int  # peak number of them
     parent_gone: float | None  # forkStarted -> the parent's CLI last seen alive
     children_alive: int  # child CLIs still alive when forkFinished was read
     close: float  # shutdown request -> server exited
@@ -321,7 +361,7 @@ def run_once(n: int, latency: float, claude: str, stderr: IO[bytes], agent: str)
         else:
             env = dirs.environ(model, own_state=True)
         proc = spawn_server(dirs.workspace, env, stderr)
-        sampler = Sampler(proc.pid)
+        sampler = Sampler(proc.pid, agent)
         client = EventClient(proc, timeout=STEP_TIMEOUT)
         close_started = close_ended = 0.0
         try:
@@ -364,6 +404,8 @@ def run_once(n: int, latency: float, claude: str, stderr: IO[bytes], agent: str)
     replied = max(r.finished for r in asked if r.finished is not None)
     startup = max(last - started_at, SAMPLE_EVERY)
     child_clis = [p for p in sampler.procs.values() if p.kind == "child cli"]
+    # Codex runs no process per child: its one app-server stands for them.
+    per_child = child_clis or [p for p in sampler.procs.values() if p.kind == "app-server"]
     parents = [
         p for p in sampler.procs.values() if p.kind == "parent cli" and p.first_seen < started_at
     ]
@@ -380,8 +422,10 @@ def run_once(n: int, latency: float, claude: str, stderr: IO[bytes], agent: str)
         busy=sampler.cpu_between(started_at, last) / startup,
         machine=sampler.machine_busy(started_at, last),
         cpu_run=cpu_run,
-        cli_rss=statistics.median(p.peak_rss for p in child_clis) / MIB if child_clis else 0.0,
-        cli_cpu=sampler.cpu_between(started_at, finished_at, "child cli") / n,
+        cli_rss=statistics.median(p.peak_rss for p in per_child) / MIB if per_child else 0.0,
+        cli_cpu=sampler.cpu_between(started_at, finished_at, "child cli", "app-server") / n,
+        agent_rss=sampler.peak_agent_rss / MIB,
+        agent_procs=sampler.peak_agent_count,
         parent_gone=max(p.last_seen for p in parents) - started_at if parents else None,
         children_alive=sum(
             p.first_seen <= finished_at <= p.last_seen + SAMPLE_EVERY for p in child_clis
@@ -402,7 +446,7 @@ def median_of(results: list[Result]) -> Result:
         if name == "n":
             continue
         column = [getattr(r, name) for r in results if getattr(r, name) is not None]
-        if name == "peak_procs":
+        if name in ("peak_procs", "agent_procs"):
             values[name] = max(column)
         else:
             values[name] = statistics.median(column) if column else None
@@ -429,18 +473,28 @@ def report(by_n: dict[int, list[Result]], args: argparse.Namespace, agent: str) 
         f"{agent}: fork fan-out, child model latency {args.latency:g} s (parent replies 0 s), "
         f"{cores} CPUs, median of {args.repeat} run(s) per N"
     )
+    codex = agent == "codex"
+    one = "app" if codex else "CLI"
     print(
         f"{'N':>3}{'wall s':>8}{'ratio':>7}{'1st s':>7}{'last s':>7}{'tail s':>7}"
         f"{'peak MiB':>9}{'PSS MiB':>8}{'procs':>6}{'cpu fork':>9}{'busy':>6}{'mach':>6}"
-        f"{'cpu run':>8}{'CLI MiB':>8}{'CLI cpu':>8}"
+        f"{'cpu run':>8}{one + ' MiB':>8}{one + ' cpu':>8}{'agt MiB':>8}{'agts':>5}"
     )
     for n, m in sorted(medians.items()):
         print(
             f"{n:>3}{m.wall:>8.2f}{m.wall / base.wall:>6.2f}x{m.first_request:>7.2f}"
             f"{m.last_request:>7.2f}{m.tail:>7.2f}{m.peak_rss:>9.0f}{m.peak_pss:>8.0f}"
             f"{m.peak_procs:>6}{m.cpu_fork:>9.2f}{m.busy:>6.2f}{m.machine:>6.2f}"
-            f"{m.cpu_run:>8.2f}{m.cli_rss:>8.0f}{m.cli_cpu:>8.2f}"
+            f"{m.cpu_run:>8.2f}{m.cli_rss:>8.0f}{m.cli_cpu:>8.2f}{m.agent_rss:>8.0f}"
+            f"{m.agent_procs:>5}"
         )
+    if codex:
+        print(
+            "  app MiB / app cpu = the one codex app-server (peak RSS; its CPU and its commands' "
+            "in the fork / N); agt = it and the sandboxes and commands it runs"
+        )
+    else:
+        print("  agt MiB / agts = peak RSS sum and number of the claude CLIs")
     print(
         "  busy / mach = cores busy (server's process tree / whole machine) from forkStarted to "
         "the last child's model call"
@@ -452,13 +506,20 @@ def report(by_n: dict[int, list[Result]], args: argparse.Namespace, agent: str) 
             f"  parent's CLI last seen {statistics.median(parent):+.2f} s from forkStarted "
             f"(median, {SAMPLE_EVERY:g} s sampling): it is stopped as the children start"
         )
-    alive = [(r.n, r.children_alive) for r in runs]
-    print(
-        "  child CLIs still alive at forkFinished: "
-        + ", ".join(f"{a}/{n}" for n, a in sorted(set(alive)))
-        + "; peak processes = N + "
-        + "/".join(str(d) for d in sorted({r.peak_procs - r.n for r in runs}))
-    )
+    if codex:
+        # One app-server for the parent and every child: nothing grows by a process per child.
+        print(
+            "  peak processes (all / the app-server with its sandboxes and commands): "
+            + ", ".join(f"N={n} {m.peak_procs}/{m.agent_procs}" for n, m in sorted(medians.items()))
+        )
+    else:
+        alive = [(r.n, r.children_alive) for r in runs]
+        print(
+            "  child CLIs still alive at forkFinished: "
+            + ", ".join(f"{a}/{n}" for n, a in sorted(set(alive)))
+            + "; peak processes = N + "
+            + "/".join(str(d) for d in sorted({r.peak_procs - r.n for r in runs}))
+        )
     print(
         f"  shutdown (LSP shutdown -> server gone) {min(r.close for r in runs):.1f}-"
         f"{max(r.close for r in runs):.1f} s; the sampler used "
@@ -472,10 +533,12 @@ def report(by_n: dict[int, list[Result]], args: argparse.Namespace, agent: str) 
             ratio <= TARGET_RATIO,
             f" ({ratio:.2f}x: {medians[TARGET_N].wall:.2f} s vs {medians[1].wall:.2f} s)",
         )
-    analyse(medians, base, cores, args.latency)
+    analyse(medians, base, cores, args.latency, agent)
 
 
-def analyse(medians: dict[int, Result], base: Result, cores: int, latency: float) -> None:
+def analyse(
+    medians: dict[int, Result], base: Result, cores: int, latency: float, agent: str = "claude"
+) -> None:
     """What limits the largest N, from the measured figures only."""
     top = medians[max(medians)]
     n = top.n
@@ -488,22 +551,31 @@ def analyse(medians: dict[int, Result], base: Result, cores: int, latency: float
         f"(N=1: {base.last_request:.2f} s) + {latency:g} s model latency + {top.tail:.2f} s "
         "to forkFinished"
     )
+    codex = agent == "codex"
+    used = "the app-server used" if codex else "a child CLI used"
+    per = " per child" if codex else ""
     print(
         f"  start-up: {top.machine:.2f} of {cores} cores busy machine-wide ({top.busy:.2f} by "
-        f"coven-ls's processes) until the last child's model call; a child CLI used "
-        f"{top.cli_cpu:.2f} CPU-s in the fork, {n} x {top.cli_cpu:.2f} / {cores} cores = "
+        f"coven-ls's processes) until the last child's model call; {used} "
+        f"{top.cli_cpu:.2f} CPU-s{per} in the fork, {n} x {top.cli_cpu:.2f} / {cores} cores = "
         f"{n * top.cli_cpu / cores:.2f} s; start-up grows {per_child_start:.2f} s per child"
     )
     memory_total = _mem_total() / MIB
+    peaks = (
+        f"the app-server peaks at {top.cli_rss:.0f} MiB RSS, {top.agent_procs} codex processes"
+        if codex
+        else f"a child CLI peaks at {top.cli_rss:.0f} MiB RSS"
+    )
     print(
         f"  memory: peak {top.peak_rss:.0f} MiB RSS / {top.peak_pss:.0f} MiB PSS over "
         f"{top.peak_procs} processes; each child adds {per_child_rss:.0f} MiB RSS / "
-        f"{per_child_pss:.0f} MiB PSS (a child CLI peaks at {top.cli_rss:.0f} MiB RSS); "
+        f"{per_child_pss:.0f} MiB PSS ({peaks}); "
         f"{100 * top.peak_pss / memory_total:.1f}% of this machine's {memory_total:.0f} MiB"
     )
     saturated = top.machine >= 0.9 * cores
     if saturated and top.busy >= 0.75 * top.machine:
-        limit = f"CPU-bound CLI start-up: the {n} CLIs starting at once saturate the {cores} cores"
+        starting = f"the app-server's {n} threads" if codex else f"the {n} CLIs"
+        limit = f"CPU-bound start-up: {starting} starting at once saturate the {cores} cores"
     elif saturated:
         limit = (
             f"CPU, but other processes took {top.machine - top.busy:.2f} of the {cores} busy "

@@ -282,6 +282,7 @@ class FakeAgent:
         self.sent: list[str] = []
         self.interrupts = 0
         self.stopped_tasks: list[str] = []
+        self.stop_task_error: Exception | None = None
         self.modes: list[str] = []
         self._script: list[Step] | None = None
         self._spoken = False  # the script is the CLI's own words, not a reply to a message
@@ -310,6 +311,8 @@ class FakeAgent:
         return self._messages()
 
     async def stop_task(self, task_id: str) -> None:
+        if self.stop_task_error is not None:
+            raise self.stop_task_error
         self.stopped_tasks.append(task_id)
 
     async def set_permission_mode(self, mode: str) -> None:

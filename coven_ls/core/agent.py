@@ -51,6 +51,11 @@ class AgentSpec:
     # sandbox's temporary folders: a worktree child's parent repository. (Claude's writes there
     # are refused at its permission questions; an agent with a sandbox of its own narrows it.)
     read_only_roots: tuple[str, ...] = ()
+    # A private folder for the agent's temporary files, for an agent whose sandbox leaves no
+    # shared temporary folder writable (a worktree child's: /tmp could hold the parent's
+    # repository); that agent makes it and points its commands' TMPDIR at it. The core removes
+    # it with the worktree.
+    temp_dir: str | None = None
 
 
 class Agent(Protocol):
@@ -68,7 +73,8 @@ class Agent(Protocol):
     async def interrupt(self) -> None: ...
 
     async def stop_task(self, task_id: str) -> None:
-        """Stop one of the agent's background tasks; its end arrives as a task message."""
+        """Stop one of the agent's background tasks; its end arrives as a task message. Raises
+        TaskNotRunning when the agent does not know the task."""
 
     async def set_permission_mode(self, mode: PermissionMode) -> None:
         """Change the running CLI's permission mode, from its next tool call on."""
@@ -152,6 +158,11 @@ def launcher_path() -> str | None:
 
 class AgentStartError(Exception):
     """The CLI could not start; the message says how it ended and why, in its own words."""
+
+
+class TaskNotRunning(Exception):
+    """`Agent.stop_task` of a task the agent does not run (any more): one an agent opened again
+    (or an app-server started again) knows nothing of. The message says why, for a person."""
 
 
 # How long a failed start waits for the CLI's stderr to say why.

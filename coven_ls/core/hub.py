@@ -193,7 +193,9 @@ class Hub:
                     f"{session.worktree.path}; that file belongs to the conversation you were "
                     f"forked from. Write {instead} instead."
                 )
-            instead = isolation.outside_command(session.worktree, tool_name, tool_input)
+            instead = isolation.outside_command(
+                session.worktree, tool_name, tool_input, session.config.cwd
+            )
             if instead is not None:
                 return False, (
                     "Denied: you work in your own worktree, "

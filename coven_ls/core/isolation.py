@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -447,21 +448,29 @@ def outside_write(tree: Worktree, tool_name: str, tool_input: dict[str, Any]) ->
     return None
 
 
-def outside_command(tree: Worktree, tool_name: str, tool_input: dict[str, Any]) -> str | None:
+def outside_command(
+    tree: Worktree, tool_name: str, tool_input: dict[str, Any], cwd: str | None = None
+) -> str | None:
     """When a worktree child's command would run in, or name a path of, the parent's repository
     (outside the child's own worktree), that place in the child's worktree. A sandbox does not
     cover a command the user allows (Codex runs an approved escalation outside its sandbox), so
-    it is refused before anyone is asked."""
+    it is refused before anyone is asked. `cwd`: where the command runs when its input does not
+    say (the session's folder); relative paths are followed from there (`_relative_reach`)."""
     if tool_name != "Bash":
         return None
-    cwd = tool_input.get("cwd")
-    if isinstance(cwd, str) and os.path.isabs(cwd):
-        instead = _in_worktree(tree, cwd)
+    given = tool_input.get("cwd")
+    if isinstance(given, str) and os.path.isabs(given):
+        cwd = given
+        instead = _in_worktree(tree, given)
         if instead is not None:
             return instead
     command = tool_input.get("command")
     if not isinstance(command, str):
         return None
+    if cwd is not None and os.path.isabs(cwd):
+        instead = _relative_reach(tree, command, cwd)
+        if instead is not None:
+            return instead
     # The worktree may lie inside the repository's folder: its own paths are no stray.
     command = command.replace(tree.path, "")
     for repository in dict.fromkeys((tree.repository, os.path.realpath(tree.repository))):
@@ -475,6 +484,72 @@ def outside_command(tree: Worktree, tool_name: str, tool_input: dict[str, Any]) 
     return None
 
 
+# A word that a plain shell expands (a variable, a substitution, a glob, a home folder): where it
+# leads is not known without running the shell.
+_EXPANDS = re.compile(r"[$`*?\[{~]")
+_CHANGES_FOLDER = ("cd", "pushd")
+_SHELLS = ("bash", "sh", "zsh", "dash")
+
+
+def _relative_reach(tree: Worktree, command: str, cwd: str) -> str | None:
+    """Where a command line reaches the parent's repository by relative paths: a `cd`/`pushd`
+    chain followed from `cwd` (`cd ../.. && cd repo/src; make`), and any word with a `..`
+    component, resolved where the command then is (`cat ../../repo/README`). Conservative: the
+    line is read as one sequence of simple commands (a subshell's `cd` counts for what follows
+    it), and a `cd` whose target a shell would expand (`$HOME`, `~`, `-`, a glob, none) ends the
+    following; absolute paths are the caller's. What a command does by itself (`git -C`, a
+    script's own `cd`, `find ..`) is not seen."""
+    try:
+        lexer = shlex.shlex(command.replace("\n", " ; "), posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
+    except ValueError:
+        return None  # unbalanced quotes: not a line this can read
+    if (
+        len(words) == 3
+        and os.path.basename(words[0]) in _SHELLS
+        and words[1].startswith("-")
+        and "c" in words[1]
+    ):
+        return _relative_reach(tree, words[2], cwd)  # codex's `/bin/bash -lc '<the line>'`
+    here: str | None = os.path.normpath(cwd)
+    starts = True  # the next word is a command's name
+    changing = False  # the next operand is the folder a `cd` goes to
+    for word in words:
+        if word and all(c in "();<>|&" for c in word):
+            redirect = "<" in word or ">" in word
+            starts, changing = not redirect, changing and redirect
+            continue
+        if starts and word in _CHANGES_FOLDER:
+            starts, changing = False, True
+            continue
+        if starts and here is not None:
+            # A command runs here (a `cd` on the way, back into the worktree, does nothing).
+            instead = _in_worktree(tree, here)
+            if instead is not None:
+                return instead
+        starts = False
+        if changing:
+            if word.startswith("-") and word != "-":
+                continue  # cd -P, -L
+            changing = False
+            if here is None or word == "-" or _EXPANDS.search(word):
+                here = None  # somewhere this cannot tell: follow no further
+                continue
+            here = os.path.normpath(os.path.join(here, word))
+        elif (
+            here is not None
+            and not os.path.isabs(word)
+            and ".." in word.split("/")
+            and not _EXPANDS.search(word)
+        ):
+            instead = _in_worktree(tree, os.path.normpath(os.path.join(here, word)))
+            if instead is not None:
+                return instead
+    # Where the line leaves the shell (Claude Code's shell keeps it for its next command).
+    return None if here is None or changing else _in_worktree(tree, here)
+
+
 def _in_worktree(tree: Worktree, value: str) -> str | None:
     """Where `value` (an absolute path in the parent's repository, outside the child's worktree)
     is in the child's worktree; None when it is not such a path."""
@@ -483,7 +558,8 @@ def _in_worktree(tree: Worktree, value: str) -> str | None:
     mine = os.path.realpath(tree.path)
     if _within(target, mine) or not _within(target, repository):
         return None
-    return os.path.join(tree.path, os.path.relpath(target, repository))
+    rest = os.path.relpath(target, repository)
+    return tree.path if rest == "." else os.path.join(tree.path, rest)
 
 
 def _within(path: str, folder: str) -> bool:

@@ -52,12 +52,13 @@ from ..protocol.types import (
     Usage,
     Worktree,
 )
-from . import session_record
+from . import session_record, worktrees
 from .agent import (
     Agent,
     AgentSpec,
     AgentStartError,
     Backend,
+    TaskNotRunning,
     describe_failure,
 )
 from .background import BackgroundTasks
@@ -428,7 +429,20 @@ class Session:
                 "events say which run (SessionInfo.backgroundTasks lists them).",
                 {"sessionId": self.id, "taskId": task_id},
             )
-        await self.process.agent.stop_task(task_id)
+        try:
+            await self.process.agent.stop_task(task_id)
+        except TaskNotRunning as exc:
+            # Nothing will ever report its end: it no longer runs, as far as anyone can tell.
+            task, due = self.tasks.get(task_id), self.background.report_due
+            if task is not None:
+                self._publish_task_end(task, "no longer run by the agent")
+                self.background.report_due = due  # nor will the agent report it
+            raise protocol.CovenError(
+                protocol.ErrorCode.InvalidState,
+                f"Session {self.id}'s agent no longer runs the background task '{task_id}': "
+                f"{exc} It is no longer listed as running.",
+                {"sessionId": self.id, "taskId": task_id},
+            ) from exc
 
     async def set_permission_mode(self, mode: PermissionMode) -> None:
         """From now on: the running CLI's next tool call, and every later start of it."""
@@ -648,7 +662,9 @@ class Session:
                         spec = self._next_spec()
                         if self.worktree is not None:
                             spec = dataclasses.replace(
-                                spec, read_only_roots=(self.worktree.repository,)
+                                spec,
+                                read_only_roots=(self.worktree.repository,),
+                                temp_dir=str(worktrees.temp_folder(self.worktree.path)),
                             )
                         agent = await self.process.open(spec, self._ask_permission)
                     self.set_status("running")
@@ -912,13 +928,15 @@ class Session:
                 tokens, model if isinstance(model, str) and model else None
             )
 
-    def _publish_task_end(self, task: events.Task) -> None:
+    def _publish_task_end(
+        self, task: events.Task, summary: str = "stopped with the agent process"
+    ) -> None:
         ended = events.Task(
             taskId=task.taskId,
             status="stopped",
             toolUseId=task.toolUseId,
             description=task.description,
-            summary="stopped with the agent process",
+            summary=summary,
         )
         published = self.background.track(ended)
         if published is not None:

@@ -1501,14 +1501,27 @@ def _list_worktrees(repo: RepoInfo) -> list[Worktree]:
     return found
 
 
+TEMP_SUFFIX = ".tmp"
+
+
+def temp_folder(path: str | os.PathLike[str]) -> Path:
+    """The private temporary folder of the child working in the worktree at `path` (an agent
+    whose sandbox writes only its worktree needs one for `mktemp`, pip, test runners): beside
+    the worktree in coven-ls's state folder, so neither in the worktree's tracked tree nor in,
+    or above, the parent's repository. A child's folder is `<n>-<slug>`, so no other child's
+    worktree can be named like it. It goes with the worktree (`remove`)."""
+    return Path(os.fspath(path) + TEMP_SUFFIX).absolute()
+
+
 def remove(
     repo: RepoInfo, path: str | os.PathLike[str], branch: str, keep_branch: bool = False
 ) -> None:
     """Delete a child's worktree (its folder, with whatever is in it: commit_all first to keep
-    its work) and its registration, and its branch unless `keep_branch` (a child whose merge
-    conflicted keeps its work there). A folder already deleted by hand, or a branch already
-    gone, is fine."""
+    its work) and its registration, its temporary folder, and its branch unless `keep_branch` (a
+    child whose merge conflicted keeps its work there). A folder already deleted by hand, or a
+    branch already gone, is fine."""
     where = Path(path).absolute()
+    shutil.rmtree(temp_folder(where), ignore_errors=True)  # scratch only: nothing to keep
     registered = {wt.path.resolve() for wt in _list_worktrees(repo)}
     if where.resolve() in registered:
         _remove_submodule_worktrees(where)

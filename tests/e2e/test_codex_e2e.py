@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +21,8 @@ from coven_ls.agents.codex import resolve_codex
 from coven_ls.testing.scripted_model import Usage
 from coven_ls.testing.scripted_responses import (
     HttpError,
+    Reply,
+    ResponsesRequest,
     ScriptedResponses,
     Thinking,
     command,
@@ -655,3 +658,71 @@ async def test_a_restart_mid_fork_resumes_the_codex_children(
         answered = [r for r in responses.requests if label in r.last_user_text][-1]
         assert "Plan the work" in answered.all_text and answered.thread_id != parent_thread
     assert responses.requests[-1].thread_id == parent_thread
+
+
+async def test_a_codex_child_has_a_temporary_folder_of_its_own(
+    start_codex, responses, tmp_path: Path
+) -> None:
+    """A worktree child's sandbox leaves /tmp read-only (it could hold the parent's repository):
+    its commands get TMPDIR in a folder of its own beside its worktree, where `mktemp` works,
+    while the parent's repository stays out of reach; the folder goes with the worktree."""
+    repo = small_repo(tmp_path / "repo")
+    responses.on("<fork-results>", "Done.")
+    responses.on("Probe it", "Forking.\n<fork>\n- Probe\n</fork>")
+    responses.on(
+        "'Probe'",
+        command('f=$(mktemp) && printf SCRATCH > "$f" && echo "$(cat "$f")-OK $f $TMP $TEMP"'),
+        times=1,
+    )
+    responses.on("SCRATCH-OK", command(f"printf stray > {repo}/stray.txt"), times=1)
+
+    def climb(request: ResponsesRequest) -> Reply:
+        """An escalation (it would run unsandboxed) that reaches the repository by `cd ..`."""
+        cwd = re.findall(r"<cwd>([^<]+)</cwd>", request.all_text)[-1]
+        up = os.path.relpath(repo, cwd)
+        return Reply((command(f"cd {up} && printf esc > escalated.txt", escalate=True),))
+
+    responses.on("Process exited", climb, times=1)
+    responses.on("rejected", "Probed.")
+    coven = await start_codex(
+        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"}
+    )
+    sid = await coven.start("Probe it", cwd=str(repo))
+    [child] = [c["sessionId"] for c in (await coven.wait_kind(sid, "forkStarted"))["children"]]
+    assert (await coven.wait_kind(sid, "turnResult", count=2))["text"] == "Done."
+    [info] = [
+        s
+        for s in (await coven.request("coven/listSessions", {}))["sessions"]
+        if s["sessionId"] == child
+    ]
+    temp = Path(info["worktree"]["path"] + ".tmp")
+    calls = [
+        (e["kind"], e.get("input", {}).get("command"), e.get("content"), e.get("allow"))
+        for e in coven.events
+        if e["sessionId"] == child and e["kind"] in ("toolUse", "toolResult", "permissionDecision")
+    ]
+    results = {r["toolUseId"]: r for r in coven.of(child, "toolResult")}
+
+    def result_of(words: str) -> dict[str, Any]:
+        [use] = [u for u in coven.of(child, "toolUse") if words in u["input"]["command"]]
+        assert use["toolUseId"] in results, calls
+        return results[use["toolUseId"]]
+
+    scratch = result_of("mktemp")
+    assert not scratch["isError"] and "SCRATCH-OK" in scratch["content"], calls
+    made, tmp, temp_var = scratch["content"].split("SCRATCH-OK ", 1)[1].split()
+    assert Path(made).parent == temp and tmp == temp_var == str(temp)
+    assert Path(made).read_text() == "SCRATCH"
+    # (Under load codex sometimes reports no item for a command its sandbox refused; the model
+    # was told all the same, since it went on to the next command.)
+    assert not (repo / "stray.txt").exists()
+    strays = [u["toolUseId"] for u in coven.of(child, "toolUse") if "stray" in str(u["input"])]
+    assert all(results[u]["isError"] for u in strays if u in results), calls
+    refused = result_of("escalated.txt")
+    assert refused["isError"] and not (repo / "escalated.txt").exists()
+    [decision] = coven.of(child, "permissionDecision")
+    assert not decision["allow"] and "your own worktree" in decision["message"]
+    assert coven.permission_requests == []  # refused without asking the user
+
+    await coven.request("coven/deleteSession", {"sessionId": sid})
+    assert not Path(info["worktree"]["path"]).exists() and not temp.exists()

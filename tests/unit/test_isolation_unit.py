@@ -164,3 +164,57 @@ def test_a_command_in_or_naming_the_parents_repository_is_redirected(tmp_path: P
     assert isolation.outside_command(t, "Bash", {"command": f"ls {repo}2 {tmp_path}/other"}) is None
     assert isolation.outside_command(t, "Bash", {"command": "ls", "cwd": str(tmp_path)}) is None
     assert isolation.outside_command(t, "Write", {"command": f"ls {repo}"}) is None
+
+
+def test_relative_cd_chains_and_dot_dot_paths_are_followed_from_where_the_command_runs(
+    tmp_path: Path,
+) -> None:
+    t = tree(tmp_path)  # <tmp>/state/worktrees/f-1/1-docs beside <tmp>/repo
+    mine = Path(t.path)
+    up = "../../../.."  # from the worktree to <tmp>
+
+    def reach(command: str, cwd: str | None = t.path, given: str | None = None) -> str | None:
+        tool_input = {"command": command} if given is None else {"command": command, "cwd": given}
+        return isolation.outside_command(t, "Bash", tool_input, cwd)
+
+    assert reach(f"cd {up}/repo && make") == str(mine)
+    assert reach(f"cd {up} && cd repo/src; make") == str(mine / "src")
+    assert reach(f"cd -P {up}/repo/src") == str(mine / "src")
+    assert reach(f"pushd {up}/repo") == str(mine)
+    assert reach(f"git status\ncd {up}/repo\nmake") == str(mine)
+    assert reach(f"printf x >{up}/repo/a.txt") == str(mine / "a.txt")
+    assert reach(f"cat {up}/repo/README | wc -l") == str(mine / "README")
+    assert reach("cd .. && cat ../../../repo/README") == str(mine / "README")
+    # codex's form: the line as one shell's script, in the cwd the request gives.
+    assert reach(f"/bin/bash -lc 'cd {up}/repo && make'", None, given=t.path) == str(mine)
+    assert reach("/bin/bash -lc 'cd repo'", None, given=str(tmp_path)) == str(mine)
+    # Into its own worktree, elsewhere, or somewhere a shell would have to expand: passes.
+    assert reach("cd .. && cd 1-docs/src && make") is None
+    assert reach(f"cd {up}/other && cd ../repo2") is None
+    assert reach(f"cd $HOME && cd {up}/repo") is None  # not followed past an expansion
+    assert reach(f"cd ~ && cat {up}/repo/x") is None
+    assert reach(f"cd - && cd {up}/repo") is None
+    assert reach(f"cd {up}/re* && make") is None
+    assert reach(f"echo '{up}/repo is the parent' | wc") is None  # a quoted word with spaces
+    assert reach(f"cd 'unbalanced {up}/repo") is None
+    assert reach(f"cd {up}/repo", None) is None  # nowhere to follow from
+    assert reach("cd ../..; ls") is None
+
+
+def test_a_worktree_inside_the_repositorys_folder_is_reached_by_going_up(tmp_path: Path) -> None:
+    """A state folder inside the repository (a repository of the whole home folder): going up
+    from the worktree lands in the repository, outside the worktree."""
+    repo = tmp_path / "home"
+    t = Worktree(
+        path=str(repo / ".local" / "state" / "coven-ls" / "worktrees" / "f-1" / "1-docs"),
+        branch="coven/f-1/1-docs",
+        base="abc123",
+        repository=str(repo),
+    )
+    mine = Path(t.path)
+    reach = isolation.outside_command
+    assert reach(t, "Bash", {"command": "cd ../../../../../.. && make"}, t.path) == str(mine)
+    assert reach(t, "Bash", {"command": "ls ../../../../../../.bashrc"}, t.path) == str(
+        mine / ".bashrc"
+    )
+    assert reach(t, "Bash", {"command": "cd .. && cd 1-docs && make"}, t.path) is None

@@ -15,7 +15,7 @@ from claude_agent_sdk import (
 
 from coven_ls import protocol
 from coven_ls.core import session as session_module
-from coven_ls.core.agent import AgentSpec, AgentStartError
+from coven_ls.core.agent import AgentSpec, AgentStartError, TaskNotRunning
 from coven_ls.core.session import Session, SessionConfig
 from coven_ls.protocol import Kind, events
 from coven_ls.protocol.types import ContextUsage
@@ -930,3 +930,34 @@ async def test_an_agent_that_reports_no_ended_task_in_a_turn_leaves_the_session_
         with anyio.fail_after(LIMIT):
             await session.wait_settled()
         assert session.status == "idle" and not session.background.report_due
+
+
+async def test_stopping_a_task_the_agent_no_longer_runs_is_invalid_state_and_ends_it() -> None:
+    """A Codex agent opened again knows nothing of a command an earlier one left running:
+    coven/stopTask says so (InvalidState, not an agent start failure), and the task, which
+    nothing will ever report on, is no longer listed as running."""
+    backend = FakeBackend([init(), assistant("On it."), result("On it.")])
+    async with running(backend) as session:
+        session.send("start a background job")
+        first = await turn_done(session)
+        agent = backend.agents[0]
+        agent.reports_ended_tasks = False
+        agent.speak([task_started("t1", "serve")])
+        await sink_of(session).wait_for(Kind.TASK, after=first["seq"], status="started")
+        agent.stop_task_error = TaskNotRunning("Codex runs no background command 't1'.")
+        with pytest.raises(protocol.CovenError) as raised:
+            await session.stop_task("t1")
+        assert raised.value.code == protocol.ErrorCode.InvalidState
+        assert "no longer runs the background task 't1'" in raised.value.message
+        assert "Codex runs no background command 't1'." in raised.value.message
+        assert raised.value.data == {"sessionId": session.id, "taskId": "t1"}
+        ended = await sink_of(session).wait_for(Kind.TASK, after=first["seq"], status="stopped")
+        assert (ended["taskId"], ended["description"]) == ("t1", "serve")
+        assert ended["summary"] == "no longer run by the agent"
+        assert session.tasks == {} and not session.background.report_due
+        with anyio.fail_after(LIMIT):
+            await session.wait_settled()
+        # Asked again: no such task runs any more.
+        with pytest.raises(protocol.CovenError, match="has no running background task"):
+            await session.stop_task("t1")
+        assert agent.stopped_tasks == []

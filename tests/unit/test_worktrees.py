@@ -695,6 +695,10 @@ def test_remove_deletes_the_worktree_and_its_branch(tmp_path: Path) -> None:
     one, two = child(info, base, tmp_path, 1), child(info, base, tmp_path, 2)
     git(top, "worktree", "add", "-q", "-b", "mine", str(tmp_path / "users-own"))
     (one.path / "scratch.log").write_text("ignored, and removed all the same\n")
+    scratch = wt.temp_folder(one.path)
+    assert scratch.parent == one.path.parent and not scratch.is_relative_to(one.path)
+    (scratch / "deep").mkdir(parents=True)
+    (scratch / "deep" / "tmp.XYZ").write_text("a command's temporary file\n")
     (two.path / "work.txt").write_text("kept on the branch\n")
     wt.commit_all(two.path, "work")
     before = user_state(top)
@@ -706,7 +710,7 @@ def test_remove_deletes_the_worktree_and_its_branch(tmp_path: Path) -> None:
     wt.remove(info, one.path, one.branch or "")
     wt.remove(info, two.path, two.branch or "", keep_branch=True)
 
-    assert not one.path.exists() and not two.path.exists()
+    assert not one.path.exists() and not two.path.exists() and not scratch.exists()
     assert wt.list_coven_worktrees(info) == []
     assert git(top, "branch", "--list", "coven/*").split() == ["coven/f1/2-child"]
     assert wt.show(info, "coven/f1/2-child", "work.txt") == b"kept on the branch\n"

@@ -15,7 +15,13 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from claude_agent_sdk import Message
 
-from ...core.agent import AgentSpec, AgentStartError, Conversation, PermissionAsker
+from ...core.agent import (
+    AgentSpec,
+    AgentStartError,
+    Conversation,
+    PermissionAsker,
+    TaskNotRunning,
+)
 from ...core.transcript import Entry
 from .. import binary
 from ..binary import BinarySource
@@ -53,14 +59,34 @@ _SANDBOX_POLICY = {
 }
 
 
+# The variables a command reads for its temporary folder (mktemp, Python's tempfile, pip, npm).
+TEMP_VARIABLES = ("TMPDIR", "TMP", "TEMP")
+
+
 def sandbox_policy(sandbox: str, spec: AgentSpec) -> dict[str, Any]:
-    """A turn's sandbox. One that may write its workspace writes only there when the agent has
-    folders it must not write (a worktree child): codex's workspace-write sandbox otherwise
-    leaves /tmp and $TMPDIR writable too, and with them a repository that lies under them."""
+    """A turn's sandbox. One that may write its workspace writes only there (and in its own
+    temporary folder) when the agent has folders it must not write (a worktree child): codex's
+    workspace-write sandbox otherwise leaves /tmp and $TMPDIR writable too, and with them a
+    repository that lies under them."""
     policy: dict[str, Any] = dict(_SANDBOX_POLICY[sandbox])
     if policy["type"] == "workspaceWrite" and spec.read_only_roots:
-        policy.update(writableRoots=[], excludeSlashTmp=True, excludeTmpdirEnvVar=True)
+        policy.update(
+            writableRoots=[spec.temp_dir] if spec.temp_dir else [],
+            excludeSlashTmp=True,
+            excludeTmpdirEnvVar=True,
+        )
     return policy
+
+
+def thread_config(spec: AgentSpec) -> dict[str, Any]:
+    """Configuration a thread gets beside the user's own: an agent with a temporary folder of
+    its own runs its commands with TMPDIR (TMP, TEMP) pointing there. Dotted keys, so that they
+    join the user's `shell_environment_policy.set` rather than replace it; codex's sandbox
+    decides what a command may write, not its environment (the app-server's TMPDIR would be the
+    shared one)."""
+    if not spec.temp_dir:
+        return {}
+    return {f"shell_environment_policy.set.{name}": spec.temp_dir for name in TEMP_VARIABLES}
 
 
 def bundled_codex() -> Path | None:
@@ -255,7 +281,13 @@ class CodexAgent:
         task's end, `stopped`."""
         item = self.translator.background.get(task_id)
         if item is None:
-            raise AgentStartError(f"Codex runs no background command '{task_id}'.")
+            # This agent's translator knows only the commands its own turns left running: one
+            # started before the agent was opened again (or its app-server started again) is
+            # not codex's to stop any more.
+            raise TaskNotRunning(
+                f"Codex runs no background command '{task_id}' in thread {self.thread_id} (it "
+                "ended, or it was started before the agent or its app-server was started again)."
+            )
         self.translator.stopping.add(task_id)
         await self._terminate(task_id, item)
 
@@ -427,6 +459,14 @@ class CodexBackend:
             settings["model"] = spec.model
         if spec.append_system_prompt:
             settings["developerInstructions"] = spec.append_system_prompt
+        config = thread_config(spec)
+        if config:
+            settings["config"] = config
+        if spec.temp_dir:
+            # Again at every open: after a restart, its worktree may have been made again.
+            await anyio.to_thread.run_sync(
+                lambda: Path(spec.temp_dir or "").mkdir(parents=True, exist_ok=True)
+            )
         try:
             if spec.resume is None:
                 result = await server.request("thread/start", settings)
