@@ -56,6 +56,10 @@ class AgentSpec:
     # repository); that agent makes it and points its commands' TMPDIR at it. The core removes
     # it with the worktree.
     temp_dir: str | None = None
+    # What the conversation is called where the user meets it outside coven (codex's own
+    # `codex resume` list): a fork child's label, else the session's title. Only for a new
+    # conversation; a resumed one keeps its name.
+    title: str | None = None
 
 
 class Agent(Protocol):

@@ -660,6 +660,8 @@ class Session:
                     if agent is None:
                         self.set_status("starting")
                         spec = self._next_spec()
+                        if spec.resume is None or spec.fork_session:
+                            spec = dataclasses.replace(spec, title=self.label or self.title)
                         if self.worktree is not None:
                             spec = dataclasses.replace(
                                 spec,

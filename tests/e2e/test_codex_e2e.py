@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -726,3 +728,70 @@ async def test_a_codex_child_has_a_temporary_folder_of_its_own(
 
     await coven.request("coven/deleteSession", {"sessionId": sid})
     assert not Path(info["worktree"]["path"]).exists() and not temp.exists()
+
+
+def codex_thread_names(env: dict[str, str]) -> dict[str, str | None]:
+    """Each stored thread's name, as the user's own codex lists them (`thread/list` of an
+    app-server of its own on the same CODEX_HOME)."""
+    proc = subprocess.Popen(
+        [resolve_codex(None)[0], "app-server"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **env},
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    deadline = time.monotonic() + 60
+
+    def answer(request: dict[str, Any]) -> dict[str, Any]:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps(request) + "\n")
+        proc.stdin.flush()
+        while select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            message = json.loads(proc.stdout.readline() or "null")
+            assert message is not None, "codex app-server ended"
+            if message.get("id") == request["id"]:
+                return message
+        raise AssertionError(f"no answer to {request['method']}")
+
+    try:
+        answer(
+            {
+                "id": 1,
+                "method": "initialize",
+                "params": {"clientInfo": {"name": "t", "version": "0"}},
+            }
+        )
+        proc.stdin.write(json.dumps({"method": "initialized"}) + "\n")
+        listed = answer({"id": 2, "method": "thread/list", "params": {}})
+        assert "result" in listed, listed
+        return {t["id"]: t.get("name") for t in listed["result"]["data"]}
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def test_threads_are_named_as_coven_shows_them(
+    start_codex, responses, tmp_path: Path
+) -> None:
+    """The user's own `codex resume` list names coven's threads: a session by its first
+    prompt, a fork child by its task."""
+    responses.on("Plan the release", "Splitting.\n<fork>\n- Write the docs\n</fork>")
+    responses.on("'Write the docs'", "Docs written.")
+    responses.on("<fork-results>", "Done.")
+    coven = await start_codex(init_options={**CODEX, "forkMode": "auto"})
+    sid = await coven.start("Plan the release")
+    child = (await coven.wait_kind(sid, "forkStarted"))["children"][0]["sessionId"]
+    await coven.wait_kind(sid, "turnResult", count=2)
+    listed = {
+        s["sessionId"]: s["agentSessionId"]
+        for s in (await coven.request("coven/listSessions", {}))["sessions"]
+    }
+    names = codex_thread_names(responses.codex_env(tmp_path / "ws" / "codex-home"))
+    assert names[listed[sid]] == "Plan the release"
+    assert names[listed[child]] == "Write the docs"

@@ -7,7 +7,12 @@ from typing import Any
 
 import pytest
 
-from coven_ls.agents.codex.backend import CodexAgent, sandbox_policy, thread_config
+from coven_ls.agents.codex.backend import (
+    CodexAgent,
+    _could_not_open,
+    sandbox_policy,
+    thread_config,
+)
 from coven_ls.core.agent import AgentSpec, TaskNotRunning
 
 CHILD = AgentSpec(
@@ -60,3 +65,10 @@ async def test_stopping_a_command_the_agent_does_not_know_is_task_not_running() 
 
 async def _never_asked(name: str, tool_input: dict[str, Any], tool_use_id: str | None) -> Any:
     raise AssertionError("asked")
+
+
+def test_a_thread_another_codex_writes_says_which_and_what_to_do() -> None:
+    said = _could_not_open("019a", "thread 019a already has an active writer")
+    assert "019a" in said and "another codex process" in said and "Close that codex" in said
+    other = _could_not_open("019a", "no rollout found for thread id 019a")
+    assert other == "Codex could not open the thread: no rollout found for thread id 019a"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -445,9 +446,13 @@ async def test_first_start_spec_is_used_until_the_agent_session_is_known() -> No
         await sink_of(session).wait_for(Kind.STATUS, status="failed", limit=LIMIT)
         session.send("next")
         await turn_done(session)
-        assert backend.specs[0] is first
+        # The first start is the one given, named after the session (a new conversation);
+        # the next resumes the conversation the first made, which keeps its name.
+        assert backend.specs[0] == dataclasses.replace(first, title=session.title)
+        assert session.title
         assert backend.specs[1].resume == "child-agent"
         assert backend.specs[1].fork_session is False
+        assert backend.specs[1].title is None
 
 
 # --- close ---------------------------------------------------------------------------------------

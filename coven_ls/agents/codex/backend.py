@@ -52,6 +52,8 @@ PERMISSIONS: dict[str | None, tuple[str, str]] = {
 # How often a minute an app-server that died is started again at once (after that, when a
 # message needs it).
 REVIVE_LIMIT = 3
+# Long enough for a fork label or a first prompt's opening words; codex lists names on one line.
+NAME_CHARS = 80
 _SANDBOX_POLICY = {
     "read-only": {"type": "readOnly"},
     "workspace-write": {"type": "workspaceWrite"},
@@ -362,6 +364,28 @@ def _not_a_fork_point(message_id: str) -> str:
     )
 
 
+def _could_not_open(thread_id: str | None, detail: str) -> str:
+    if "active writer" in detail:
+        # Another codex (a `codex resume` in a terminal, another editor's server) has it open:
+        # codex lets one process at a time write a thread.
+        return (
+            f"Codex thread {thread_id} is open in another codex process ({detail}). Close that "
+            "codex (a `codex resume` in a terminal, or another editor's coven-ls) and send the "
+            "message again, or branch this session to go on in a copy."
+        )
+    return f"Codex could not open the thread: {detail}"
+
+
+async def _name(server: AppServer, thread_id: str, title: str) -> None:
+    """Name the thread as coven shows it, so that the user's own `codex resume` list says what
+    it is. A name is a courtesy: a codex that cannot take one still runs the thread."""
+    name = " ".join(title.split())[:NAME_CHARS]
+    try:
+        await server.request("thread/name/set", {"threadId": thread_id, "name": name})
+    except CodexRpcError as exc:
+        log.warning("codex did not name thread %s: %s", thread_id, exc.detail)
+
+
 class CodexBackend:
     """Codex sessions of one server, for one codex binary: one app-server process for all."""
 
@@ -494,9 +518,11 @@ class CodexBackend:
                 )
                 thread_id = spec.resume
         except CodexRpcError as exc:
-            raise AgentStartError(f"Codex could not open the thread: {exc.detail}") from exc
+            raise AgentStartError(_could_not_open(spec.resume, exc.detail)) from exc
         except AppServerGone as exc:
             raise AgentStartError(str(exc)) from exc
+        if spec.title and (spec.resume is None or spec.fork_session):
+            await _name(server, thread_id, spec.title)
         model = result.get("model") if isinstance(result.get("model"), str) else None
         server.loaded[thread_id] = model
         self._opened[thread_id] = settings
