@@ -8,6 +8,7 @@ import {
   BUSY_STATUSES,
   type CovenModel,
   firstLine,
+  forkCostOf,
   type ForkNode,
   MESSAGEABLE_STATUSES,
   mergeModeOf,
@@ -19,8 +20,8 @@ import {
 import { agentChoices, agentName } from './agentChoice';
 import { changesDescription } from './changes';
 import { deleteParams, discardQuestion, keptMessage, unappliedWork } from './deletion';
-import { type ForkChoice, forkChoices } from './forkChoice';
-import { forkStateText, sessionStatusText } from './present';
+import { type ForkChoice, forkChoices, withCosts } from './forkChoice';
+import { forkCostLines, forkStateText, sessionStatusText } from './present';
 import { type DecideForkParams, ErrorCode, Method } from './protocol';
 import type { ChangesReview } from './review';
 import type { CovenServer } from './server';
@@ -152,7 +153,13 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       if (!fork) return;
       const tasks = await editTasks(fork.tasks, 'Approve the fork with these tasks', 'Approve');
       if (!tasks) return;
-      const choice = await pickForkStart(model.session(fork.sessionId));
+      // Each way to start is shown with what the fork would then cost (the server prices it).
+      const price = async (params: ForkChoice['params']): Promise<string | undefined> => {
+        const { estimate } = await server.request(Method.estimateFork, { forkId: fork.forkId, tasks, ...params });
+        const cost = forkCostOf(estimate);
+        return cost !== undefined ? forkCostLines(cost)[1] : undefined;
+      };
+      const choice = await pickForkStart(model.session(fork.sessionId), price);
       if (!choice) return;
       if (fork.state !== 'proposed') return alreadyDecided(fork);
       await decide({ forkId: fork.forkId, approve: true, tasks, ...choice });
@@ -323,8 +330,16 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
 }
 
 /** How the children start (context, agent), picked by the user; undefined when they pressed Escape. */
-async function pickForkStart(parent: SessionNode | undefined): Promise<ForkChoice['params'] | undefined> {
-  const picked = await vscode.window.showQuickPick(forkChoices(parent?.agent), {
+async function pickForkStart(
+  parent: SessionNode | undefined,
+  price?: (params: ForkChoice['params']) => Promise<string | undefined>,
+): Promise<ForkChoice['params'] | undefined> {
+  let choices = forkChoices(parent?.agent);
+  if (price !== undefined) {
+    // A choice the server cannot price (or refuses) is shown without a cost, never blocks the pick.
+    choices = withCosts(choices, await Promise.all(choices.map((c) => price(c.params).catch(() => undefined))));
+  }
+  const picked = await vscode.window.showQuickPick(choices, {
     title: 'How should the children start?',
     placeHolder: 'What each child knows of this conversation, and which agent runs it',
     ignoreFocusOut: true,

@@ -8,6 +8,8 @@ export type ForkContext = 'inherit' | 'fresh' | 'transcript';
 export interface ForkChoice {
   label: string;
   description: string;
+  /** What a proposed fork would cost started this way (coven/estimateFork), when known. */
+  detail?: string;
   /** What goes into the request: nothing for the default (the parent's conversation, natively). */
   params: { agent?: ForkAgent; context?: ForkContext };
 }
@@ -49,4 +51,9 @@ export function forkChoices(parentAgent: string | undefined): ForkChoice[] {
       params: { agent: other, context: 'fresh' },
     },
   ];
+}
+
+/** The choices with what each would cost: `costs[i]` (a cost line, or undefined when unknown) for `choices[i]`. */
+export function withCosts(choices: ForkChoice[], costs: (string | undefined)[]): ForkChoice[] {
+  return choices.map((choice, i) => (costs[i] !== undefined ? { ...choice, detail: costs[i] } : choice));
 }

@@ -157,6 +157,8 @@ export interface ForkCost {
   costUsd: number | undefined;
   pricesAsOf: string;
   warning: string | undefined;
+  /** What the children start from, as the estimate assumes. */
+  context: 'inherit' | 'fresh' | 'transcript';
 }
 
 export function contextGaugeOf(v: unknown): ContextGauge | undefined {
@@ -182,6 +184,7 @@ export function forkCostOf(v: unknown): ForkCost | undefined {
     costUsd: num(o.costUsd),
     pricesAsOf: str(o.pricesAsOf) ?? '',
     warning: str(o.warning),
+    context: o.context === 'fresh' || o.context === 'transcript' ? o.context : 'inherit',
   };
 }
 

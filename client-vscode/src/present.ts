@@ -685,9 +685,11 @@ export function forkCostLines(e: ForkCost): string[] {
     e.costUsd !== undefined
       ? `≈ $${e.costUsd.toFixed(2)} (prices of ${e.pricesAsOf})`
       : `(cost unknown: ${e.model ?? 'the model'} is not in coven-ls's price table)`;
+  // Fresh children read their briefs, transcript ones the conversation after its cuts.
+  const read = e.context === 'inherit' ? `${e.children} × ${formatTokens(e.contextTokens)}` : `${e.children} ${e.context} ${e.children === 1 ? 'child' : 'children'}`;
   const lines = [
     `Context: ${contextText({ tokens: e.contextTokens, window: e.window, model: e.model })}`,
-    `Fork cost: ${e.children} × ${formatTokens(e.contextTokens)} = ${formatTokens(e.tokens)} tokens ${how} ${cost}`,
+    `Fork cost: ${read} = ${formatTokens(e.tokens)} tokens ${how} ${cost}`,
   ];
   if (e.warning !== undefined) lines.push(`⚠ Warning: ${e.warning}`);
   return lines;

@@ -198,6 +198,13 @@ export interface Requests {
     result: EmptyResult;
   };
   /**
+   * What a proposed fork would cost with other tasks, context or agent
+   */
+  'coven/estimateFork': {
+    params: EstimateForkParams;
+    result: EstimateForkResult;
+  };
+  /**
    * Re-runs the unfinished children of a fork a restart interrupted
    */
   'coven/resumeFork': {
@@ -1154,7 +1161,7 @@ export interface ForkEstimate {
    */
   children: number;
   /**
-   * `children` × `contextTokens`: the context the children read before they start
+   * what the children read before they start: for `inherit`, `children` × `contextTokens`; for `fresh`, only their briefs and tasks (about 4 characters a token); for `transcript`, each the parent's conversation after its cuts (about `contextTokens`, at most 100,000) and its brief
    */
   tokens: number;
   /**
@@ -1173,6 +1180,10 @@ export interface ForkEstimate {
    * set when the parent's context is past 80% of its window, e.g. "the parent's context is 85% full (170,000 of 200,000 tokens)"; else null
    */
   warning: string | null;
+  /**
+   * what the children start from, as this estimate assumes (the fork's `context`)
+   */
+  context?: 'fresh' | 'inherit' | 'transcript';
 }
 /**
  * The proposal was rejected or withdrawn.
@@ -1815,6 +1826,30 @@ export interface DecideForkParams {
    * with `approve: true`: as in `coven/fork` (each limit given replaces the session's)
    */
   limits?: ForkLimits | null;
+}
+export interface EstimateForkParams {
+  /**
+   * a proposed fork (from the `forkProposed` event)
+   */
+  forkId: string;
+  /**
+   * the task list the user would approve instead (as on `coven/decideFork`)
+   */
+  tasks?: string[] | null;
+  /**
+   * as on `coven/decideFork`
+   */
+  context?: ('fresh' | 'inherit' | 'transcript') | null;
+  /**
+   * as on `coven/decideFork`
+   */
+  agent?: ('claude' | 'codex') | null;
+}
+export interface EstimateForkResult {
+  /**
+   * what the fork would cost with these choices (as `forkProposed`'s `estimate`); null before the parent's first model request
+   */
+  estimate: ForkEstimate | null;
 }
 export interface ForkIdParams {
   /**

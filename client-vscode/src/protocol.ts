@@ -44,6 +44,7 @@ export const Method = {
   fork: 'coven/fork',
   branch: 'coven/branch',
   decideFork: 'coven/decideFork',
+  estimateFork: 'coven/estimateFork',
   resumeFork: 'coven/resumeFork',
   abandonFork: 'coven/abandonFork',
   deleteSession: 'coven/deleteSession',

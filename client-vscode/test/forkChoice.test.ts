@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { forkChoices } from '../src/forkChoice';
-import { CovenModel } from '../src/model';
-import { present, startText } from '../src/present';
+import { forkChoices, withCosts } from '../src/forkChoice';
+import { CovenModel, forkCostOf } from '../src/model';
+import { forkCostLines, present, startText } from '../src/present';
 
 test('a Claude session forks by default into children that continue its conversation', () => {
   const choices = forkChoices('claude');
@@ -39,4 +39,17 @@ test("a fork's tooltip says how its children started when they did not continue 
   assert.deepEqual([codex.context, codex.agent], ['transcript', 'codex']);
   assert.match(present(codex).tooltip, /The children are Codex sessions with the parent's conversation written into their first prompt/);
   assert.equal(startText(model.fork('f-2')!), '');
+});
+
+test("approve-with-edits shows each way to start with the server's estimate of it", () => {
+  // What coven/estimateFork answers for a 170k context and two children, inherit and fresh.
+  const base = { contextTokens: 170_000, window: 200_000, model: 'claude-sonnet-4-5', children: 2, pricesAsOf: '2026-11-26', warning: null };
+  const inherit = forkCostOf({ ...base, tokens: 340_000, pricedAs: 'cacheRead', costUsd: 0.102, context: 'inherit' })!;
+  const fresh = forkCostOf({ ...base, tokens: 504, pricedAs: 'input', costUsd: 0.0015, context: 'fresh' })!;
+  const costs = [forkCostLines(inherit)[1], forkCostLines(fresh)[1], undefined, undefined, undefined];
+  const shown = withCosts(forkChoices('claude'), costs);
+  assert.equal(shown[0]!.detail, 'Fork cost: 2 × 170k = 340k tokens read from the cache ≈ $0.10 (prices of 2026-11-26)');
+  assert.equal(shown[1]!.detail, 'Fork cost: 2 fresh children = 504 tokens at the full input price ≈ $0.00 (prices of 2026-11-26)');
+  assert.ok(!('detail' in shown[2]!), 'a choice the server did not price has no cost line');
+  assert.deepEqual(shown.map((c) => c.params), forkChoices('claude').map((c) => c.params));
 });

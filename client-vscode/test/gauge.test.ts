@@ -79,6 +79,11 @@ describe('context gauge', () => {
       'Context: 12.3k tokens (window unknown: claude-next-9 is not in the table)',
       "Fork cost: 3 × 12.3k = 37k tokens at the full input price (cost unknown: claude-next-9 is not in coven-ls's price table)",
     ]);
+    // Fresh and transcript children do not read the context as is: the line says what they are.
+    const fresh = forkCostLines({ ...unknown, model: 'claude-sonnet-4-5', context: 'fresh', tokens: 504, costUsd: 0.0015 });
+    assert.equal(fresh[1], 'Fork cost: 3 fresh children = 504 tokens at the full input price ≈ $0.00 (prices of 2026-11-26)');
+    assert.equal(forkCostOf({ ...sentLike(unknown), context: 'transcript' })!.context, 'transcript');
+    assert.equal(unknown.context, 'inherit'); // an estimate without `context` (older servers)
     const warned = forkCostLines({ ...unknown, window: 14_000, model: 'm', costUsd: 0.5, warning: "the parent's context is 88% full (12,345 of 14,000 tokens)" });
     assert.equal(warned[2], "⚠ Warning: the parent's context is 88% full (12,345 of 14,000 tokens)");
   });
@@ -90,3 +95,7 @@ describe('context gauge', () => {
     assert.equal(contextStatus(undefined), undefined);
   });
 });
+
+function sentLike(c: ForkCost): Record<string, unknown> {
+  return { ...c, window: c.window ?? null, costUsd: c.costUsd ?? null, warning: c.warning ?? null };
+}

@@ -438,7 +438,7 @@ class CovenAgent:
         listed = "\n".join(f"- {t}" for t in tasks)
         asked_in = self._asked_in(session)
         context = self._fork_context(asked_in)
-        estimate = fork_estimate(session, len(tasks), context)  # as its children would start
+        estimate = fork_estimate(session, tasks, context)  # as its children would start
         if estimate is not None:
             listed += "\n\n" + "\n".join(fork_cost(estimate))
         choice = await self._ask(

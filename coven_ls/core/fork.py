@@ -332,16 +332,26 @@ def compose_results(results: list[TaskResult]) -> str:
 
 def fork_estimate(
     parent: Session,
-    children: int,
+    tasks: list[str],
     context: ForkContext = "inherit",
     agent: AgentName | None = None,
 ) -> ForkEstimate | None:
-    """What forking `parent` into `children` children would cost them to read its context (by
-    default children of its own agent that inherit its conversation; see `estimate_fork`); None
-    before its first model request."""
+    """What forking `parent` into `tasks` would cost its children to read what they start from
+    (by default children of its own agent that inherit its conversation; see `estimate_fork`);
+    None before its first model request. Fresh and transcript children also read their briefs,
+    measured as `_run_child` writes them (the worktree's path, not known yet, as the parent's)."""
     if parent.context is None:
         return None
-    return estimate_fork(parent.context, children, context, agent, parent.config.agent)
+    briefs = 0
+    if context != "inherit":
+        cwd = parent.config.cwd
+        briefs = sum(
+            transcript.estimate_tokens(child_prompt(t, tasks, cwd, cwd, fresh=context == "fresh"))
+            for t in tasks
+        )
+    return estimate_fork(
+        parent.context, len(tasks), context, agent, parent.config.agent, brief_tokens=briefs
+    )
 
 
 @dataclass
@@ -555,7 +565,7 @@ class ForkManager:
             self._start(fork)
             return
         session.set_status("awaitingApproval")
-        fork.estimate = fork_estimate(session, len(tasks), fork.child_context, fork.agent)
+        fork.estimate = fork_estimate(session, tasks, fork.child_context, fork.agent)
         session.emit(
             events.ForkProposed(
                 forkId=fork.id, state=fork.state, tasks=tasks, estimate=fork.estimate
@@ -608,6 +618,37 @@ class ForkManager:
         return fork
 
     # --- commands --------------------------------------------------------------------------------
+
+    def estimate(
+        self,
+        fork_id: str,
+        tasks: list[str] | None = None,
+        context: ForkContext | None = None,
+        agent: AgentName | None = None,
+    ) -> ForkEstimate | None:
+        """coven/estimateFork: what a proposed fork would cost were it approved with these
+        choices (the ones left out: the fork's own), so that a question the user edits shows the
+        cost of what it would start."""
+        fork = self.get(fork_id)
+        if fork.state != "proposed":
+            raise protocol.CovenError(
+                protocol.ErrorCode.InvalidState,
+                f"Fork {fork_id} is {fork.state}; only a proposed fork has an estimate.",
+                {"forkId": fork_id, "state": fork.state},
+            )
+        parent_agent = fork.parent.config.agent
+        check_context(protocol.ESTIMATE_FORK, parent_agent, agent, context)
+        if tasks is not None:
+            try:
+                tasks = check_tasks(tasks, fork.parent.config.max_children)
+            except ForkSyntaxError as exc:
+                raise protocol.invalid_params(protocol.ESTIMATE_FORK, str(exc)) from exc
+        agent = agent or fork.agent
+        if context is None:  # as Fork.child_context decides it
+            context = fork.context or (
+                "inherit" if (agent or parent_agent) == parent_agent else "transcript"
+            )
+        return fork_estimate(fork.parent, tasks or fork.tasks, context, agent)
 
     def decide(
         self,
@@ -758,10 +799,13 @@ class ForkManager:
         async with anyio.create_task_group() as tg:
             for child in fork.children:
                 if not child.closed and not (child.settled and child.last_outcome is not None):
-                    tg.start_soon(child.close, "cancelled")
+                    tg.start_soon(self.cancel_child, child)
 
     async def cancel_child(self, child: Session) -> None:
-        """Only this child ends; its task is reported as cancelled and the others go on."""
+        """Only this child ends; its task is reported as cancelled and the others go on. Its
+        CLI is killed at once, as at a limit: closed gracefully, a CLI in a tool loop goes on
+        calling the model (and spending) for seconds."""
+        child.begin_close("cancelled", kill=True)
         await child.close("cancelled")
 
     # --- running ---------------------------------------------------------------------------------

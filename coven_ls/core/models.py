@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from ..protocol.types import AgentName, ContextUsage, ForkContext, ForkEstimate
+from . import transcript
 
 PRICES_AS_OF = "2026-11-26"
 
@@ -55,6 +56,7 @@ MODELS: dict[str, ModelInfo] = {
     "claude-sonnet-4-5": _m(3, 15, 0.3, 3.75, _K200),
     "claude-sonnet-4-0": _m(3, 15, 0.3, 3.75, _K200),
     "claude-sonnet-4": _m(3, 15, 0.3, 3.75, _K200),
+    "claude-3-7-sonnet": _m(3, 15, 0.3, 3.75, _K200),
     "claude-haiku-5-5": _m(0.1, 0.5, 0.01, 0.125, _M1),
     "claude-haiku-4-5": _m(1, 5, 0.1, 1.25, _K200),
     "claude-3-5-haiku": _m(0.8, 4, 0.08, 1, _K200),
@@ -107,19 +109,30 @@ def estimate_fork(
     agent: AgentName | None = None,
     parent_agent: AgentName = "claude",
     child_model: str | None = None,
+    brief_tokens: int = 0,
 ) -> ForkEstimate:
-    """What a fork's children will pay for the parent's context before any does anything:
-    `children` × the context's tokens, at the cache-read price for children that resume the
-    parent's conversation natively (`inherit`, the same agent, Claude: the cache is warm), at the
-    full input price for every other (fresh, transcript, Codex or another agent's children). The
-    price is the children's model's: the parent's unless `child_model` or another `agent` says
-    otherwise; a child model not in the table leaves the cost null."""
+    """What a fork's children will pay to read what they start from, before any does anything:
+    - `inherit`: the parent's context each, at the cache-read price for children that resume
+      the parent's conversation natively (the same agent, Claude: the cache is warm), else at
+      the full input price (Codex children);
+    - `fresh`: only their briefs and tasks (`brief_tokens`, all children's together), at the
+      full input price;
+    - `transcript`: the parent's conversation written out, after its cuts (about the parent's
+      context, at most the transcript's token limit) each, and their briefs, at the full input
+      price.
+    The price is the children's model's: the parent's unless `child_model` or another `agent`
+    says otherwise; a child model not in the table leaves the cost null."""
     child_agent = agent or parent_agent
     cached = context == "inherit" and child_agent == parent_agent == "claude"
     model = child_model or (usage.model if child_agent == parent_agent else None)
     info = model_info(model)
     per_token = (info.cache_read if cached else info.input) if info else None
-    tokens = children * usage.tokens
+    if context == "fresh":
+        tokens = brief_tokens
+    elif context == "transcript":
+        tokens = children * min(usage.tokens, transcript.TOKEN_LIMIT) + brief_tokens
+    else:
+        tokens = children * usage.tokens
     cost = None if per_token is None else round(tokens * per_token / 1_000_000, 6)
     warning = None
     if nearly_full(usage) and usage.window:
@@ -132,6 +145,7 @@ def estimate_fork(
         window=usage.window,
         model=usage.model,
         children=children,
+        context=context,
         tokens=tokens,
         pricedAs="cacheRead" if cached else "input",
         costUsd=cost,

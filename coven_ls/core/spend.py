@@ -16,36 +16,22 @@ from typing import Any
 import msgspec
 
 from ..protocol.types import ForkLimits, LimitName, Usage
-
-# USD per million tokens (input, output) of Anthropic's models, list prices as of
-# CLAUDE_PRICES_AS_OF; a cache write costs 1.25 times the input price, a cache read 0.1 times.
-# Matched by the longest prefix of the model's name; a model it does not list gets no estimate
-# (the CLI's own figure comes at the end of the turn), never a guess.
-CLAUDE_PRICES_AS_OF = "2025-11-24"
-CLAUDE_PRICES: dict[str, tuple[float, float]] = {
-    "claude-opus-4-5": (5.0, 25.0),
-    "claude-opus-4-1": (15.0, 75.0),
-    "claude-opus-4": (15.0, 75.0),
-    "claude-sonnet-4": (3.0, 15.0),
-    "claude-3-7-sonnet": (3.0, 15.0),
-    "claude-haiku-4-5": (1.0, 5.0),
-    "claude-3-5-haiku": (0.8, 4.0),
-}
+from .models import model_info
 
 
 def claude_cost(model: str | None, usage: Usage) -> float | None:
-    """An estimate of what one call of `model` with this usage cost; None for a model the table
-    does not know."""
-    name = model or ""
-    prefix = max((p for p in CLAUDE_PRICES if name.startswith(p)), key=len, default=None)
-    if prefix is None:
+    """What one call of `model` with this usage cost, at the prices of the one dated table
+    (models.py); None for a model the table does not know (the CLI's own figure comes at the end
+    of the turn), never a guess. Claude's `input_tokens` leave out the cache's: each kind has its
+    own price."""
+    info = model_info(model)
+    if info is None:
         return None
-    price_in, price_out = CLAUDE_PRICES[prefix]
     return (
-        usage.inputTokens * price_in
-        + usage.cacheCreationTokens * price_in * 1.25
-        + usage.cacheReadTokens * price_in * 0.1
-        + usage.outputTokens * price_out
+        usage.inputTokens * info.input
+        + usage.cacheCreationTokens * info.cache_write
+        + usage.cacheReadTokens * info.cache_read
+        + usage.outputTokens * info.output
     ) / 1_000_000
 
 

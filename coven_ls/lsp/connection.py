@@ -147,7 +147,7 @@ class CovenServer(LanguageServer):
         # coven/cancel, the session closed): `observe` then cancels this scope, which withdraws it.
         with anyio.CancelScope() as scope:
             self._approvals.setdefault(session.id, set()).add(scope)
-            estimate = fork_estimate(session, len(tasks))
+            estimate = fork_estimate(session, tasks)
             try:
                 title = await self._choose(
                     types.MessageType.Warning

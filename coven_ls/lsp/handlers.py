@@ -95,6 +95,14 @@ async def branch(server: CovenServer, params: protocol.BranchParams) -> T.Branch
     return T.BranchResult(sessionId=session.id)
 
 
+@handler(protocol.ESTIMATE_FORK)
+async def estimate_fork(
+    server: CovenServer, params: protocol.EstimateForkParams
+) -> T.EstimateForkResult:
+    estimate = server.hub.forks.estimate(params.forkId, params.tasks, params.context, params.agent)
+    return T.EstimateForkResult(estimate=estimate)
+
+
 @handler(protocol.DECIDE_FORK)
 async def decide_fork(server: CovenServer, params: protocol.DecideForkParams) -> T.EmptyResult:
     if params.tasks is not None and not params.approve:

@@ -61,10 +61,14 @@ def fork_cost(estimate: ForkEstimate) -> list[str]:
         if estimate.costUsd is not None
         else f"(cost unknown: {estimate.model or 'the model'} is not in coven-ls's price table)"
     )
+    if estimate.context == "inherit":
+        read = f"{estimate.children} × {compact_count(estimate.contextTokens)}"
+    else:  # fresh children read their briefs, transcript ones the conversation after its cuts
+        plural = "child" if estimate.children == 1 else "children"
+        read = f"{estimate.children} {estimate.context} {plural}"
     lines = [
         f"Context: {context_gauge(usage)}",
-        f"Fork cost: {estimate.children} × {compact_count(estimate.contextTokens)} = "
-        f"{compact_count(estimate.tokens)} tokens {how} {cost}",
+        f"Fork cost: {read} = {compact_count(estimate.tokens)} tokens {how} {cost}",
     ]
     if estimate.warning:
         lines.append(f"⚠ Warning: {estimate.warning}")

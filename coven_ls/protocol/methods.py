@@ -18,6 +18,8 @@ from .types import (
     DeleteSessionParams,
     DeleteSessionResult,
     EmptyResult,
+    EstimateForkParams,
+    EstimateForkResult,
     ForkIdParams,
     ForkParams,
     ForkResult,
@@ -46,6 +48,7 @@ GET_EVENTS = "coven/getEvents"
 FORK = "coven/fork"
 BRANCH = "coven/branch"
 DECIDE_FORK = "coven/decideFork"
+ESTIMATE_FORK = "coven/estimateFork"
 RESUME_FORK = "coven/resumeFork"
 ABANDON_FORK = "coven/abandonFork"
 DELETE_SESSION = "coven/deleteSession"
@@ -128,6 +131,12 @@ REQUESTS: dict[str, Method] = {
             DecideForkParams,
             EmptyResult,
             "Approves (perhaps with other tasks) or rejects a fork the model proposed",
+        ),
+        Method(
+            ESTIMATE_FORK,
+            EstimateForkParams,
+            EstimateForkResult,
+            "What a proposed fork would cost with other tasks, context or agent",
         ),
         Method(
             RESUME_FORK,

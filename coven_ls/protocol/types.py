@@ -316,6 +316,23 @@ class DecideForkParams(Wire):
     """with `approve: true`: as in `coven/fork` (each limit given replaces the session's)"""
 
 
+class EstimateForkParams(Wire):
+    forkId: str
+    """a proposed fork (from the `forkProposed` event)"""
+    tasks: list[str] | None = None
+    """the task list the user would approve instead (as on `coven/decideFork`)"""
+    context: ForkContext | None = None
+    """as on `coven/decideFork`"""
+    agent: AgentName | None = None
+    """as on `coven/decideFork`"""
+
+
+class EstimateForkResult(Wire):
+    estimate: ForkEstimate | None
+    """what the fork would cost with these choices (as `forkProposed`'s `estimate`); null before
+    the parent's first model request"""
+
+
 class ForkIdParams(Wire):
     forkId: str
     """the fork"""
@@ -464,7 +481,10 @@ class ForkEstimate(Wire):
     children: NonNegativeInt
     """how many children the fork starts"""
     tokens: NonNegativeInt
-    """`children` × `contextTokens`: the context the children read before they start"""
+    """what the children read before they start: for `inherit`, `children` × `contextTokens`;
+    for `fresh`, only their briefs and tasks (about 4 characters a token); for `transcript`,
+    each the parent's conversation after its cuts (about `contextTokens`, at most 100,000) and
+    its brief"""
     pricedAs: Literal["cacheRead", "input"]
     """the price each child pays for those tokens: `cacheRead` for children that resume the
     parent's conversation natively (its prompt cache is warm), `input` (full price) for fresh,
@@ -477,6 +497,8 @@ class ForkEstimate(Wire):
     warning: str | None
     """set when the parent's context is past 80% of its window, e.g. "the parent's context is
     85% full (170,000 of 200,000 tokens)"; else null"""
+    context: ForkContext = "inherit"
+    """what the children start from, as this estimate assumes (the fork's `context`)"""
 
 
 class ChangedFile(Wire):

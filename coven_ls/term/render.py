@@ -48,7 +48,7 @@ def estimate_lines(proposed: Mapping[str, Any], children: int) -> str:
         estimate = msgspec.structs.replace(
             estimate,
             children=children,
-            tokens=children * estimate.contextTokens,
+            tokens=estimate.tokens * children // estimate.children,  # what one child reads
             costUsd=None if per_child is None else round(per_child * children, 6),
         )
     return "".join(f"{line}\n" for line in fork_cost(estimate))

@@ -508,6 +508,23 @@ class Runner:
             return {"allow": False, "message": "Denied: nobody could be asked in the terminal."}
         return {"allow": False, "message": "Refused by the user."}
 
+    async def _cost_lines(self, event: dict[str, Any], tasks: list[str], edited: bool) -> str:
+        """The question's context and cost lines for what an approval would start: the
+        proposal's estimate, or, with other tasks or --fork-context/--fork-agent, the server's
+        (coven/estimateFork prices them as it priced the proposal)."""
+        choices = self._options.approval()
+        if not choices and not edited:
+            return estimate_lines(event, len(tasks))
+        params: dict[str, Any] = {"forkId": event["forkId"], **choices}
+        if edited:
+            params["tasks"] = tasks
+        try:
+            answer = await self.client.request(protocol.ESTIMATE_FORK, params)
+        except JsonRpcException:
+            # Choices the server refuses: the approval says why; until then, the proposal's.
+            return estimate_lines(event, len(tasks))
+        return estimate_lines(answer, len(tasks))
+
     async def _decide_fork(self, event: dict[str, Any]) -> None:
         name = self._names.get(event["sessionId"], event["sessionId"])
         tasks: list[str] = list(event["tasks"])
@@ -518,7 +535,7 @@ class Runner:
                 count = f"{len(tasks)} parallel task{'s' if len(tasks) != 1 else ''}"
                 answer = await self._terminal.ask(
                     f"Claude proposes to fork '{one_line(name, 40)}' into {count}:\n{listing}\n"
-                    f"{estimate_lines(event, len(tasks))}"
+                    f"{await self._cost_lines(event, tasks, edited)}"
                     "Approve the fork? (e: edit the tasks)",
                     "yne",
                     default="n",

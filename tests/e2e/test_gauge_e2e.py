@@ -4,7 +4,10 @@ cache reads at $0.20 per million in coven-ls's table)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from pygls.exceptions import JsonRpcException
 
 from coven_ls.core.models import MODELS, PRICES_AS_OF
 from coven_ls.testing.scripted_model import ScriptedModel, Usage
@@ -52,6 +55,7 @@ async def test_the_approval_shows_the_parents_last_request_and_the_forks_cost(
         "costUsd": pytest.approx(2 * context * OPUS.cache_read / 1_000_000),
         "pricesAsOf": PRICES_AS_OF,
         "warning": None,
+        "context": "inherit",  # a model's fork: its children inherit unless the user says
     }
     [_, second] = coven.of(sid, "turnResult")
     assert second["contextUsage"]["tokens"] == context
@@ -63,6 +67,45 @@ async def test_the_approval_shows_the_parents_last_request_and_the_forks_cost(
     }
     assert info["usage"]["cacheReadTokens"] == 7000  # both turns' tokens, added up
     await coven.request("coven/decideFork", {"forkId": proposed["forkId"], "approve": False})
+
+
+async def test_the_cost_follows_the_users_choices_before_the_approval(
+    coven: Coven, model: ScriptedModel
+) -> None:
+    # The user edits the question: other tasks, fresh children, another agent's children.
+    model.on(
+        PLAN, FORK_TWO,
+        usage=Usage(300, 20, cache_read_input_tokens=5000, cache_creation_input_tokens=700),
+    )  # fmt: skip
+    sid = await coven.start(PLAN)
+    proposed = await coven.wait_kind(sid, "forkProposed")
+    fork_id, context = proposed["forkId"], 300 + 5000 + 700
+
+    async def estimate(**choices: Any) -> dict[str, Any]:
+        answer = await coven.request("coven/estimateFork", {"forkId": fork_id, **choices})
+        return answer["estimate"]
+
+    same = await estimate()
+    assert same == proposed["estimate"]
+    three = ["Write the docs", "Fix the bugs", "Tidy the tests"]
+    fresh = await estimate(tasks=three, context="fresh")
+    assert (fresh["children"], fresh["context"], fresh["pricedAs"]) == (3, "fresh", "input")
+    # Only the briefs (each names its task and the two others): far less than the context.
+    assert 3 * 20 < fresh["tokens"] < 3 * 400 and fresh["tokens"] < context
+    assert fresh["costUsd"] == pytest.approx(fresh["tokens"] * OPUS.input / 1_000_000)
+    written = await estimate(context="transcript")
+    assert written["tokens"] > 2 * context and written["pricedAs"] == "input"
+    assert written["costUsd"] == pytest.approx(written["tokens"] * OPUS.input / 1_000_000)
+    codex = await estimate(agent="codex")  # the transcript, at a price the table cannot say
+    assert (codex["context"], codex["costUsd"]) == ("transcript", None)
+    with pytest.raises(JsonRpcException) as caught:
+        await estimate(agent="codex", context="inherit")
+    assert caught.value.code == -32602
+    # Once decided, there is nothing left to estimate.
+    await coven.request("coven/decideFork", {"forkId": fork_id, "approve": False})
+    with pytest.raises(JsonRpcException) as over:
+        await estimate()
+    assert over.value.code == -32003
 
 
 async def test_past_80_percent_of_the_window_the_question_warns(

@@ -8,12 +8,14 @@ no CLI of a stopped child may be left running.
 from __future__ import annotations
 
 import datetime
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pygls.exceptions import JsonRpcException
 
+from coven_ls.core.models import MODELS
 from coven_ls.testing.scripted_model import ModelRequest, ScriptedModel, ToolUse, Usage, reply
 
 from ..harness import Coven, wait_until
@@ -146,7 +148,9 @@ async def test_a_child_is_stopped_by_its_time_limit_within_a_second(
 async def test_a_fork_is_stopped_by_its_cost_limit(coven_factory, model: ScriptedModel) -> None:
     coven = await coven_factory()
     # A model coven-ls prices: each call's cost counts as soon as it is made.
-    heavy = Usage(input_tokens=100_000, output_tokens=0)  # $0.30 a call at $3 per million
+    heavy = Usage(input_tokens=100_000, output_tokens=0)
+    per_call = 100_000 * MODELS["claude-sonnet-4-5"].input / 1_000_000
+    needed = math.ceil(1.0 / per_call)  # the calls of both children that reach $1
     loop_forever(model, LOOP, heavy)
     loop_forever(model, "Keep testing", heavy)
     model.on("<fork-results>", "Over budget; going on.", usage=Usage(10, 5))
@@ -163,13 +167,42 @@ async def test_a_fork_is_stopped_by_its_cost_limit(coven_factory, model: Scripte
         ("limit", "forkCostUsd"),
         ("limit", "forkCostUsd"),
     ]
-    # Stopped once the two children together had spent $1 (4 calls), not much later.
+    # Stopped once the two children together had spent $1, not much later (the other child's
+    # call under way at that moment may still be made).
     calls = len(requests_of(model, LOOP)) + len(requests_of(model, "Keep testing"))
-    assert 4 <= calls <= 6, calls
+    assert needed <= calls <= needed + 2, calls
     assert turn["text"] == "Over budget; going on."
     for child in coven.of(sid, "forkStarted")[0]["children"]:
         assert coven.of(child["sessionId"], "status")[-1]["status"] == "cancelled"
         await no_cli_left(coven, child["sessionId"])
+
+
+async def test_a_cancelled_child_that_keeps_calling_tools_stops_at_once(
+    coven: Coven, model: ScriptedModel
+) -> None:
+    # A user's cancel ends the child's CLI as a limit does: at once. Closed normally, the CLI
+    # goes on calling the model for seconds (once 170 more calls). Each call takes a while, so
+    # the cancel comes while one is under way, and no other can have been sent meanwhile.
+    loop_forever(model, LOOP, Usage(10, 5), latency=1.5)
+    model.on(assigned(QUICK), "Hello.", usage=Usage(10, 5))
+    model.on("<fork-results>", "Going on without the polish.", usage=Usage(10, 5))
+
+    sid = await fork_in(coven, [LOOP, QUICK])
+    started = await coven.wait_kind(sid, "forkStarted")
+    loop = started["children"][0]["sessionId"]
+    await wait_until(lambda: len(requests_of(model, LOOP)) >= 2, 60, "the looper's second call")
+    asked = len(requests_of(model, LOOP))  # its call under way: answered only in 1.5 s
+    await coven.request("coven/cancel", {"sessionId": loop})
+
+    finished, turn = await after_results(coven, sid)
+    cancelled = result_of(finished, LOOP)
+    assert (cancelled["ok"], cancelled["error"]) == (False, "cancelled by the user")
+    assert result_of(finished, QUICK)["ok"] is True
+    assert turn["text"] == "Going on without the polish."
+    await no_cli_left(coven, loop)
+    # The parent's whole next turn has passed since: time enough for a CLI left running.
+    assert len(requests_of(model, LOOP)) == asked
+    assert coven.of(loop, "status")[-1]["status"] == "cancelled"
 
 
 async def test_bad_limits_are_refused(coven: Coven, model: ScriptedModel) -> None:

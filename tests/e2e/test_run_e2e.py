@@ -400,6 +400,30 @@ def test_run_on_a_terminal_asks_edits_the_fork_and_draws_the_tree(
     assert any("⏺ Merged the docs." in line for line in lines)
 
 
+def test_runs_question_prices_the_fork_its_flags_would_start(
+    terminal, model: ScriptedModel
+) -> None:
+    # --fork-context fresh: the children read their briefs, not the parent's 850k tokens.
+    model.on(PLAN, FORK_TWO, usage=Usage(400, 20, cache_read_input_tokens=849_600))
+    model.on("You were assigned", "Done.")
+    model.on("<fork-results>", "Merged.")
+
+    term = terminal("--fork-context", "fresh", PLAN)
+    at = term.expect(r"into 2 parallel tasks:\n  1\. Write the docs\n  2\. Fix the bugs\n")
+    at = term.expect(
+        r"Context: 850k / 1M tokens \(85%\)\n"
+        r"Fork cost: 2 fresh children = \d{2,3} tokens at the full input price ≈ \$0\.00 ",
+        at,
+    )
+    term.type("e\n")
+    at = term.expect(r"an empty line ends the list:", at)
+    term.type("Only the docs\n\n")
+    at = term.expect(r"Fork cost: 1 fresh child = \d{2,3} tokens at the full input price", at)
+    term.type("y\n")
+    assert term.wait() == 0, term.text[-3000:]
+    assert "× 850k" not in term.text  # never the inherited context's price
+
+
 def test_ctrl_c_cancels_the_fork_and_a_second_one_quits(terminal, model: ScriptedModel) -> None:
     model.on(PLAN, FORK_TWO)
     model.on("You were assigned 'Write the docs'", "Docs are written.")

@@ -13,6 +13,7 @@ from claude_agent_sdk import AssistantMessage, TextBlock, ToolUseBlock
 
 from coven_ls import protocol
 from coven_ls.core import spend
+from coven_ls.core.models import MODELS
 from coven_ls.protocol import Kind
 from coven_ls.protocol.types import ForkLimits, Usage
 
@@ -99,11 +100,24 @@ def test_every_kind_of_token_counts_and_a_calls_repeated_lines_count_once() -> N
     )
 
 
-def test_a_known_claude_model_is_priced_and_an_unknown_one_is_not_guessed() -> None:
+def test_a_call_is_priced_from_the_one_table_and_an_unknown_model_is_not_guessed() -> None:
     usage = Usage(inputTokens=1_000_000, outputTokens=1_000_000)
-    assert spend.claude_cost("claude-sonnet-4-5-20250929", usage) == pytest.approx(18.0)
+    sonnet = MODELS["claude-sonnet-4-5"]
+    assert spend.claude_cost("claude-sonnet-4-5-20250929", usage) == pytest.approx(
+        sonnet.input + sonnet.output
+    )
     cached = Usage(cacheReadTokens=1_000_000, cacheCreationTokens=1_000_000)
-    assert spend.claude_cost("claude-opus-4-5", cached) == pytest.approx(0.5 + 6.25)
+    opus = MODELS["claude-opus-4-5"]
+    assert spend.claude_cost("claude-opus-4-5", cached) == pytest.approx(
+        opus.cache_read + opus.cache_write
+    )
+    # The scripted model's (newer than the meter's old table): priced as each call comes.
+    newest = MODELS["claude-opus-5-5"]
+    every = Usage(1_000_000, 1_000_000, 1_000_000, 1_000_000)
+    assert spend.claude_cost("claude-opus-5-5", every) == pytest.approx(
+        newest.input + newest.output + newest.cache_read + newest.cache_write
+    )
+    assert not hasattr(spend, "CLAUDE_PRICES")  # one table: models.py
     assert spend.claude_cost("claude-test-1", usage) is None
     assert spend.claude_cost(None, usage) is None
 

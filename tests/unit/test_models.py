@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import msgspec
 import pytest
 
 from coven_ls.agents.codex.prices import cost_usd
+from coven_ls.core import transcript
+from coven_ls.core.fork import child_prompt, fork_estimate
 from coven_ls.core.models import (
     MODELS,
     PRICES_AS_OF,
@@ -14,6 +19,7 @@ from coven_ls.core.models import (
     model_info,
 )
 from coven_ls.protocol.describe import context_gauge, fork_cost, fork_cost_brief
+from coven_ls.term.render import estimate_lines
 
 
 def test_the_table_is_dated_and_knows_claudes_and_openais_models() -> None:
@@ -80,11 +86,49 @@ def test_every_other_child_pays_the_full_input_price(
         agent,  # type: ignore[arg-type]
         parent_agent,  # type: ignore[arg-type]
         child_model="gpt-5" if agent == "codex" else None,
+        brief_tokens=600,
     )
     assert estimate.pricedAs == ("cacheRead" if cached else "input")
+    assert estimate.context == context
     priced = MODELS["gpt-5" if "codex" in (agent, parent_agent) else model]
     per_token = priced.cache_read if cached else priced.input
-    assert estimate.costUsd == pytest.approx(100_000 * per_token / 1_000_000)
+    read = {"inherit": 100_000, "fresh": 600, "transcript": 100_000 + 600}[context]
+    assert estimate.tokens == read
+    assert estimate.costUsd == pytest.approx(read * per_token / 1_000_000)
+
+
+def test_a_fresh_child_reads_only_its_brief_and_a_transcript_child_the_cut_conversation() -> None:
+    # A big parent: fresh children do not pay for its context at all.
+    usage = context_usage(300_000, "claude-sonnet-4-5[1m]")
+    fresh = estimate_fork(usage, 3, "fresh", brief_tokens=900)
+    assert (fresh.tokens, fresh.pricedAs, fresh.contextTokens) == (900, "input", 300_000)
+    sonnet = MODELS["claude-sonnet-4-5"]
+    assert fresh.costUsd == pytest.approx(900 * sonnet.input / 1_000_000)
+    # The transcript is cut past its token limit: each child reads at most that, and its brief.
+    written = estimate_fork(usage, 3, "transcript", brief_tokens=900)
+    assert written.tokens == 3 * transcript.TOKEN_LIMIT + 900
+    assert written.costUsd == pytest.approx(written.tokens * sonnet.input / 1_000_000)
+    lines = fork_cost(fresh)
+    assert lines[1] == (
+        f"Fork cost: 3 fresh children = 900 tokens at the full input price "
+        f"≈ ${fresh.costUsd:.2f} (prices of {PRICES_AS_OF})"
+    )
+    assert fork_cost(written)[1].startswith("Fork cost: 3 transcript children = 300.9k tokens")
+
+
+def test_a_fresh_childs_brief_is_measured_as_it_will_be_written() -> None:
+    tasks = ["Write the docs", "Fix the bugs"]
+    parent = SimpleNamespace(
+        context=context_usage(80_000, "claude-sonnet-4-5"),
+        config=SimpleNamespace(cwd="/work/project", agent="claude"),
+    )
+    estimate = fork_estimate(parent, tasks, "fresh")  # type: ignore[arg-type]
+    assert estimate is not None
+    briefs = [child_prompt(t, tasks, "/work/project", "/work/project", fresh=True) for t in tasks]
+    assert "You start afresh" in briefs[0] and tasks[1] in briefs[0]
+    assert estimate.tokens == sum((len(b) + 3) // 4 for b in briefs)
+    inherit = fork_estimate(parent, tasks)  # type: ignore[arg-type]
+    assert inherit is not None and inherit.tokens == 2 * 80_000
 
 
 def test_another_agents_children_of_unknown_model_have_no_cost() -> None:
@@ -117,3 +161,16 @@ def test_a_model_the_table_does_not_know_shows_tokens_only_and_says_so() -> None
     assert (estimate.costUsd, estimate.window, estimate.warning) == (None, None, None)
     assert estimate.tokens == 37_035
     assert "cost unknown: claude-next-9 is not in coven-ls's price table" in fork_cost(estimate)[1]
+
+
+def test_runs_question_scales_an_edited_task_lists_estimate_per_child() -> None:
+    fresh = estimate_fork(context_usage(80_000, "claude-sonnet-4-5"), 2, "fresh", brief_tokens=600)
+    proposed = {"estimate": msgspec.to_builtins(fresh)}
+    assert (
+        estimate_lines(proposed, 3)
+        .splitlines()[1]
+        .startswith("Fork cost: 3 fresh children = 900 tokens at the full input price")
+    )
+    inherit = estimate_fork(context_usage(80_000, "claude-sonnet-4-5"), 2)
+    lines = estimate_lines({"estimate": msgspec.to_builtins(inherit)}, 3).splitlines()
+    assert lines[1].startswith("Fork cost: 3 × 80k = 240k tokens read from the cache")
