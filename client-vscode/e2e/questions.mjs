@@ -50,6 +50,15 @@ export async function questionsStory(ui) {
   const links = await question.locator('a', { hasText: 'Approve with Edits' }).count();
   log(`the question's answers show as ${links > 0 ? 'links' : 'plain text (no links rendered)'}`);
   await screenshot('question-open');
+  // The status bar item asks the same question with its context and cost lines in full (the toast
+  // shows one line until expanded); dismissing it leaves the question open.
+  await statusItem('Fork proposed').click();
+  const costly = quickInput.filter({ hasText: 'Fork cost: 2 ×' });
+  await costly.waitFor();
+  if (!(await costly.textContent())?.includes('Context: ')) throw new Error("the fork question lacks the parent's context");
+  await screenshot('question-cost');
+  await page.keyboard.press('Escape');
+  await quickInput.waitFor({ state: 'hidden' });
   await clickInline(row('⑂ Fork · 2 tasks, proposed').first(), 'Approve Fork');
   log('approved from the tree: the question must go');
   await question.waitFor({ state: 'detached', timeout: 30_000 });
