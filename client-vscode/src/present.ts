@@ -683,7 +683,7 @@ export function forkCostLines(e: ForkCost): string[] {
   const how = e.pricedAs === 'cacheRead' ? 'read from the cache' : 'at the full input price';
   const cost =
     e.costUsd !== undefined
-      ? `≈ $${e.costUsd.toFixed(2)} (prices of ${e.pricesAsOf})`
+      ? `≈ ${estimateCost(e.costUsd)} (prices of ${e.pricesAsOf})`
       : `(cost unknown: ${e.model ?? 'the model'} is not in coven-ls's price table)`;
   // Fresh children read their briefs, transcript ones the conversation after its cuts.
   const read = e.context === 'inherit' ? `${e.children} × ${formatTokens(e.contextTokens)}` : `${e.children} ${e.context} ${e.children === 1 ? 'child' : 'children'}`;
@@ -705,6 +705,11 @@ export function contextStatus(session: SessionNode | undefined): { text: string;
     tooltip: `Context of '${session.label ?? session.title}': ${contextText(c)}${c.model ? ` · ${c.model}` : ''}`,
     warning: contextNearlyFull(c),
   };
+}
+
+/** An estimate in dollars: to the cent, and below a cent to a hundredth of one (not "$0.00"). */
+export function estimateCost(usd: number): string {
+  return usd >= 0.01 ? `$${usd.toFixed(2)}` : `$${usd.toFixed(4)}`;
 }
 
 export function formatCost(usd: number): string {

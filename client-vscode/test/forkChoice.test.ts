@@ -49,7 +49,7 @@ test("approve-with-edits shows each way to start with the server's estimate of i
   const costs = [forkCostLines(inherit)[1], forkCostLines(fresh)[1], undefined, undefined, undefined];
   const shown = withCosts(forkChoices('claude'), costs);
   assert.equal(shown[0]!.detail, 'Fork cost: 2 × 170k = 340k tokens read from the cache ≈ $0.10 (prices of 2026-11-26)');
-  assert.equal(shown[1]!.detail, 'Fork cost: 2 fresh children = 504 tokens at the full input price ≈ $0.00 (prices of 2026-11-26)');
+  assert.equal(shown[1]!.detail, 'Fork cost: 2 fresh children = 504 tokens at the full input price ≈ $0.0015 (prices of 2026-11-26)');
   assert.ok(!('detail' in shown[2]!), 'a choice the server did not price has no cost line');
   assert.deepEqual(shown.map((c) => c.params), forkChoices('claude').map((c) => c.params));
 });

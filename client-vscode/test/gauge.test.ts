@@ -29,7 +29,7 @@ describe('context gauge', () => {
     assert.equal(lines[0], `Context: ${formatTokens(sent.contextTokens)} / ${formatTokens(sent.window!)} tokens (0%)`);
     assert.equal(
       lines[1],
-      `Fork cost: 2 × ${formatTokens(sent.contextTokens)} = ${formatTokens(sent.tokens)} tokens read from the cache ≈ $${sent.costUsd!.toFixed(2)} (prices of ${sent.pricesAsOf})`,
+      `Fork cost: 2 × ${formatTokens(sent.contextTokens)} = ${formatTokens(sent.tokens)} tokens read from the cache ≈ $${sent.costUsd!.toFixed(4)} (prices of ${sent.pricesAsOf})`,
     );
     assert.equal(lines.length, 2); // far from the window: no warning
   });
@@ -81,7 +81,7 @@ describe('context gauge', () => {
     ]);
     // Fresh and transcript children do not read the context as is: the line says what they are.
     const fresh = forkCostLines({ ...unknown, model: 'claude-sonnet-4-5', context: 'fresh', tokens: 504, costUsd: 0.0015 });
-    assert.equal(fresh[1], 'Fork cost: 3 fresh children = 504 tokens at the full input price ≈ $0.00 (prices of 2026-11-26)');
+    assert.equal(fresh[1], 'Fork cost: 3 fresh children = 504 tokens at the full input price ≈ $0.0015 (prices of 2026-11-26)');
     assert.equal(forkCostOf({ ...sentLike(unknown), context: 'transcript' })!.context, 'transcript');
     assert.equal(unknown.context, 'inherit'); // an estimate without `context` (older servers)
     const warned = forkCostLines({ ...unknown, window: 14_000, model: 'm', costUsd: 0.5, warning: "the parent's context is 88% full (12,345 of 14,000 tokens)" });

@@ -37,6 +37,12 @@ def compact_count(n: int) -> str:
     return f"{n / 1_000_000:.1f}M".replace(".0M", "M")
 
 
+def usd(amount: float) -> str:
+    """An estimate in dollars: to the cent, and below a cent to a hundredth of one (a fork that
+    costs $0.0027 is not "$0.00")."""
+    return f"${amount:.2f}" if amount >= 0.01 else f"${amount:.4f}"
+
+
 def context_gauge(usage: ContextUsage) -> str:
     """A session's context in a few words: `170k / 200k tokens (85%)`, or the tokens alone and
     why for a model the price table does not know."""
@@ -57,7 +63,7 @@ def fork_cost(estimate: ForkEstimate) -> list[str]:
     usage = _parent_context(estimate)
     how = "read from the cache" if estimate.pricedAs == "cacheRead" else "at the full input price"
     cost = (
-        f"≈ ${estimate.costUsd:.2f} (prices of {estimate.pricesAsOf})"
+        f"≈ {usd(estimate.costUsd)} (prices of {estimate.pricesAsOf})"
         if estimate.costUsd is not None
         else f"(cost unknown: {estimate.model or 'the model'} is not in coven-ls's price table)"
     )
@@ -78,7 +84,7 @@ def fork_cost(estimate: ForkEstimate) -> list[str]:
 def fork_cost_brief(estimate: ForkEstimate) -> str:
     """The same in one line: `context 170k / 200k tokens (85%) · fork ≈ $0.10 ⚠ 85% full`."""
     usage = _parent_context(estimate)
-    cost = f"≈ ${estimate.costUsd:.2f}" if estimate.costUsd is not None else "cost unknown"
+    cost = f"≈ {usd(estimate.costUsd)}" if estimate.costUsd is not None else "cost unknown"
     line = f"context {context_gauge(usage)} · fork {compact_count(estimate.tokens)} tokens {cost}"
     return line + (" ⚠ context nearly full" if estimate.warning else "")
 

@@ -412,7 +412,7 @@ def test_runs_question_prices_the_fork_its_flags_would_start(
     at = term.expect(r"into 2 parallel tasks:\n  1\. Write the docs\n  2\. Fix the bugs\n")
     at = term.expect(
         r"Context: 850k / 1M tokens \(85%\)\n"
-        r"Fork cost: 2 fresh children = \d{2,3} tokens at the full input price ≈ \$0\.00 ",
+        r"Fork cost: 2 fresh children = \d{2,3} tokens at the full input price ≈ \$0\.00\d\d ",
         at,
     )
     term.type("e\n")

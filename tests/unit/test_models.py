@@ -111,8 +111,9 @@ def test_a_fresh_child_reads_only_its_brief_and_a_transcript_child_the_cut_conve
     lines = fork_cost(fresh)
     assert lines[1] == (
         f"Fork cost: 3 fresh children = 900 tokens at the full input price "
-        f"≈ ${fresh.costUsd:.2f} (prices of {PRICES_AS_OF})"
+        f"≈ $0.0027 (prices of {PRICES_AS_OF})"  # under a cent: not "$0.00"
     )
+    assert fresh.costUsd == pytest.approx(0.0027)
     assert fork_cost(written)[1].startswith("Fork cost: 3 transcript children = 300.9k tokens")
 
 

@@ -145,7 +145,9 @@ M.context_gauge = context_gauge
 
 -- A proposed fork's estimate in one line: the parent's context, what the children read, the cost.
 local function fork_cost(e)
-  local cost = present(e.costUsd) and string.format('≈ $%.2f', e.costUsd) or 'cost unknown'
+  -- Under a cent to a hundredth of one: a fork that costs $0.0027 is not "$0.00".
+  local cost = present(e.costUsd) and string.format(e.costUsd >= 0.01 and '≈ $%.2f' or '≈ $%.4f', e.costUsd)
+    or 'cost unknown'
   return 'context ' .. context_gauge(e.contextTokens, e.window, e.model) .. ' · fork '
     .. compact(e.tokens) .. ' tokens ' .. cost .. (present(e.warning) and ' ⚠ context nearly full' or '')
 end
