@@ -542,8 +542,19 @@ async def test_a_codex_child_cannot_write_the_parents_repository(
     [child] = [c["sessionId"] for c in started["children"]]
     assert (await coven.wait_kind(sid, "turnResult", count=2))["text"] == "Done."
     assert not (repo / "via-tmp.txt").exists() and not (repo / "escalated.txt").exists()
-    sandboxed, escalated = coven.of(child, "toolResult")
-    assert sandboxed["isError"] and escalated["isError"]
+    calls = [
+        (e["kind"], e.get("input", {}).get("command"), e.get("content"), e.get("allow"))
+        for e in coven.events
+        if e["sessionId"] == child and e["kind"] in ("toolUse", "toolResult", "permissionDecision")
+    ]
+    results = {r["toolUseId"]: r for r in coven.of(child, "toolResult")}
+    uses = {u["toolUseId"]: str(u["input"].get("command")) for u in coven.of(child, "toolUse")}
+    # Under load codex sometimes reports no item for a command its sandbox refused (the model
+    # is told all the same: it went on to the escalation); one it reports is an error.
+    sandboxed = [i for i, c in uses.items() if "via-tmp.txt" in c and i in results]
+    assert all(results[i]["isError"] for i in sandboxed), calls
+    [escalated] = [i for i, c in uses.items() if "escalated.txt" in c]
+    assert escalated in results and results[escalated]["isError"], calls
     [decision] = coven.of(child, "permissionDecision")
     assert not decision["allow"] and "your own worktree" in decision["message"]
     assert coven.permission_requests == []  # refused without asking the user
