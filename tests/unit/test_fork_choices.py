@@ -4,7 +4,9 @@ its forks kept."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ import pytest
 
 from coven_ls import protocol
 from coven_ls.core import store as store_module
-from coven_ls.core.fork_choices import check, from_row, overlay, resolve, to_row
+from coven_ls.core.fork_choices import ForkSettings, check, from_row, overlay, resolve, to_row
 from coven_ls.core.session import SessionConfig
 from coven_ls.core.store import database_path
 from coven_ls.protocol import Kind
@@ -83,6 +85,15 @@ def test_children_of_another_agent_start_from_a_transcript_unless_told() -> None
         check(protocol.FORK, ForkChoices(agent="codex", context="inherit"), "claude")
     assert refused.value.code == -32602 and "'transcript'" in refused.value.message
     check(protocol.FORK, ForkChoices(agent="claude", context="inherit"), "claude")
+
+
+def test_every_choice_on_the_wire_is_resolved() -> None:
+    """A choice added to ForkChoices (the wire's and the store's) needs its line in `resolve`."""
+    snake = {
+        re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower() for name in ForkChoices.__struct_fields__
+    }
+    settled = {f.name for f in dataclasses.fields(ForkSettings)} - {"own_agent"}
+    assert snake == settled
 
 
 def test_choices_given_later_replace_the_forks_own_a_limit_at_a_time() -> None:
