@@ -1803,27 +1803,27 @@ export interface DecideForkParams {
    */
   reason?: string | null;
   /**
-   * with `approve: true`: as in `coven/fork`
+   * for this fork: `initializationOptions.forkIsolation`'s choice instead
    */
   isolation?: ('shared' | 'worktree') | null;
   /**
-   * with `approve: true`: as in `coven/fork`
+   * for this fork: `initializationOptions.mergeMode`'s choice instead
    */
   mergeMode?: ('auto' | 'review') | null;
   /**
-   * with `approve: true`: as in `coven/fork`
+   * for this fork: `initializationOptions.worktreeSetup`'s choice instead (`""`: no setup)
    */
   worktreeSetup?: string | null;
   /**
-   * with `approve: true`: as in `coven/fork`
+   * what the children start from: `inherit` (the parent's conversation, resumed natively; the default for children of the parent's agent), `fresh` (a new session with only the child's brief and task) or `transcript` (a new session whose first prompt holds the parent's conversation written out, with cuts: thinking left out, tool results over 1,500 characters cut, the oldest messages cut past 100,000 tokens; the default for children of another agent)
    */
   context?: ('fresh' | 'inherit' | 'transcript') | null;
   /**
-   * with `approve: true`: as in `coven/fork`
+   * the agent every child runs: `claude` or `codex` (default: the parent's); another agent than the parent's cannot take `context: inherit`
    */
   agent?: ('claude' | 'codex') | null;
   /**
-   * with `approve: true`: as in `coven/fork` (each limit given replaces the session's)
+   * for this fork: each limit given replaces `initializationOptions.forkLimits`' (0: none)
    */
   limits?: ForkLimits | null;
 }

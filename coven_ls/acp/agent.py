@@ -57,7 +57,7 @@ from ..core.store import Store
 from ..protocol.describe import fork_cost
 from ..protocol.events import Delta, StatusChanged, TurnResult
 from ..protocol.tree import decode
-from ..protocol.types import AgentName, ForkContext
+from ..protocol.types import AgentName, ForkChoices, ForkContext
 from . import updates
 
 log = logging.getLogger(__name__)
@@ -470,7 +470,7 @@ class CovenAgent:
         if fork is None or fork.state != "proposed":
             return None  # decided meanwhile (elsewhere, or cancelled)
         try:
-            self.hub.forks.decide(fork.id, True, None, None, context=context)
+            self.hub.forks.decide(fork.id, True, choices=ForkChoices(context=context))
         except protocol.CovenError:
             log.warning("the fork of %s could not be approved", session.id, exc_info=True)
         return None

@@ -32,6 +32,7 @@ from ..protocol.types import (
     Changes,
     ConflictFile,
     FileText,
+    ForkChoices,
     ForkContext,
     ForkEstimate,
     ForkLimits,
@@ -39,9 +40,7 @@ from ..protocol.types import (
     ForkSource,
     ForkState,
     GetChangesResult,
-    Isolation,
     LimitName,
-    MergeMode,
     MergeState,
     Usage,
     Worktree,
@@ -49,11 +48,13 @@ from ..protocol.types import (
 from . import failpoints, isolation, pool, transcript
 from .agent import AgentSpec, AgentStartError, Backend
 from .child_env import ChildEnvironments, stop_leftover_setup
+from .fork_choices import ForkSettings, from_row, overlay, resolve, to_row
+from .fork_choices import check as check_choices
 from .fork_state import check_move
 from .isolation import ForkTrees, MadeAhead
 from .models import estimate_fork
 from .session import Outcome, Session, SessionConfig
-from .spend import child_limit_reached, describe, limits_from_row, limits_row, merge_limits
+from .spend import child_limit_reached, describe
 from .store import Store
 from .worktrees import GitError
 
@@ -366,14 +367,9 @@ class Fork:
     decision: str | None = None  # approved, rejected, cancelled (None: not asked, or pending)
     children: list[Session] = field(default_factory=list)
     results: list[TaskResult] | None = None
-    # Asked for by coven/fork or coven/decideFork (None: the session's setting).
-    isolation: Isolation | None = None
-    merge_mode: MergeMode | None = None
-    worktree_setup: str | None = None
-    # What its children start from and which agent they run (None: the defaults, see below).
-    context: ForkContext | None = None
-    agent: AgentName | None = None
-    limits: ForkLimits | None = None  # what its children may spend (None: no limit)
+    # What coven/fork or coven/decideFork asked for it (each left out: the session's setting;
+    # see `settings`).
+    choices: ForkChoices = field(default_factory=ForkChoices)
     trees: ForkTrees | None = None  # decided when it starts
     # A proposal's worktrees, made while its approval is asked (isolation.MadeAhead).
     ahead: MadeAhead | None = None
@@ -398,16 +394,9 @@ class Fork:
         return ForkRef(forkId=self.id, state=self.state)
 
     @property
-    def child_agent(self) -> AgentName:
-        return self.agent or self.parent.config.agent
-
-    @property
-    def child_context(self) -> ForkContext:
-        """Its children's start: native resume needs the parent's agent, so another agent's
-        children get the conversation written out unless the fork said otherwise."""
-        if self.context is not None:
-            return self.context
-        return "inherit" if self.child_agent == self.parent.config.agent else "transcript"
+    def settings(self) -> ForkSettings:
+        """What its children run with: its choices, the parent's settings for the rest."""
+        return resolve(self.choices, self.parent.config)
 
     def record(self) -> dict[str, Any]:
         """The fork's row in the store."""
@@ -425,24 +414,10 @@ class Fork:
             if self.results is None
             else [msgspec.to_builtins(r.wire()) for r in self.results],
             "reintegrated": self.state == "finished",
-            "isolation": self._isolation_record(),
-            "context": self.context,
-            "agent": self.agent,
-            "limits": limits_row(self.limits),
+            "isolation": None if self.trees is None else self.trees.record(),
+            # as the wire has them (a resumed fork goes on with them, not the session's setting)
+            "choices": to_row(self.choices),
         }
-
-    def _isolation_record(self) -> dict[str, Any] | None:
-        """Where its children work and, under `requested`, what coven/fork or coven/decideFork
-        asked for it (a resumed fork goes on with the same, not with the session's setting)."""
-        found = {} if self.trees is None else self.trees.record()
-        requested = {
-            "isolation": self.isolation,
-            "mergeMode": self.merge_mode,
-            "worktreeSetup": self.worktree_setup,
-        }
-        if any(v is not None for v in requested.values()):
-            found["requested"] = {k: v for k, v in requested.items() if v is not None}
-        return found or None
 
 
 class ForkHost(Protocol):
@@ -482,20 +457,6 @@ class Spawn(Protocol):
     """Runs background work; a failure is logged, never swallowed."""
 
     def __call__(self, coro: Coroutine[Any, Any, None], name: str) -> None: ...
-
-
-def check_context(
-    method: str, parent_agent: AgentName, agent: AgentName | None, context: ForkContext | None
-) -> None:
-    """InvalidParams for a fork whose children could not start as asked."""
-    if agent is not None and agent != parent_agent and context == "inherit":
-        raise protocol.invalid_params(
-            method,
-            f"'context': 'inherit' resumes the parent's {parent_agent} conversation natively, "
-            f"which a {agent} child cannot do; use 'transcript' (the parent's conversation "
-            "written into the child's first prompt, the default for another agent) or 'fresh'.",
-            "context",
-        )
 
 
 def tree_usage(sessions: Mapping[str, Session], session: Session) -> Usage:
@@ -565,7 +526,8 @@ class ForkManager:
             self._start(fork)
             return
         session.set_status("awaitingApproval")
-        fork.estimate = fork_estimate(session, tasks, fork.child_context, fork.agent)
+        chosen = fork.settings
+        fork.estimate = fork_estimate(session, tasks, chosen.context, chosen.agent)
         session.emit(
             events.ForkProposed(
                 forkId=fork.id, state=fork.state, tasks=tasks, estimate=fork.estimate
@@ -604,11 +566,9 @@ class ForkManager:
         parent: Session,
         tasks: list[str],
         source: ForkSource,
-        limits: ForkLimits | None = None,
         **kw: Any,
     ) -> Fork:
         fork = Fork(f"f-{uuid.uuid4().hex[:12]}", parent, tasks, source, proposed=list(tasks), **kw)
-        fork.limits = merge_limits(parent.config.fork_limits, limits)
         self.forks[fork.id] = fork
         self._journal.fork_changed(fork)
         # From here until the results are in, the parent's own messages wait, and its agent
@@ -623,8 +583,7 @@ class ForkManager:
         self,
         fork_id: str,
         tasks: list[str] | None = None,
-        context: ForkContext | None = None,
-        agent: AgentName | None = None,
+        choices: ForkChoices | None = None,
     ) -> ForkEstimate | None:
         """coven/estimateFork: what a proposed fork would cost were it approved with these
         choices (the ones left out: the fork's own), so that a question the user edits shows the
@@ -636,33 +595,25 @@ class ForkManager:
                 f"Fork {fork_id} is {fork.state}; only a proposed fork has an estimate.",
                 {"forkId": fork_id, "state": fork.state},
             )
-        parent_agent = fork.parent.config.agent
-        check_context(protocol.ESTIMATE_FORK, parent_agent, agent, context)
+        given = choices or ForkChoices()
+        check_choices(protocol.ESTIMATE_FORK, given, fork.parent.config.agent)
         if tasks is not None:
             try:
                 tasks = check_tasks(tasks, fork.parent.config.max_children)
             except ForkSyntaxError as exc:
                 raise protocol.invalid_params(protocol.ESTIMATE_FORK, str(exc)) from exc
-        agent = agent or fork.agent
-        if context is None:  # as Fork.child_context decides it
-            context = fork.context or (
-                "inherit" if (agent or parent_agent) == parent_agent else "transcript"
-            )
-        return fork_estimate(fork.parent, tasks or fork.tasks, context, agent)
+        chosen = resolve(overlay(fork.choices, given), fork.parent.config)
+        return fork_estimate(fork.parent, tasks or fork.tasks, chosen.context, chosen.agent)
 
     def decide(
         self,
         fork_id: str,
         approve: bool,
-        tasks: list[str] | None,
-        reason: str | None,
-        isolation: Isolation | None = None,
-        merge_mode: MergeMode | None = None,
-        worktree_setup: str | None = None,
-        context: ForkContext | None = None,
-        agent: AgentName | None = None,
-        limits: ForkLimits | None = None,
+        tasks: list[str] | None = None,
+        reason: str | None = None,
+        choices: ForkChoices | None = None,
     ) -> None:
+        """coven/decideFork: approve (with other tasks, and the fork's choices) or reject."""
         fork = self.get(fork_id)
         if fork.state != "proposed":
             raise protocol.CovenError(
@@ -671,17 +622,15 @@ class ForkManager:
                 {"forkId": fork_id, "state": fork.state},
             )
         if approve:
-            check_context(protocol.DECIDE_FORK, fork.parent.config.agent, agent, context)
+            given = choices or ForkChoices()
+            check_choices(protocol.DECIDE_FORK, given, fork.parent.config.agent)
             if tasks is not None:
                 try:
                     fork.tasks = check_tasks(tasks, fork.parent.config.max_children)
                 except ForkSyntaxError as exc:
                     raise protocol.invalid_params(protocol.DECIDE_FORK, str(exc)) from exc
             fork.decision = "approved"
-            fork.isolation, fork.merge_mode = isolation, merge_mode
-            fork.worktree_setup = worktree_setup
-            fork.context, fork.agent = context, agent
-            fork.limits = merge_limits(fork.limits, limits)
+            fork.choices = overlay(fork.choices, given)
             self._start(fork)
             return
         fork.decision = "rejected"
@@ -742,25 +691,22 @@ class ForkManager:
         self,
         session: Session,
         tasks: list[str],
-        at_message_id: str | None,
-        isolation: Isolation | None = None,
-        merge_mode: MergeMode | None = None,
-        worktree_setup: str | None = None,
-        context: ForkContext | None = None,
-        agent: AgentName | None = None,
-        limits: ForkLimits | None = None,
+        at_message_id: str | None = None,
+        choices: ForkChoices | None = None,
     ) -> Fork:
+        """coven/fork: fork an idle session into `tasks` now, as `choices` say."""
+        choices = choices or ForkChoices()
         # Looked up first (maybe in the store): the checks below and the start of the fork must
         # not be separated by an await, lest the session get busy in between.
         message_found = at_message_id is None or await session.has_message(at_message_id)
         # Only a child that resumes the conversation natively is bound by where its agent can
         # copy it: a transcript is cut at any message.
-        native = agent in (None, session.config.agent) and context in (None, "inherit")
+        native = resolve(choices, session.config).native
         problem = (
             await fork_point_problem(session, at_message_id) if message_found and native else None
         )
         self.check_copyable(session, "fork", "it cannot fork")
-        check_context(protocol.FORK, session.config.agent, agent, context)
+        check_choices(protocol.FORK, choices, session.config.agent)
         try:
             tasks = check_tasks(tasks, session.config.max_children)
         except ForkSyntaxError as exc:
@@ -778,12 +724,7 @@ class ForkManager:
             tasks,
             source="user",
             at_message_id=at_message_id,
-            isolation=isolation,
-            merge_mode=merge_mode,
-            worktree_setup=worktree_setup,
-            context=context,
-            agent=agent,
-            limits=limits,
+            choices=choices,
         )
         self._start(fork)
         return fork
@@ -868,15 +809,15 @@ class ForkManager:
         """While a proposed fork's approval is asked, make its worktrees (spares adopted at a
         snapshot of the moment), so that an approved fork's children start at once. Nothing is
         made for a session whose forks share its folder."""
-        config = fork.parent.config
-        if config.fork_isolation == "shared":
+        config, chosen = fork.parent.config, fork.settings
+        if chosen.isolation == "shared":
             return
         ahead = fork.ahead = MadeAhead()
 
         async def make() -> None:
             try:
                 trees = await isolation.plan(
-                    config.cwd, None, config.merge_mode, config.state_dir, fork.id
+                    config.cwd, None, chosen.merge_mode, config.state_dir, fork.id
                 )
                 if trees.mode != "worktree" or trees.repository is None:
                     return
@@ -919,18 +860,18 @@ class ForkManager:
     async def _prepare(self, fork: Fork) -> None:
         """Decide where the children work (making their worktrees), create them, say so, and
         launch them."""
-        parent, config = fork.parent, fork.parent.config
-        if fork.ahead is not None and (fork.isolation or config.fork_isolation) == "shared":
+        parent, config, chosen = fork.parent, fork.parent.config, fork.settings
+        if fork.ahead is not None and chosen.isolation == "shared":
             ahead, fork.ahead = fork.ahead, None
             await isolation.remove_ahead(ahead)  # approved to share the parent's folder after all
-        backend = self._host.child_backend(parent, fork.child_agent)
+        backend = self._host.child_backend(parent, chosen.agent)
         await anyio.to_thread.run_sync(backend.check)  # no such agent: the fork cannot start
         await self._read_conversation(fork)
         started = time.monotonic()
         trees = await isolation.plan(
             config.cwd,
-            fork.isolation or config.fork_isolation,
-            fork.merge_mode or config.merge_mode,
+            chosen.isolation,
+            chosen.merge_mode,
             config.state_dir,
             fork.id,
         )
@@ -969,7 +910,7 @@ class ForkManager:
             tree = trees_made[n] if trees_made else None
             cwd = config.cwd if tree is None else isolation.child_cwd(tree, config.cwd)
             child = self._host.new_child(
-                parent, fork.id, label, self._child_spec(fork, cwd), fork.child_agent
+                parent, fork.id, label, self._child_spec(fork, cwd), chosen.agent
             )
             child.isolation, child.isolation_reason = trees.mode, trees.reason
             child.worktree = tree
@@ -988,9 +929,9 @@ class ForkManager:
                 isolationReason=trees.reason,
                 mergeMode=trees.merge_mode if worktree_mode else None,
                 base=trees.base if worktree_mode else None,
-                context=None if fork.child_context == "inherit" else fork.child_context,
-                agent=None if fork.child_agent == config.agent else fork.child_agent,
-                limits=fork.limits,
+                context=None if chosen.context == "inherit" else chosen.context,
+                agent=None if chosen.own_agent else chosen.agent,
+                limits=chosen.limits,
             )
         )
         for child in fork.children:
@@ -999,7 +940,7 @@ class ForkManager:
     async def _read_conversation(self, fork: Fork) -> None:
         """The parent's conversation, for `transcript` children (once per fork and server)."""
         parent = fork.parent
-        if fork.child_context != "transcript" or fork.conversation is not None:
+        if fork.settings.context != "transcript" or fork.conversation is not None:
             return
         if parent.agent_session_id is None:
             raise AgentStartError(f"Session {parent.id} has no conversation to write out.")
@@ -1009,13 +950,12 @@ class ForkManager:
 
     @staticmethod
     def _child_spec(fork: Fork, cwd: str) -> AgentSpec:
-        parent, config = fork.parent, fork.parent.config
-        if fork.child_context != "inherit":
+        parent, config, chosen = fork.parent, fork.parent.config, fork.settings
+        if chosen.context != "inherit":
             # A new conversation of the child's agent; the parent's model is its own agent's.
-            same = fork.child_agent == config.agent
             return AgentSpec(
                 cwd=cwd,
-                model=config.model if same else None,
+                model=config.model if chosen.own_agent else None,
                 permission_mode=config.permission_mode,
                 session_id=str(uuid.uuid4()),
                 append_system_prompt=fork_prompt(config, parent.depth + 1),
@@ -1229,19 +1169,20 @@ class ForkManager:
         try:
             # Its copies, ports and setup (see child_env), before its agent starts.
             index = fork.children.index(child) + 1
-            if not await self.envs.ready(fork.id, fork.parent, child, index, fork.worktree_setup):
+            chosen = fork.settings
+            if not await self.envs.ready(fork.id, fork.parent, child, index, chosen.worktree_setup):
                 return  # its setup failed (it has ended, failed) or it was cancelled meanwhile
             workdir = parent_dir = None
             if child.worktree is not None:
                 workdir, parent_dir = child.config.cwd, fork.parent.config.cwd
-            context = fork.child_context
+            context = chosen.context
             brief = child_prompt(
                 child.label or "", fork.tasks, workdir, parent_dir, fresh=context == "fresh"
             )
             if context == "transcript":
                 brief = transcript.render(fork.conversation or [], brief)
             child.send(brief, origin="fork")
-            seconds = fork.limits.childSeconds if fork.limits is not None else None
+            seconds = chosen.limits.childSeconds if chosen.limits is not None else None
             async with anyio.create_task_group() as timer:
                 if seconds:
                     timer.start_soon(self._time_limit, fork, child, seconds)
@@ -1274,7 +1215,7 @@ class ForkManager:
             fork = self.forks.get(node.fork_id)
             if fork is None:
                 return
-            limits = fork.limits
+            limits = fork.settings.limits
             if limits is not None and fork.state == "running":
                 if direct:
                     seconds = _seconds(node)
@@ -1310,7 +1251,7 @@ class ForkManager:
         on its branch), but with its words so far and the limit for the parent. A child that
         forked in turn has its own children stopped with it (`limits`: the fork's whose limit
         was reached, when it is an outer one)."""
-        limits = limits or fork.limits
+        limits = limits or fork.settings.limits
         assert limits is not None
         if fork.state != "running" or child.closed:
             return
@@ -1380,10 +1321,7 @@ class ForkManager:
                 decision=row["decision"],
                 children=[sessions[c] for c in row["children"] or [] if c in sessions],
                 trees=ForkTrees.from_record(stored) if "mode" in stored else None,
-                **_requested(stored),
-                context=row.get("context"),
-                agent=row.get("agent"),
-                limits=limits_from_row(row.get("limits")),
+                choices=from_row(row.get("choices")),
             )
             fork.prepared.set()
             self.forks[fork.id] = fork
@@ -1507,16 +1445,6 @@ def _not_resumed(child: Session, reason: str) -> None:
     child.emit(events.Error(message=f"The child could not resume: {reason}"))
     child.last_outcome = Outcome(ok=False, error=f"could not resume: {reason}")
     child.set_status("failed")
-
-
-def _requested(stored: dict[str, Any]) -> dict[str, Any]:
-    """A stored fork's own isolation, merge mode and worktree setup (Fork's fields)."""
-    asked = stored.get("requested") or {}
-    return {
-        "isolation": asked.get("isolation"),
-        "merge_mode": asked.get("mergeMode"),
-        "worktree_setup": asked.get("worktreeSetup"),
-    }
 
 
 def _seconds(child: Session) -> float | None:

@@ -39,7 +39,7 @@ from .fork import (
 from .journal import Journal
 from .session import Session, SessionConfig
 from .slots import Slots
-from .spend import limits_from_row, merge_limits
+from .spend import limits_from_row
 from .store import Snapshot, Store, StoreError, StoreInUse, database_path
 
 log = logging.getLogger(__name__)
@@ -325,17 +325,13 @@ class Hub:
         agent = params.agent or settings.options.agent
         backend = self.backend(agent, settings.options)
         await anyio.to_thread.run_sync(backend.check)
-        config = SessionConfig(
-            cwd=cwd,
+        config = SessionConfig.from_options(
+            settings.options,
+            cwd,
             agent=agent,
-            model=params.model or settings.options.model,
-            permission_mode=params.permissionMode or settings.options.permissionMode,
-            fork_mode=params.forkMode or settings.options.forkMode,
-            max_children=settings.options.maxChildren,
-            max_parallel=settings.options.maxParallel,
-            max_depth=settings.options.maxDepth,
-            fork_limits=merge_limits(None, settings.options.forkLimits),
-            **_isolation_settings(settings),
+            model=params.model,
+            permission_mode=params.permissionMode,
+            fork_mode=params.forkMode,
         )
         config.append_system_prompt = fork_prompt(config, depth=0)
         session = self._new_session(
@@ -600,8 +596,9 @@ class Hub:
                 log.warning("session %s: unknown agent %r, run as claude", row["session_id"], agent)
                 agent = "claude"
             backend = self.backend(agent, settings.options)
-            config = SessionConfig(
-                cwd=row["cwd"],
+            # What it stored over its client's options (a restart may come from another client).
+            config = dataclasses.replace(
+                SessionConfig.from_options(settings.options, row["cwd"]),
                 agent=agent,
                 model=row["model"],
                 permission_mode=row["permission_mode"],
@@ -610,7 +607,6 @@ class Hub:
                 max_parallel=row["max_parallel"],
                 max_depth=row["max_depth"],
                 fork_limits=limits_from_row(row.get("fork_limits")),
-                **_isolation_settings(settings),
             )
             config.append_system_prompt = fork_prompt(config, depth)
             session = self._new_session(
@@ -729,19 +725,6 @@ def _branch_settings(config: SessionConfig, row: dict[str, Any]) -> dict[str, An
     if row["agent_session_id"] is None and stored.get("agentSessionId"):
         settings["start"] = branch_spec(config, stored["agentSessionId"], stored.get("atMessageId"))
     return settings
-
-
-def _isolation_settings(settings: ClientSettings) -> dict[str, Any]:
-    options = settings.options
-    return {
-        "fork_isolation": options.forkIsolation,
-        "merge_mode": options.mergeMode,
-        "state_dir": options.stateDir,
-        "worktree_pool": options.worktreePool,
-        "child_idle_timeout": options.childIdleTimeoutSeconds,
-        "worktree_setup": options.worktreeSetup,
-        "worktree_setup_timeout": options.worktreeSetupTimeoutSeconds,
-    }
 
 
 async def _purge(subtree: list[Session]) -> None:

@@ -67,7 +67,7 @@ from .models import context_usage
 from .session_log import EventLog
 from .session_process import AgentProcess, ChildIdle, StreamEnded
 from .session_record import Outcome as Outcome  # where forks and tests have always found it
-from .spend import Meter, claude_cost
+from .spend import Meter, claude_cost, merge_limits
 from .status import check_transition
 from .store import Store
 from .streaming import Streams
@@ -131,6 +131,38 @@ class SessionConfig:
     agent: protocol.AgentName = "claude"  # which agent runs it (coven_ls/agents)
     # What its forks' children may spend (the client's forkLimits); a fork may say otherwise.
     fork_limits: ForkLimits | None = None
+
+    @classmethod
+    def from_options(
+        cls,
+        options: InitializationOptions,
+        cwd: str,
+        agent: protocol.AgentName | None = None,
+        model: str | None = None,
+        permission_mode: PermissionMode | None = None,
+        fork_mode: ForkMode | None = None,
+    ) -> SessionConfig:
+        """What a session started by a client with these options runs with, but for what its
+        start named (`coven/startSession`'s params). The one place options become a config: a
+        restored session takes what it stored over this (dataclasses.replace)."""
+        return cls(
+            cwd=cwd,
+            agent=agent or options.agent,
+            model=model or options.model,
+            permission_mode=permission_mode or options.permissionMode,
+            fork_mode=fork_mode or options.forkMode,
+            max_children=options.maxChildren,
+            max_parallel=options.maxParallel,
+            max_depth=options.maxDepth,
+            fork_limits=merge_limits(None, options.forkLimits),
+            fork_isolation=options.forkIsolation,
+            merge_mode=options.mergeMode,
+            state_dir=options.stateDir,
+            worktree_pool=options.worktreePool,
+            child_idle_timeout=options.childIdleTimeoutSeconds,
+            worktree_setup=options.worktreeSetup,
+            worktree_setup_timeout=options.worktreeSetupTimeoutSeconds,
+        )
 
 
 @dataclass

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 # flock is POSIX; on Windows the store works unlocked.
 fcntl: Any = importlib.import_module("fcntl") if os.name == "posix" else None
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 # About what sqlite's own autocheckpoint would let the WAL grow to (1000 pages) before the
 # journal has it copied back into the database.
@@ -166,6 +166,52 @@ ALTER TABLE forks ADD COLUMN agent TEXT;
 ALTER TABLE sessions ADD COLUMN fork_limits TEXT;
 ALTER TABLE forks ADD COLUMN limits TEXT;
 """,
+    # 12 -> 13: a fork's choices (what coven/fork or coven/decideFork asked for it) are one JSON
+    # column, as the wire has them (protocol.ForkChoices). They were the `requested` part of
+    # `isolation`, then `context`, `agent` and `limits`; `limits` held the limits in force, the
+    # session's included, so a limit of the session's it lacks is one the fork turned off (0).
+    # The table is made again (the rowids kept: they are the order forks are restored in) rather
+    # than its columns dropped, which sqlite before 3.35 cannot do.
+    13: """
+CREATE TABLE forks_v13 (
+    fork_id TEXT PRIMARY KEY,
+    parent_id TEXT NOT NULL,
+    source TEXT NOT NULL,
+    state TEXT NOT NULL,
+    tasks_proposed TEXT NOT NULL,
+    tasks_approved TEXT,
+    decision TEXT,
+    at_message_id TEXT,
+    children TEXT NOT NULL DEFAULT '[]',
+    results TEXT,
+    reintegrated INTEGER NOT NULL DEFAULT 0,
+    isolation TEXT,
+    choices TEXT
+);
+INSERT INTO forks_v13 (rowid, fork_id, parent_id, source, state, tasks_proposed, tasks_approved,
+        decision, at_message_id, children, results, reintegrated, isolation, choices)
+    SELECT rowid, fork_id, parent_id, source, state, tasks_proposed, tasks_approved, decision,
+        at_message_id, children, results, reintegrated,
+        CASE WHEN json_extract(isolation, '$.mode') IS NULL THEN NULL
+            ELSE json_remove(isolation, '$.requested') END,
+        NULLIF(json_patch('{}', json_object(
+            'isolation', json_extract(isolation, '$.requested.isolation'),
+            'mergeMode', json_extract(isolation, '$.requested.mergeMode'),
+            'worktreeSetup', json_extract(isolation, '$.requested.worktreeSetup'),
+            'context', context,
+            'agent', agent,
+            'limits', json(NULLIF(json_patch(
+                (SELECT json_group_object(given.key, 0)
+                    FROM sessions AS parent, json_each(parent.fork_limits) AS given
+                    WHERE parent.session_id = forks.parent_id
+                        AND json_type(forks.limits, '$.' || given.key) IS NULL),
+                coalesce(limits, '{}')), '{}'))
+        )), '{}')
+    FROM forks ORDER BY rowid;
+DROP TABLE forks;
+ALTER TABLE forks_v13 RENAME TO forks;
+CREATE INDEX forks_by_parent ON forks (parent_id);
+""",
 }
 
 SESSION_COLUMNS = (
@@ -206,9 +252,7 @@ FORK_COLUMNS = (
     "results",
     "reintegrated",
     "isolation",
-    "context",
-    "agent",
-    "limits",
+    "choices",
 )
 
 
@@ -702,7 +746,7 @@ def _session_dict(row: tuple[Any, ...]) -> dict[str, Any]:
     return d
 
 
-_FORK_JSON = ("tasks_proposed", "tasks_approved", "children", "results", "isolation", "limits")
+_FORK_JSON = ("tasks_proposed", "tasks_approved", "children", "results", "isolation", "choices")
 
 
 def _fork_row(f: dict[str, Any]) -> tuple[Any, ...]:

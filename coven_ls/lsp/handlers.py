@@ -75,15 +75,7 @@ async def close_session(server: CovenServer, params: protocol.SessionIdParams) -
 async def fork(server: CovenServer, params: protocol.ForkParams) -> T.ForkResult:
     session = server.hub.get(params.sessionId)
     started = await server.hub.forks.fork_by_hand(
-        session,
-        params.tasks,
-        params.atMessageId,
-        params.isolation,
-        params.mergeMode,
-        params.worktreeSetup,
-        context=params.context,
-        agent=params.agent,
-        limits=params.limits,
+        session, params.tasks, params.atMessageId, params.choices()
     )
     return T.ForkResult(forkId=started.id)
 
@@ -99,7 +91,8 @@ async def branch(server: CovenServer, params: protocol.BranchParams) -> T.Branch
 async def estimate_fork(
     server: CovenServer, params: protocol.EstimateForkParams
 ) -> T.EstimateForkResult:
-    estimate = server.hub.forks.estimate(params.forkId, params.tasks, params.context, params.agent)
+    choices = T.ForkChoices(context=params.context, agent=params.agent)
+    estimate = server.hub.forks.estimate(params.forkId, params.tasks, choices)
     return T.EstimateForkResult(estimate=estimate)
 
 
@@ -109,22 +102,13 @@ async def decide_fork(server: CovenServer, params: protocol.DecideForkParams) ->
         raise protocol.invalid_params(
             protocol.DECIDE_FORK, "'tasks' only goes with approve: true", "tasks"
         )
-    for name in ("isolation", "mergeMode", "worktreeSetup", "context", "agent", "limits"):
+    for name in T.ForkChoices.__struct_fields__:
         if getattr(params, name) is not None and not params.approve:
             raise protocol.invalid_params(
                 protocol.DECIDE_FORK, f"'{name}' only goes with approve: true", name
             )
     server.hub.forks.decide(
-        params.forkId,
-        params.approve,
-        params.tasks,
-        params.reason,
-        params.isolation,
-        params.mergeMode,
-        params.worktreeSetup,
-        context=params.context,
-        agent=params.agent,
-        limits=params.limits,
+        params.forkId, params.approve, params.tasks, params.reason, params.choices()
     )
     return T.EmptyResult()
 

@@ -107,6 +107,27 @@ def _wire_classes() -> list[type[msgspec.Struct]]:
     ]
 
 
+def _own_fields_first(defs: dict[str, Any], classes: list[type[msgspec.Struct]]) -> None:
+    """A struct that extends another with fields (a method's params that take the fork's
+    choices) lists its own fields first, then the ones it shares: msgspec puts a base's fields
+    first, which would read as if the shared ones were the point."""
+    for cls in classes:
+        schema = defs.get(cls.__name__)
+        inherited = {
+            name
+            for base in cls.__mro__[1:]
+            if isinstance(base, type) and issubclass(base, msgspec.Struct)
+            for name in base.__struct_fields__
+        }
+        if schema is None or not inherited or "properties" not in schema:
+            continue
+        props = schema["properties"]
+        order = [k for k in props if k not in inherited] + [k for k in props if k in inherited]
+        schema["properties"] = {k: props[k] for k in order}
+        if "required" in schema:
+            schema["required"] = [k for k in order if k in schema["required"]]
+
+
 def _event_defs(defs: dict[str, Any]) -> None:
     """Each payload becomes a whole event: the envelope's fields, then the payload's."""
     envelope = defs.pop("Envelope")
@@ -197,6 +218,7 @@ def build_schema() -> dict[str, Any]:
     # Every wire class, not only the roots: the types they hold (Worktree, Changes, …) are
     # described too.
     _describe(defs, [*structs, *_wire_classes()])
+    _own_fields_first(defs, _wire_classes())
     _event_defs(defs)
     defs["GetEventsResult"]["properties"]["events"]["items"] = _ref("Event")
     kinds = [p.__name__ + "Event" for p in events.PAYLOADS]

@@ -255,14 +255,11 @@ class SessionIdParams(Wire):
     """the session"""
 
 
-class ForkParams(Wire):
-    sessionId: str
-    """the session to fork"""
-    tasks: list[str]
-    """task labels: 1 to `maxChildren`, each non-blank and under 200 characters"""
-    atMessageId: str | None = None
-    """fork from this assistant message (a `messageId` of the session's events) instead of the
-    end"""
+class ForkChoices(Wire, kw_only=True):
+    """How a fork's children work: the choices `coven/fork` and `coven/decideFork` (with
+    `approve: true`) share, each optional (absent or null: the session's setting). One fork keeps
+    them whole: stored with it, a resumed fork goes on with them."""
+
     isolation: Isolation | None = None
     """for this fork: `initializationOptions.forkIsolation`'s choice instead"""
     mergeMode: MergeMode | None = None
@@ -282,6 +279,24 @@ class ForkParams(Wire):
     limits: ForkLimits | None = None
     """for this fork: each limit given replaces `initializationOptions.forkLimits`' (0: none)"""
 
+    def choices(self) -> ForkChoices:
+        """Only the fork's choices (of params that extend them)."""
+        return ForkChoices(**{name: getattr(self, name) for name in ForkChoices.__struct_fields__})
+
+
+# A method's params that extend ForkChoices list their own fields first, then the choices (the
+# schema puts them in that order: see schema._own_fields_first).
+
+
+class ForkParams(ForkChoices, kw_only=True):
+    sessionId: str
+    """the session to fork"""
+    tasks: list[str]
+    """task labels: 1 to `maxChildren`, each non-blank and under 200 characters"""
+    atMessageId: str | None = None
+    """fork from this assistant message (a `messageId` of the session's events) instead of the
+    end"""
+
 
 class BranchParams(Wire):
     sessionId: str
@@ -293,7 +308,7 @@ class BranchParams(Wire):
     """sent to the branch as its first message; without it the branch waits, idle, for one"""
 
 
-class DecideForkParams(Wire):
+class DecideForkParams(ForkChoices, kw_only=True):
     forkId: str
     """from the `forkProposed` event"""
     approve: bool
@@ -302,18 +317,6 @@ class DecideForkParams(Wire):
     """with `approve: true` only: the task list to run instead"""
     reason: str | None = None
     """with `approve: false`: told to the model"""
-    isolation: Isolation | None = None
-    """with `approve: true`: as in `coven/fork`"""
-    mergeMode: MergeMode | None = None
-    """with `approve: true`: as in `coven/fork`"""
-    worktreeSetup: str | None = None
-    """with `approve: true`: as in `coven/fork`"""
-    context: ForkContext | None = None
-    """with `approve: true`: as in `coven/fork`"""
-    agent: AgentName | None = None
-    """with `approve: true`: as in `coven/fork`"""
-    limits: ForkLimits | None = None
-    """with `approve: true`: as in `coven/fork` (each limit given replaces the session's)"""
 
 
 class EstimateForkParams(Wire):

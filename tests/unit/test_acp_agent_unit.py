@@ -13,6 +13,7 @@ from acp.schema import AllowedOutcome, RequestPermissionResponse
 from coven_ls.acp.agent import CovenAgent, _Pending
 from coven_ls.core.hub import Hub
 from coven_ls.core.session import Session
+from coven_ls.protocol.types import ForkChoices
 
 
 class FakeForks:
@@ -23,8 +24,15 @@ class FakeForks:
     def active_fork(self, session: Any) -> Any:
         return self.fork if session is self.fork.parent else None
 
-    def decide(self, fork_id: str, approve: bool, tasks: Any, reason: Any, **kw: Any) -> None:
-        self.decided.append((fork_id, approve, kw))
+    def decide(
+        self,
+        fork_id: str,
+        approve: bool,
+        tasks: Any = None,
+        reason: Any = None,
+        choices: ForkChoices | None = None,
+    ) -> None:
+        self.decided.append((fork_id, approve, choices))
         self.fork.state = "running"
 
 
@@ -62,7 +70,7 @@ async def test_an_approval_starts_the_fork_with_the_sessions_fork_context() -> N
     assert chosen is not None and chosen.config_options[1].current_value == "transcript"
     answer = await acp.ask_fork_approval(cast(Session, parent), ["a", "b"])
     assert answer is None  # decided by the agent itself: the hub has nothing more to do
-    assert forks.decided == [("f-1", True, {"context": "transcript"})]
+    assert forks.decided == [("f-1", True, ForkChoices(context="transcript"))]
     [(asked_in, call)] = editor.asked
     assert asked_in == "s-1"
     assert call.title == (
@@ -73,7 +81,7 @@ async def test_an_approval_starts_the_fork_with_the_sessions_fork_context() -> N
 async def test_by_default_children_inherit_and_a_rejection_is_the_hubs() -> None:
     acp, parent, forks, editor = rig("claude", "allow_once")
     assert await acp.ask_fork_approval(cast(Session, parent), ["a"]) is None
-    assert forks.decided == [("f-1", True, {"context": "inherit"})]
+    assert forks.decided == [("f-1", True, ForkChoices(context="inherit"))]
     assert editor.asked[0][1].title == (
         "Fork into 1 parallel task (Claude Code children, resuming this conversation)"
     )

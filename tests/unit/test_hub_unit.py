@@ -32,7 +32,7 @@ from coven_ls.core.session import Session
 from coven_ls.core.store import Store, database_path
 from coven_ls.core.transcript import Entry
 from coven_ls.protocol import Kind, events
-from coven_ls.protocol.types import Usage
+from coven_ls.protocol.types import ForkChoices, Usage
 
 from ..fakes import Ask, FakeBackend, Gate, Step, reply
 
@@ -1047,7 +1047,7 @@ async def test_a_fresh_child_starts_a_new_conversation_with_only_its_brief(
 ) -> None:
     async with running_hub(settings(tmp_path)) as rig:
         session = await idle_parent(rig)
-        await rig.hub.forks.fork_by_hand(session, ["alpha"], None, context="fresh")
+        await rig.hub.forks.fork_by_hand(session, ["alpha"], None, ForkChoices(context="fresh"))
         started = await rig.client.wait_for(Kind.FORK_STARTED, session)
         await results_turn(rig, session)
     child = first_messages(rig.backend)["alpha"]
@@ -1060,7 +1060,9 @@ async def test_a_fresh_child_starts_a_new_conversation_with_only_its_brief(
 async def test_a_transcript_child_gets_the_conversation_written_out(tmp_path: Path) -> None:
     async with running_hub(settings(tmp_path)) as rig:
         session = await idle_parent(rig)
-        await rig.hub.forks.fork_by_hand(session, ["alpha"], None, context="transcript")
+        await rig.hub.forks.fork_by_hand(
+            session, ["alpha"], None, ForkChoices(context="transcript")
+        )
         started = await rig.client.wait_for(Kind.FORK_STARTED, session)
         text = await results_turn(rig, session)
     child = first_messages(rig.backend)["alpha"]
@@ -1078,9 +1080,11 @@ async def test_children_of_another_agent_default_to_a_transcript(tmp_path: Path)
         session = await idle_parent(rig)
         with pytest.raises(protocol.CovenError) as refused:
             await rig.hub.forks.fork_by_hand(
-                session, ["alpha"], None, context="inherit", agent="codex"
+                session, ["alpha"], None, ForkChoices(context="inherit", agent="codex")
             )
-        fork = await rig.hub.forks.fork_by_hand(session, ["alpha"], None, agent="codex")
+        fork = await rig.hub.forks.fork_by_hand(
+            session, ["alpha"], None, ForkChoices(agent="codex")
+        )
         started = await rig.client.wait_for(Kind.FORK_STARTED, session)
         await results_turn(rig, session)
         [child] = rig.hub.children_of(session)
@@ -1090,11 +1094,8 @@ async def test_children_of_another_agent_default_to_a_transcript(tmp_path: Path)
     assert "<conversation>" in first_messages(rig.backend)["alpha"].sent[0]
     async with running_hub(settings(tmp_path, stateDir=str(tmp_path / "state"))) as rig:
         restored = rig.hub.forks.forks[fork.id]
-        assert (restored.agent, restored.context, restored.child_context) == (
-            "codex",
-            None,
-            "transcript",
-        )
+        assert restored.choices == ForkChoices(agent="codex")
+        assert (restored.settings.agent, restored.settings.context) == ("codex", "transcript")
 
 
 async def test_a_model_fork_approved_with_another_agent_and_context(tmp_path: Path) -> None:
@@ -1104,10 +1105,12 @@ async def test_a_model_fork_approved_with_another_agent_and_context(tmp_path: Pa
         rig.backend.conversations[PARENT_AGENT] = [Entry("user", PLAN)]
         with pytest.raises(protocol.CovenError) as refused:
             rig.hub.forks.decide(
-                proposed["forkId"], True, None, None, context="inherit", agent="codex"
+                proposed["forkId"], True, None, None, ForkChoices(context="inherit", agent="codex")
             )
         assert refused.value.code == -32602
-        rig.hub.forks.decide(proposed["forkId"], True, None, None, context="fresh", agent="codex")
+        rig.hub.forks.decide(
+            proposed["forkId"], True, None, None, ForkChoices(context="fresh", agent="codex")
+        )
         started = await rig.client.wait_for(Kind.FORK_STARTED, parent)
         await results_turn(rig, parent)
     assert (started["agent"], started["context"]) == ("codex", "fresh")
@@ -1122,7 +1125,7 @@ async def test_a_transcript_fork_resumed_after_a_restart_writes_the_conversation
     async with running_hub(cfg, gates=gates) as rig:
         session = await idle_parent(rig)
         fork = await rig.hub.forks.fork_by_hand(
-            session, ["alpha", "beta"], None, context="transcript"
+            session, ["alpha", "beta"], None, ForkChoices(context="transcript")
         )
         await gates["beta"].wait_reached()
         await rig.hub.flushed()
@@ -1133,7 +1136,7 @@ async def test_a_transcript_fork_resumed_after_a_restart_writes_the_conversation
     async with running_hub(cfg) as rig:
         rig.backend.conversations[PARENT_AGENT] = [Entry("user", "Look around, again")]
         parent = rig.hub.get(session.id)
-        assert rig.hub.forks.get(fork.id).child_context == "transcript"
+        assert rig.hub.forks.get(fork.id).settings.context == "transcript"
         rig.hub.forks.resume(fork.id)
         await results_turn(rig, parent)
     beta = first_messages(rig.backend)["beta"]
@@ -1154,9 +1157,7 @@ async def test_a_forks_own_setup_and_modes_survive_a_restart(tmp_path: Path) -> 
             True,
             None,
             None,
-            isolation="shared",
-            merge_mode="review",
-            worktree_setup="echo from-the-fork",
+            ForkChoices(isolation="shared", mergeMode="review", worktreeSetup="echo from-the-fork"),
         )
         await gates["beta"].wait_reached()
         await rig.hub.flushed()
@@ -1167,7 +1168,14 @@ async def test_a_forks_own_setup_and_modes_survive_a_restart(tmp_path: Path) -> 
         await rig.hub.flushed()
         fork = rig.hub.forks.get(proposed["forkId"])
         assert fork.state == "interrupted"
-        assert (fork.isolation, fork.merge_mode, fork.worktree_setup) == (
+        assert fork.choices == ForkChoices(
+            isolation="shared", mergeMode="review", worktreeSetup="echo from-the-fork"
+        )
+        assert (
+            fork.settings.isolation,
+            fork.settings.merge_mode,
+            fork.settings.worktree_setup,
+        ) == (
             "shared",
             "review",
             "echo from-the-fork",
@@ -1185,7 +1193,7 @@ async def test_a_transcript_fork_whose_conversation_is_gone_says_so_in_the_resul
     async with running_hub(cfg, gates=gates) as rig:
         session = await idle_parent(rig)
         fork = await rig.hub.forks.fork_by_hand(
-            session, ["alpha", "beta"], None, context="transcript"
+            session, ["alpha", "beta"], None, ForkChoices(context="transcript")
         )
         started = await rig.client.wait_for(Kind.FORK_STARTED, session)
         alpha = started["children"][0]["sessionId"]

@@ -15,7 +15,7 @@ from coven_ls import protocol
 from coven_ls.core import spend
 from coven_ls.core.models import MODELS
 from coven_ls.protocol import Kind
-from coven_ls.protocol.types import ForkLimits, Usage
+from coven_ls.protocol.types import ForkChoices, ForkLimits, Usage
 
 from ..fakes import MODEL, Gate, Step, init, reply, result
 from .test_hub_unit import (
@@ -266,9 +266,8 @@ async def test_approval_with_edits_changes_the_limits_for_that_fork(tmp_path: Pa
     async with running_hub(cfg, gates=gates) as rig:
         parent = await start(rig)
         proposed = await rig.client.wait_for(Kind.FORK_PROPOSED, parent)
-        rig.hub.forks.decide(
-            proposed["forkId"], True, None, None, limits=ForkLimits(childTokens=0, childSeconds=60)
-        )
+        limits = ForkLimits(childTokens=0, childSeconds=60)
+        rig.hub.forks.decide(proposed["forkId"], True, None, None, ForkChoices(limits=limits))
         started = await rig.client.wait_for(Kind.FORK_STARTED, parent)
         for gate in gates.values():
             await gate.wait_reached()
@@ -309,7 +308,7 @@ async def test_limits_are_kept_with_the_session_and_the_fork_across_a_restart(
     async with running_hub(cfg_after) as rig:
         restored = rig.hub.get(parent.id)
         fork = rig.hub.forks.get(fork_id.id)
-        assert fork.state == "interrupted" and fork.limits == limits
+        assert fork.state == "interrupted" and fork.settings.limits == limits
         assert restored.config.fork_limits == limits
         rig.hub.forks.resume(fork.id)
         finished = await rig.client.wait_for(Kind.FORK_FINISHED, restored)
@@ -326,7 +325,7 @@ async def test_a_models_fork_takes_the_limits_of_the_client_that_started_the_ses
     async with running_hub(cfg) as rig:
         parent = await start(rig)
         proposed = await rig.client.wait_for(Kind.FORK_PROPOSED, parent)
-        assert rig.hub.forks.get(proposed["forkId"]).limits == ForkLimits(childCostUsd=1.5)
+        assert rig.hub.forks.get(proposed["forkId"]).settings.limits == ForkLimits(childCostUsd=1.5)
         rig.hub.forks.decide(proposed["forkId"], False, None, "no")
 
 
