@@ -47,7 +47,7 @@ from ..protocol.types import (
     Worktree,
 )
 from . import failpoints, isolation, pool, transcript
-from .agent import AgentSpec, AgentStartError, Backend
+from .agent import AgentSpec, AgentStartError, Backend, Copy, New
 from .child_env import ChildEnvironments, stop_leftover_setup
 from .fork_state import check_move
 from .isolation import ForkTrees, MadeAhead
@@ -1017,7 +1017,7 @@ class ForkManager:
                 cwd=cwd,
                 model=config.model if same else None,
                 permission_mode=config.permission_mode,
-                session_id=str(uuid.uuid4()),
+                start=New(str(uuid.uuid4())),
                 append_system_prompt=fork_prompt(config, parent.depth + 1),
                 env=config.env,
             )
@@ -1025,11 +1025,11 @@ class ForkManager:
             cwd=cwd,
             model=config.model,
             permission_mode=config.permission_mode,
-            resume=parent.agent_session_id,
-            fork_session=True,
-            # Chosen here, so the child's transcript is known before its CLI says a word.
-            session_id=str(uuid.uuid4()),
-            resume_at=fork.at_message_id,
+            # The copy's id is chosen here, so that its transcript is known before its agent
+            # says a word.
+            start=New(str(uuid.uuid4()))
+            if parent.agent_session_id is None
+            else Copy(parent.agent_session_id, fork.at_message_id, str(uuid.uuid4())),
             append_system_prompt=fork_prompt(config, parent.depth + 1),
             env=config.env,
         )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from claude_agent_sdk import ProcessError
 
-from coven_ls.core.agent import describe_failure, meaningful_lines
+from coven_ls.agents.claude.failure import describe_failure
+from coven_ls.core.agent import meaningful_lines
 
 ROOT_REFUSAL = (
     "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons"

@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 from claude_agent_sdk import ResultMessage, StreamEvent, SystemMessage
 
+from coven_ls.agents.claude.events import Reader
 from coven_ls.agents.codex.prices import cost_usd
 from coven_ls.agents.codex.translate import Translator, error_text, file_change_input, http_status
-from coven_ls.core.mapping import map_message
+from coven_ls.core.agent import events as agent_events
+from coven_ls.core.mapping import to_payloads
 from coven_ls.core.streaming import Streams
 from coven_ls.protocol import events
 
@@ -34,13 +36,17 @@ def recorded_turns() -> tuple[str, dict[str, list[dict[str, Any]]]]:
     return started["params"]["thread"]["id"], turns
 
 
+def map_message(message: Any) -> list[Any]:
+    return [p for event in Reader().read(message) for p in to_payloads(event)]
+
+
 def run_turn(
     lines: list[dict[str, Any]], model: str | None = "gpt-5.5"
 ) -> tuple[list[Any], list[Any], list[str]]:
     """(messages, coven payloads, streamed pieces as "kind:text")."""
     thread, _ = recorded_turns()
     translator = Translator(thread, model=model)
-    streams = Streams()
+    streams, reader = Streams(), Reader()
     messages: list[Any] = []
     payloads: list[Any] = []
     pieces: list[str] = []
@@ -50,9 +56,13 @@ def run_turn(
         for message in translator.feed(line["method"], line["params"]):
             messages.append(message)
             if isinstance(message, StreamEvent):
-                piece = streams.feed(message.event, None)
-                if piece is not None:
-                    pieces.append(f"{piece.kind}:{piece.text}")
+                [event] = reader.read(message)
+                if isinstance(event, agent_events.BlockStarted):
+                    streams.start(event)
+                elif isinstance(event, agent_events.Delta):
+                    piece = streams.feed(event)
+                    if piece is not None:
+                        pieces.append(f"{piece.kind}:{piece.text}")
             else:
                 payloads += map_message(message)
     return messages, payloads, pieces

@@ -1,4 +1,6 @@
-"""Unit tests for coven_ls.core.mapping: claude-agent-sdk messages -> event drafts."""
+"""Unit tests for the way from claude-agent-sdk messages to coven event drafts: the Claude
+adapter's reader (coven_ls/agents/claude/events.py: SDK messages -> agent events) and the core's
+mapping (coven_ls/core/mapping.py: agent events -> coven events), together."""
 
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from claude_agent_sdk import (
 from claude_agent_sdk.types import RateLimitInfo
 
 from coven_ls import protocol
-from coven_ls.core.mapping import map_message, tool_result_text
+from coven_ls.agents.claude.events import Reader, tool_result_text
+from coven_ls.core.mapping import to_payloads
 from coven_ls.protocol import Kind, Payload, events
 from coven_ls.protocol.types import Usage
 
@@ -47,6 +50,11 @@ class Draft:
     kind: str
     fields: dict[str, Any]
     payload: Payload | None = field(default=None, compare=False)
+
+
+def map_message(message: Any) -> list[Payload]:
+    """The coven events one SDK message makes, read by a fresh Claude reader."""
+    return [p for event in Reader().read(message) for p in to_payloads(event)]
 
 
 def mapped(message: Any) -> list[Draft]:
