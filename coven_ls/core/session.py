@@ -944,7 +944,7 @@ class _CliTurn:
 _CLI_TURN = _CliTurn()
 
 
-def _starts_a_turn(event: AgentEvent) -> bool:
+def _starts_a_turn(event: AgentEvent | StreamEnded) -> bool:
     """Whether an event that arrives between turns opens a turn of the agent's own: its start,
     the main agent's words or streaming, or a turn's end (a subagent's words and task news do
     not)."""

@@ -256,17 +256,13 @@ class CodexAgent:
             raise AgentStartError(f"Codex could not start the turn: {exc}") from exc
 
     async def messages(self) -> AsyncGenerator[AgentEvent, None]:
-        from ..claude.events import Reader  # for now: translate.py still speaks the SDK's words
-
-        reader = Reader()
         async for item in self._in:
             if isinstance(item, AppServerGone):
                 raise AgentStartError(
                     f"{item} coven-ls starts it again: the next message goes on with this "
                     "conversation."
                 )
-            for event in reader.read(item):
-                yield event
+            yield item
 
     async def interrupt(self) -> None:
         if self._turn is None:
