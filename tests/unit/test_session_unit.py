@@ -17,9 +17,10 @@ from claude_agent_sdk import (
 from coven_ls import protocol
 from coven_ls.core import session as session_module
 from coven_ls.core.agent import AgentSpec, AgentStartError, Copy, TaskNotRunning
+from coven_ls.core.agent import events as ag
 from coven_ls.core.session import Session, SessionConfig
 from coven_ls.protocol import Kind, events
-from coven_ls.protocol.types import ContextUsage
+from coven_ls.protocol.types import ContextUsage, Usage
 
 from ..fakes import (
     Ask,
@@ -968,3 +969,55 @@ async def test_stopping_a_task_the_agent_no_longer_runs_is_invalid_state_and_end
         with pytest.raises(protocol.CovenError, match="has no running background task"):
             await session.stop_task("t1")
         assert agent.stopped_tasks == []
+
+
+# --- agent events of an agent other than Claude ---------------------------------------------------
+
+
+async def test_a_turn_of_agent_events_that_claude_never_sends() -> None:
+    """An agent's adapter may send what Claude and Codex do not (a tool call's kind and updates,
+    a plan, a mode change, a context window of its own): the session takes them, shows what
+    coven has events for, and the turn ends as any other."""
+    call = ag.ModelCall(
+        "call-1",
+        "some-model",
+        Usage(inputTokens=900, outputTokens=10),
+        cost_usd=0.25,
+        context_tokens=900,
+        context_size=4000,
+    )
+    read = ag.ToolCall("t1", "read", {"path": "a.py"}, kind="read", title="Read a.py")
+    backend = FakeBackend(
+        [
+            ag.AgentStarted("conv-1", model="some-model"),
+            ag.PlanUpdated((ag.PlanEntry("look around", "in_progress"),)),
+            ag.BlockStarted("b1", "text", "call-1"),
+            ag.Delta("b1", "Hel"),
+            ag.AgentMessage("m1", "call-1", (ag.TextPart("Hello"), read), call=call),
+            ag.ToolCallUpdate("t1", status="in_progress", content="reading"),
+            ag.ToolResult("t1", "print(1)"),
+            ag.ModeChanged("plan"),
+            ag.TurnEnded("success", "Hello", usage=call.usage, cost_usd=0.25, conversation_id="c2"),
+        ]
+    )
+    async with running(backend) as session:
+        session.send("hi")
+        turn = await turn_done(session)
+        sink = sink_of(session)
+        assert sink.kinds() == [
+            Kind.STATUS,
+            Kind.PROMPT,
+            Kind.STATUS,
+            Kind.AGENT,
+            Kind.TEXT,
+            Kind.TOOL_USE,
+            Kind.TOOL_RESULT,
+            Kind.TURN_RESULT,
+            Kind.STATUS,
+        ]
+        [text] = sink.of(Kind.TEXT)
+        assert text["blockId"] == "b1" and text["messageId"] == "m1"
+        assert [d.text for d in sink.deltas] == ["Hel"]
+        assert turn["costUsd"] == 0.25 and turn["subtype"] == "success"
+        assert turn["contextUsage"] == {"tokens": 900, "window": 4000, "model": "some-model"}
+        assert session.agent_session_id == "c2"

@@ -101,8 +101,9 @@ class Location:
 
 @dataclass(frozen=True)
 class ToolCall:
-    """A tool the model calls. Claude and Codex fill `id`, `name` and `input`; the rest is what
-    an ACP agent says of it (ACP's `tool_call`)."""
+    """A tool the model calls, a part of the message that calls it (an agent that announces a
+    call on its own, as ACP's `tool_call` does, sends a message of that one part). Claude and
+    Codex fill `id`, `name` and `input`; the rest is what an ACP agent says of it."""
 
     id: str  # the call's id, which its `ToolResult` (and a permission question) names
     name: str  # the tool, as clients know it ("Bash", "Edit", an MCP tool's name, ...)
