@@ -22,11 +22,12 @@ def _host_port(text: str) -> tuple[str, int]:
 def version_line() -> str:
     """coven-ls's version and what it runs: the SDK, and the Claude Code CLI its wheel bundles
     (the one used unless another is configured)."""
-    try:
-        from claude_agent_sdk import __version__ as sdk
-        from claude_agent_sdk._cli_version import __cli_version__ as cli
-    except ImportError:  # an SDK without the bundled CLI's version
+    from .agents.claude import sdk_versions
+
+    versions = sdk_versions()
+    if versions is None:
         return f"coven-ls {__version__}"
+    sdk, cli = versions
     return f"coven-ls {__version__} (claude-agent-sdk {sdk}, bundled Claude Code {cli})"
 
 

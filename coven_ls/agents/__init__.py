@@ -1,6 +1,8 @@
 """The agents coven-ls hosts, each behind the core's `Backend`/`Agent` interface
-(core/agent.py): `claude` (Claude Code through claude-agent-sdk) and `codex` (`codex
-app-server`). This registry is the one place that knows them by name."""
+(core/agent/interface.py) and each an adapter that makes coven's agent events
+(core/agent/events.py) of what its program says: `claude` (Claude Code through claude-agent-sdk,
+the only user of that SDK) and `codex` (`codex app-server`). A third agent is one more adapter.
+This registry is the one place that knows them by name."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ from ..protocol.types import (
     Worktree,
 )
 from . import failpoints, isolation, pool, transcript
-from .agent import AgentSpec, AgentStartError, Backend
+from .agent import AgentSpec, AgentStartError, Backend, Copy, New
 from .child_env import ChildEnvironments, stop_leftover_setup
 from .fork_choices import ForkSettings, from_row, overlay, resolve, to_row
 from .fork_choices import check as check_choices
@@ -957,7 +957,7 @@ class ForkManager:
                 cwd=cwd,
                 model=config.model if chosen.own_agent else None,
                 permission_mode=config.permission_mode,
-                session_id=str(uuid.uuid4()),
+                start=New(str(uuid.uuid4())),
                 append_system_prompt=fork_prompt(config, parent.depth + 1),
                 env=config.env,
             )
@@ -965,11 +965,11 @@ class ForkManager:
             cwd=cwd,
             model=config.model,
             permission_mode=config.permission_mode,
-            resume=parent.agent_session_id,
-            fork_session=True,
-            # Chosen here, so the child's transcript is known before its CLI says a word.
-            session_id=str(uuid.uuid4()),
-            resume_at=fork.at_message_id,
+            # The copy's id is chosen here, so that its transcript is known before its agent
+            # says a word.
+            start=New(str(uuid.uuid4()))
+            if parent.agent_session_id is None
+            else Copy(parent.agent_session_id, fork.at_message_id, str(uuid.uuid4())),
             append_system_prompt=fork_prompt(config, parent.depth + 1),
             env=config.env,
         )

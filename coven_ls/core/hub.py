@@ -27,7 +27,7 @@ from .. import agents, protocol
 from ..protocol import EventDict, Status, events
 from ..protocol.types import KeptBranch, Usage
 from . import failpoints, isolation, keep
-from .agent import AgentSpec, Backend, Conversation
+from .agent import AgentSpec, Backend, Conversation, Copy
 from .fork import (
     Fork,
     ForkManager,
@@ -697,17 +697,14 @@ class Hub:
 
 
 def branch_spec(config: SessionConfig, conversation: str, at_message_id: str | None) -> AgentSpec:
-    """How a branch's CLI starts: a copy (`--fork-session`) of the parent's conversation
-    `conversation`, cut at `at_message_id`, under an id chosen here so that its transcript is
-    known before its CLI says a word."""
+    """How a branch's agent starts: a copy of the parent's conversation `conversation`, cut at
+    `at_message_id`, under an id chosen here so that its transcript is known before its agent
+    says a word."""
     return AgentSpec(
         cwd=config.cwd,
         model=config.model,
         permission_mode=config.permission_mode,
-        resume=conversation,
-        fork_session=True,
-        session_id=str(uuid.uuid4()),
-        resume_at=at_message_id,
+        start=Copy(conversation, at_message_id, str(uuid.uuid4())),
         append_system_prompt=config.append_system_prompt,
         env=config.env,
     )
