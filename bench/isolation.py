@@ -119,7 +119,7 @@ from common import (
 )
 
 from coven_ls.agents.claude import resolve_claude
-from coven_ls.core import worktrees
+from coven_ls.core.workspace import worktrees
 from coven_ls.testing.scripted_model import ModelRequest, Reply, ScriptedModel, Text, ToolUse
 
 PROMPT = "isolation-bench: look around the repository, then wait for the tasks."
@@ -585,7 +585,7 @@ def scripted_model(targets: list[Target], latency: float) -> ScriptedModel:
 
 
 def spares_ready(state: Path) -> int:
-    """Complete spare worktrees in the server's pool (coven_ls/core/pool.py's `.ready` files)."""
+    """Complete spare worktrees in the server's pool (core/workspace/pool.py's `.ready` files)."""
     return len(list((state / "pool").glob("*/*.ready")))
 
 

@@ -25,10 +25,10 @@ import anyio
 import msgspec
 
 from ..protocol import events
-from . import worktree_env, worktree_setup, worktrees
-from .ports import PORTS, PortBlocks
 from .session import Outcome, Session
 from .store import default_state_dir
+from .workspace import worktree_env, worktree_setup, worktrees
+from .workspace.ports import PORTS, PortBlocks
 
 log = logging.getLogger(__name__)
 

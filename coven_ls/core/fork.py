@@ -46,16 +46,17 @@ from ..protocol.types import (
     Usage,
     Worktree,
 )
-from . import failpoints, isolation, pool, transcript
+from . import failpoints, transcript
 from .agent import AgentSpec, AgentStartError, Backend
 from .child_env import ChildEnvironments, stop_leftover_setup
 from .fork_state import check_move
-from .isolation import ForkTrees, MadeAhead
 from .models import estimate_fork
 from .session import Outcome, Session, SessionConfig
 from .spend import child_limit_reached, describe, limits_from_row, limits_row, merge_limits
 from .store import Store
-from .worktrees import GitError
+from .workspace import isolation, pool
+from .workspace.isolation import ForkTrees, MadeAhead
+from .workspace.worktrees import GitError
 
 if TYPE_CHECKING:  # the journal stores forks: it imports this module
     from .journal import Journal

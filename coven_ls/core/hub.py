@@ -26,7 +26,7 @@ from msgspec import to_builtins
 from .. import agents, protocol
 from ..protocol import EventDict, Status, events
 from ..protocol.types import KeptBranch, Usage
-from . import failpoints, isolation, keep
+from . import failpoints, keep
 from .agent import AgentSpec, Backend, Conversation
 from .fork import (
     Fork,
@@ -41,6 +41,7 @@ from .session import Session, SessionConfig
 from .slots import Slots
 from .spend import limits_from_row, merge_limits
 from .store import Snapshot, Store, StoreError, StoreInUse, database_path
+from .workspace import isolation
 
 log = logging.getLogger(__name__)
 

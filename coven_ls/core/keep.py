@@ -12,8 +12,8 @@ import logging
 from collections.abc import Iterable
 
 from ..protocol.types import KeptBranch
-from . import isolation, worktrees
 from .session import Session
+from .workspace import isolation, worktrees
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ import msgspec
 
 from .. import __version__, protocol
 from ..agents.claude import INSTALL_HINT, probe_claude, resolve_claude
-from ..core import pool, worktrees
 from ..core.store import SCHEMA_VERSION, database_path
+from ..core.workspace import pool, worktrees
 from ..protocol.types import DoctorReport, Finding
 
 PACKAGES = ("claude-agent-sdk", "pygls", "lsprotocol", "anyio", "msgspec", "agent-client-protocol")

@@ -1,6 +1,6 @@
 """Nothing lost, against real git repositories: which branches hold work never applied
 (isolation.unapplied, keep.unapplied_branches), a child's later work (isolation.later_work),
-the store's record of kept branches, and what `coven-ls prune` removes (core/prune.py)."""
+the store's record of kept branches, and what `coven-ls prune` removes (core/workspace/prune.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import anyio
 import msgspec
 import pytest
 
-from coven_ls.core import isolation, prune
-from coven_ls.core import worktrees as wt
 from coven_ls.core.store import Store, read_trees
+from coven_ls.core.workspace import isolation, prune
+from coven_ls.core.workspace import worktrees as wt
 from coven_ls.protocol.types import Changes, Worktree
 
 from .test_worktrees import git, info_of, make_repo, no_user_git_config  # noqa: F401

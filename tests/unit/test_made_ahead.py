@@ -11,8 +11,8 @@ from pathlib import Path
 import anyio
 
 from coven_ls import protocol
-from coven_ls.core import worktrees
 from coven_ls.core.hub import ClientSettings
+from coven_ls.core.workspace import worktrees
 from coven_ls.protocol import Kind
 
 from .test_hub_unit import running_hub, start

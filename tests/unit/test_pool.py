@@ -1,6 +1,6 @@
-"""coven_ls.core.pool and worktrees.prepare/adopt against real git: a spare worktree made before
-the user changed things still gives a child exactly the fork's snapshot; the pool keeps to its
-size; a stopped server's half-made spares are cleaned; `usage` reports the disk."""
+"""coven_ls.core.workspace.pool and worktrees.prepare/adopt against real git: a spare worktree
+made before the user changed things still gives a child exactly the fork's snapshot; the pool
+keeps to its size; a stopped server's half-made spares are cleaned; `usage` reports the disk."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from coven_ls.core import isolation, pool
-from coven_ls.core import worktrees as wt
-from coven_ls.core.worktrees import RepoInfo
+from coven_ls.core.workspace import isolation, pool
+from coven_ls.core.workspace import worktrees as wt
+from coven_ls.core.workspace.worktrees import RepoInfo
 
 
 @pytest.fixture(autouse=True)
@@ -202,7 +202,7 @@ async def test_a_repository_that_is_gone_takes_its_pool_with_it(tmp_path: Path) 
 
 
 async def test_prune_leaves_a_running_servers_spares_alone(tmp_path: Path) -> None:
-    from coven_ls.core import prune
+    from coven_ls.core.workspace import prune
 
     top = make_repo(tmp_path)
     state = tmp_path / "state"

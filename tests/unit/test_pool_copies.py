@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from coven_ls.core import pool, worktree_env
-from coven_ls.core import worktrees as wt
+from coven_ls.core.workspace import pool, worktree_env
+from coven_ls.core.workspace import worktrees as wt
 from tests.unit.test_pool import git, make_repo, no_user_git_config, repo_info, tree_files
 
 __all__ = ["no_user_git_config"]  # the fixture, used by every test here

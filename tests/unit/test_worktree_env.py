@@ -16,9 +16,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from coven_ls.core import worktree_env, worktree_setup, worktrees
-from coven_ls.core.ports import PortBlocks
-from coven_ls.core.worktree_setup import Approvals, Setup, SetupFileError
+from coven_ls.core.workspace import worktree_env, worktree_setup, worktrees
+from coven_ls.core.workspace.ports import PortBlocks
+from coven_ls.core.workspace.worktree_setup import Approvals, Setup, SetupFileError
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,5 @@
-"""coven_ls.core.worktrees against real git repositories, each in the test's tmp_path, with the
-user's git configuration out of reach (HOME and GIT_CONFIG_GLOBAL point at empty places).
+"""coven_ls.core.workspace.worktrees against real git repositories, each in the test's tmp_path,
+with the user's git configuration out of reach (HOME and GIT_CONFIG_GLOBAL point at empty places).
 
 Every operation that must not touch the user's repository is checked byte for byte: HEAD (file
 and reflog), the branch, the index (its file and `git diff --cached`), the stash and the refs.
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from coven_ls.core import worktrees as wt
-from coven_ls.core.worktrees import GitError, NotARepo, RepoInfo
+from coven_ls.core.workspace import worktrees as wt
+from coven_ls.core.workspace.worktrees import GitError, NotARepo, RepoInfo
 
 A_TXT = "".join(f"line {i}\n" for i in range(1, 21))
 RENAME_ME = "".join(f"rename me, line {i}\n" for i in range(1, 11))

@@ -44,8 +44,9 @@ from pathlib import Path
 
 import anyio
 
-from . import failpoints, worktree_env, worktrees
-from .store import default_state_dir
+from .. import failpoints
+from ..store import default_state_dir
+from . import worktree_env, worktrees
 
 log = logging.getLogger(__name__)
 

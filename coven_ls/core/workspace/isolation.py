@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from ..protocol.types import (
+from ...protocol.types import (
     ChangedFile,
     Changes,
     ConflictFile,
@@ -30,8 +30,8 @@ from ..protocol.types import (
     MergeState,
     Worktree,
 )
+from ..store import default_state_dir
 from . import pool, worktrees
-from .store import default_state_dir
 
 log = logging.getLogger(__name__)
 

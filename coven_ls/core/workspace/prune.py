@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..store import StoredTrees, forget_kept_branches, read_trees
 from . import pool, worktrees
-from .store import StoredTrees, forget_kept_branches, read_trees
 
 log = logging.getLogger(__name__)
 
