@@ -55,8 +55,8 @@ from .session import Outcome, Session, SessionConfig
 from .spend import child_limit_reached, describe, limits_from_row, limits_row, merge_limits
 from .store import Store
 from .workspace import isolation, pool
+from .workspace.git import GitError
 from .workspace.isolation import ForkTrees, MadeAhead
-from .workspace.worktrees import GitError
 
 if TYPE_CHECKING:  # the journal stores forks: it imports this module
     from .journal import Journal

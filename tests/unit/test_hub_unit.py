@@ -32,6 +32,7 @@ from coven_ls.core.session import Session
 from coven_ls.core.store import Store, database_path
 from coven_ls.core.transcript import Entry
 from coven_ls.core.workspace import isolation, worktrees
+from coven_ls.core.workspace.repository import RepoInfo, inspect
 from coven_ls.protocol import Kind, events
 from coven_ls.protocol.types import Usage
 
@@ -645,8 +646,8 @@ async def test_a_restart_removes_worktrees_a_killed_server_made_for_no_session(
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     git(repo, "commit", "-q", "--allow-empty", "-m", "one")
-    info = worktrees.inspect(repo)
-    assert isinstance(info, worktrees.RepoInfo)
+    info = inspect(repo)
+    assert isinstance(info, RepoInfo)
     orphan = tmp_path / "state" / "worktrees" / "f-1" / "1-lost"
     worktrees.create(info, info.head, orphan, "coven/f-1/1-lost")
     cfg = settings(tmp_path, stateDir=str(tmp_path / "state"))

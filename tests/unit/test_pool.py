@@ -13,7 +13,8 @@ import pytest
 
 from coven_ls.core.workspace import isolation, pool
 from coven_ls.core.workspace import worktrees as wt
-from coven_ls.core.workspace.worktrees import RepoInfo
+from coven_ls.core.workspace.repository import RepoInfo, inspect
+from coven_ls.core.workspace.snapshots import snapshot
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +56,7 @@ def make_repo(tmp_path: Path) -> Path:
 
 
 def repo_info(top: Path) -> RepoInfo:
-    found = wt.inspect(top)
+    found = inspect(top)
     assert isinstance(found, RepoInfo)
     return found
 
@@ -96,7 +97,7 @@ async def test_a_spare_made_before_the_users_changes_gives_exactly_the_snapshot(
     assert pools.ready(state, str(top)) == 2
     change_everything(top)
     info = repo_info(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     # The reference: a worktree made as without a pool.
     fresh = wt.create(info, base, tmp_path / "fresh", "coven/f-0/1-fresh")
     [spare] = pools.take(state, str(top), 1)
