@@ -25,6 +25,7 @@ import pytest
 from anyio.abc import TaskGroup
 
 from coven_ls import protocol
+from coven_ls.agents import REGISTRY
 from coven_ls.core import session_log
 from coven_ls.core.fork import child_prompt
 from coven_ls.core.hub import ClientSettings, Hub
@@ -176,7 +177,7 @@ async def running_hub(
     backend = FakeBackend()
     backend.default_reply = model(tasks, gates or {})
     async with anyio.create_task_group() as tg:
-        hub = Hub(tg, backend_factory=lambda *_: backend)
+        hub = Hub(tg, REGISTRY.with_backends(lambda *_: backend))
         store = (await hub.open_store(settings))[0] if settings.options.stateDir else None
         client = RecordingClient(settings, store)
         hub.attach(client)
@@ -831,7 +832,7 @@ async def test_listed_tree_usage_adds_up_every_descendant() -> None:
         ("lone", None), ("orphan", "deleted"),
     ]  # fmt: skip
     async with anyio.create_task_group() as tg:
-        hub = Hub(tg)
+        hub = Hub(tg, REGISTRY)
         for n, (sid, parent) in enumerate(shape):
             hub.sessions[sid] = Node(sid, parent, Usage(inputTokens=10**n))  # type: ignore[assignment]
         listed = dict(zip(hub.sessions, hub.list_sessions(), strict=True))
