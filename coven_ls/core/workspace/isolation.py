@@ -1,10 +1,11 @@
 """Where a fork's children work, and how their changes come back.
 
-A fork in `worktree` mode gives each child a git worktree of its own (`worktrees.py` does the git
-work), started from one snapshot of what the parent sees. When a child ends, its work is
-committed on its branch (`collect`); when the fork ends, each child's changes are merged into the
-parent's working tree (`merge`) or wait for the user's review. Everything here runs git in worker
-threads: a snapshot of a big repository takes a while, and the event loop must not wait on it.
+A fork in `worktree` mode gives each child a git worktree of its own (the git work is the
+room's git layer: `snapshots`, `worktrees`, `commits`, `changes`, `merge`), started from one
+snapshot of what the parent sees. When a child ends, its work is committed on its branch
+(`collect`); when the fork ends, each child's changes are merged into the parent's working tree
+(`merge`) or wait for the user's review. Everything here runs git in worker threads: a snapshot
+of a big repository takes a while, and the event loop must not wait on it.
 """
 
 from __future__ import annotations
