@@ -28,7 +28,6 @@ from pathlib import Path
 
 MIN_GIT_VERSION = (2, 25, 0)
 
-
 # Snapshots and children's commits are made by coven-ls, under a fixed identity: they must work
 # with no user.name/user.email configured, and should not be mistaken for the user's commits.
 IDENTITY: Mapping[str, str] = {
@@ -38,12 +37,10 @@ IDENTITY: Mapping[str, str] = {
     "GIT_COMMITTER_EMAIL": "coven-ls@localhost",
 }
 
-
 # Seconds one git command may take. Generous: `git add -A` of a big working tree or a checkout
 # through an LFS filter is slow, but a git that waits for something (a lock, a prompt) must not
 # hang a fork for ever.
 TIMEOUT = 300.0
-
 
 # Variables that would point git at another repository, index or configuration than the one the
 # command is about (`git rev-parse --local-env-vars`); coven-ls may itself run under a git hook.
@@ -65,7 +62,6 @@ _REPO_ENV = (
     "GIT_SHALLOW_FILE",
     "GIT_COMMON_DIR",
 )
-
 
 MODE_FILE, MODE_EXEC, MODE_LINK, MODE_GITLINK = "100644", "100755", "120000", "160000"
 
@@ -217,4 +213,6 @@ def commit_tree(cwd: Path, tree: str, parent: str, message: str) -> str:
 
 
 def is_within(path: Path, folder: Path) -> bool:
+    """Whether `path` is `folder` or inside it, comparing the paths as given (resolve them first
+    where links matter): where a worktree may go, where a merge may write."""
     return path == folder or folder in path.parents

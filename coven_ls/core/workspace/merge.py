@@ -48,7 +48,6 @@ from .working_tree import (
 # Git's own test for a binary file (buffer_is_binary): a NUL in the first 8000 bytes.
 _BINARY_PROBE = 8000
 
-
 AppliedHow = Literal["child", "merged", "same"]
 
 

@@ -22,11 +22,9 @@ from .repository import read_blobs
 # The attributes that make a checked-out file differ from its blob (or `git add` change it).
 _CONVERSION_ATTRS = ("text", "eol", "crlf", "filter", "ident", "working-tree-encoding")
 
-
 # Temporary names for files being written, unique in this process; short, so that a long file
 # name does not make them too long.
 _TEMP_NUMBERS = itertools.count()
-
 
 StateKind = Literal["missing", "file", "link", "dir", "other", "submodule"]
 
