@@ -430,9 +430,10 @@ def main(argv: list[str] | None = None) -> int:
         _setup_logging(args)
         tune_interpreter()
         from .acp.serve import serve_acp
+        from .agents import REGISTRY
 
         try:
-            return anyio.run(serve_acp)
+            return anyio.run(serve_acp, REGISTRY)
         except KeyboardInterrupt:
             return 130
     if args.token_file and not args.tcp:
@@ -440,6 +441,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _setup_logging(args)
     tune_interpreter()
+    from .agents import REGISTRY
     from .lsp.auth import resolve_token
     from .lsp.transports import serve_stdio, serve_tcp
     from .protocol.tokens import TokenError
@@ -452,8 +454,8 @@ def main(argv: list[str] | None = None) -> int:
             except TokenError as exc:
                 print(f"coven-ls: {exc}", file=sys.stderr)
                 return 2
-            anyio.run(serve_tcp, host, port, auth)
+            anyio.run(serve_tcp, host, port, auth, REGISTRY)
             return 0
-        return anyio.run(serve_stdio)
+        return anyio.run(serve_stdio, REGISTRY)
     except KeyboardInterrupt:
         return 130

@@ -14,6 +14,7 @@ from anyio.abc import TaskGroup
 
 from .. import protocol
 from ..core.agent import Backend
+from ..core.agent_registry import AgentRegistry
 from ..protocol.types import AgentName, InitializationOptions
 from . import binary
 from .binary import BinarySource
@@ -83,3 +84,12 @@ def backend_key(agent: str, options: InitializationOptions) -> tuple[str, str | 
 def make_backend(agent: str, options: InitializationOptions, task_group: TaskGroup) -> Backend:
     kind = AGENTS[agent]
     return kind.make(kind.path_option(options), task_group)
+
+
+# What a front end hands the hub (`Hub(task_group, REGISTRY)`).
+REGISTRY = AgentRegistry(
+    names=frozenset(AGENTS),
+    make_backend=make_backend,
+    backend_key=backend_key,
+    available=available_agents,
+)

@@ -45,18 +45,19 @@ from ..protocol.types import (
     Usage,
     Worktree,
 )
-from . import failpoints, isolation, pool, transcript
+from . import failpoints, transcript
 from .agent import AgentSpec, AgentStartError, Backend, Copy, New
 from .child_env import ChildEnvironments, stop_leftover_setup
 from .fork_choices import ForkSettings, from_row, overlay, resolve, to_row
 from .fork_choices import check as check_choices
 from .fork_state import check_move
-from .isolation import ForkTrees, MadeAhead
 from .models import estimate_fork
 from .session import Outcome, Session, SessionConfig
 from .spend import child_limit_reached, describe
 from .store import Store
-from .worktrees import GitError
+from .workspace import isolation, pool
+from .workspace.git import GitError
+from .workspace.isolation import ForkTrees, MadeAhead
 
 if TYPE_CHECKING:  # the journal stores forks: it imports this module
     from .journal import Journal

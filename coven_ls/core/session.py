@@ -56,7 +56,7 @@ from ..protocol.types import (
     Usage,
     Worktree,
 )
-from . import session_record, worktrees
+from . import session_record
 from .agent import (
     Agent,
     AgentFailed,
@@ -79,6 +79,7 @@ from .spend import Meter, merge_limits
 from .status import check_transition
 from .store import Store
 from .streaming import Streams
+from .workspace import worktrees
 
 if sys.version_info < (3, 11):  # anyio brings the backport there
     from exceptiongroup import BaseExceptionGroup

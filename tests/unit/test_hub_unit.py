@@ -25,12 +25,15 @@ import pytest
 from anyio.abc import TaskGroup
 
 from coven_ls import protocol
-from coven_ls.core import isolation, session_log, worktrees
+from coven_ls.agents import REGISTRY
+from coven_ls.core import session_log
 from coven_ls.core.fork import child_prompt
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.session import Session
 from coven_ls.core.store import Store, database_path
 from coven_ls.core.transcript import Entry
+from coven_ls.core.workspace import isolation, worktrees
+from coven_ls.core.workspace.repository import RepoInfo, inspect
 from coven_ls.protocol import Kind, events
 from coven_ls.protocol.types import ForkChoices, Usage
 
@@ -183,7 +186,7 @@ async def running_hub(
     backend = FakeBackend()
     backend.default_reply = model(tasks, gates or {})
     async with anyio.create_task_group() as tg:
-        hub = Hub(tg, backend_factory=lambda *_: backend)
+        hub = Hub(tg, REGISTRY.with_backends(lambda *_: backend))
         store = (await hub.open_store(settings))[0] if settings.options.stateDir else None
         client = RecordingClient(settings, store)
         hub.attach(client)
@@ -653,8 +656,8 @@ async def test_a_restart_removes_worktrees_a_killed_server_made_for_no_session(
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     git(repo, "commit", "-q", "--allow-empty", "-m", "one")
-    info = worktrees.inspect(repo)
-    assert isinstance(info, worktrees.RepoInfo)
+    info = inspect(repo)
+    assert isinstance(info, RepoInfo)
     orphan = tmp_path / "state" / "worktrees" / "f-1" / "1-lost"
     worktrees.create(info, info.head, orphan, "coven/f-1/1-lost")
     cfg = settings(tmp_path, stateDir=str(tmp_path / "state"))
@@ -838,7 +841,7 @@ async def test_listed_tree_usage_adds_up_every_descendant() -> None:
         ("lone", None), ("orphan", "deleted"),
     ]  # fmt: skip
     async with anyio.create_task_group() as tg:
-        hub = Hub(tg)
+        hub = Hub(tg, REGISTRY)
         for n, (sid, parent) in enumerate(shape):
             hub.sessions[sid] = Node(sid, parent, Usage(inputTokens=10**n))  # type: ignore[assignment]
         listed = dict(zip(hub.sessions, hub.list_sessions(), strict=True))
