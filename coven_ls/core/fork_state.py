@@ -6,7 +6,7 @@ run (`COVEN_STRICT_STATUS`, as for sessions' statuses in status.py)."""
 from __future__ import annotations
 
 from ..protocol import ForkState
-from .status import STRICT, TransitionError
+from .session.status import STRICT, TransitionError
 
 MOVES: dict[ForkState, frozenset[ForkState]] = {
     # the model asked (fork mode approve), or, for an instant, one that starts at once: approved

@@ -18,7 +18,7 @@ import pytest
 
 from coven_ls import protocol
 from coven_ls.core.fork_state import MOVES
-from coven_ls.core.status import TRANSITIONS
+from coven_ls.core.session.status import TRANSITIONS
 from coven_ls.protocol.events import Delta, check_event
 from coven_ls.protocol.types import Origin
 
@@ -133,7 +133,7 @@ def test_every_event_matches_the_schema(path: Path) -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
 def test_every_status_change_is_in_the_table(path: Path) -> None:
-    """The statuses each server sent for a session follow core/status.py's transitions (a
+    """The statuses each server sent for a session follow core/session/status.py's transitions (a
     restarted server starts from the status the store had)."""
     fixture = Fixture(path.stem)
     for session in {e["sessionId"] for e in fixture.events}:
