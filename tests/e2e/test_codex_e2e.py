@@ -7,6 +7,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -59,9 +60,9 @@ def start_codex(
     """A coven-ls whose codex talks to `responses`; the same `home` is the same workspace and
     CODEX_HOME (a restart)."""
 
-    async def start(home: str = "ws", **kw: Any) -> Coven:
-        env = responses.codex_env(tmp_path / home / "codex-home")
-        return await coven_factory(home=home, extra_env=env, **kw)
+    async def start(home: str = "ws", env: dict[str, str] | None = None, **kw: Any) -> Coven:
+        codex_env = responses.codex_env(tmp_path / home / "codex-home")
+        return await coven_factory(home=home, extra_env={**codex_env, **(env or {})}, **kw)
 
     return start
 
@@ -130,6 +131,93 @@ async def test_a_command_asks_and_runs_when_allowed_and_not_when_denied(
     denied = coven.of(sid, "toolResult")[-1]
     assert denied["isError"]
     assert len(coven.permission_requests) == 2
+
+
+async def test_a_command_runs_in_the_sandbox_with_bubblewrap_and_without(
+    start_codex, responses, bubblewrap: dict[str, str]
+) -> None:
+    """No escalation: codex runs it in its workspace-write sandbox (through the bwrap on PATH,
+    or its own copy), which lets it write the workspace; its CODEX_HOME is in the temporary
+    folder, where codex makes no helper of its own (coven-ls gives it one)."""
+    responses.on("SANDBOXED", command("echo inside > inside.txt && cat inside.txt"), times=1)
+    responses.on("Process exited", "it ran")
+    coven = await start_codex(
+        init_options={**CODEX, "permissionMode": "acceptEdits"}, env=bubblewrap
+    )
+    sid = await coven.start("SANDBOXED please")
+    result = await coven.wait_kind(sid, "turnResult")
+    assert result["text"] == "it ran"
+    assert (coven.workspace / "inside.txt").read_text() == "inside\n"
+    [use] = coven.of(sid, "toolUse")
+    [tool_result] = coven.of(sid, "toolResult")
+    assert "echo inside" in use["input"]["command"] and tool_result["toolUseId"] == use["toolUseId"]
+    assert not tool_result["isError"] and "inside" in tool_result["content"]
+    assert coven.permission_requests == []
+
+
+async def test_a_command_codex_could_not_start_is_a_failed_tool_call_with_its_reason(
+    start_codex, responses, tmp_path: Path, bubblewrap: dict[str, str]
+) -> None:
+    """A codex started through a wrapper script (coven-ls cannot give it its helper then) whose
+    CODEX_HOME is in the temporary folder (where codex makes none itself): with bubblewrap on
+    PATH its commands cannot start, and codex reports no item for them; coven-ls shows the tool
+    call and codex's reason all the same. Without bubblewrap the command runs."""
+    wrapper = tmp_path / "codex-wrapper"
+    wrapper.write_text(f'#!/bin/sh\nexec "{resolve_codex(None)[0]}" "$@"\n')
+    wrapper.chmod(0o755)
+    responses.on("RUN-IT", command("echo started"), times=1)
+    responses.on("Process exited with code 0", "it ran")
+    responses.on("Process exited", "it failed")
+    coven = await start_codex(
+        init_options={**CODEX, "permissionMode": "acceptEdits"},
+        env={**bubblewrap, "COVEN_CODEX_PATH": str(wrapper)},
+    )
+    sid = await coven.start("RUN-IT please")
+    result = await coven.wait_kind(sid, "turnResult")
+    [use] = coven.of(sid, "toolUse")
+    [tool_result] = coven.of(sid, "toolResult")
+    assert use["name"] == "Bash" and "echo started" in use["input"]["command"]
+    assert tool_result["toolUseId"] == use["toolUseId"] and use["seq"] < tool_result["seq"]
+    if "PATH" in bubblewrap and shutil.which("bwrap", path=bubblewrap["PATH"]):
+        assert result["text"] == "it failed" and tool_result["isError"]
+        assert "execvp codex-linux-sandbox" in tool_result["content"], tool_result
+    else:
+        assert result["text"] == "it ran" and not tool_result["isError"]
+
+
+def test_doctor_runs_a_command_in_codex_sandbox(
+    responses, tmp_path: Path, bubblewrap: dict[str, str]
+) -> None:
+    """`coven-ls doctor`'s codexSandbox check, with the real codex: ok with bubblewrap and
+    without (then it says codex uses its own copy); through a wrapper script whose CODEX_HOME is
+    in the temporary folder, with bubblewrap, it fails and says what to do."""
+
+    def doctor(*args: str) -> dict[str, Any]:
+        env = {**os.environ, **responses.codex_env(tmp_path / "codex-home"), **bubblewrap}
+        done = subprocess.run(
+            [sys.executable, "-m", "coven_ls", "doctor", "--json", "--root", str(tmp_path), *args],
+            env={**env, "XDG_STATE_HOME": str(tmp_path / "state")}, capture_output=True,
+            text=True, timeout=120, check=False,
+        )  # fmt: skip
+        report = json.loads(done.stdout)
+        return {f["id"]: f for f in report["findings"]}["codexSandbox"]
+
+    found = doctor()
+    bwrap = shutil.which("bwrap", path=bubblewrap["PATH"])
+    assert found["status"] == "ok" and "fix" not in found, found
+    if bwrap:
+        assert f"bubblewrap on PATH: {bwrap}" in found["found"]
+    else:
+        assert "codex uses its bundled bubblewrap" in found["found"]
+    wrapper = tmp_path / "codex-wrapper"
+    wrapper.write_text(f'#!/bin/sh\nexec "{resolve_codex(None)[0]}" "$@"\n')
+    wrapper.chmod(0o755)
+    found = doctor("--codex", str(wrapper))
+    if bwrap:
+        assert found["status"] == "warning" and "execvp codex-linux-sandbox" in found["found"]
+        assert "CODEX_HOME outside" in found["fix"]
+    else:
+        assert found["status"] == "ok", found
 
 
 async def test_a_file_change_is_an_edit_with_its_diff(start_codex, responses) -> None:
@@ -367,7 +455,7 @@ def small_repo(repo: Path) -> Path:
 
 
 async def test_codex_children_work_in_worktrees_and_are_merged_back(
-    start_codex, responses, tmp_path: Path
+    start_codex, responses, tmp_path: Path, bubblewrap: dict[str, str]
 ) -> None:
     repo = small_repo(tmp_path / "repo")
     responses.on("Split it", "Splitting.\n<fork>\n- Make alpha\n- Make beta\n</fork>")
@@ -376,7 +464,7 @@ async def test_codex_children_work_in_worktrees_and_are_merged_back(
     responses.on("Process exited", "Made it.")
     responses.on("<fork-results>", "Both merged.")
     coven = await start_codex(
-        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"}
+        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"}, env=bubblewrap
     )
     sid = await coven.start("Split it", cwd=str(repo))
     started = await coven.wait_kind(sid, "forkStarted")
@@ -436,11 +524,12 @@ async def test_a_fork_at_an_earlier_answer_carries_the_conversation_up_to_it(
     assert len(coven.of(sid, "forkStarted")) == 1
 
 
-def test_demo_with_agent_codex() -> None:
-    """`coven-ls demo --agent codex`: the tour and its fork of three, through the real codex."""
+def test_demo_with_agent_codex(bubblewrap: dict[str, str]) -> None:
+    """`coven-ls demo --agent codex`: the tour and its fork of three, through the real codex
+    (its CODEX_HOME in the temporary folder), with bubblewrap and without."""
     done = subprocess.run(
         [sys.executable, "-m", "coven_ls", "demo", "--json", "--agent", "codex"],
-        capture_output=True, text=True, timeout=240, check=False,
+        capture_output=True, text=True, timeout=240, check=False, env={**os.environ, **bubblewrap},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     events = [json.loads(line) for line in done.stdout.splitlines()]
@@ -520,7 +609,7 @@ async def test_an_app_server_killed_while_idle_is_said_started_again_and_resumed
 
 
 async def test_a_codex_child_cannot_write_the_parents_repository(
-    start_codex, responses, tmp_path: Path
+    start_codex, responses, tmp_path: Path, bubblewrap: dict[str, str]
 ) -> None:
     """The repository lies under /tmp, which codex's workspace-write sandbox leaves writable: a
     worktree child's sandbox writes only its worktree, and an escalation (which would run outside
@@ -534,7 +623,7 @@ async def test_a_codex_child_cannot_write_the_parents_repository(
     responses.on("rejected", "Probed.")
     responses.on("<fork-results>", "Done.")
     coven = await start_codex(
-        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"}
+        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"}, env=bubblewrap
     )
     sid = await coven.start("Probe it", cwd=str(repo))
     started = await coven.wait_kind(sid, "forkStarted")
@@ -674,7 +763,7 @@ async def test_a_restart_mid_fork_resumes_the_codex_children(
 
 
 async def test_a_codex_child_has_a_temporary_folder_of_its_own(
-    start_codex, responses, tmp_path: Path
+    start_codex, responses, tmp_path: Path, bubblewrap: dict[str, str]
 ) -> None:
     """A worktree child's sandbox leaves /tmp read-only (it could hold the parent's repository):
     its commands get TMPDIR in a folder of its own beside its worktree, where `mktemp` works,
@@ -698,7 +787,7 @@ async def test_a_codex_child_has_a_temporary_folder_of_its_own(
     responses.on("Process exited", climb, times=1)
     responses.on("rejected", "Probed.")
     coven = await start_codex(
-        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"}
+        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"}, env=bubblewrap
     )
     sid = await coven.start("Probe it", cwd=str(repo))
     [child] = [c["sessionId"] for c in (await coven.wait_kind(sid, "forkStarted"))["children"]]

@@ -16,7 +16,10 @@ import json
 import logging
 import os
 import shlex
+import shutil
 import signal
+import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,6 +35,9 @@ log = logging.getLogger(__name__)
 # sandbox violation reports no item at all (verified with 0.163.0), so no tool call would show.
 CONFIG_OVERRIDES = ("features.shell_snapshot=false",)
 START_SECONDS = 30.0
+# The names codex answers to when started under them (its "arg0 trick"): with bubblewrap on PATH
+# it runs each sandboxed command as `bwrap … codex-linux-sandbox …`, found on PATH.
+HELPER_NAMES = ("codex-linux-sandbox", "apply_patch", "applypatch")
 
 
 class CodexRpcError(Exception):
@@ -77,6 +83,7 @@ class AppServer:
         self.stderr: collections.deque[str] = collections.deque(maxlen=40)
         self._gone: AppServerGone | None = None
         self.version: str | None = None
+        self._helpers: Path | None = None
 
     @property
     def task_group(self) -> TaskGroup:
@@ -100,6 +107,10 @@ class AppServer:
         self._gone = None
         self.loaded.clear()
         env = dict(os.environ if self._env is None else self._env)
+        self._drop_helpers()
+        self._helpers = await anyio.to_thread.run_sync(make_helper_aliases, self.path)
+        if self._helpers is not None:
+            env["PATH"] = os.pathsep.join(filter(None, [str(self._helpers), env.get("PATH")]))
         program = self.path
         launcher = await anyio.to_thread.run_sync(launcher_path)
         if launcher is not None:
@@ -326,6 +337,36 @@ class AppServer:
                 process.kill()
             with anyio.move_on_after(5):
                 await process.wait()
+        self._drop_helpers()
+
+    def _drop_helpers(self) -> None:
+        helpers, self._helpers = self._helpers, None
+        if helpers is not None:
+            shutil.rmtree(helpers, ignore_errors=True)
+
+
+def make_helper_aliases(codex: str) -> Path | None:
+    """A private folder (mode 0700) of links to the codex binary under the names of its helpers,
+    for the app-server's PATH; None off Linux or when `codex` is not the binary itself (npm's
+    node wrapper: codex's own aliases must do). Codex makes these itself under
+    `$CODEX_HOME/tmp`, but refuses when CODEX_HOME lies in the temporary folder ("Refusing to
+    create helper binaries under temporary dir"), as every test's and the demo's does; then,
+    with bubblewrap on PATH, every sandboxed command fails with `bwrap: execvp
+    codex-linux-sandbox: No such file or directory`. Where codex did make its own, they come
+    first on PATH and these are unused."""
+    if not sys.platform.startswith("linux"):
+        return None
+    binary = Path(codex).resolve()
+    try:
+        with binary.open("rb") as file:
+            if file.read(4) != b"\x7fELF":
+                return None
+    except OSError:
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="coven-codex-helpers-"))
+    for name in HELPER_NAMES:
+        (folder / name).symlink_to(binary)
+    return folder
 
 
 async def _wait_exit(process: Process) -> int | None:

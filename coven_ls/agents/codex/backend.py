@@ -493,7 +493,11 @@ class CodexBackend:
             )
         try:
             if spec.resume is None:
-                result = await server.request("thread/start", settings)
+                # Raw Responses items too: a command codex could not start reports no item, only
+                # the output its model is given (translate.py). Forks and resumes cannot ask.
+                result = await server.request(
+                    "thread/start", {**settings, "experimentalRawEvents": True}
+                )
                 thread_id = str(result["thread"]["id"])
             elif spec.fork_session:
                 # A new thread with the parent's whole conversation (codex makes no model
