@@ -185,6 +185,40 @@ async def test_a_command_codex_could_not_start_is_a_failed_tool_call_with_its_re
         assert result["text"] == "it ran" and not tool_result["isError"]
 
 
+async def test_a_fork_childs_command_codex_could_not_start_is_a_failed_tool_call(
+    start_codex, responses, tmp_path: Path, bubblewrap: dict[str, str]
+) -> None:
+    """As above, in a fork child: a `thread/fork` gets no raw items, so coven-ls reads what codex
+    told its model from the child's rollout file when its turn ends. (In a worktree child codex
+    does report the command: its turns carry a sandbox policy of their own.)"""
+    wrapper = tmp_path / "codex-wrapper"
+    wrapper.write_text(f'#!/bin/sh\nexec "{resolve_codex(None)[0]}" "$@"\n')
+    wrapper.chmod(0o755)
+    responses.on("Split it", "Splitting.\n<fork>\n- Make alpha\n</fork>")
+    responses.on("'Make alpha'", command("printf 'alpha\\n' > alpha.txt"), times=1)
+    responses.on("Process exited with code 0", "Made it.")
+    responses.on("Process exited", "Could not.")
+    responses.on("<fork-results>", "Done.")
+    coven = await start_codex(
+        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"},
+        env={**bubblewrap, "COVEN_CODEX_PATH": str(wrapper)},
+    )
+    sid = await coven.start("Split it")
+    started = await coven.wait_kind(sid, "forkStarted")
+    assert started["isolation"] == "shared"  # no git here: the child works in the same folder
+    [child] = [c["sessionId"] for c in started["children"]]
+    assert (await coven.wait_kind(sid, "turnResult", count=2))["text"] == "Done."
+    [use] = coven.of(child, "toolUse")
+    [tool_result] = coven.of(child, "toolResult")
+    assert "alpha.txt" in use["input"]["command"] and tool_result["toolUseId"] == use["toolUseId"]
+    if shutil.which("bwrap", path=bubblewrap["PATH"]):
+        assert tool_result["isError"] and "execvp codex-linux-sandbox" in tool_result["content"]
+        assert not (coven.workspace / "alpha.txt").exists()
+    else:
+        assert not tool_result["isError"]
+        assert (coven.workspace / "alpha.txt").read_text() == "alpha\n"
+
+
 def test_doctor_runs_a_command_in_codex_sandbox(
     responses, tmp_path: Path, bubblewrap: dict[str, str]
 ) -> None:

@@ -304,7 +304,8 @@ class Translator:
         """A command the model called that codex reported no item for (it could not start it,
         or its sandbox refused it: `bwrap: execvp …`) is a failed tool call with the output the
         model was given. Raw items come only for threads started with `experimentalRawEvents`,
-        after the command's own item events when there are any."""
+        after the command's own item events when there are any; for other threads the agent
+        feeds the rollout file's at the turn's end (rollout.py)."""
         kind, call_id = item.get("type"), str(item.get("call_id") or "")
         if kind == "function_call" and item.get("name") == "exec_command":
             try:
