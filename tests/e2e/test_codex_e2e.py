@@ -133,17 +133,22 @@ async def test_a_command_asks_and_runs_when_allowed_and_not_when_denied(
     assert len(coven.permission_requests) == 2
 
 
+@pytest.mark.parametrize("codex_home", ["in-tmp", "own"])
 async def test_a_command_runs_in_the_sandbox_with_bubblewrap_and_without(
-    start_codex, responses, bubblewrap: dict[str, str]
+    start_codex, responses, tmp_path: Path, bubblewrap: dict[str, str], codex_home: str
 ) -> None:
     """No escalation: codex runs it in its workspace-write sandbox (through the bwrap on PATH,
-    or its own copy), which lets it write the workspace; its CODEX_HOME is in the temporary
-    folder, where codex makes no helper of its own (coven-ls gives it one)."""
+    or its own copy), which lets it write the workspace. A CODEX_HOME in the temporary folder
+    (the tests', the demo's) gets no helper from codex (coven-ls gives it one); one outside it
+    (a user's ~/.codex; here: TMPDIR elsewhere, which is what codex compares with) gets codex's
+    own helper folder under it, found first on PATH."""
+    env = dict(bubblewrap)
+    if codex_home == "own":
+        (tmp_path / "elsewhere").mkdir()
+        env["TMPDIR"] = str(tmp_path / "elsewhere")
     responses.on("SANDBOXED", command("echo inside > inside.txt && cat inside.txt"), times=1)
     responses.on("Process exited", "it ran")
-    coven = await start_codex(
-        init_options={**CODEX, "permissionMode": "acceptEdits"}, env=bubblewrap
-    )
+    coven = await start_codex(init_options={**CODEX, "permissionMode": "acceptEdits"}, env=env)
     sid = await coven.start("SANDBOXED please")
     result = await coven.wait_kind(sid, "turnResult")
     assert result["text"] == "it ran"
@@ -153,6 +158,8 @@ async def test_a_command_runs_in_the_sandbox_with_bubblewrap_and_without(
     assert "echo inside" in use["input"]["command"] and tool_result["toolUseId"] == use["toolUseId"]
     assert not tool_result["isError"] and "inside" in tool_result["content"]
     assert coven.permission_requests == []
+    own_helpers = list((tmp_path / "ws" / "codex-home" / "tmp").rglob("codex-linux-sandbox"))
+    assert bool(own_helpers) == (codex_home == "own")
 
 
 async def test_a_command_codex_could_not_start_is_a_failed_tool_call_with_its_reason(
