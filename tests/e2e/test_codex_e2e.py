@@ -680,9 +680,10 @@ async def test_a_codex_child_cannot_write_the_parents_repository(
     results = {r["toolUseId"]: r for r in coven.of(child, "toolResult")}
     uses = {u["toolUseId"]: str(u["input"].get("command")) for u in coven.of(child, "toolUse")}
     # Under load codex sometimes reports no item for a command its sandbox refused (the model
-    # is told all the same: it went on to the escalation); one it reports is an error.
-    sandboxed = [i for i, c in uses.items() if "via-tmp.txt" in c and i in results]
-    assert all(results[i]["isError"] for i in sandboxed), calls
+    # is told all the same: it went on to the escalation); coven-ls then shows it from the
+    # thread's rollout when the turn ends, failed all the same.
+    [sandboxed] = [i for i, c in uses.items() if "via-tmp.txt" in c]
+    assert sandboxed in results and results[sandboxed]["isError"], calls
     [escalated] = [i for i, c in uses.items() if "escalated.txt" in c]
     assert escalated in results and results[escalated]["isError"], calls
     [decision] = coven.of(child, "permissionDecision")

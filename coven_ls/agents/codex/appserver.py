@@ -363,9 +363,17 @@ def make_helper_aliases(codex: str) -> Path | None:
                 return None
     except OSError:
         return None
-    folder = Path(tempfile.mkdtemp(prefix="coven-codex-helpers-"))
-    for name in HELPER_NAMES:
-        (folder / name).symlink_to(binary)
+    folder: Path | None = None
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="coven-codex-helpers-"))
+        for name in HELPER_NAMES:
+            (folder / name).symlink_to(binary)
+    except OSError as exc:
+        # Codex still starts; its sandboxed commands fail only if it made no helper either.
+        log.warning("no codex helper folder (%s): codex's own must do", exc)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+        return None
     return folder
 
 
