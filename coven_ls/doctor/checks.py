@@ -151,9 +151,6 @@ def codex_sandbox(codex: str) -> Finding:
         return sandbox_finding(None, "", f"no answer in {SANDBOX_SECONDS:.0f} s")
     except OSError as exc:
         return sandbox_finding(None, "", str(exc))
-    finally:
-        if helpers is not None:
-            shutil.rmtree(helpers, ignore_errors=True)
     bwrap = shutil.which("bwrap", path=env.get("PATH"))
     linux = sys.platform.startswith("linux")
     return sandbox_finding(done.returncode, done.stdout, done.stderr, bwrap, linux)

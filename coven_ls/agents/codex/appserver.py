@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 import itertools
 import json
 import logging
 import os
 import shlex
-import shutil
 import signal
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -83,7 +82,6 @@ class AppServer:
         self.stderr: collections.deque[str] = collections.deque(maxlen=40)
         self._gone: AppServerGone | None = None
         self.version: str | None = None
-        self._helpers: Path | None = None
 
     @property
     def task_group(self) -> TaskGroup:
@@ -107,10 +105,9 @@ class AppServer:
         self._gone = None
         self.loaded.clear()
         env = dict(os.environ if self._env is None else self._env)
-        self._drop_helpers()
-        self._helpers = await anyio.to_thread.run_sync(make_helper_aliases, self.path)
-        if self._helpers is not None:
-            env["PATH"] = os.pathsep.join(filter(None, [str(self._helpers), env.get("PATH")]))
+        helpers = await anyio.to_thread.run_sync(make_helper_aliases, self.path)
+        if helpers is not None:
+            env["PATH"] = os.pathsep.join(filter(None, [str(helpers), env.get("PATH")]))
         program = self.path
         launcher = await anyio.to_thread.run_sync(launcher_path)
         if launcher is not None:
@@ -337,23 +334,18 @@ class AppServer:
                 process.kill()
             with anyio.move_on_after(5):
                 await process.wait()
-        self._drop_helpers()
-
-    def _drop_helpers(self) -> None:
-        helpers, self._helpers = self._helpers, None
-        if helpers is not None:
-            shutil.rmtree(helpers, ignore_errors=True)
 
 
 def make_helper_aliases(codex: str) -> Path | None:
-    """A private folder (mode 0700) of links to the codex binary under the names of its helpers,
-    for the app-server's PATH; None off Linux or when `codex` is not the binary itself (npm's
-    node wrapper: codex's own aliases must do). Codex makes these itself under
-    `$CODEX_HOME/tmp`, but refuses when CODEX_HOME lies in the temporary folder ("Refusing to
-    create helper binaries under temporary dir"), as every test's and the demo's does; then,
-    with bubblewrap on PATH, every sandboxed command fails with `bwrap: execvp
-    codex-linux-sandbox: No such file or directory`. Where codex did make its own, they come
-    first on PATH and these are unused."""
+    """A folder of links to the codex binary under the names of its helpers, for the
+    app-server's PATH: `$XDG_CACHE_HOME/coven-ls/codex-helpers/<binary's hash>` (made once, mode
+    0700, reused by every app-server of that binary); None off Linux, when `codex` is not the
+    binary itself (npm's node wrapper: codex's own links must do) or when it cannot be made.
+    Codex makes these itself under `$CODEX_HOME/tmp`, but refuses when CODEX_HOME lies in the
+    temporary folder ("Refusing to create helper binaries under temporary dir"), as every
+    test's and the demo's does; then, with bubblewrap on PATH, every sandboxed command fails
+    with `bwrap: execvp codex-linux-sandbox: No such file or directory`. Where codex did make
+    its own, they come first on PATH and these are unused."""
     if not sys.platform.startswith("linux"):
         return None
     binary = Path(codex).resolve()
@@ -363,16 +355,23 @@ def make_helper_aliases(codex: str) -> Path | None:
                 return None
     except OSError:
         return None
-    folder: Path | None = None
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    digest = hashlib.sha256(str(binary).encode()).hexdigest()[:16]
+    folder = cache / "coven-ls" / "codex-helpers" / digest
     try:
-        folder = Path(tempfile.mkdtemp(prefix="coven-codex-helpers-"))
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         for name in HELPER_NAMES:
-            (folder / name).symlink_to(binary)
+            link = folder / name
+            if link.is_symlink() and os.readlink(link) == str(binary):
+                continue
+            # Made aside and renamed over: another server may be doing the same right now.
+            fresh = folder / f".{name}.{os.getpid()}"
+            fresh.unlink(missing_ok=True)
+            fresh.symlink_to(binary)
+            fresh.replace(link)
     except OSError as exc:
         # Codex still starts; its sandboxed commands fail only if it made no helper either.
-        log.warning("no codex helper folder (%s): codex's own must do", exc)
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
+        log.warning("no codex helper folder in %s (%s): codex's own must do", folder, exc)
         return None
     return folder
 
