@@ -591,8 +591,13 @@ class ScriptedResponses:
         self, codex_home: str | os.PathLike[str], model: str = DEFAULT_MODEL
     ) -> dict[str, str]:
         """Make `codex_home` (a CODEX_HOME with :meth:`codex_config`) and return the variables
-        that send a codex started with them here."""
+        that send a codex started with them here; XDG_CACHE_HOME in it too, so that the helper
+        folder a coven-ls makes for its codex goes with it (appserver.make_helper_aliases)."""
         home = Path(codex_home)
         home.mkdir(parents=True, exist_ok=True)
         (home / "config.toml").write_text(self.codex_config(model))
-        return {"CODEX_HOME": str(home), API_KEY_VARIABLE: "scripted"}
+        return {
+            "CODEX_HOME": str(home),
+            API_KEY_VARIABLE: "scripted",
+            "XDG_CACHE_HOME": str(home / "xdg-cache"),
+        }
