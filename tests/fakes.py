@@ -43,7 +43,7 @@ from claude_agent_sdk import (
 )
 
 from coven_ls.core.agent import AgentSpec, AgentStartError, Conversation, PermissionAsker
-from coven_ls.core.transcript import Entry
+from coven_ls.core.fork.transcript import Entry
 
 DEFAULT_TIMEOUT = 3.0
 MODEL = "claude-test-1"

@@ -24,7 +24,7 @@ from ..core.agent import (
     describe_failure,
     launcher_path,
 )
-from ..core.transcript import Entry
+from ..core.fork.transcript import Entry
 from . import binary
 from .binary import BinarySource
 from .claude_conversation import read_conversation

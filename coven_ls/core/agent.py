@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from claude_agent_sdk import Message, PermissionMode
 
-    from .transcript import Entry
+    from .fork.transcript import Entry
 
 log = logging.getLogger(__name__)
 

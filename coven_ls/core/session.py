@@ -62,12 +62,12 @@ from .agent import (
     describe_failure,
 )
 from .background import BackgroundTasks
+from .fork.spend import Meter, claude_cost, merge_limits
 from .mapping import SYNTHETIC_MODEL, map_message, usage_of
 from .models import context_usage
 from .session_log import EventLog
 from .session_process import AgentProcess, ChildIdle, StreamEnded
 from .session_record import Outcome as Outcome  # where forks and tests have always found it
-from .spend import Meter, claude_cost, merge_limits
 from .status import check_transition
 from .store import Store
 from .streaming import Streams

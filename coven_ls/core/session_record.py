@@ -10,7 +10,7 @@ import msgspec
 
 from .. import protocol
 from ..protocol.types import LIMIT_NAMES, Changes, ContextUsage, LimitName, Usage, Worktree
-from .spend import limits_row
+from .fork.spend import limits_row
 
 if TYPE_CHECKING:  # the session holds its record: it imports this module
     from .session import Session

@@ -26,11 +26,11 @@ from anyio.abc import TaskGroup
 
 from coven_ls import protocol
 from coven_ls.core import isolation, session_log, worktrees
-from coven_ls.core.fork import child_prompt
+from coven_ls.core.fork.tag import child_prompt
+from coven_ls.core.fork.transcript import Entry
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.session import Session
 from coven_ls.core.store import Store, database_path
-from coven_ls.core.transcript import Entry
 from coven_ls.protocol import Kind, events
 from coven_ls.protocol.types import ForkChoices, Usage
 

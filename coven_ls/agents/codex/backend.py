@@ -22,7 +22,7 @@ from ...core.agent import (
     PermissionAsker,
     TaskNotRunning,
 )
-from ...core.transcript import Entry
+from ...core.fork.transcript import Entry
 from .. import binary
 from ..binary import BinarySource
 from .appserver import AppServer, AppServerGone, CodexRpcError
