@@ -16,7 +16,7 @@ The repository
     three-way merge of disjoint lines), child 2 a committed file, child 3 an untracked file,
     child 4 a new file in a new folder; more children edit further committed files.
 
-1. worktrees.py directly (``--measure direct``)
+1. the workspace's git layer directly (``--measure direct``)
     The git layer of a worktree fork, called in the order the server calls it, on a fresh copy,
     each step timed (``perf_counter``): ``inspect``, ``snapshot`` (the dirty tree above),
     ``create`` per child, the child's edit (not timed), ``commit_all`` per child,
@@ -119,7 +119,7 @@ from common import (
 )
 
 from coven_ls.agents.claude import resolve_claude
-from coven_ls.core import worktrees
+from coven_ls.core.workspace import commits, merge, repository, snapshots, worktrees
 from coven_ls.testing.scripted_model import ModelRequest, Reply, ScriptedModel, Text, ToolUse
 
 PROMPT = "isolation-bench: look around the repository, then wait for the tasks."
@@ -364,7 +364,7 @@ def du(path: Path, skip: str | None = None) -> int:
     return total
 
 
-# --------------------------------------------------------------------------- 1. worktrees.py
+# ------------------------------------------------------------------ 1. the workspace's git layer
 
 
 @dataclass
@@ -404,17 +404,17 @@ def run_direct(template: Repo, n: int) -> Direct:
         repo = copy_repo(template, root / "workspace", env)
         before = UserState.of(repo.top, env)
         targets = template.targets(n)
-        # worktrees.py runs git with this process's environment: the same isolated one.
+        # The workspace runs git with this process's environment: the same isolated one.
         saved = dict(os.environ)
         os.environ.clear()
         os.environ.update(env)
         try:
             porcelain = ["git", "status", "--porcelain"]
             _, status = timed(lambda: subprocess.run(porcelain, cwd=repo.top, capture_output=True))
-            info, inspect = timed(lambda: worktrees.inspect(repo.top))
-            assert isinstance(info, worktrees.RepoInfo), info
-            base, snapshot = timed(lambda: worktrees.snapshot(info))
-            creates, commits, merges, removes = [], [], [], []
+            info, inspect = timed(lambda: repository.inspect(repo.top))
+            assert isinstance(info, repository.RepoInfo), info
+            base, snapshot = timed(lambda: snapshots.snapshot(info))
+            creates, committed, merges, removes = [], [], [], []
             trees = []
             for k in range(1, n + 1):
                 where = root / "state" / "worktrees" / "f-bench" / f"{k}"
@@ -427,12 +427,12 @@ def run_direct(template: Repo, n: int) -> Direct:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 with path.open("a") as out:
                     out.write(target.line + "\n")
-                commit, took = timed(partial(worktrees.commit_all, tree.path, label))
+                commit, took = timed(partial(commits.commit_all, tree.path, label))
                 assert commit is not None
-                commits.append(took)
+                committed.append(took)
             for tree, label in zip(trees, labels(n), strict=True):
                 result, took = timed(
-                    partial(worktrees.merge_into_worktree, info, base, tree.branch, label=label)
+                    partial(merge.merge_into_worktree, info, base, tree.branch, label=label)
                 )
                 if not result.ok:
                     raise RuntimeError(f"{label} did not merge: {result.conflicts}")
@@ -466,7 +466,7 @@ def run_direct(template: Repo, n: int) -> Direct:
             inspect,
             snapshot,
             creates,
-            commits,
+            committed,
             merges,
             removes,
             copied,
@@ -484,8 +484,8 @@ def report_direct(runs: list[Direct], n: int, files: int, shared_wall: float | N
     status = med(r.status for r in runs)
     print()
     print(
-        f"worktrees.py on the repository: a fork of {n}, steps one after the other, median of "
-        f"{len(runs)} run(s)"
+        f"The workspace's git layer on the repository: a fork of {n}, steps one after the other, "
+        f"median of {len(runs)} run(s)"
     )
     print(f"{'step':<28}{'ms':>9}{'x status':>10}")
     rows: list[tuple[str, float]] = [
@@ -585,7 +585,7 @@ def scripted_model(targets: list[Target], latency: float) -> ScriptedModel:
 
 
 def spares_ready(state: Path) -> int:
-    """Complete spare worktrees in the server's pool (coven_ls/core/pool.py's `.ready` files)."""
+    """Complete spare worktrees in the server's pool (core/workspace/pool.py's `.ready` files)."""
     return len(list((state / "pool").glob("*/*.ready")))
 
 
@@ -883,7 +883,8 @@ def main(argv: list[str] | None = None) -> int:
         "--measure",
         choices=("all", "direct", "fork"),
         default="all",
-        help="worktrees.py alone, the fork through the server alone, or both (default)",
+        help="the workspace's git layer alone, the fork through the server alone, or both "
+        "(default)",
     )
     parser.add_argument(
         "--start",

@@ -83,6 +83,7 @@ import anyio.lowlevel
 from common import LspClient, percentile, print_target, proc_value, spawn_server, stderr_tail
 
 from coven_ls import protocol
+from coven_ls.agents import REGISTRY
 from coven_ls.core.agent import Agent, AgentSpec, Conversation, PermissionAsker
 from coven_ls.core.fork.transcript import Entry
 from coven_ls.core.hub import ClientSettings, Hub
@@ -307,7 +308,7 @@ async def run_hub(
     run = Run(label)
     backend = NeverBackend()
     async with anyio.create_task_group() as tg:
-        hub = Hub(tg, backend_factory=lambda *_: backend)
+        hub = Hub(tg, REGISTRY.with_backends(lambda *_: backend))
         store: Store | None = None
         if isinstance(store_at, ClientSettings):
             store, _warning = await hub.open_store(store_at)

@@ -22,11 +22,12 @@ def _host_port(text: str) -> tuple[str, int]:
 def version_line() -> str:
     """coven-ls's version and what it runs: the SDK, and the Claude Code CLI its wheel bundles
     (the one used unless another is configured)."""
-    try:
-        from claude_agent_sdk import __version__ as sdk
-        from claude_agent_sdk._cli_version import __cli_version__ as cli
-    except ImportError:  # an SDK without the bundled CLI's version
+    from .agents.claude import sdk_versions
+
+    versions = sdk_versions()
+    if versions is None:
         return f"coven-ls {__version__}"
+    sdk, cli = versions
     return f"coven-ls {__version__} (claude-agent-sdk {sdk}, bundled Claude Code {cli})"
 
 
@@ -429,9 +430,10 @@ def main(argv: list[str] | None = None) -> int:
         _setup_logging(args)
         tune_interpreter()
         from .acp.serve import serve_acp
+        from .agents import REGISTRY
 
         try:
-            return anyio.run(serve_acp)
+            return anyio.run(serve_acp, REGISTRY)
         except KeyboardInterrupt:
             return 130
     if args.token_file and not args.tcp:
@@ -439,6 +441,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _setup_logging(args)
     tune_interpreter()
+    from .agents import REGISTRY
     from .lsp.auth import resolve_token
     from .lsp.transports import serve_stdio, serve_tcp
     from .protocol.tokens import TokenError
@@ -451,8 +454,8 @@ def main(argv: list[str] | None = None) -> int:
             except TokenError as exc:
                 print(f"coven-ls: {exc}", file=sys.stderr)
                 return 2
-            anyio.run(serve_tcp, host, port, auth)
+            anyio.run(serve_tcp, host, port, auth, REGISTRY)
             return 0
-        return anyio.run(serve_stdio)
+        return anyio.run(serve_stdio, REGISTRY)
     except KeyboardInterrupt:
         return 130

@@ -1,8 +1,11 @@
 """In-process fakes for unit tests: an agent backend that replays scripted claude-agent-sdk
 messages, and a recording `Sink`. No CLI, no subprocess.
 
-A turn's reply is a list of steps. A step is either an SDK message object (yielded as is) or one
-of the step classes below:
+The fake is a scripted Claude Code: its SDK messages go through the Claude adapter's reader
+(coven_ls/agents/claude/events.py), as the real agent's do, and reach the session as coven's agent
+events; a step may also be an agent event itself (core/agent/events.py), passed on as it is.
+
+A turn's reply is a list of steps. A step is either a message or one of the step classes below:
 
 - `Gate`: the turn stops there until the test opens the gate (or the turn is interrupted);
   `gate.reached` tells the test the turn got that far.
@@ -28,7 +31,10 @@ from typing import Any, Literal
 import anyio
 from claude_agent_sdk import (
     AssistantMessage,
+    Message,
+    ProcessError,
     ResultMessage,
+    StreamEvent,
     SystemMessage,
     TaskNotificationMessage,
     TaskProgressMessage,
@@ -42,7 +48,17 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
-from coven_ls.core.agent import AgentSpec, AgentStartError, Conversation, PermissionAsker
+from coven_ls.agents.claude.events import Reader
+from coven_ls.agents.claude.failure import ClaudeFailed
+from coven_ls.core.agent import (
+    AgentSpec,
+    AgentStartError,
+    Conversation,
+    Copy,
+    New,
+    PermissionAsker,
+)
+from coven_ls.core.agent import events as agent_events
 from coven_ls.core.fork.transcript import Entry
 
 DEFAULT_TIMEOUT = 3.0
@@ -182,7 +198,10 @@ class Fail:
     exc: BaseException
 
 
-Step = Any  # an SDK message, Gate, Ask, Die or Fail
+Step = Any  # an SDK message, an agent event, Gate, Ask, Die or Fail
+
+# The SDK's message classes (`Message` is their union), which the Claude adapter reads.
+_SDK_MESSAGES = (*Message.__args__, StreamEvent)  # type: ignore[attr-defined]
 
 
 def task_started(
@@ -343,8 +362,21 @@ class FakeAgent:
     # --- the script ---
 
     async def _messages(self) -> AsyncIterator[Any]:
-        """Like the SDK's stream: one for the process's whole life, each turn's reply in turn.
-        A reply with no result in it ends the stream, as a process that dies does."""
+        """Like the Claude agent's events: one stream for the process's whole life, each turn's
+        reply in turn. A reply with no result in it ends the stream, as a process that dies
+        does."""
+        reader = Reader()
+        try:
+            async for message in self._sdk_messages():
+                if isinstance(message, _SDK_MESSAGES):
+                    for event in reader.read(message):
+                        yield event
+                else:
+                    yield message
+        except ProcessError as exc:
+            raise ClaudeFailed(exc, self.stderr_tail) from exc
+
+    async def _sdk_messages(self) -> AsyncIterator[Any]:
         while True:
             while self._script is None:
                 if self.closed:
@@ -356,7 +388,7 @@ class FakeAgent:
             ended = False
             async for message in self._reply(script):
                 yield message
-                ended = ended or isinstance(message, ResultMessage)
+                ended = ended or isinstance(message, (ResultMessage, agent_events.TurnEnded))
             if self.dead or not (ended or spoken):
                 return
 
@@ -484,6 +516,24 @@ class FakeBackend:
         if agent_session_id not in self.conversations:
             raise AgentStartError(f"no conversation {agent_session_id}")
         return self.conversations[agent_session_id]
+
+
+# --- how an agent was started ---------------------------------------------------------------------
+
+
+def started_from(spec: AgentSpec) -> str | None:
+    """The conversation an agent resumed or copied (None: a new one)."""
+    return None if isinstance(spec.start, New) else spec.start.conversation_id
+
+
+def copies(spec: AgentSpec) -> bool:
+    """Whether the agent started as a copy (a fork) of another conversation."""
+    return isinstance(spec.start, Copy)
+
+
+def copied_up_to(spec: AgentSpec) -> str | None:
+    """The message a copy ends with (None: all of it, or no copy)."""
+    return spec.start.up_to if isinstance(spec.start, Copy) else None
 
 
 # --- the recording sink --------------------------------------------------------------------------

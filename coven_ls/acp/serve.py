@@ -7,16 +7,17 @@ import os
 import anyio
 from acp import run_agent
 
+from ..core.agent_registry import AgentRegistry
 from ..core.hub import Hub
 from .agent import CovenAgent
 
 
-async def serve_acp() -> int:
+async def serve_acp(agents: AgentRegistry) -> int:
     # Claude Code refuses to start when it thinks it is nested in another Claude Code session.
     for name in ("CLAUDECODE", "CLAUDE_CODE_SESSION_ID"):
         os.environ.pop(name, None)
     async with anyio.create_task_group() as tg:
-        hub = Hub(tg)
+        hub = Hub(tg, agents)
         agent = CovenAgent(hub)
         try:
             # session/fork and session/close are still "unstable" in ACP's schema.

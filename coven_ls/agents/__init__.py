@@ -1,6 +1,8 @@
 """The agents coven-ls hosts, each behind the core's `Backend`/`Agent` interface
-(core/agent.py): `claude` (Claude Code through claude-agent-sdk) and `codex` (`codex
-app-server`). This registry is the one place that knows them by name."""
+(core/agent/interface.py) and each an adapter that makes coven's agent events
+(core/agent/events.py) of what its program says: `claude` (Claude Code through claude-agent-sdk,
+the only user of that SDK) and `codex` (`codex app-server`). A third agent is one more adapter.
+This registry is the one place that knows them by name."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from anyio.abc import TaskGroup
 
 from .. import protocol
 from ..core.agent import Backend
+from ..core.agent_registry import AgentRegistry
 from ..protocol.types import AgentName, InitializationOptions
 from . import binary
 from .binary import BinarySource
@@ -81,3 +84,12 @@ def backend_key(agent: str, options: InitializationOptions) -> tuple[str, str | 
 def make_backend(agent: str, options: InitializationOptions, task_group: TaskGroup) -> Backend:
     kind = AGENTS[agent]
     return kind.make(kind.path_option(options), task_group)
+
+
+# What a front end hands the hub (`Hub(task_group, REGISTRY)`).
+REGISTRY = AgentRegistry(
+    names=frozenset(AGENTS),
+    make_backend=make_backend,
+    backend_key=backend_key,
+    available=available_agents,
+)

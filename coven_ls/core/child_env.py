@@ -25,10 +25,12 @@ import anyio
 import msgspec
 
 from ..protocol import events
-from . import worktree_env, worktree_setup, worktrees
-from .ports import PORTS, PortBlocks
 from .session import Outcome, Session
 from .store import default_state_dir
+from .workspace import worktree_env, worktree_setup
+from .workspace.commits import commit_all, own_git_dir
+from .workspace.git import GitError
+from .workspace.ports import PORTS, PortBlocks
 
 log = logging.getLogger(__name__)
 
@@ -110,9 +112,9 @@ class ChildEnvironments:
             report = await anyio.to_thread.run_sync(
                 worktree_env.prepare_copies, top, Path(tree.path), plan.entries, plan.digest
             )
-        except (OSError, worktrees.GitError) as exc:
+        except (OSError, GitError) as exc:
             # Half a dependency folder would fail in ways far from the cause: say it plainly.
-            why = exc.message if isinstance(exc, worktrees.GitError) else str(exc)
+            why = exc.message if isinstance(exc, GitError) else str(exc)
             await self._fail(
                 child, f"the files {worktree_env.INCLUDE_FILE} lists could not be copied: {why}"
             )
@@ -195,8 +197,8 @@ class ChildEnvironments:
                     worktree_env.manifest, top, plan.entries, now
                 )
             plan.notices = await anyio.to_thread.run_sync(worktree_env.left_out, top)
-        except (worktrees.GitError, OSError) as exc:
-            why = exc.message if isinstance(exc, worktrees.GitError) else str(exc)
+        except (GitError, OSError) as exc:
+            why = exc.message if isinstance(exc, GitError) else str(exc)
             plan.notices.append(f"{worktree_env.INCLUDE_FILE} could not be read: {why}")
         value = child.config.worktree_setup if setup_value is None else setup_value
         try:
@@ -298,10 +300,8 @@ class ChildEnvironments:
             return False
         # What the setup changed (a lockfile) is where the child starts, not work it merges back.
         try:
-            commit = await anyio.to_thread.run_sync(
-                worktrees.commit_all, tree.path, "coven: worktree setup"
-            )
-        except worktrees.GitError as exc:
+            commit = await anyio.to_thread.run_sync(commit_all, tree.path, "coven: worktree setup")
+        except GitError as exc:
             log.warning("session %s: the setup's changes could not be committed: %s", child.id, exc)
             child.emit(events.Error(message=f"The setup's changes could not be kept apart: {exc}"))
             return True
@@ -346,12 +346,12 @@ def _made(path: str) -> str | None:
     """None when the worktree's environment was never made; else the source of the setup that
     made it (`cursor`, `conductor`, `option`; empty: none ran)."""
     try:
-        return (worktrees.own_git_dir(Path(path)) / READY_RECORD).read_text(encoding="utf-8")
-    except (worktrees.GitError, FileNotFoundError):
+        return (own_git_dir(Path(path)) / READY_RECORD).read_text(encoding="utf-8")
+    except (GitError, FileNotFoundError):
         return None
     except OSError:
         return ""
 
 
 def _mark_made(path: str, source: str) -> None:
-    (worktrees.own_git_dir(Path(path)) / READY_RECORD).write_text(source, encoding="utf-8")
+    (own_git_dir(Path(path)) / READY_RECORD).write_text(source, encoding="utf-8")

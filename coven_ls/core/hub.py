@@ -13,7 +13,6 @@ import os
 import sqlite3
 import stat
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -23,11 +22,12 @@ import msgspec
 from anyio.abc import TaskGroup
 from msgspec import to_builtins
 
-from .. import agents, protocol
+from .. import protocol
 from ..protocol import EventDict, Status, events
 from ..protocol.types import KeptBranch, Usage
-from . import failpoints, isolation, keep
-from .agent import AgentSpec, Backend, Conversation
+from . import failpoints, keep
+from .agent import AgentSpec, Backend, Conversation, Copy
+from .agent_registry import AgentRegistry
 from .fork.fork import Fork
 from .fork.limits import tree_usage
 from .fork.manager import ForkManager, fork_point_problem
@@ -38,6 +38,7 @@ from .journal import Journal
 from .session import Session, SessionConfig
 from .slots import Slots
 from .store import Snapshot, Store, StoreError, StoreInUse, database_path
+from .workspace import isolation
 
 log = logging.getLogger(__name__)
 
@@ -96,16 +97,11 @@ class Client(Protocol):
         user dismissed the question."""
 
 
-# (agent name, the client's options, the hub's task group) -> a backend for that agent.
-BackendFactory = Callable[[str, protocol.InitializationOptions, TaskGroup], Backend]
-
-
 class Hub:
-    def __init__(
-        self, task_group: TaskGroup, backend_factory: BackendFactory = agents.make_backend
-    ):
+    def __init__(self, task_group: TaskGroup, agents: AgentRegistry):
         self._tg = task_group
-        self._backend_factory = backend_factory
+        # Handed over by the front end: the core never imports coven_ls/agents.
+        self.agents = agents
         self._backends: dict[tuple[str, str | None], Backend] = {}
         self.sessions: dict[str, Session] = {}
         self._owners: dict[str, Client] = {}
@@ -295,9 +291,9 @@ class Hub:
     def backend(self, agent: str, options: protocol.InitializationOptions) -> Backend:
         """The backend of `agent` for the binary these options name: one each, shared by every
         session that runs on it (Codex's threads share one app-server process)."""
-        key = agents.backend_key(agent, options)
+        key = self.agents.backend_key(agent, options)
         if key not in self._backends:
-            self._backends[key] = self._backend_factory(agent, options, self._tg)
+            self._backends[key] = self.agents.make_backend(agent, options, self._tg)
         return self._backends[key]
 
     def get(self, session_id: str) -> Session:
@@ -589,7 +585,7 @@ class Hub:
                 continue
             depth = row["depth"] or 0
             agent: protocol.AgentName = row.get("agent") or "claude"
-            if agent not in agents.AGENTS:
+            if agent not in self.agents.names:
                 log.warning("session %s: unknown agent %r, run as claude", row["session_id"], agent)
                 agent = "claude"
             backend = self.backend(agent, settings.options)
@@ -694,17 +690,14 @@ class Hub:
 
 
 def branch_spec(config: SessionConfig, conversation: str, at_message_id: str | None) -> AgentSpec:
-    """How a branch's CLI starts: a copy (`--fork-session`) of the parent's conversation
-    `conversation`, cut at `at_message_id`, under an id chosen here so that its transcript is
-    known before its CLI says a word."""
+    """How a branch's agent starts: a copy of the parent's conversation `conversation`, cut at
+    `at_message_id`, under an id chosen here so that its transcript is known before its agent
+    says a word."""
     return AgentSpec(
         cwd=config.cwd,
         model=config.model,
         permission_mode=config.permission_mode,
-        resume=conversation,
-        fork_session=True,
-        session_id=str(uuid.uuid4()),
-        resume_at=at_message_id,
+        start=Copy(conversation, at_message_id, str(uuid.uuid4())),
         append_system_prompt=config.append_system_prompt,
         env=config.env,
     )

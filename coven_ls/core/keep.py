@@ -12,8 +12,9 @@ import logging
 from collections.abc import Iterable
 
 from ..protocol.types import KeptBranch
-from . import isolation, worktrees
 from .session import Session
+from .workspace import isolation
+from .workspace.git import GitError
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ async def unapplied_branches(sessions: Iterable[Session]) -> list[KeptBranch]:
             continue
         try:
             found = await isolation.unapplied(tree, session.changes, session.changes_since)
-        except (worktrees.GitError, OSError) as exc:
+        except (GitError, OSError) as exc:
             log.warning("could not tell whether %s holds unapplied work: %s", tree.branch, exc)
             commit = session.changes.commit if session.changes is not None else None
             found = (

@@ -1,226 +1,130 @@
-"""From claude-agent-sdk messages to `coven/event` payloads. Pure functions: no I/O, no state."""
+"""From coven's agent events (core/agent/events.py) to `coven/event` payloads. Pure functions: no
+I/O, no state. Streaming (deltas, which finished block ends which stream) is core/streaming.py's;
+a model call's tokens are the session's (its meter and its context gauge)."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-from claude_agent_sdk import (
-    AssistantMessage,
-    ResultMessage,
-    SystemMessage,
-    TaskNotificationMessage,
-    TaskProgressMessage,
-    TaskStartedMessage,
-    TaskUpdatedMessage,
-    TaskUsage,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-    UserMessage,
-)
-
 from ..protocol import events
-from ..protocol.types import TaskStatus, Usage
+from .agent import events as agent
 
 
-def tool_result_text(content: Any) -> str:
-    """A tool result's content as text: the CLI sends a string or a list of content blocks."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for block in content:
-            if isinstance(block, dict):
-                if block.get("type") == "text":
-                    parts.append(str(block.get("text", "")))
-                elif block.get("type") == "image":
-                    parts.append("[image]")
-                else:
-                    parts.append(json.dumps(block, ensure_ascii=False))
-            else:
-                parts.append(str(block))
-        return "\n".join(parts)
-    return json.dumps(content, ensure_ascii=False, default=str)
-
-
-def map_message(message: Any) -> list[events.Payload]:
-    """The events one SDK message produces, in order. Unknown messages produce none: the CLI
-    adds message types between versions and a client must not see half-understood ones."""
-    if isinstance(message, AssistantMessage):
-        return _assistant(message)
-    if isinstance(message, UserMessage):
-        return _user(message)
-    if isinstance(message, ResultMessage):
-        return [_result(message)]
-    if isinstance(message, (TaskStartedMessage, TaskProgressMessage)):
-        return [_task_running(message)]
-    if isinstance(message, (TaskNotificationMessage, TaskUpdatedMessage)):
-        ended = _task_ended(message)
-        return [ended] if ended is not None else []
-    if isinstance(message, SystemMessage) and message.subtype == "api_retry":
-        data = message.data
-        return [
-            events.ApiRetry(
-                attempt=_int(data.get("attempt")),
-                maxRetries=_int(data.get("max_retries")),
-                retryDelayMs=_int(data.get("retry_delay_ms")),
-                errorStatus=data.get("error_status")
-                if isinstance(data.get("error_status"), int)
-                else None,
-                error=str(data["error"]) if data.get("error") is not None else None,
-            )
-        ]
-    if isinstance(message, SystemMessage) and message.subtype == "init":
-        data = message.data
-        return [
-            events.AgentStarted(
-                agentSessionId=data.get("session_id"),
-                model=data.get("model"),
-                cwd=data.get("cwd"),
-                permissionMode=data.get("permissionMode"),
-                claudeCodeVersion=data.get("claude_code_version"),
-            )
-        ]
+def to_payloads(event: agent.AgentEvent) -> list[events.Payload]:
+    """The coven events one agent event produces, in order. Events coven has no event for yet
+    (a tool call's update, a plan, a mode change, streaming) produce none."""
+    match event:
+        case agent.AgentMessage():
+            return message_payloads(event)
+        case agent.ToolResult():
+            return [
+                events.ToolResult(
+                    toolUseId=event.tool_call_id,
+                    content=event.content,
+                    isError=event.is_error,
+                    parentToolUseId=event.parent_tool_call_id,
+                )
+            ]
+        case agent.TurnEnded():
+            return [turn_result(event)]
+        case agent.TaskStarted():
+            return [
+                events.Task(
+                    taskId=event.task_id,
+                    status="started",
+                    toolUseId=event.tool_call_id,
+                    description=event.description,
+                )
+            ]
+        case agent.TaskProgress():
+            return [
+                events.Task(
+                    taskId=event.task_id,
+                    status="running",
+                    toolUseId=event.tool_call_id,
+                    description=event.description,
+                    lastToolName=event.last_tool_name,
+                    totalTokens=event.total_tokens,
+                    toolUses=event.tool_uses,
+                    durationMs=event.duration_ms,
+                )
+            ]
+        case agent.TaskEnded():
+            return [
+                events.Task(
+                    taskId=event.task_id,
+                    status=event.status,
+                    toolUseId=event.tool_call_id,
+                    summary=event.summary,
+                    totalTokens=event.total_tokens,
+                    toolUses=event.tool_uses,
+                    durationMs=event.duration_ms,
+                )
+            ]
+        case agent.ApiRetry():
+            return [
+                events.ApiRetry(
+                    attempt=event.attempt,
+                    maxRetries=event.max_retries,
+                    retryDelayMs=event.retry_delay_ms,
+                    errorStatus=event.error_status,
+                    error=event.error,
+                )
+            ]
+        case agent.AgentStarted():
+            return [
+                events.AgentStarted(
+                    agentSessionId=event.conversation_id,
+                    model=event.model,
+                    cwd=event.cwd,
+                    permissionMode=event.permission_mode,
+                    claudeCodeVersion=event.agent_version,
+                )
+            ]
     return []
 
 
-# The model name of the assistant messages the CLI writes itself (an API error it gave up on):
-# not the model's words, and the turn's result says the same.
-SYNTHETIC_MODEL = "<synthetic>"
-
-
-def _assistant(message: AssistantMessage) -> list[events.Payload]:
-    if message.model == SYNTHETIC_MODEL:
-        return []
-    parent = message.parent_tool_use_id
-    drafts: list[events.Payload] = []
-    for block in message.content:
-        if isinstance(block, TextBlock):
-            if block.text:
+def message_payloads(message: agent.AgentMessage) -> list[events.Payload]:
+    """A finished message's parts: its text, thinking (none when hidden) and tool calls."""
+    parent, drafts = message.parent_tool_call_id, list[events.Payload]()
+    for part in message.parts:
+        if isinstance(part, agent.TextPart):
+            if part.text:
                 drafts.append(
-                    events.Text(text=block.text, messageId=message.uuid, parentToolUseId=parent)
+                    events.Text(text=part.text, messageId=message.id, parentToolUseId=parent)
                 )
-        elif isinstance(block, ThinkingBlock):
-            if not block.thinking:
-                continue  # redacted or signature-only thinking: nothing to show
-            drafts.append(
-                events.Thinking(text=block.thinking, messageId=message.uuid, parentToolUseId=parent)
-            )
-        elif isinstance(block, ToolUseBlock):
+        elif isinstance(part, agent.ThinkingPart):
+            if part.text:  # redacted or signature-only thinking: nothing to show
+                drafts.append(
+                    events.Thinking(text=part.text, messageId=message.id, parentToolUseId=parent)
+                )
+        else:
             drafts.append(
                 events.ToolUse(
-                    toolUseId=block.id,
-                    name=block.name,
-                    input=block.input,
-                    messageId=message.uuid,
+                    toolUseId=part.id,
+                    name=part.name,
+                    input=part.input,
+                    messageId=message.id,
                     parentToolUseId=parent,
                 )
             )
     return drafts
 
 
-def _user(message: UserMessage) -> list[events.Payload]:
-    if isinstance(message.content, str):
-        return []  # the prompt itself; the session published it when it sent it
-    drafts: list[events.Payload] = []
-    for block in message.content:
-        if isinstance(block, ToolResultBlock):
-            drafts.append(
-                events.ToolResult(
-                    toolUseId=block.tool_use_id,
-                    content=tool_result_text(block.content),
-                    isError=bool(block.is_error),
-                    parentToolUseId=message.parent_tool_use_id,
-                )
-            )
-    return drafts
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def usage_of(raw: Any) -> Usage | None:
-    """The CLI's `usage` object (Anthropic's field names) as the protocol's `Usage`."""
-    if not isinstance(raw, dict):
-        return None
-    return Usage(
-        inputTokens=_int(raw.get("input_tokens")),
-        outputTokens=_int(raw.get("output_tokens")),
-        cacheReadTokens=_int(raw.get("cache_read_input_tokens")),
-        cacheCreationTokens=_int(raw.get("cache_creation_input_tokens")),
-    )
-
-
-def _task_running(message: TaskStartedMessage | TaskProgressMessage) -> events.Task:
-    if isinstance(message, TaskStartedMessage):
-        return events.Task(
-            taskId=message.task_id,
-            status="started",
-            toolUseId=message.tool_use_id,
-            description=message.description or None,
-        )
-    return events.Task(
-        taskId=message.task_id,
-        status="running",
-        toolUseId=message.tool_use_id,
-        description=message.description or None,
-        lastToolName=message.last_tool_name,
-        totalTokens=_task_usage(message.usage, "total_tokens"),
-        toolUses=_task_usage(message.usage, "tool_uses"),
-        durationMs=_task_usage(message.usage, "duration_ms"),
-    )
-
-
-def _task_usage(usage: TaskUsage | None, key: str) -> int | None:
-    value = usage.get(key) if usage is not None else None
-    return value if isinstance(value, int) else None
-
-
-# The CLI's two vocabularies for a task's end: `task_notification` says `stopped`,
-# `task_updated` says `killed` for the same thing.
-_ENDED: dict[str, TaskStatus] = {
-    "completed": "completed",
-    "failed": "failed",
-    "stopped": "stopped",
-    "killed": "stopped",
+# The subtype clients see for an outcome the agent names no further.
+_SUBTYPE = {
+    "success": "success",
+    "error": "error_during_execution",
+    "interrupted": "interrupted",
 }
 
 
-def _task_ended(message: TaskNotificationMessage | TaskUpdatedMessage) -> events.Task | None:
-    """A task's end, from either message that can say so (the CLI sends one or both); None for
-    an update that does not end it."""
-    status = _ENDED.get(str(message.status))
-    if status is None:
-        return None
-    if isinstance(message, TaskUpdatedMessage):
-        return events.Task(taskId=message.task_id, status=status)
-    return events.Task(
-        taskId=message.task_id,
-        status=status,
-        toolUseId=message.tool_use_id,
-        summary=message.summary or None,
-        totalTokens=_task_usage(message.usage, "total_tokens"),
-        toolUses=_task_usage(message.usage, "tool_uses"),
-        durationMs=_task_usage(message.usage, "duration_ms"),
-    )
-
-
-def _result(message: ResultMessage) -> events.TurnResult:
-    text = message.result
-    if text is None and message.errors:
-        text = "\n".join(message.errors)
+def turn_result(end: agent.TurnEnded) -> events.TurnResult:
     return events.TurnResult(
-        text=text or "",
-        isError=bool(message.is_error),
-        subtype=message.subtype,
-        costUsd=message.total_cost_usd,
-        durationMs=message.duration_ms,
-        numTurns=message.num_turns,
-        agentSessionId=message.session_id,
-        usage=usage_of(message.usage),
+        text=end.text,
+        isError=end.outcome == "error",
+        subtype=end.subtype or _SUBTYPE[end.outcome],
+        costUsd=end.cost_usd,
+        durationMs=end.duration_ms,
+        numTurns=end.num_turns,
+        agentSessionId=end.conversation_id,
+        usage=end.usage,
     )

@@ -2,8 +2,13 @@
 its agent process.
 
 A session is driven by one runner task (`run`), which alone opens and closes the agent process,
-because claude-agent-sdk's client must be connected and disconnected in the same task. Everything
-else (a new message, cancel, close) only queues work for the runner or interrupts it.
+because an agent may need that (claude-agent-sdk's client must be connected and disconnected in
+the same task). Everything else (a new message, cancel, close) only queues work for the runner or
+interrupts it.
+
+What the agent says arrives as coven's own agent events (core/agent/events.py), whichever agent
+it is: `_publish` makes coven events of them (core/mapping.py), `coven/delta` of the streamed
+pieces (core/streaming.py), and counts each model call (a fork's limits, the context gauge).
 
 Its parts, each in a module of its own: the agent process (`session_process.AgentProcess`: opened,
 read, watched for silence, closed or killed), the CLI's background tasks
@@ -28,7 +33,6 @@ from typing import Any, Protocol
 
 import anyio
 import msgspec
-from claude_agent_sdk import AssistantMessage, ResultMessage, StreamEvent, SystemMessage
 
 from .. import protocol
 from ..protocol import (
@@ -52,18 +56,22 @@ from ..protocol.types import (
     Usage,
     Worktree,
 )
-from . import session_record, worktrees
+from . import session_record
 from .agent import (
     Agent,
+    AgentFailed,
     AgentSpec,
-    AgentStartError,
     Backend,
+    New,
+    Resume,
     TaskNotRunning,
     describe_failure,
 )
+from .agent import events as agent_events
+from .agent.events import AgentEvent
 from .background import BackgroundTasks
-from .fork.spend import Meter, claude_cost, merge_limits
-from .mapping import SYNTHETIC_MODEL, map_message, usage_of
+from .fork.spend import Meter, merge_limits
+from .mapping import message_payloads, to_payloads
 from .models import context_usage
 from .session_log import EventLog
 from .session_process import AgentProcess, ChildIdle, StreamEnded
@@ -71,6 +79,7 @@ from .session_record import Outcome as Outcome  # where forks and tests have alw
 from .status import check_transition
 from .store import Store
 from .streaming import Streams
+from .workspace import worktrees
 
 if sys.version_info < (3, 11):  # anyio brings the backport there
     from exceptiongroup import BaseExceptionGroup
@@ -220,8 +229,6 @@ class Session:
         # whether the turn has its result (a limit no longer stops it then: it has answered).
         self.turn_text: list[str] = []
         self.answered = False
-        # The model call each stream (the main agent's, a subagent's) is in: its id and model.
-        self._calls: dict[str | None, tuple[str | None, str | None]] = {}
         # A fork child's place: its fork's isolation mode (and why it is shared), its worktree,
         # and its changes once it has ended (set by the fork's Isolation).
         self.isolation: Isolation | None = None
@@ -607,8 +614,7 @@ class Session:
             self._wakeup = anyio.Event()
 
     def _ended_by(self, error: Exception) -> str:
-        if isinstance(error, AgentStartError):
-            return str(error)  # the agent's own words (how codex's app-server ended, say)
+        # An AgentFailed says it in the agent's own words (how codex's app-server ended, say).
         return describe_failure(error, self.process.stderr())
 
     def _next_spec(self) -> AgentSpec:
@@ -618,7 +624,7 @@ class Session:
             cwd=self.config.cwd,
             model=self.config.model,
             permission_mode=self.config.permission_mode,
-            resume=self.agent_session_id,
+            start=Resume(self.agent_session_id) if self.agent_session_id is not None else New(),
             append_system_prompt=self.config.append_system_prompt,
             env=self.config.env,
         )
@@ -692,7 +698,7 @@ class Session:
                     if agent is None:
                         self.set_status("starting")
                         spec = self._next_spec()
-                        if spec.resume is None or spec.fork_session:
+                        if not isinstance(spec.start, Resume):  # a conversation of its own
                             spec = dataclasses.replace(spec, title=self.label or self.title)
                         if self.worktree is not None:
                             spec = dataclasses.replace(
@@ -722,7 +728,7 @@ class Session:
             elif isinstance(exc, ChildIdle):
                 failure = str(exc)
                 self.process.kill()  # silent this long: it would not heed a graceful close
-            elif isinstance(exc, AgentStartError):
+            elif isinstance(exc, AgentFailed):
                 failure = str(exc)
             else:
                 log.warning("session %s: turn failed", self.id, exc_info=True)
@@ -816,58 +822,72 @@ class Session:
             self._hook_scope = None
 
     async def _relay(self) -> events.TurnResult | None:
-        """Publish the CLI's messages until the turn's result event; None if the process ends
-        first (an error it died of is raised)."""
+        """Publish the agent's events until the turn's end; None if the process ends first (an
+        error it died of is raised)."""
         while True:
             limit = self.config.child_idle_timeout if self.fork_id else 0
             item = await self.process.next_message_or_idle(limit)
             if self._closing:
-                return None  # stopped (a fork limit): what the CLI says after that is not shown
+                return None  # stopped (a fork limit): what the agent says after that is not shown
             if isinstance(item, StreamEnded):
                 if item.error is not None:
                     raise item.error
                 return None
             result = self._publish(item)
-            if isinstance(item, ResultMessage):
-                if item.session_id:
-                    self.agent_session_id = item.session_id
+            if isinstance(item, agent_events.TurnEnded):
+                if item.conversation_id:
+                    self.agent_session_id = item.conversation_id
                 self.streams.clear(None)  # what the cut-off turn was still streaming is moot
                 return result
 
-    def _publish(self, message: Any) -> events.TurnResult | None:
-        """Publish what one CLI message says: streamed pieces as deltas, the rest as events.
-        Returns the turn's result (as published), if the message ends a turn."""
-        if isinstance(message, StreamEvent):
-            piece = self.streams.feed(message.event, message.parent_tool_use_id)
-            if piece is not None:
-                self._sink.publish_delta(
-                    events.Delta(
-                        sessionId=self.id,
-                        afterSeq=self.last_seq,
-                        blockId=piece.block_id,
-                        kind=piece.kind,
-                        text=piece.text,
-                        parentToolUseId=piece.parent_tool_use_id,
+    def _publish(self, event: AgentEvent) -> events.TurnResult | None:
+        """Publish what one agent event says: streamed pieces as deltas, the rest as events.
+        Returns the turn's result (as published), if the event ends a turn."""
+        match event:
+            case agent_events.BlockStarted():
+                self.streams.start(event)
+                return None
+            case agent_events.Delta():
+                piece = self.streams.feed(event)
+                if piece is not None:
+                    self._sink.publish_delta(
+                        events.Delta(
+                            sessionId=self.id,
+                            afterSeq=self.last_seq,
+                            blockId=piece.block_id,
+                            kind=piece.kind,
+                            text=piece.text,
+                            parentToolUseId=piece.parent_tool_use_id,
+                        )
                     )
-                )
-            self._count_call(message)
-            return None
+                return None
+            case agent_events.ModelCall():
+                self._gauge(event)
+                self._count_call(event)
+                return None
+            case agent_events.AgentMessage():
+                self._gauge(event.call)
+                for payload in message_payloads(event):
+                    if isinstance(payload, (events.Text, events.Thinking)):
+                        kind: StreamKind = (
+                            "text" if isinstance(payload, events.Text) else "thinking"
+                        )
+                        block = self.streams.finish(event.call_id, kind)
+                        if block is not None:
+                            payload = msgspec.structs.replace(payload, blockId=block)
+                        if isinstance(payload, events.Text) and payload.parentToolUseId is None:
+                            self.turn_text.append(payload.text)
+                    self.emit(payload)
+                self._count_call(event.call)  # after its parts: a child stopped here keeps them
+                return None
         result: events.TurnResult | None = None
-        self._gauge(message)
-        for payload in map_message(message):
+        for payload in to_payloads(event):
             if isinstance(payload, events.AgentStarted):
                 # The CLI announces itself at every turn; clients need it once per change.
                 if payload == self._agent_info:
                     continue
                 self._agent_info = payload
                 self.agent_session_id = payload.agentSessionId or self.agent_session_id
-            elif isinstance(payload, (events.Text, events.Thinking)):
-                kind: StreamKind = "text" if isinstance(payload, events.Text) else "thinking"
-                block = self.streams.finish(getattr(message, "message_id", None), kind)
-                if block is not None:
-                    payload = msgspec.structs.replace(payload, blockId=block)
-                if isinstance(payload, events.Text) and payload.parentToolUseId is None:
-                    self.turn_text.append(payload.text)
             elif isinstance(payload, events.TurnResult):
                 payload = self._account(payload)
                 if payload.usage is not None:
@@ -894,73 +914,28 @@ class Session:
                 result = payload
                 self.answered = True
                 self._spent()
-        self._count_call(message)  # after its blocks: a child stopped here keeps them
         return result
 
-    def _count_call(self, message: Any) -> None:
-        """A model call's usage, as soon as the CLI reports it: an assistant message's (the
-        CLI's own or a subagent's), or an agent's `usage` system message (Codex's per-call
-        tokens, with their cost)."""
-        if isinstance(message, StreamEvent):
-            # The call's final usage (its output tokens) comes only in the stream's
-            # message_delta: the assistant lines repeat message_start's.
-            event = message.event
-            kind = event.get("type")
-            if kind == "message_start":  # its usage comes again with the assistant lines
-                call = event.get("message") or {}
-                self._calls[message.parent_tool_use_id] = (call.get("id"), call.get("model"))
-                return
-            if kind == "message_delta":
-                raw = event.get("usage")
-            else:
-                return
-            key, model = self._calls.get(message.parent_tool_use_id, (None, None))
-            usage = usage_of(raw)
-            if usage is None or not key:
-                return
-            changed = self.meter.add(key, usage, claude_cost(model, usage))
-        elif isinstance(message, AssistantMessage):
-            usage = usage_of(message.usage)
-            key = message.message_id or message.uuid
-            if usage is None or key is None:
-                return
-            changed = self.meter.add(key, usage, claude_cost(message.model, usage))
-        elif isinstance(message, SystemMessage) and message.subtype == "coven_usage":
-            data = message.data
-            usage = usage_of(data.get("usage"))
-            if usage is None:
-                return
-            cost = data.get("cost_usd")
-            changed = self.meter.add(
-                str(data.get("key")), usage, cost if isinstance(cost, (int, float)) else None
-            )
-        else:
+    def _count_call(self, call: agent_events.ModelCall | None) -> None:
+        """A model call's tokens (and cost, when known), as soon as the agent reports them: a
+        fork's limits count them."""
+        if call is None or not call.call_id:
             return
-        if changed:
+        if self.meter.add(call.call_id, call.usage, call.cost_usd):
             self._spent()
 
     def _spent(self) -> None:
         if self.on_spend is not None:
             self.on_spend(self)
 
-    def _gauge(self, message: Any) -> None:
+    def _gauge(self, call: agent_events.ModelCall | None) -> None:
         """Each model call of the session's own (not a subagent's) sets its context: what the
-        request put in (input, cache read, cache creation; the CLI sends the request's input
-        side on every assistant message of the call; Codex's agent says each call's tokens in a
-        `coven_usage` message)."""
-        if isinstance(message, SystemMessage) and message.subtype == "coven_usage":
-            used, model = usage_of(message.data.get("usage")), message.data.get("model")
-        elif isinstance(message, AssistantMessage) and message.parent_tool_use_id is None:
-            used, model = usage_of(message.usage), message.model
-        else:
+        request put in (input, cache read, cache creation)."""
+        if call is None or call.parent_tool_call_id is not None or not call.context_tokens:
             return
-        if used is None or model == SYNTHETIC_MODEL:
-            return
-        tokens = used.inputTokens + used.cacheReadTokens + used.cacheCreationTokens
-        if tokens:
-            self.context = context_usage(
-                tokens, model if isinstance(model, str) and model else None
-            )
+        self.context = context_usage(call.context_tokens, call.model or None)
+        if call.context_size is not None:
+            self.context = msgspec.structs.replace(self.context, window=call.context_size)
 
     def _publish_task_end(
         self, task: events.Task, summary: str = "stopped with the agent process"
@@ -1002,14 +977,24 @@ class _CliTurn:
 _CLI_TURN = _CliTurn()
 
 
-def _starts_a_turn(message: Any) -> bool:
-    """Whether a message that arrives between turns opens a turn of the CLI's own: its `init`,
-    or the main agent's words (a subagent's words and task news do not)."""
-    if isinstance(message, SystemMessage):
-        return message.subtype == "init"
-    if isinstance(message, (AssistantMessage, StreamEvent)):
-        return message.parent_tool_use_id is None
-    return isinstance(message, ResultMessage)
+def _starts_a_turn(event: AgentEvent | StreamEnded) -> bool:
+    """Whether an event that arrives between turns opens a turn of the agent's own: its start,
+    the main agent's words or streaming, or a turn's end (a subagent's words and task news do
+    not)."""
+    if isinstance(event, (agent_events.AgentStarted, agent_events.TurnEnded)):
+        return True
+    if isinstance(
+        event,
+        (
+            agent_events.AgentMessage,
+            agent_events.BlockStarted,
+            agent_events.Delta,
+            agent_events.Activity,
+            agent_events.ModelCall,
+        ),
+    ):
+        return event.parent_tool_call_id is None
+    return False
 
 
 def _first_error(exc: BaseException) -> BaseException:

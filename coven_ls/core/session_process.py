@@ -12,12 +12,11 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
-from .agent import Agent, AgentSpec, Backend, PermissionAsker, meaningful_lines
+from .agent import Agent, AgentEvent, AgentSpec, Backend, PermissionAsker, meaningful_lines
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +26,8 @@ class ChildIdle(Exception):
 
 
 class StreamEnded:
-    """The CLI's message stream ended: the process is gone (`error`: what the SDK raised)."""
+    """The agent's event stream ended: the process is gone (`error`: what ended it, an
+    `AgentFailed` in the agent's own words where its adapter knows them)."""
 
     def __init__(self, error: Exception | None) -> None:
         self.error = error
@@ -43,9 +43,10 @@ class AgentProcess:
         self.backend = backend
         self.agent: Agent | None = None
         self._on_message = on_message
-        # The CLI is read all the time, not only during a turn: a reader task puts what it says
-        # here, and the runner takes it from here (in a turn, or between turns).
-        self.incoming: deque[Any] = deque()
+        # The agent is read all the time, not only during a turn: a reader task puts what it says
+        # (coven's agent events) here, and the runner takes it from here (in a turn, or between
+        # turns).
+        self.incoming: deque[AgentEvent | StreamEnded] = deque()
         self._arrived = anyio.Event()
         self._reader: anyio.CancelScope | None = None
         self.task_group: TaskGroup | None = None  # the runner's, where the reader runs
@@ -90,18 +91,18 @@ class AgentProcess:
 
         self.task_group.start_soon(read, name=f"reader of {self._session_id}")
 
-    def _push(self, item: Any) -> None:
+    def _push(self, item: AgentEvent | StreamEnded) -> None:
         self.incoming.append(item)
         self._arrived.set()
         self._on_message()
 
-    async def next_message(self) -> Any:
+    async def next_message(self) -> AgentEvent | StreamEnded:
         while not self.incoming:
             self._arrived = anyio.Event()
             await self._arrived.wait()
         return self.incoming.popleft()
 
-    async def next_message_or_idle(self, limit: float) -> Any:
+    async def next_message_or_idle(self, limit: float) -> AgentEvent | StreamEnded:
         """The CLI's next message; a fork child whose CLI stays silent too long (a frozen
         process, a connection that hangs without an error) must not hold its fork forever.
         Silence is counted from its last message or the user's last permission answer.

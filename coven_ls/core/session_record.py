@@ -10,6 +10,7 @@ import msgspec
 
 from .. import protocol
 from ..protocol.types import LIMIT_NAMES, Changes, ContextUsage, LimitName, Usage, Worktree
+from .agent import Copy
 from .fork.spend import limits_row
 
 if TYPE_CHECKING:  # the session holds its record: it imports this module
@@ -78,7 +79,9 @@ def _branch_row(session: Session) -> dict[str, Any]:
     start = session.first_start
     return {
         "atMessageId": session.branched_from.atMessageId,
-        "agentSessionId": None if start is None else start.resume,
+        "agentSessionId": start.start.conversation_id
+        if start is not None and isinstance(start.start, Copy)
+        else None,
     }
 
 

@@ -19,8 +19,9 @@ import msgspec
 
 from .. import __version__, protocol
 from ..agents.claude import INSTALL_HINT, probe_claude, resolve_claude
-from ..core import pool, worktrees
 from ..core.store import SCHEMA_VERSION, database_path
+from ..core.workspace import pool
+from ..core.workspace.git import MIN_GIT_VERSION, git_version
 from ..protocol.types import DoctorReport, Finding
 
 PACKAGES = ("claude-agent-sdk", "pygls", "lsprotocol", "anyio", "msgspec", "agent-client-protocol")
@@ -134,16 +135,16 @@ def auth(claude: str) -> Finding:
 def git() -> Finding:
     title = "git (worktrees for fork children)"
     executable = shutil.which("git")
-    minimum = ".".join(map(str, worktrees.MIN_GIT_VERSION))
+    minimum = ".".join(map(str, MIN_GIT_VERSION))
     if executable is None:
         return Finding(
             "git", "warning", title, "git is not installed",
             f"Install git {minimum} or newer; until then fork children share the parent's "
             "folder.",
         )  # fmt: skip
-    version = worktrees.git_version(executable)
+    version = git_version(executable)
     shown = ".".join(map(str, version)) if version else "an unknown version"
-    if version is None or version < worktrees.MIN_GIT_VERSION:
+    if version is None or version < MIN_GIT_VERSION:
         return Finding(
             "git", "warning", title, f"git {shown} at {executable}",
             f"Install git {minimum} or newer; until then fork children share the parent's "

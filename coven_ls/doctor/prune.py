@@ -9,8 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-from ..core import prune
 from ..core.store import default_state_dir
+from ..core.workspace import prune
 
 
 def main(state_dir: str | None, dry_run: bool, discard_work: bool, as_json: bool) -> int:

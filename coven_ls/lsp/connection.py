@@ -21,6 +21,7 @@ from ..core.session import Session
 from ..core.store import Store
 from ..protocol.describe import fork_cost, summarize_input
 from ..protocol.events import Delta
+from ..protocol.types import AgentName
 from .jsonrpc import CovenProtocol
 from .standard import StandardLsp
 
@@ -57,6 +58,10 @@ class CovenServer(LanguageServer):
 
     def request_exit(self, code: int) -> None:
         self._on_exit(code)
+
+    def available_agents(self) -> list[AgentName]:
+        """The agents this client may start sessions of, under its options."""
+        return self.hub.agents.available(self.settings.options)
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         # Failed requests already carry their error to the client; anything else is logged, not

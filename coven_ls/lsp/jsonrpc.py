@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, cast
 
 from cattrs import transform_error
 from cattrs.errors import ClassValidationError
@@ -27,10 +27,7 @@ from pygls.protocol.json_rpc import MsgId, RPCRequest
 from pygls.protocol.language_server import lsp_method
 
 from .. import protocol
-from ..agents import available_agents
-
-if TYPE_CHECKING:
-    from .connection import CovenServer
+from ..protocol.types import AgentName
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +77,17 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+class ConnectionServer(Protocol):
+    """What the protocol needs of the server it serves (`connection.CovenServer`, which imports
+    this module: the protocol knows the server by this much only)."""
+
+    coven_aware: bool
+
+    def request_exit(self, code: int) -> None: ...
+
+    def available_agents(self) -> list[AgentName]: ...
+
+
 class CovenProtocol(LanguageServerProtocol):
     """pygls' protocol, held to one rule: every request gets a response.
 
@@ -90,7 +98,11 @@ class CovenProtocol(LanguageServerProtocol):
     error instead, and absent params are read as `null` (which the coven/* handlers take for an
     empty object). Bodies come in through `receive` (see `_serve`), not pygls' loop."""
 
-    _server: CovenServer  # pygls' attribute; only a CovenServer creates this protocol
+    @property
+    def _coven(self) -> ConnectionServer:
+        # pygls' `_server` is typed as its LanguageServer; only a CovenServer creates this
+        # protocol (`protocol_cls`), and it is a ConnectionServer.
+        return cast(ConnectionServer, self._server)
 
     # --- incoming --------------------------------------------------------------------------------
 
@@ -234,7 +246,7 @@ class CovenProtocol(LanguageServerProtocol):
     def lsp_exit(self, *args: Any) -> Any:
         """End the connection in order (sessions closed, agent processes gone) instead of pygls'
         `sys.exit` from inside the event loop."""
-        self._server.request_exit(0 if self._shutdown else 1)
+        self._coven.request_exit(0 if self._shutdown else 1)
         yield from ()
 
     @lsp_method(types.INITIALIZE)
@@ -243,10 +255,10 @@ class CovenProtocol(LanguageServerProtocol):
         # Every client is told which coven/* protocol it talks to, coven-aware or not.
         coven = protocol.CovenServerCapabilities(
             protocolVersion=protocol.PROTOCOL_VERSION,
-            agents=available_agents(self._server.settings.options),
+            agents=self._coven.available_agents(),
         )
         result.capabilities.experimental = {"coven": protocol.to_json(coven)}
-        if self._server.coven_aware:
+        if self._coven.coven_aware:
             # A client that speaks coven/* needs no command mirrors, and some (VS Code's language
             # client) would register them as editor commands, clashing with their own `coven.*`.
             result.capabilities.execute_command_provider = None

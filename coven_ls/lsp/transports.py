@@ -10,12 +10,12 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import anyio
 from pygls.exceptions import JsonRpcInvalidRequest, JsonRpcParseError
 
+from ..core.agent_registry import AgentRegistry
 from ..core.hub import Hub
 from . import framing
 from .auth import TcpAuth, authenticate
@@ -110,7 +110,7 @@ async def _cancel_on_signal(scope: anyio.CancelScope) -> None:
             return
 
 
-async def serve_stdio(hub_factory: Callable[[Any], Hub] = Hub) -> int:
+async def serve_stdio(agents: AgentRegistry) -> int:
     from pygls.io_ import StdoutWriter
 
     # Claude Code refuses to start when it thinks it is nested in another Claude Code session.
@@ -118,7 +118,7 @@ async def serve_stdio(hub_factory: Callable[[Any], Hub] = Hub) -> int:
         os.environ.pop(name, None)
     code = 1
     async with anyio.create_task_group() as tg:
-        hub = hub_factory(tg)
+        hub = Hub(tg, agents)
         try:
             with anyio.CancelScope() as serving:
                 tg.start_soon(_cancel_on_signal, serving)
@@ -132,9 +132,7 @@ async def serve_stdio(hub_factory: Callable[[Any], Hub] = Hub) -> int:
     return code
 
 
-async def serve_tcp(
-    host: str, port: int, auth: TcpAuth, hub_factory: Callable[[Any], Hub] = Hub
-) -> None:
+async def serve_tcp(host: str, port: int, auth: TcpAuth, agents: AgentRegistry) -> None:
     """Serve LSP on a socket, to any number of clients at once, until cancelled. Sessions outlive
     the connections that started them. Only connections that open with `auth`'s token get in."""
     for name in ("CLAUDECODE", "CLAUDE_CODE_SESSION_ID"):
@@ -151,7 +149,7 @@ async def serve_tcp(
             self._w.close()
 
     async with anyio.create_task_group() as tg:
-        hub = hub_factory(tg)
+        hub = Hub(tg, agents)
 
         async def connection(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
             log.info("client connected from %s", w.get_extra_info("peername"))

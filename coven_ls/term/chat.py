@@ -12,9 +12,9 @@ session's tree does prints above it as it happens.
   `/fork task one; task two` is a coven fork of those tasks (`coven/fork`), and the chat stays on
   the parent.
 - A permission, a proposed fork (y/n, e: edit its tasks) or a fork child's changes are asked
-  inline: the line being typed is put aside and given back once the question is answered, or
-  once it goes away because it was settled elsewhere (another client decided the fork or the
-  changes; the server withdrew its permission request).
+  inline (`chat_dialogs`): the line being typed is put aside and given back once the question
+  is answered, or once it goes away because it was settled elsewhere (another client decided
+  the fork or the changes; the server withdrew its permission request).
 - `--tcp HOST:PORT` attaches to a running server (an editor's) instead of starting one: nothing
   but the token is sent at `initialize`, so none of its settings change, and quitting only
   disconnects.
@@ -45,13 +45,13 @@ from pygls.exceptions import JsonRpcException
 
 from .. import protocol
 from ..protocol import Kind
-from ..protocol.describe import change_counts, one_line, summarize_input
+from ..protocol.describe import one_line
 from ..protocol.tokens import default_state_dir
 from ..protocol.types import Isolation, MergeMode
 from . import chat_commands as cmd
-from .client import CovenClient, PermissionAnswer
-from .render import TreePrinter, estimate_lines, file_listing
-from .run import applied_line
+from . import chat_dialogs as dialogs
+from .client import CovenClient
+from .render import TreePrinter
 
 EXIT_OK, EXIT_NOT_STARTED = 0, 2
 HISTORY_FILE = "chat-history"
@@ -152,7 +152,7 @@ class Chat:
         self.client = CovenClient(
             on_event=self._on_event,
             on_delta=self._on_delta,
-            on_permission=self._on_permission,
+            on_permission=lambda request: dialogs.ask_permission(self, request),
             handles_forks=True,
             handles_review=True,
         )
@@ -160,13 +160,13 @@ class Chat:
         self._out.on_partial = self._redraw
         self._printer = TreePrinter(self._out, full_text=True)  # type: ignore[arg-type]
         self.current: str | None = None
-        self._infos: dict[str, dict[str, Any]] = {}  # sessionId -> SessionInfo, kept current
+        self.infos: dict[str, dict[str, Any]] = {}  # sessionId -> SessionInfo, kept current
         self._unplaced: list[dict[str, Any]] = []  # events of sessions not known yet
-        self._proposed: dict[str, str] = {}  # sessionId -> the forkId awaiting a decision
+        self.proposed: dict[str, str] = {}  # sessionId -> the forkId awaiting a decision
         self._questions: deque[_Question] = deque()
         self._asking: _Question | None = None  # the question on the input line now
         self._agent = options.agent  # of the sessions started from now on (`/agent`)
-        self._reviewed: set[str] = set()  # fork children whose changes were applied or discarded
+        self.reviewed: set[str] = set()  # fork children whose changes were applied or discarded
         self._draft = ""
         self._armed = False  # Ctrl+C pressed once on an idle, empty prompt
         self._quit = False
@@ -237,7 +237,7 @@ class Chat:
         return True
 
     async def _begin(self) -> bool:
-        await self._refresh()
+        await self.refresh()
         if self._options.resume is not None:
             if not await self._resume(self._options.resume):
                 return False
@@ -278,7 +278,7 @@ class Chat:
             await self._line(line)
 
     def _prompt(self) -> str:
-        info = self._infos.get(self.current or "")
+        info = self.infos.get(self.current or "")
         if info is None:
             return "coven > "
         status = info["status"]
@@ -288,7 +288,7 @@ class Chat:
     def _place(self, info: dict[str, Any]) -> str:
         """Where a session is: `⑂ 2/3 label` for a fork child, `⎇ title` for a branch."""
         if info.get("forkId"):
-            siblings = [s for s in self._infos.values() if s.get("forkId") == info["forkId"]]
+            siblings = [s for s in self.infos.values() if s.get("forkId") == info["forkId"]]
             n = next(i for i, s in enumerate(siblings, 1) if s["sessionId"] == info["sessionId"])
             return f"⑂ {n}/{len(siblings)} {one_line(info.get('label') or '', 30)}"
         title = one_line(info["title"], 30)
@@ -359,7 +359,7 @@ class Chat:
                 self.say(f"  {command} {what}")
             self.say("  Anything else is a message to the current session (//x sends /x).")
         elif name == "/tree":
-            await self._refresh()
+            await self.refresh()
             for n, (info, depth) in enumerate(self._numbered(), 1):
                 mark = "▶" if info["sessionId"] == self.current else " "
                 self.say(
@@ -367,8 +367,8 @@ class Chat:
                     f"{info['sessionId']}"
                 )
         elif name == "/sessions":
-            await self._refresh()
-            tops = [s for s in self._infos.values() if s["parentId"] is None]
+            await self.refresh()
+            tops = [s for s in self.infos.values() if s["parentId"] is None]
             if not tops:
                 self.say("No sessions in this workspace yet.")
             for info in tops:
@@ -380,7 +380,7 @@ class Chat:
                 )
         elif name == "/review":
             # Its questions are asked by the input loop, which must not wait for them here.
-            self._spawn(self._review_current())
+            self._spawn(dialogs.review_current(self))
         elif name == "/new":
             self.current = None
             agent = self._agent or "the server's default agent"
@@ -392,7 +392,7 @@ class Chat:
             self.say(f"New sessions run on {self._agent or default}.")
             return
         self._agent = name  # type: ignore[assignment]  # parse() checked it
-        here = self._infos.get(self.current or "")
+        here = self.infos.get(self.current or "")
         stays = f"; this one stays on {here.get('agent') or 'claude'}" if here else ""
         more = " (/new starts one)" if here else ""
         self.say(f"New sessions run on {name}{more}{stays}.")
@@ -433,13 +433,13 @@ class Chat:
 
     async def _enter(self, session_id: str) -> None:
         """Make a session the current one, once its info is known."""
-        await self._refresh()
+        await self.refresh()
         self.current = session_id
         self._place_in_tree(session_id)
 
     async def _switch(self, target: str) -> None:
-        await self._refresh()
-        info = self._infos.get(self.current or "")
+        await self.refresh()
+        info = self.infos.get(self.current or "")
         found: str | None = None
         if target == "parent":
             found = info["parentId"] if info else None
@@ -455,18 +455,18 @@ class Chat:
                 return
             found = numbered[int(target) - 1][0]["sessionId"]
         else:
-            found = target if target in self._infos else None
+            found = target if target in self.infos else None
         if found is None:
             self.say(f"No session {target}: /tree and /sessions list them.")
             return
         self.current = found
         self._place_in_tree(found)
-        now = self._infos[found]
+        now = self.infos[found]
         self.say(f"→ {self._place(now)} [{now['status']}]")
 
     async def _resume(self, session_id: str) -> bool:
-        await self._refresh()
-        if session_id not in self._infos:
+        await self.refresh()
+        if session_id not in self.infos:
             self.say(f"coven-ls chat: no session {session_id} in this workspace (/sessions).")
             return False
         self.current = session_id
@@ -474,7 +474,7 @@ class Chat:
         replay = await self.client.request(protocol.GET_EVENTS, {"sessionId": session_id})
         for event in replay["events"]:
             self._printer(event)
-        info = self._infos[session_id]
+        info = self.infos[session_id]
         self.say(f"→ resumed {self._place(info)} [{info['status']}]")
         return True
 
@@ -491,7 +491,7 @@ class Chat:
         self.say("cancelled" + (f" ({dropped} queued message(s) dropped)" if dropped else ""))
 
     async def _decide(self, command: cmd.Approve | cmd.Reject) -> None:
-        fork_id = self._proposed.get(self.current or "")
+        fork_id = self.proposed.get(self.current or "")
         if fork_id is None:
             self.say("No fork is proposed in this session.")
             return
@@ -506,16 +506,16 @@ class Chat:
 
     # --- the tree --------------------------------------------------------------------------------
 
-    async def _refresh(self) -> None:
+    async def refresh(self) -> None:
         listed = await self.client.request(protocol.LIST_SESSIONS, {})
-        self._infos = {s["sessionId"]: s for s in listed["sessions"]}
+        self.infos = {s["sessionId"]: s for s in listed["sessions"]}
         waiting, self._unplaced = self._unplaced, []
         for event in waiting:
             self._take(event)
 
     def _root(self, session_id: str) -> str:
         seen = session_id
-        while (parent := (self._infos.get(seen) or {}).get("parentId")) in self._infos:
+        while (parent := (self.infos.get(seen) or {}).get("parentId")) in self.infos:
             seen = parent
         return seen
 
@@ -527,18 +527,18 @@ class Chat:
         stack = [(self._root(self.current), 0)]
         while stack:
             sid, depth = stack.pop()
-            out.append((self._infos[sid], depth))
-            kids = [s["sessionId"] for s in self._infos.values() if s["parentId"] == sid]
+            out.append((self.infos[sid], depth))
+            kids = [s["sessionId"] for s in self.infos.values() if s["parentId"] == sid]
             stack.extend((kid, depth + 1) for kid in reversed(kids))
         return out
 
     def _place_in_tree(self, session_id: str) -> None:
         """Give the printer the session's place (its depth under its parents)."""
         chain = [session_id]
-        while (parent := self._infos[chain[-1]].get("parentId")) in self._infos:
+        while (parent := self.infos[chain[-1]].get("parentId")) in self.infos:
             chain.append(parent)
         for sid in reversed(chain):
-            info = self._infos[sid]
+            info = self.infos[sid]
             name = info.get("label") or info["title"]
             self._printer.add_session(sid, one_line(name, 60), info.get("parentId"))
 
@@ -549,25 +549,25 @@ class Chat:
 
     def _on_delta(self, delta: dict[str, Any]) -> None:
         """A streamed piece of text or thinking: printed as it comes, for the current tree."""
-        if delta["sessionId"] in self._infos and self._in_tree(delta["sessionId"]):
+        if delta["sessionId"] in self.infos and self._in_tree(delta["sessionId"]):
             self._printer.delta(delta)
 
     def _on_event(self, event: dict[str, Any]) -> None:
-        if event["sessionId"] not in self._infos:
+        if event["sessionId"] not in self.infos:
             self._unplaced.append(event)  # placed once listSessions knows the session
             return
         self._take(event)
 
     def _take(self, event: dict[str, Any]) -> None:
         sid, kind = event["sessionId"], event["kind"]
-        info = self._infos.get(sid)
+        info = self.infos.get(sid)
         if info is None:
             return
         if kind == Kind.STATUS:
             info["status"] = event["status"]
         elif kind == Kind.FORK_STARTED:
             for child in event["children"]:
-                self._infos.setdefault(
+                self.infos.setdefault(
                     child["sessionId"],
                     {
                         "sessionId": child["sessionId"],
@@ -582,24 +582,24 @@ class Chat:
                 )
                 self._printer.add_session(child["sessionId"], child["label"], sid)
         if kind == Kind.FORK_PROPOSED:
-            self._proposed[sid] = event["forkId"]
+            self.proposed[sid] = event["forkId"]
         elif kind.startswith("fork") or (kind == Kind.STATUS and event["status"] in ENDED):
-            if (settled := self._proposed.pop(sid, None)) is not None:
+            if (settled := self.proposed.pop(sid, None)) is not None:
                 self._settle(("fork", settled))
         if kind == Kind.PERMISSION_DECISION:
             self._settle(("permission", sid, str(event.get("toolUseId"))))
         elif kind == Kind.CHANGES and event["changes"]["merge"] == "pending":
-            self._reviewed.discard(sid)  # later work: to be reviewed again
+            self.reviewed.discard(sid)  # later work: to be reviewed again
         elif kind == Kind.CHANGES:
-            self._reviewed.add(sid)
+            self.reviewed.add(sid)
             self._settle(("review", sid))
         if not self._in_tree(sid):
             return
         self._printer(event)
         if kind == Kind.FORK_PROPOSED:
-            self._spawn(self._ask_fork(event))
+            self._spawn(dialogs.ask_fork(self, event))
         elif kind == Kind.FORK_REVIEWING:
-            self._spawn(self._review(event["pending"]))
+            self._spawn(dialogs.review(self, event["pending"]))
 
     def _spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
@@ -687,110 +687,13 @@ class Chat:
         if not question.answer.done():
             question.answer.set_result(answer)
 
-    async def _on_permission(self, request: dict[str, Any]) -> PermissionAnswer:
-        info = self._infos.get(request["sessionId"]) or {}
-        name = one_line(info.get("label") or info.get("title") or request["sessionId"], 40)
-        answer = await self.ask(
-            f"Allow {request['toolName']} in '{name}': "
-            f"{summarize_input(request.get('input') or {}, 120)}?",
-            "yn",
-            ("permission", request["sessionId"], str(request.get("toolUseId"))),
-            gone="the permission request was withdrawn: its turn ended",
-        )
-        if answer == "y":
-            return {"allow": True}
-        if answer is None:
-            return {"allow": False, "message": "Denied: the user pressed Ctrl+C."}
-        return {"allow": False, "message": "Denied by the user."}
-
-    async def _ask_fork(self, event: dict[str, Any]) -> None:
-        """y approves, n rejects, e edits the tasks (on one line, `;` between them, starting as
-        they are) and asks again; gone once the fork is decided elsewhere."""
-        sid, fork_id = event["sessionId"], event["forkId"]
-        key = ("fork", fork_id)
-        tasks: list[str] = list(event["tasks"])
-        edited = False
-        while True:
-            listing = "\n".join(f"  {n}. {task}" for n, task in enumerate(tasks, 1))
-            answer = await self.ask(
-                f"Claude proposes to fork into {len(tasks)} task{'s' if len(tasks) != 1 else ''}:"
-                f"\n{listing}\n{estimate_lines(event, len(tasks))}"
-                "Approve the fork? (e: edit the tasks)",
-                "yne",
-                key,
-                gone="the fork was decided elsewhere",
-            )
-            if answer is None or self._proposed.get(sid) != fork_id:
-                return  # left for /approve or /reject, or decided meanwhile
-            if answer == "e":
-                typed = await self.ask(
-                    "Tasks (; between them):",
-                    "",
-                    key,
-                    "; ".join(tasks),
-                    gone="the fork was decided elsewhere",
-                )
-                if typed is not None and cmd.tasks_of(typed):
-                    tasks, edited = cmd.tasks_of(typed), True
-                continue
-            params: dict[str, Any] = {"forkId": fork_id, "approve": answer == "y"}
-            if answer == "y" and edited:
-                params["tasks"] = tasks
-            if answer == "n":
-                params["reason"] = "rejected in the terminal"
-            try:
-                await self.client.request(protocol.DECIDE_FORK, params)
-                return
-            except JsonRpcException as exc:
-                self.say(f"coven-ls: {exc.message}")
-                if exc.code != protocol.ErrorCode.InvalidParams:
-                    return  # withdrawn or decided meanwhile; a bad task list is asked again
-
-    async def _review_current(self) -> None:
-        await self._refresh()
-        pending = [
-            s["sessionId"]
-            for s in self._infos.values()
-            if s["parentId"] == self.current and (s.get("changes") or {}).get("merge") == "pending"
-        ]
-        if not pending:
-            self.say("No fork child of this session has changes waiting for review.")
-            return
-        await self._review(pending)
-
-    async def _review(self, pending: list[str]) -> None:
-        for child in pending:
-            found = await self.client.request(protocol.GET_CHANGES, {"sessionId": child})
-            changes, repository = found["changes"], found["worktree"]["repository"]
-            if changes["merge"] != "pending":
-                continue  # decided meanwhile
-            info = self._infos.get(child) or {}
-            name = one_line(info.get("label") or child, 40)
-            listing = "\n".join(file_listing(changes))
-            answer = await self.ask(
-                f"Fork child '{name}' changed {change_counts(changes)}:\n{listing}\n"
-                f"Apply the changes to {repository}? (n: discard them)",
-                "yn",
-                ("review", child),
-                gone="the changes were applied or discarded elsewhere",
-            )
-            if answer is None and child in self._reviewed:
-                continue  # applied or discarded elsewhere meanwhile
-            if answer is None:
-                return  # the rest stay pending: /review asks again
-            if answer == "y":
-                done = await self.client.request(protocol.APPLY_CHANGES, {"sessionId": child})
-                self.say(applied_line(name, done["changes"]))
-            else:
-                await self.client.request(protocol.DISCARD_CHANGES, {"sessionId": child})
-
     # --- Ctrl+C and the end ----------------------------------------------------------------------
 
     async def _on_ctrl_c(self, had_text: bool) -> None:
         if had_text:
             self._armed = False
             return  # the typed line is cleared, nothing else
-        info = self._infos.get(self.current or "")
+        info = self.infos.get(self.current or "")
         if info is not None and info["status"] in BUSY:
             self._armed = False
             self.say("^C cancelling")
@@ -808,7 +711,7 @@ class Chat:
     def _on_sigint(self) -> None:
         """A Ctrl+C while no input line shows (the terminal is not in raw mode then): cancel what
         runs, else quit."""
-        info = self._infos.get(self.current or "")
+        info = self.infos.get(self.current or "")
         if info is not None and info["status"] in BUSY:
             self._spawn(self._on_ctrl_c(False))
         else:

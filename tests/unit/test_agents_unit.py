@@ -40,7 +40,7 @@ class Factory:
 
 async def run(settings: ClientSettings, factory: Factory, work: Any) -> None:
     async with anyio.create_task_group() as tg:
-        hub = Hub(tg, backend_factory=factory)
+        hub = Hub(tg, agents.REGISTRY.with_backends(factory))
         store = (await hub.open_store(settings))[0]
         client = RecordingClient(settings, store)
         hub.attach(client)

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from coven_ls import protocol
+from coven_ls.core.agent import Copy
 from coven_ls.core.session import Session
 from coven_ls.protocol import Kind
 
-from ..fakes import Gate, reply
+from ..fakes import Gate, copied_up_to, copies, reply, started_from
 from .test_hub_unit import PARENT_AGENT, Rig, running_hub, settings, start, trail, turn
 
 
@@ -33,9 +34,9 @@ async def test_a_branch_holds_the_conversation_and_the_parent_never_hears_of_it(
 
     [parents_agent, branchs_agent] = rig.backend.agents
     # The branch's CLI is a copy of the parent's conversation, in the parent's folder.
-    assert branchs_agent.spec.resume == PARENT_AGENT and branchs_agent.spec.fork_session
-    assert branchs_agent.spec.resume_at is None
-    assert branchs_agent.spec.session_id is not None
+    assert started_from(branchs_agent.spec) == PARENT_AGENT and copies(branchs_agent.spec)
+    assert copied_up_to(branchs_agent.spec) is None
+    assert isinstance(branchs_agent.spec.start, Copy) and branchs_agent.spec.start.new_id
     assert branchs_agent.spec.cwd == parent.config.cwd
     assert branchs_agent.sent == ["Try another way"]
     # The parent: the same turns, the same events, no fork, not paused.
@@ -62,11 +63,8 @@ async def test_a_branch_at_a_message_without_a_prompt_waits_for_one(tmp_path: Pa
         info = branch.info()
 
     spec = rig.backend.agents[-1].spec
-    assert (spec.resume, spec.resume_at, spec.fork_session) == (
-        PARENT_AGENT,
-        early["messageId"],
-        True,
-    )
+    assert isinstance(spec.start, Copy)
+    assert (spec.start.conversation_id, spec.start.up_to) == (PARENT_AGENT, early["messageId"])
     assert info.branchedFrom == protocol.BranchedFrom(atMessageId=early["messageId"])
     assert info.title == parent.title
 
@@ -121,7 +119,7 @@ async def test_a_branch_outlives_its_parents_close_and_a_restart(tmp_path: Path)
     assert (info.parentId, info.branchedFrom) == (parent.id, protocol.BranchedFrom(None))
     # Its CLI never started before the restart: it starts from the parent's conversation.
     [agent] = rig.backend.agents
-    assert (agent.spec.resume, agent.spec.fork_session, agent.sent) == (
+    assert (started_from(agent.spec), copies(agent.spec), agent.sent) == (
         PARENT_AGENT,
         True,
         ["Now go on"],

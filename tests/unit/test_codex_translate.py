@@ -1,6 +1,6 @@
 """Codex app-server notifications (recorded from codex-cli 0.163.0 against the scripted Responses
-API, tests/fixtures/codex/turns.jsonl) through the Codex translation and the core's mapping:
-the coven events and deltas a client sees."""
+API, tests/fixtures/codex/turns.jsonl) through the Codex translation (agent events) and the
+core's mapping and streams: the coven events and deltas a client sees."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from claude_agent_sdk import ResultMessage, StreamEvent, SystemMessage
 
 from coven_ls.agents.codex.prices import cost_usd
 from coven_ls.agents.codex.translate import Translator, error_text, file_change_input, http_status
-from coven_ls.core.mapping import map_message
+from coven_ls.core.agent import events as agent_events
+from coven_ls.core.mapping import to_payloads
 from coven_ls.core.streaming import Streams
 from coven_ls.protocol import events
 
@@ -34,6 +34,10 @@ def recorded_turns() -> tuple[str, dict[str, list[dict[str, Any]]]]:
     return started["params"]["thread"]["id"], turns
 
 
+def map_message(event: Any) -> list[Any]:
+    return to_payloads(event)
+
+
 def run_turn(
     lines: list[dict[str, Any]], model: str | None = "gpt-5.5"
 ) -> tuple[list[Any], list[Any], list[str]]:
@@ -49,8 +53,10 @@ def run_turn(
             continue  # a server request: the agent answers it, it is no message
         for message in translator.feed(line["method"], line["params"]):
             messages.append(message)
-            if isinstance(message, StreamEvent):
-                piece = streams.feed(message.event, None)
+            if isinstance(message, agent_events.BlockStarted):
+                streams.start(message)
+            elif isinstance(message, agent_events.Delta):
+                piece = streams.feed(message)
                 if piece is not None:
                     pieces.append(f"{piece.kind}:{piece.text}")
             else:
@@ -71,11 +77,13 @@ def test_text_and_reasoning_stream_then_arrive_whole() -> None:
     # gpt-5.5 is not in the dated price table: no cost rather than a guess.
     assert result.costUsd is None
     # The streamed blocks are the ones the whole messages end.
-    whole = [m for m in messages if not isinstance(m, (StreamEvent, ResultMessage, SystemMessage))]
-    assert [m.message_id for m in whole] == [
+    whole = [m for m in messages if isinstance(m, agent_events.AgentMessage)]
+    started = [m for m in messages if isinstance(m, agent_events.BlockStarted)]
+    assert [m.call_id for m in started] == [
         "rs_scripted_2",
         "msg_scripted_3",
     ]
+    assert [m.call_id for m in whole] == [m.id for m in whole] == [m.call_id for m in started]
 
 
 def test_a_command_is_a_bash_tool_call_with_its_output() -> None:
@@ -157,13 +165,13 @@ def test_cost_from_the_dated_table_and_an_interrupted_turn() -> None:
         },
     )
     # The call is counted at once, for a fork's limits (Session._count_call), priced.
-    assert isinstance(call, SystemMessage) and call.subtype == "coven_usage"
-    assert call.data["usage"]["cache_read_input_tokens"] == 400_000
-    assert call.data["usage"]["input_tokens"] == 600_000
-    assert call.data["cost_usd"] == pytest.approx(cost_usd("gpt-5", 1_000_000, 400_000, 1000))
+    assert isinstance(call, agent_events.ModelCall) and call.call_id == "U/1"
+    assert call.usage.cacheReadTokens == 400_000
+    assert call.usage.inputTokens == 600_000
+    assert call.cost_usd == pytest.approx(cost_usd("gpt-5", 1_000_000, 400_000, 1000))
     assert map_message(call) == []  # no event of its own
-    # The call's model too: the session's context gauge reads it.
-    assert call.data["model"] == "gpt-5"
+    # The call's model and context too: the session's context gauge reads them.
+    assert call.model == "gpt-5" and call.context_tokens == 1_000_000
     # Usage of another turn (a resumed thread's old totals) does not count.
     assert [] == translator.feed(
         "thread/tokenUsage/updated",
@@ -209,7 +217,7 @@ def test_an_interrupted_turn_ends_the_tool_calls_it_left_open() -> None:
     [result] = map_message(ended)
     assert isinstance(result, events.ToolResult) and result.toolUseId == use.toolUseId
     assert result.isError and "Interrupted" in result.content
-    assert isinstance(done, ResultMessage) and translator.items == {}
+    assert isinstance(done, agent_events.TurnEnded) and translator.items == {}
 
 
 def test_a_command_ended_by_an_interrupt_gets_one_result() -> None:
@@ -222,7 +230,7 @@ def test_a_command_ended_by_an_interrupt_gets_one_result() -> None:
     ended = translator.feed(
         "turn/completed", {"threadId": "t-1", "turn": {"id": "turn-1", "status": "interrupted"}}
     )
-    results = [m for m in ended if not isinstance(m, ResultMessage)]
+    results = [m for m in ended if not isinstance(m, agent_events.TurnEnded)]
     assert len(results) == 1 and "Interrupted" in str(results[0])
     late = {**command, "status": "failed", "exitCode": -1, "aggregatedOutput": ""}
     assert translator.feed("item/completed", {"threadId": "t-1", "item": late}) == []
@@ -254,7 +262,7 @@ def test_a_command_a_completed_turn_left_running_is_a_background_task(
     assert started == events.Task(
         taskId="c1", status="started", toolUseId="c1", description="serve"
     )
-    assert isinstance(done, ResultMessage) and set(translator.background) == {"c1"}
+    assert isinstance(done, agent_events.TurnEnded) and set(translator.background) == {"c1"}
     if stop:
         translator.stopping.add("c1")
     translator.feed("turn/started", {"threadId": "T", "turn": {"id": "U2"}})  # a later turn

@@ -157,7 +157,7 @@ def test_json_and_exit_code_agree_on_a_real_repository(
 async def test_the_worktree_pool_and_its_disk_are_shown(
     tmp_path: Path, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from coven_ls.core import pool
+    from coven_ls.core.workspace import pool
 
     (tmp_path / "home").mkdir(exist_ok=True)
     (tmp_path / "gitconfig").write_text("")

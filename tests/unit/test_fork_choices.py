@@ -23,6 +23,7 @@ from coven_ls.protocol import Kind
 from coven_ls.protocol.schema import build_schema
 from coven_ls.protocol.types import ForkChoices, ForkLimits
 
+from ..fakes import copies, started_from
 from .test_hub_unit import PARENT_AGENT, results_turn, running_hub, settings
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "stores" / "schema12-forks.sql"
@@ -198,7 +199,7 @@ async def test_a_store_of_schema_12_keeps_every_choice_of_a_proposed_and_a_runni
         assert [r["ok"] for r in finished["results"]] == [True, True]
         resumed = children(rig.backend.agents)
         assert len(resumed) == 2
-        assert all(a.spec.resume is None and not a.spec.fork_session for a in resumed)
+        assert all(started_from(a.spec) is None and not copies(a.spec) for a in resumed)
         assert all("You start afresh" in a.sent[0] for a in resumed)
         assert {c.config.agent for c in rig.hub.children_of(cut_off.parent)} == {"codex"}
 
@@ -210,7 +211,9 @@ async def test_a_store_of_schema_12_keeps_every_choice_of_a_proposed_and_a_runni
         assert started["limits"] == msgspec.to_builtins(SESSION_LIMITS)
         assert "context" not in started and "agent" not in started
         inherited = [a for a in children(rig.backend.agents) if a not in resumed]
-        assert inherited and all(a.spec.resume == PARENT_AGENT for a in inherited)
+        assert inherited and all(
+            started_from(a.spec) == PARENT_AGENT and copies(a.spec) for a in inherited
+        )
 
     # Stored again as one column; the old ones are gone, and so is `requested`.
     path = database_path(str(tmp_path), str(state))

@@ -25,16 +25,28 @@ import pytest
 from anyio.abc import TaskGroup
 
 from coven_ls import protocol
-from coven_ls.core import isolation, session_log, worktrees
+from coven_ls.agents import REGISTRY
+from coven_ls.core import session_log
 from coven_ls.core.fork.tag import child_prompt
 from coven_ls.core.fork.transcript import Entry
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.session import Session
 from coven_ls.core.store import Store, database_path
+from coven_ls.core.workspace import isolation, worktrees
+from coven_ls.core.workspace.repository import RepoInfo, inspect
 from coven_ls.protocol import Kind, events
 from coven_ls.protocol.types import ForkChoices, Usage
 
-from ..fakes import Ask, FakeBackend, Gate, Step, reply
+from ..fakes import (
+    Ask,
+    FakeBackend,
+    Gate,
+    Step,
+    copied_up_to,
+    copies,
+    reply,
+    started_from,
+)
 
 LIMIT = 5.0  # seconds any single wait in these tests may take
 PLAN = "Split the work"
@@ -174,7 +186,7 @@ async def running_hub(
     backend = FakeBackend()
     backend.default_reply = model(tasks, gates or {})
     async with anyio.create_task_group() as tg:
-        hub = Hub(tg, backend_factory=lambda *_: backend)
+        hub = Hub(tg, REGISTRY.with_backends(lambda *_: backend))
         store = (await hub.open_store(settings))[0] if settings.options.stateDir else None
         client = RecordingClient(settings, store)
         hub.attach(client)
@@ -234,12 +246,12 @@ def trail(client: RecordingClient, session: Session | str) -> list[str]:
 
 def parent_heard(backend: FakeBackend) -> list[str]:
     """What the parent's model was sent, turn by turn (over every agent process it had)."""
-    return [text for a in backend.agents if not a.spec.fork_session for text in a.sent]
+    return [text for a in backend.agents if not copies(a.spec) for text in a.sent]
 
 
 def child_agents(backend: FakeBackend) -> dict[str, Any]:
     """The children's agent processes, by the label they were assigned."""
-    return {a.sent[0].split("'")[1]: a for a in backend.agents if a.spec.fork_session}
+    return {a.sent[0].split("'")[1]: a for a in backend.agents if copies(a.spec)}
 
 
 def task(label: str, body: str) -> str:
@@ -291,15 +303,15 @@ async def test_approved_fork_runs_children_and_reintegrates(tmp_path: Path) -> N
     ]
     # Each child is a fresh fork of the parent's conversation, told only its own task.
     for label, agent in child_agents(rig.backend).items():
-        assert agent.spec.resume == PARENT_AGENT
+        assert started_from(agent.spec) == PARENT_AGENT
         assert agent.sent == [child_prompt(label, list(children))]
         assert trail(client, children[label]) == [
             *("status:queued", "prompt:fork", "status:starting", "status:running"),
             *("turnResult", "status:idle"),
         ]
     # The parent's process was stopped while it forked: the results went to a resumed one.
-    parent_agents = [a for a in rig.backend.agents if not a.spec.fork_session]
-    assert [a.spec.resume for a in parent_agents] == [None, PARENT_AGENT]
+    parent_agents = [a for a in rig.backend.agents if not copies(a.spec)]
+    assert [started_from(a.spec) for a in parent_agents] == [None, PARENT_AGENT]
     assert client.frames == client.events
 
 
@@ -570,7 +582,7 @@ async def test_restart_mid_fork_then_resume(tmp_path: Path) -> None:
     assert (resumed["state"], finished["state"]) == ("running", "finished")
     assert [(r["label"], r["ok"]) for r in finished["results"]] == [("alpha", True), ("beta", True)]
     # Only beta ran again, as a fresh fork of the parent; alpha's answer came from the store.
-    assert {label: a.spec.resume for label, a in child_agents(rig.backend).items()} == {
+    assert {label: started_from(a.spec) for label, a in child_agents(rig.backend).items()} == {
         "beta": PARENT_AGENT
     }
     assert task("alpha", answer("alpha")) in text and task("beta", answer("beta")) in text
@@ -620,7 +632,7 @@ async def test_fork_by_hand_waits_for_the_turn_to_end(tmp_path: Path) -> None:
         text = await results_turn(rig, session)
 
     assert (started["forkId"], started["source"], started["tasks"]) == (fork.id, "user", ["alpha"])
-    assert child_agents(rig.backend)["alpha"].spec.resume == PARENT_AGENT
+    assert started_from(child_agents(rig.backend)["alpha"].spec) == PARENT_AGENT
     assert parent_heard(rig.backend) == ["Look around", text]
 
 
@@ -644,8 +656,8 @@ async def test_a_restart_removes_worktrees_a_killed_server_made_for_no_session(
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     git(repo, "commit", "-q", "--allow-empty", "-m", "one")
-    info = worktrees.inspect(repo)
-    assert isinstance(info, worktrees.RepoInfo)
+    info = inspect(repo)
+    assert isinstance(info, RepoInfo)
     orphan = tmp_path / "state" / "worktrees" / "f-1" / "1-lost"
     worktrees.create(info, info.head, orphan, "coven/f-1/1-lost")
     cfg = settings(tmp_path, stateDir=str(tmp_path / "state"))
@@ -829,7 +841,7 @@ async def test_listed_tree_usage_adds_up_every_descendant() -> None:
         ("lone", None), ("orphan", "deleted"),
     ]  # fmt: skip
     async with anyio.create_task_group() as tg:
-        hub = Hub(tg)
+        hub = Hub(tg, REGISTRY)
         for n, (sid, parent) in enumerate(shape):
             hub.sessions[sid] = Node(sid, parent, Usage(inputTokens=10**n))  # type: ignore[assignment]
         listed = dict(zip(hub.sessions, hub.list_sessions(), strict=True))
@@ -922,7 +934,7 @@ async def test_fork_at_a_message_no_longer_in_memory(
         await results_turn(rig, session)
     assert unknown.value.code == -32602 and "msg-nowhere" in unknown.value.message
     assert started["forkId"] == fork.id and started["atMessageId"] == early["messageId"]
-    assert child_agents(rig.backend)["alpha"].spec.resume_at == early["messageId"]
+    assert copied_up_to(child_agents(rig.backend)["alpha"].spec) == early["messageId"]
     if not stored:
         return
 
@@ -934,7 +946,7 @@ async def test_fork_at_a_message_no_longer_in_memory(
         await rig.hub.forks.fork_by_hand(restored, ["beta"], early["messageId"])
         await results_turn(rig, restored)
     assert unknown.value.code == -32602
-    assert child_agents(rig.backend)["beta"].spec.resume_at == early["messageId"]
+    assert copied_up_to(child_agents(rig.backend)["beta"].spec) == early["messageId"]
 
 
 async def test_a_restart_gives_a_finished_forks_results_only_if_the_parent_never_got_them(
@@ -1051,7 +1063,7 @@ async def test_a_fresh_child_starts_a_new_conversation_with_only_its_brief(
         started = await rig.client.wait_for(Kind.FORK_STARTED, session)
         await results_turn(rig, session)
     child = first_messages(rig.backend)["alpha"]
-    assert child.spec.resume is None and not child.spec.fork_session
+    assert started_from(child.spec) is None and not copies(child.spec)
     assert child.sent[0].startswith("You were assigned 'alpha'\n\nYou start afresh")
     assert "Look around" not in child.sent[0]
     assert started["context"] == "fresh" and "agent" not in started
@@ -1067,7 +1079,7 @@ async def test_a_transcript_child_gets_the_conversation_written_out(tmp_path: Pa
         text = await results_turn(rig, session)
     child = first_messages(rig.backend)["alpha"]
     first = child.sent[0]
-    assert child.spec.resume is None and not child.spec.fork_session
+    assert started_from(child.spec) is None and not copies(child.spec)
     assert first.startswith("You were forked from another session")
     assert "<user>\nLook around\n</user>" in first and "PRIVATE-THOUGHT" not in first
     assert first.endswith("You were assigned 'alpha'")
@@ -1140,7 +1152,7 @@ async def test_a_transcript_fork_resumed_after_a_restart_writes_the_conversation
         rig.hub.forks.resume(fork.id)
         await results_turn(rig, parent)
     beta = first_messages(rig.backend)["beta"]
-    assert beta.spec.resume is None and not beta.spec.fork_session
+    assert started_from(beta.spec) is None and not copies(beta.spec)
     assert "<user>\nLook around, again\n</user>" in beta.sent[0]
 
 

@@ -1,6 +1,6 @@
 """Nothing lost, against real git repositories: which branches hold work never applied
 (isolation.unapplied, keep.unapplied_branches), a child's later work (isolation.later_work),
-the store's record of kept branches, and what `coven-ls prune` removes (core/prune.py)."""
+the store's record of kept branches, and what `coven-ls prune` removes (core/workspace/prune.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,12 @@ import anyio
 import msgspec
 import pytest
 
-from coven_ls.core import isolation, prune
-from coven_ls.core import worktrees as wt
 from coven_ls.core.store import Store, read_trees
+from coven_ls.core.workspace import isolation, prune
+from coven_ls.core.workspace import worktrees as wt
+from coven_ls.core.workspace.commits import commit_all
+from coven_ls.core.workspace.repository import branches
+from coven_ls.core.workspace.snapshots import snapshot
 from coven_ls.protocol.types import Changes, Worktree
 
 from .test_worktrees import git, info_of, make_repo, no_user_git_config  # noqa: F401
@@ -23,7 +26,7 @@ from .test_worktrees import git, info_of, make_repo, no_user_git_config  # noqa:
 
 def child_tree(top: Path, tmp_path: Path, n: int = 1) -> Worktree:
     info = info_of(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     path = tmp_path / "state" / "worktrees" / "f-1" / f"{n}-task"
     wt.create(info, base, path, f"coven/f-1/{n}-task")
     return Worktree(path=str(path), branch=f"coven/f-1/{n}-task", base=base, repository=str(top))
@@ -209,7 +212,7 @@ def test_prune_keeps_what_sessions_need_and_unapplied_work(tmp_path: Path, state
     empty = child_tree(top, tmp_path, 2)  # no session, no work
     worked = child_tree(top, tmp_path, 3)  # no session, work never applied
     (Path(worked.path) / "w.txt").write_text("w\n")
-    wt.commit_all(worked.path, "work")
+    commit_all(worked.path, "work")
     git(top, "branch", "coven/f-9/1-plain")  # a bare branch with no work
     # The user checked a coven branch out in a worktree of their own: theirs, left alone.
     git(top, "worktree", "add", "-q", "-b", "coven/f-8/1-mine", str(tmp_path / "mine"))
@@ -222,13 +225,13 @@ def test_prune_keeps_what_sessions_need_and_unapplied_work(tmp_path: Path, state
         ("coven/f-9/1-plain", "remove", False),
     ]
     prune.apply(report, stored)
-    assert sorted(wt.branches(info_of(top))) == [used.branch, worked.branch, "coven/f-8/1-mine"]
+    assert sorted(branches(info_of(top))) == [used.branch, worked.branch, "coven/f-8/1-mine"]
     assert not Path(empty.path).exists() and Path(used.path).is_dir()
 
     report, stored = prune.plan(state, discard_work=True)
     assert [(i.branch, i.action) for i in report.items] == [(worked.branch, "remove")]
     prune.apply(report, stored)
-    assert sorted(wt.branches(info_of(top))) == [used.branch, "coven/f-8/1-mine"]
+    assert sorted(branches(info_of(top))) == [used.branch, "coven/f-8/1-mine"]
     assert json.loads(json.dumps(report.to_json()))["items"][0]["worktree"] == worked.path
 
 
@@ -236,7 +239,7 @@ def test_prune_forgets_the_record_of_a_kept_branch_it_deletes(tmp_path: Path, st
     top = make_repo(tmp_path)
     tree = child_tree(top, tmp_path)
     (Path(tree.path) / "c.txt").write_text("c\n")
-    wt.commit_all(tree.path, "work")
+    commit_all(tree.path, "work")
     wt.remove(info_of(top), tree.path, tree.branch, keep_branch=True)
     store, _ = Store.open(state / "ws-1.sqlite3")
     record = {"repository": str(top), "branch": tree.branch, "reason": "changes waiting for review"}
@@ -251,5 +254,5 @@ def test_prune_forgets_the_record_of_a_kept_branch_it_deletes(tmp_path: Path, st
     report, stored = prune.plan(state, discard_work=True)
     prune.apply(report, stored)
 
-    assert wt.branches(info_of(top)) == {}
+    assert branches(info_of(top)) == {}
     assert read_trees(state / "ws-1.sqlite3").kept == []

@@ -11,8 +11,9 @@ from pathlib import Path
 import anyio
 
 from coven_ls import protocol
-from coven_ls.core import worktrees
 from coven_ls.core.hub import ClientSettings
+from coven_ls.core.workspace import worktrees
+from coven_ls.core.workspace.repository import RepoInfo, inspect
 from coven_ls.protocol import Kind
 
 from .test_hub_unit import running_hub, start
@@ -127,8 +128,8 @@ async def test_a_declined_or_edited_proposal_removes_what_was_made_ahead(tmp_pat
             await ahead.removed.wait()
     assert not any(p.exists() for p in made)
     assert git(repo, "branch", "--list", "coven/*") == ""
-    info = worktrees.inspect(repo)
-    assert isinstance(info, worktrees.RepoInfo)
+    info = inspect(repo)
+    assert isinstance(info, RepoInfo)
     # What is left is the pool made up again for the spares the proposal took.
     assert all("pool" in t.path.parts for t in worktrees.list_worktrees(info)[1:])
 

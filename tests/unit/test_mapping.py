@@ -1,4 +1,6 @@
-"""Unit tests for coven_ls.core.mapping: claude-agent-sdk messages -> event drafts."""
+"""Unit tests for the way from claude-agent-sdk messages to coven event drafts: the Claude
+adapter's reader (coven_ls/agents/claude/events.py: SDK messages -> agent events) and the core's
+mapping (coven_ls/core/mapping.py: agent events -> coven events), together."""
 
 from __future__ import annotations
 
@@ -22,7 +24,9 @@ from claude_agent_sdk import (
 from claude_agent_sdk.types import RateLimitInfo
 
 from coven_ls import protocol
-from coven_ls.core.mapping import map_message, tool_result_text
+from coven_ls.agents.claude.events import Reader, tool_result_text
+from coven_ls.core.agent import events as agent_events
+from coven_ls.core.mapping import to_payloads
 from coven_ls.protocol import Kind, Payload, events
 from coven_ls.protocol.types import Usage
 
@@ -47,6 +51,11 @@ class Draft:
     kind: str
     fields: dict[str, Any]
     payload: Payload | None = field(default=None, compare=False)
+
+
+def map_message(message: Any) -> list[Payload]:
+    """The coven events one SDK message makes, read by a fresh Claude reader."""
+    return [p for event in Reader().read(message) for p in to_payloads(event)]
 
 
 def mapped(message: Any) -> list[Draft]:
@@ -406,3 +415,57 @@ def test_the_clis_own_error_message_is_not_the_models_text() -> None:
         content=[TextBlock("API Error: 529 overloaded")], model="<synthetic>", error="server_error"
     )
     assert mapped(message) == []
+
+
+def test_the_reader_names_streamed_blocks_and_counts_the_calls_final_usage() -> None:
+    """Anthropic's stream events become a block's start and pieces (`<message id>:<index>`) and
+    the call's final usage, under the call's id and model, for the main agent and a subagent
+    apart."""
+    reader = Reader()
+
+    def read(event: dict[str, Any], parent: str | None = None) -> Any:
+        [said] = reader.read(
+            StreamEvent(uuid="e", session_id="a", event=event, parent_tool_use_id=parent)
+        )
+        return said
+
+    start = {"type": "message_start", "message": {"id": "msg_1", "model": "claude-sonnet-4-5"}}
+    assert read(start) == agent_events.Activity(None)
+    assert read({"type": "message_start", "message": {"id": "msg_9"}}, "toolu_1") == (
+        agent_events.Activity("toolu_1")
+    )
+    block = {"type": "content_block_start", "index": 1, "content_block": {"type": "thinking"}}
+    assert read(block) == agent_events.BlockStarted("msg_1:1", "thinking", "msg_1")
+    piece = {
+        "type": "content_block_delta",
+        "index": 1,
+        "delta": {"type": "thinking_delta", "thinking": "hm"},
+    }
+    assert read(piece) == agent_events.Delta("msg_1:1", "hm")
+    tool_input = {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta"}}
+    assert read(tool_input) == agent_events.Activity(None)
+    call = read({"type": "message_delta", "usage": {"input_tokens": 10, "output_tokens": 5}})
+    assert isinstance(call, agent_events.ModelCall)
+    assert (call.call_id, call.model, call.context_tokens) == ("msg_1", "claude-sonnet-4-5", None)
+    assert call.usage == Usage(inputTokens=10, outputTokens=5) and call.cost_usd is not None
+
+
+def test_an_assistant_message_carries_its_calls_usage_and_context() -> None:
+    message = AssistantMessage(
+        content=[TextBlock("hi")],
+        model="claude-sonnet-4-5",
+        uuid="u-1",
+        message_id="msg_1",
+        usage={"input_tokens": 3, "cache_read_input_tokens": 100, "output_tokens": 2},
+    )
+    [said] = Reader().read(message)
+    assert isinstance(said, agent_events.AgentMessage) and said.call is not None
+    assert (said.id, said.call_id, said.parts) == ("u-1", "msg_1", (agent_events.TextPart("hi"),))
+    assert (said.call.call_id, said.call.context_tokens) == ("msg_1", 103)
+    # The CLI's own message (an API error it gave up on) is counted but says nothing.
+    synthetic = AssistantMessage(
+        content=[TextBlock("API Error")], model="<synthetic>", uuid="u-2", usage={}
+    )
+    [said] = Reader().read(synthetic)
+    assert isinstance(said, agent_events.AgentMessage) and said.parts == ()
+    assert said.call is not None and said.call.context_tokens is None

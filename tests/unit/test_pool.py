@@ -1,6 +1,6 @@
-"""coven_ls.core.pool and worktrees.prepare/adopt against real git: a spare worktree made before
-the user changed things still gives a child exactly the fork's snapshot; the pool keeps to its
-size; a stopped server's half-made spares are cleaned; `usage` reports the disk."""
+"""coven_ls.core.workspace.pool and worktrees.prepare/adopt against real git: a spare worktree
+made before the user changed things still gives a child exactly the fork's snapshot; the pool
+keeps to its size; a stopped server's half-made spares are cleaned; `usage` reports the disk."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from coven_ls.core import isolation, pool
-from coven_ls.core import worktrees as wt
-from coven_ls.core.worktrees import RepoInfo
+from coven_ls.core.workspace import isolation, pool
+from coven_ls.core.workspace import worktrees as wt
+from coven_ls.core.workspace.repository import RepoInfo, inspect
+from coven_ls.core.workspace.snapshots import snapshot
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +56,7 @@ def make_repo(tmp_path: Path) -> Path:
 
 
 def repo_info(top: Path) -> RepoInfo:
-    found = wt.inspect(top)
+    found = inspect(top)
     assert isinstance(found, RepoInfo)
     return found
 
@@ -96,7 +97,7 @@ async def test_a_spare_made_before_the_users_changes_gives_exactly_the_snapshot(
     assert pools.ready(state, str(top)) == 2
     change_everything(top)
     info = repo_info(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     # The reference: a worktree made as without a pool.
     fresh = wt.create(info, base, tmp_path / "fresh", "coven/f-0/1-fresh")
     [spare] = pools.take(state, str(top), 1)
@@ -202,7 +203,7 @@ async def test_a_repository_that_is_gone_takes_its_pool_with_it(tmp_path: Path) 
 
 
 async def test_prune_leaves_a_running_servers_spares_alone(tmp_path: Path) -> None:
-    from coven_ls.core import prune
+    from coven_ls.core.workspace import prune
 
     top = make_repo(tmp_path)
     state = tmp_path / "state"

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from coven_ls.core import pool, worktree_env
-from coven_ls.core import worktrees as wt
+from coven_ls.core.workspace import pool, worktree_env
+from coven_ls.core.workspace import worktrees as wt
+from coven_ls.core.workspace.commits import commit_all, copied_paths, own_git_dir
+from coven_ls.core.workspace.snapshots import snapshot
 from tests.unit.test_pool import git, make_repo, no_user_git_config, repo_info, tree_files
 
 __all__ = ["no_user_git_config"]  # the fixture, used by every test here
@@ -41,7 +43,7 @@ async def adopted_child(tmp_path: Path, top: Path, state: str, n: int) -> Path:
     pools = pool.Pools()
     await pools.fill(state, str(top), 1)
     info = repo_info(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     [spare] = pools.take(state, str(top), 1)
     assert (spare / "deps" / "p0" / "index.js").is_file()  # the spare was made with its copies
     child = wt.adopt(info, spare, base, tmp_path / "wt" / f"{n}", f"coven/f-{n}/1-a")
@@ -65,10 +67,10 @@ async def test_a_child_uses_the_spares_copies_when_the_parents_files_are_unchang
     assert report.reused and report.entries == [".env", "deps/"] and report.files == 6
     assert tree_files(child)["deps/p3/index.js"] == b"module.exports = 3;\n"
     assert (child / ".env").stat().st_mode & 0o777 == 0o600
-    assert sorted(wt.copied_paths(child)) == [".env", "deps"]
+    assert sorted(copied_paths(child)) == [".env", "deps"]
     # Its commit leaves the copies out, as for copies made on the fork's path.
     (child / "src" / "m0.py").write_text("x = 'child'\n")
-    commit = wt.commit_all(child, "work")
+    commit = commit_all(child, "work")
     assert commit is not None
     listed = git(child, "show", "--name-only", "--format=", commit).split()
     assert listed == ["src/m0.py"]
@@ -102,7 +104,7 @@ async def test_copies_no_longer_wanted_go_and_a_touched_copy_is_not_trusted(
     assert entries == [".env"]
     report = worktree_env.prepare_copies(top, child, entries, digest)
     assert not report.reused and not (child / "deps").exists()
-    assert wt.copied_paths(child) == [".env"]
+    assert copied_paths(child) == [".env"]
 
     (top / ".worktreeinclude").write_text("deps/\n.env\n")
     other = await adopted_child(tmp_path, top, state, 2)
@@ -122,7 +124,7 @@ def test_a_tree_changed_within_the_racy_window_is_not_kept(
     info = repo_info(top)
     wt.prepare(info, spare, info.head)
     assert not worktree_env.keep_in_spare(top, spare, worktree_env.included(top))
-    assert not (wt.own_git_dir(spare) / worktree_env.KEPT_RECORD).exists()
+    assert not (own_git_dir(spare) / worktree_env.KEPT_RECORD).exists()
     assert worktree_env.manifest(top, [".env"], racy_before=None) is not None
 
 
@@ -133,7 +135,7 @@ def test_the_record_says_what_the_copies_were_made_of(tmp_path: Path) -> None:
     wt.prepare(info, spare, info.head)
     entries = worktree_env.included(top)
     assert worktree_env.keep_in_spare(top, spare, entries)
-    record = json.loads((wt.own_git_dir(spare) / worktree_env.KEPT_RECORD).read_text())
+    record = json.loads((own_git_dir(spare) / worktree_env.KEPT_RECORD).read_text())
     assert record["entries"] == entries
     assert record["source"] == worktree_env.manifest(top, entries)
     assert record["copy"] == worktree_env.manifest(spare, entries)

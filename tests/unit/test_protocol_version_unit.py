@@ -11,7 +11,7 @@ import pytest
 from lsprotocol import types
 
 from coven_ls import protocol
-from coven_ls.agents import available_agents
+from coven_ls.agents import REGISTRY, available_agents
 from coven_ls.core.hub import Hub
 from coven_ls.lsp.server import CovenServer
 from coven_ls.protocol.schema import build_schema
@@ -21,7 +21,7 @@ from coven_ls.protocol.types import InitializationOptions
 async def initialize(experimental: Any = None) -> dict[str, Any]:
     """The `initialize` result of a new connection, as it goes on the wire."""
     async with anyio.create_task_group() as tg:
-        server = CovenServer(Hub(tg), lambda code: None)
+        server = CovenServer(Hub(tg, REGISTRY), lambda code: None)
         caps = types.ClientCapabilities(experimental=experimental)
         steps = server.protocol.lsp_initialize(types.InitializeParams(capabilities=caps))
         try:

@@ -16,10 +16,11 @@ from claude_agent_sdk import (
 
 from coven_ls import protocol
 from coven_ls.core import session as session_module
-from coven_ls.core.agent import AgentSpec, AgentStartError, TaskNotRunning
+from coven_ls.core.agent import AgentSpec, AgentStartError, Copy, TaskNotRunning
+from coven_ls.core.agent import events as ag
 from coven_ls.core.session import Session, SessionConfig
 from coven_ls.protocol import Kind, events
-from coven_ls.protocol.types import ContextUsage
+from coven_ls.protocol.types import ContextUsage, Usage
 
 from ..fakes import (
     Ask,
@@ -29,9 +30,11 @@ from ..fakes import (
     Gate,
     RecordingSink,
     assistant,
+    copies,
     init,
     reply,
     result,
+    started_from,
     task_notification,
     task_progress,
     task_started,
@@ -142,7 +145,7 @@ async def test_one_turn_events_have_gapless_seq_and_statuses() -> None:
         assert backend.agent.sent == ["hi"]
         assert backend.specs[0].cwd == "/work/project"
         assert backend.specs[0].model == "sonnet"
-        assert backend.specs[0].resume is None
+        assert started_from(backend.specs[0]) is None
         assert session.info().status == "idle"
         assert session.info().agentSessionId == "agent-1"
     assert_gapless(session, sink)
@@ -345,7 +348,7 @@ async def test_cancel_stops_the_agent_when_the_interrupt_is_not_answered(
         mark = session.recent[-1]["seq"]
         session.send("after")
         await turn_done(session, after=mark)
-        assert backend.specs[1].resume == "agent-9"
+        assert started_from(backend.specs[1]) == "agent-9"
     assert_closed_where_opened(backend)
 
 
@@ -385,7 +388,7 @@ async def test_stream_ending_without_result_fails_and_next_turn_resumes() -> Non
         assert session.send("second") == 0
         await turn_done(session, after=mark)
         assert len(backend.agents) == 2
-        assert backend.specs[1].resume == "agent-abc"
+        assert started_from(backend.specs[1]) == "agent-abc"
         assert backend.specs[1].cwd == "/work/project"
         assert sink_of(session).statuses() == [
             "starting",
@@ -439,7 +442,7 @@ async def test_open_raising_another_error() -> None:
 
 
 async def test_first_start_spec_is_used_until_the_agent_session_is_known() -> None:
-    first = AgentSpec(cwd="/work/project", resume="parent-agent", fork_session=True)
+    first = AgentSpec(cwd="/work/project", start=Copy("parent-agent"))
     backend = FakeBackend([init("child-agent"), Die()])
     async with running(backend, start=first) as session:
         session.send("forked")
@@ -450,8 +453,8 @@ async def test_first_start_spec_is_used_until_the_agent_session_is_known() -> No
         # the next resumes the conversation the first made, which keeps its name.
         assert backend.specs[0] == dataclasses.replace(first, title=session.title)
         assert session.title
-        assert backend.specs[1].resume == "child-agent"
-        assert backend.specs[1].fork_session is False
+        assert started_from(backend.specs[1]) == "child-agent"
+        assert copies(backend.specs[1]) is False
         assert backend.specs[1].title is None
 
 
@@ -915,7 +918,7 @@ async def test_an_agent_that_dies_between_turns_is_said_at_once_and_the_next_mes
         assert session.status == "idle" and session.process.agent is None
         session.send("again")
         await turn_done(session, after=error["seq"])
-        assert backend.agents[1].spec.resume == "agent-1"
+        assert started_from(backend.agents[1].spec) == "agent-1"
 
 
 async def test_an_agent_that_reports_no_ended_task_in_a_turn_leaves_the_session_settled() -> None:
@@ -966,3 +969,55 @@ async def test_stopping_a_task_the_agent_no_longer_runs_is_invalid_state_and_end
         with pytest.raises(protocol.CovenError, match="has no running background task"):
             await session.stop_task("t1")
         assert agent.stopped_tasks == []
+
+
+# --- agent events of an agent other than Claude ---------------------------------------------------
+
+
+async def test_a_turn_of_agent_events_that_claude_never_sends() -> None:
+    """An agent's adapter may send what Claude and Codex do not (a tool call's kind and updates,
+    a plan, a mode change, a context window of its own): the session takes them, shows what
+    coven has events for, and the turn ends as any other."""
+    call = ag.ModelCall(
+        "call-1",
+        "some-model",
+        Usage(inputTokens=900, outputTokens=10),
+        cost_usd=0.25,
+        context_tokens=900,
+        context_size=4000,
+    )
+    read = ag.ToolCall("t1", "read", {"path": "a.py"}, kind="read", title="Read a.py")
+    backend = FakeBackend(
+        [
+            ag.AgentStarted("conv-1", model="some-model"),
+            ag.PlanUpdated((ag.PlanEntry("look around", "in_progress"),)),
+            ag.BlockStarted("b1", "text", "call-1"),
+            ag.Delta("b1", "Hel"),
+            ag.AgentMessage("m1", "call-1", (ag.TextPart("Hello"), read), call=call),
+            ag.ToolCallUpdate("t1", status="in_progress", content="reading"),
+            ag.ToolResult("t1", "print(1)"),
+            ag.ModeChanged("plan"),
+            ag.TurnEnded("success", "Hello", usage=call.usage, cost_usd=0.25, conversation_id="c2"),
+        ]
+    )
+    async with running(backend) as session:
+        session.send("hi")
+        turn = await turn_done(session)
+        sink = sink_of(session)
+        assert sink.kinds() == [
+            Kind.STATUS,
+            Kind.PROMPT,
+            Kind.STATUS,
+            Kind.AGENT,
+            Kind.TEXT,
+            Kind.TOOL_USE,
+            Kind.TOOL_RESULT,
+            Kind.TURN_RESULT,
+            Kind.STATUS,
+        ]
+        [text] = sink.of(Kind.TEXT)
+        assert text["blockId"] == "b1" and text["messageId"] == "m1"
+        assert [d.text for d in sink.deltas] == ["Hel"]
+        assert turn["costUsd"] == 0.25 and turn["subtype"] == "success"
+        assert turn["contextUsage"] == {"tokens": 900, "window": 4000, "model": "some-model"}
+        assert session.agent_session_id == "c2"

@@ -4,7 +4,7 @@ preamble that says what was cut; and how each agent's conversation becomes entri
 
 from __future__ import annotations
 
-from coven_ls.agents import claude_conversation
+from coven_ls.agents.claude import conversation as claude_conversation
 from coven_ls.agents.codex import conversation as codex_conversation
 from coven_ls.core.fork import transcript
 from coven_ls.core.fork.transcript import Entry, cut, estimate_tokens, render

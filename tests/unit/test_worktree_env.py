@@ -16,9 +16,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from coven_ls.core import worktree_env, worktree_setup, worktrees
-from coven_ls.core.ports import PortBlocks
-from coven_ls.core.worktree_setup import Approvals, Setup, SetupFileError
+from coven_ls.core.workspace import worktree_env, worktree_setup, worktrees
+from coven_ls.core.workspace.commits import commit_all, copied_paths
+from coven_ls.core.workspace.ports import PortBlocks
+from coven_ls.core.workspace.repository import RepoInfo, inspect
+from coven_ls.core.workspace.snapshots import snapshot
+from coven_ls.core.workspace.worktree_setup import Approvals, Setup, SetupFileError
 
 
 @pytest.fixture(autouse=True)
@@ -73,11 +76,9 @@ def node_project(tmp_path: Path, include: str | None) -> Path:
 
 
 def worktree(top: Path, tmp_path: Path, name: str = "child") -> Path:
-    info = worktrees.inspect(top)
-    assert isinstance(info, worktrees.RepoInfo)
-    made = worktrees.create(
-        info, worktrees.snapshot(info), tmp_path / "wt" / name, f"coven/f/{name}"
-    )
+    info = inspect(top)
+    assert isinstance(info, RepoInfo)
+    made = worktrees.create(info, snapshot(info), tmp_path / "wt" / name, f"coven/f/{name}")
     return Path(made.path)
 
 
@@ -133,13 +134,13 @@ def test_copies_stay_out_of_the_childs_commit_even_when_it_unignores_them(tmp_pa
     child = worktree(top, tmp_path)
     worktree_env.copy_into(top, child, worktree_env.included(top))
     (child / "first.txt").write_text("still ignored: a plain commit\n")
-    first = worktrees.commit_all(child, "coven: child")
+    first = commit_all(child, "coven: child")
     assert first is not None
     assert git(child, "show", "--name-only", "--format=", first).split() == ["first.txt"]
     (child / ".gitignore").write_text("")  # the child un-ignores everything
     git(child, "add", "-f", ".env")  # and even stages one of them
     (child / "work.txt").write_text("the child's work\n")
-    commit = worktrees.commit_all(child, "coven: child")
+    commit = commit_all(child, "coven: child")
     assert commit is not None
     files = git(child, "show", "--name-only", "--format=", commit).split()
     assert sorted(files) == [".gitignore", "work.txt"]
@@ -154,7 +155,7 @@ def test_a_copy_made_again_replaces_the_earlier_one(tmp_path: Path) -> None:
     (child / ".env").write_text("half-made\n")
     worktree_env.copy_into(top, child, [".env"])
     assert (child / ".env").read_text() == "SECRET=42\n"
-    assert worktrees.copied_paths(child) == [".env"]
+    assert copied_paths(child) == [".env"]
 
 
 def test_clone_is_used_or_a_plain_copy(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""coven_ls.core.worktrees against real git repositories, each in the test's tmp_path, with the
-user's git configuration out of reach (HOME and GIT_CONFIG_GLOBAL point at empty places).
+"""coven_ls.core.workspace.worktrees against real git repositories, each in the test's tmp_path,
+with the user's git configuration out of reach (HOME and GIT_CONFIG_GLOBAL point at empty places).
 
 Every operation that must not touch the user's repository is checked byte for byte: HEAD (file
 and reflog), the branch, the index (its file and `git diff --cached`), the stash and the refs.
@@ -16,8 +16,14 @@ from typing import Any
 
 import pytest
 
-from coven_ls.core import worktrees as wt
-from coven_ls.core.worktrees import GitError, NotARepo, RepoInfo
+from coven_ls.core.workspace import merge as merging
+from coven_ls.core.workspace import worktrees as wt
+from coven_ls.core.workspace.changes import changed_files
+from coven_ls.core.workspace.commits import commit_all
+from coven_ls.core.workspace.git import MIN_GIT_VERSION, GitError
+from coven_ls.core.workspace.merge import merge_into_worktree
+from coven_ls.core.workspace.repository import NotARepo, RepoInfo, inspect, show
+from coven_ls.core.workspace.snapshots import snapshot
 
 A_TXT = "".join(f"line {i}\n" for i in range(1, 21))
 RENAME_ME = "".join(f"rename me, line {i}\n" for i in range(1, 11))
@@ -96,7 +102,7 @@ def user_state(top: Path) -> dict[str, Any]:
 
 
 def info_of(top: Path) -> RepoInfo:
-    found = wt.inspect(top)
+    found = inspect(top)
     assert isinstance(found, RepoInfo), found
     return found
 
@@ -124,19 +130,19 @@ def test_inspect_a_repository_from_a_subfolder(tmp_path: Path) -> None:
     assert info.head == git(top, "rev-parse", "HEAD").strip()
     assert info.branch == "main"
     assert info.submodules == ()
-    assert info.git_version >= wt.MIN_GIT_VERSION
+    assert info.git_version >= MIN_GIT_VERSION
 
 
 def test_inspect_says_why_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "plain").mkdir()
-    assert wt.inspect(tmp_path / "plain") == NotARepo(tmp_path / "plain", "not a git repository")
+    assert inspect(tmp_path / "plain") == NotARepo(tmp_path / "plain", "not a git repository")
     git(tmp_path, "init", "-q", "fresh")
-    found = wt.inspect(tmp_path / "fresh")
+    found = inspect(tmp_path / "fresh")
     assert isinstance(found, NotARepo)
     assert found.reason == "the repository has no commits yet"
-    found = wt.inspect(tmp_path / "fresh" / ".git")
+    found = inspect(tmp_path / "fresh" / ".git")
     assert isinstance(found, NotARepo) and "not a work tree" in found.reason
-    found = wt.inspect(tmp_path / "nowhere")
+    found = inspect(tmp_path / "nowhere")
     assert isinstance(found, NotARepo) and found.reason == "the folder does not exist"
 
     old = tmp_path / "old-git"
@@ -144,11 +150,11 @@ def test_inspect_says_why_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     (old / "git").write_text("#!/bin/sh\necho 'git version 2.20.1'\n")
     (old / "git").chmod(0o755)
     monkeypatch.setenv("PATH", str(old))
-    found = wt.inspect(tmp_path / "fresh")
+    found = inspect(tmp_path / "fresh")
     assert isinstance(found, NotARepo)
     assert found.reason == "git 2.20.1 is too old (need ≥ 2.25.0)"
     monkeypatch.setenv("PATH", str(tmp_path / "plain"))
-    found = wt.inspect(tmp_path / "fresh")
+    found = inspect(tmp_path / "fresh")
     assert isinstance(found, NotARepo) and found.reason == "git is not installed"
 
 
@@ -183,7 +189,7 @@ def test_snapshot_is_exactly_the_working_tree_and_touches_nothing(tmp_path: Path
     before = user_state(top)
 
     info = info_of(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
 
     assert user_state(top) == before
     assert git(top, "rev-parse", f"{base}^").strip() == info.head
@@ -205,20 +211,20 @@ def test_snapshot_is_exactly_the_working_tree_and_touches_nothing(tmp_path: Path
         "script.sh": "100755",
         "staged.txt": "100644",
     }
-    assert wt.show(info, base, "a.txt") == b"working version\n"
-    assert wt.show(info, base, "b.txt") == b"unstaged\n"
-    assert wt.show(info, base, "bin.dat") == BINARY[::-1]
-    assert wt.show(info, base, "link") == b"renamed-to.txt"
-    assert wt.show(info, base, "staged.txt") == b"changed behind assume-unchanged\n"
-    assert wt.show(info, base, ".gitignore") == b"*.log\nbuild/\n# changed behind skip-worktree\n"
-    assert wt.show(info, base, "gone.txt") is None
-    assert wt.show(info, base, "debug.log") is None
+    assert show(info, base, "a.txt") == b"working version\n"
+    assert show(info, base, "b.txt") == b"unstaged\n"
+    assert show(info, base, "bin.dat") == BINARY[::-1]
+    assert show(info, base, "link") == b"renamed-to.txt"
+    assert show(info, base, "staged.txt") == b"changed behind assume-unchanged\n"
+    assert show(info, base, ".gitignore") == b"*.log\nbuild/\n# changed behind skip-worktree\n"
+    assert show(info, base, "gone.txt") is None
+    assert show(info, base, "debug.log") is None
 
 
 def test_snapshot_of_a_clean_working_tree_is_head(tmp_path: Path) -> None:
     top = make_repo(tmp_path, dirty=False)
     info = info_of(top)
-    assert wt.snapshot(info) == info.head
+    assert snapshot(info) == info.head
 
 
 # --- create, commit_all ------------------------------------------------------------------------
@@ -228,7 +234,7 @@ def test_create_a_worktree_and_commit_a_childs_work(tmp_path: Path) -> None:
     top = make_repo(tmp_path)
     (top / "untracked.txt").write_text("seen by the child\n")
     info = info_of(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     before = user_state(top)
 
     kid = child(info, base, tmp_path, 1)
@@ -239,13 +245,13 @@ def test_create_a_worktree_and_commit_a_childs_work(tmp_path: Path) -> None:
     assert (kid.path / "staged.txt").read_text() == "staged\n"
     assert os.readlink(kid.path / "link") == "a.txt"
     assert git(kid.path, "symbolic-ref", "HEAD").strip() == "refs/heads/coven/f1/1-child"
-    assert wt.commit_all(kid.path, "nothing yet") is None
+    assert commit_all(kid.path, "nothing yet") is None
 
     (kid.path / "new.txt").write_text("new\n")
     (kid.path / "b.txt").unlink()
     (kid.path / "a.txt").write_text("changed\n")
     (kid.path / "ignored.log").write_text("stays out\n")
-    commit = wt.commit_all(kid.path, "coven: child 1")
+    commit = commit_all(kid.path, "coven: child 1")
 
     assert commit is not None
     assert git(top, "rev-parse", "coven/f1/1-child").strip() == commit
@@ -253,16 +259,16 @@ def test_create_a_worktree_and_commit_a_childs_work(tmp_path: Path) -> None:
         f"coven-ls <coven-ls@localhost>|coven-ls|coven: child 1|{base}"
     )
     assert git(kid.path, "status", "--porcelain") == ""
-    assert wt.show(info, commit, "b.txt") is None
-    assert wt.show(info, commit, "ignored.log") is None
-    assert wt.commit_all(kid.path, "again") is None
+    assert show(info, commit, "b.txt") is None
+    assert show(info, commit, "ignored.log") is None
+    assert commit_all(kid.path, "again") is None
     assert user_state(top) == before
 
 
 def test_create_refuses_what_would_hurt(tmp_path: Path) -> None:
     top = make_repo(tmp_path)
     info = info_of(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     with pytest.raises(GitError, match="inside"):
         wt.create(info, base, top / "children" / "1", "coven/f1/1-x")
     child(info, base, tmp_path, 1)
@@ -280,7 +286,7 @@ def test_create_refuses_what_would_hurt(tmp_path: Path) -> None:
 def test_changes_lists_what_a_child_did(tmp_path: Path) -> None:
     top = make_repo(tmp_path)
     info = info_of(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     kid = child(info, base, tmp_path, 1)
     edit_line(kid.path / "a.txt", 3, "three")
     (kid.path / "added.txt").write_text("one\ntwo\n")
@@ -288,10 +294,10 @@ def test_changes_lists_what_a_child_did(tmp_path: Path) -> None:
     (kid.path / "renamed-from.txt").rename(kid.path / "renamed-to.txt")
     (kid.path / "bin.dat").write_bytes(BINARY + b"\0")
     (kid.path / "script.sh").chmod(0o755)
-    commit = wt.commit_all(kid.path, "work")
+    commit = commit_all(kid.path, "work")
     assert commit
 
-    found = {c.path: c for c in wt.changes(info, base, commit)}
+    found = {c.path: c for c in changed_files(info, base, commit)}
 
     assert {p: (c.status, c.old_path) for p, c in found.items()} == {
         "a.txt": ("modified", "a.txt"),
@@ -307,10 +313,10 @@ def test_changes_lists_what_a_child_did(tmp_path: Path) -> None:
     assert found["bin.dat"].binary and not found["a.txt"].binary
     assert found["renamed-to.txt"].similarity == 100
     assert (found["script.sh"].old_mode, found["script.sh"].new_mode) == ("100644", "100755")
-    assert wt.show(info, base, "a.txt") == A_TXT.encode()
-    assert wt.show(info, commit, "a.txt") == A_TXT.replace("line 3\n", "three\n").encode()
-    assert wt.show(info, commit, "gone.txt") is None
-    assert wt.show(info, commit, "no such file") is None
+    assert show(info, base, "a.txt") == A_TXT.encode()
+    assert show(info, commit, "a.txt") == A_TXT.replace("line 3\n", "three\n").encode()
+    assert show(info, commit, "gone.txt") is None
+    assert show(info, commit, "no such file") is None
 
 
 # --- merge -------------------------------------------------------------------------------------
@@ -319,15 +325,15 @@ def test_changes_lists_what_a_child_did(tmp_path: Path) -> None:
 def test_a_childs_new_files_merge_into_the_working_tree(tmp_path: Path) -> None:
     top = make_repo(tmp_path)
     info = info_of(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     kid = child(info, base, tmp_path, 1)
     (kid.path / "src" / "deep").mkdir(parents=True)
     (kid.path / "src" / "deep" / "new.py").write_text("print('hi')\n")
     (kid.path / "notes.md").write_text("# notes\n\nmore\n")
-    wt.commit_all(kid.path, "work")
+    commit_all(kid.path, "work")
     before = user_state(top)
 
-    result = wt.merge_into_worktree(info, base, kid.branch or "")
+    result = merge_into_worktree(info, base, kid.branch or "")
 
     assert result.ok and result.skipped == ()
     assert [(f.path, f.status, f.how) for f in result.applied] == [
@@ -344,16 +350,16 @@ def test_a_childs_new_files_merge_into_the_working_tree(tmp_path: Path) -> None:
 def test_two_children_editing_disjoint_parts_of_one_file_both_merge(tmp_path: Path) -> None:
     top = make_repo(tmp_path)
     info = info_of(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     one, two = child(info, base, tmp_path, 1), child(info, base, tmp_path, 2)
     edit_line(one.path / "a.txt", 2, "two, by child 1")
     edit_line(two.path / "a.txt", 18, "eighteen, by child 2")
-    first, second = wt.commit_all(one.path, "1"), wt.commit_all(two.path, "2")
+    first, second = commit_all(one.path, "1"), commit_all(two.path, "2")
     assert first and second
     before = user_state(top)
 
-    r1 = wt.merge_into_worktree(info, base, first)
-    r2 = wt.merge_into_worktree(info, base, second)
+    r1 = merge_into_worktree(info, base, first)
+    r2 = merge_into_worktree(info, base, second)
 
     assert r1.ok and [f.how for f in r1.applied] == ["child"]
     assert r2.ok and [f.how for f in r2.applied] == ["merged"]
@@ -367,19 +373,19 @@ def test_two_children_editing_disjoint_parts_of_one_file_both_merge(tmp_path: Pa
 def test_overlapping_edits_conflict_and_nothing_of_that_child_is_applied(tmp_path: Path) -> None:
     top = make_repo(tmp_path)
     info = info_of(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     one, two = child(info, base, tmp_path, 1), child(info, base, tmp_path, 2)
     edit_line(one.path / "a.txt", 5, "five, by child 1")
     edit_line(two.path / "a.txt", 5, "five, by child 2")
     (two.path / "also-new.txt").write_text("from child 2\n")
     (two.path / "b.txt").unlink()
-    wt.commit_all(one.path, "1")
-    second = wt.commit_all(two.path, "2")
-    assert wt.merge_into_worktree(info, base, one.branch or "").ok
+    commit_all(one.path, "1")
+    second = commit_all(two.path, "2")
+    assert merge_into_worktree(info, base, one.branch or "").ok
     after_first = (top / "a.txt").read_bytes()
     before = user_state(top)
 
-    result = wt.merge_into_worktree(info, base, two.branch or "", label="child 2")
+    result = merge_into_worktree(info, base, two.branch or "", label="child 2")
 
     assert not result.ok and result.applied == ()
     assert [c.path for c in result.conflicts] == ["a.txt"]
@@ -396,23 +402,23 @@ def test_overlapping_edits_conflict_and_nothing_of_that_child_is_applied(tmp_pat
     assert user_state(top) == before
     # The child's work is still on its branch, for the user to take by hand.
     assert git(top, "rev-parse", "coven/f1/2-child").strip() == second
-    assert wt.show(info, "coven/f1/2-child", "also-new.txt") == b"from child 2\n"
+    assert show(info, "coven/f1/2-child", "also-new.txt") == b"from child 2\n"
 
 
 def test_a_childs_deletion_and_rename_follow_the_users_edits(tmp_path: Path) -> None:
     top = make_repo(tmp_path)
     info = info_of(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     kid = child(info, base, tmp_path, 1)
     (kid.path / "gone.txt").unlink()
     (kid.path / "moved").mkdir()
     (kid.path / "renamed-from.txt").rename(kid.path / "moved" / "renamed-to.txt")
     edit_line(kid.path / "moved" / "renamed-to.txt", 10, "last line, by the child")
-    wt.commit_all(kid.path, "work")
+    commit_all(kid.path, "work")
     edit_line(top / "renamed-from.txt", 1, "first line, by the user")  # during the fork
     before = user_state(top)
 
-    result = wt.merge_into_worktree(info, base, kid.branch or "")
+    result = merge_into_worktree(info, base, kid.branch or "")
 
     assert result.ok
     assert sorted((f.path, f.status, f.how) for f in result.applied) == [
@@ -430,16 +436,16 @@ def test_a_childs_deletion_and_rename_follow_the_users_edits(tmp_path: Path) -> 
 def test_a_binary_file(tmp_path: Path) -> None:
     top = make_repo(tmp_path)
     info = info_of(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     one, two = child(info, base, tmp_path, 1), child(info, base, tmp_path, 2)
     (one.path / "bin.dat").write_bytes(BINARY * 2)
     (two.path / "bin.dat").write_bytes(b"\0" + BINARY)
-    wt.commit_all(one.path, "1")
-    wt.commit_all(two.path, "2")
+    commit_all(one.path, "1")
+    commit_all(two.path, "2")
     before = user_state(top)
 
-    first = wt.merge_into_worktree(info, base, one.branch or "")
-    second = wt.merge_into_worktree(info, base, two.branch or "")
+    first = merge_into_worktree(info, base, one.branch or "")
+    second = merge_into_worktree(info, base, two.branch or "")
 
     assert first.ok and (top / "bin.dat").read_bytes() == BINARY * 2
     assert [(c.path, c.reason) for c in second.conflicts] == [
@@ -452,7 +458,7 @@ def test_a_binary_file(tmp_path: Path) -> None:
 def test_executable_bits_and_symbolic_links(tmp_path: Path) -> None:
     top = make_repo(tmp_path)
     info = info_of(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     kid = child(info, base, tmp_path, 1)
     (kid.path / "script.sh").chmod(0o755)
     (kid.path / "tool.sh").write_text("#!/bin/sh\n")
@@ -460,11 +466,11 @@ def test_executable_bits_and_symbolic_links(tmp_path: Path) -> None:
     (kid.path / "link").unlink()
     os.symlink("b.txt", kid.path / "link")
     os.symlink("script.sh", kid.path / "new-link")
-    wt.commit_all(kid.path, "work")
+    commit_all(kid.path, "work")
     (top / "script.sh").write_text("#!/bin/sh\necho edited by the user\n")  # content: theirs
     before = user_state(top)
 
-    result = wt.merge_into_worktree(info, base, kid.branch or "")
+    result = merge_into_worktree(info, base, kid.branch or "")
 
     assert result.ok
     assert {f.path: f.how for f in result.applied} == {
@@ -484,21 +490,21 @@ def test_executable_bits_and_symbolic_links(tmp_path: Path) -> None:
 def test_the_merge_uses_the_working_tree_as_it_is_at_merge_time(tmp_path: Path) -> None:
     top = make_repo(tmp_path)
     info = info_of(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     one, two = child(info, base, tmp_path, 1), child(info, base, tmp_path, 2)
     edit_line(one.path / "a.txt", 3, "three, by child 1")
     (one.path / "b.txt").write_text("b, by child 1\n")
     edit_line(two.path / "a.txt", 12, "twelve, by child 2")
     (two.path / "c.txt").write_text("new, by child 2\n")
-    wt.commit_all(one.path, "1")
-    wt.commit_all(two.path, "2")
+    commit_all(one.path, "1")
+    commit_all(two.path, "2")
     # The user works on during the fork: a disjoint edit, then an overlapping one.
     edit_line(top / "a.txt", 10, "ten, by the user")
     (top / "b.txt").write_text("b, by the user\n")
     before = user_state(top)
 
-    clashing = wt.merge_into_worktree(info, base, one.branch or "")
-    clean = wt.merge_into_worktree(info, base, two.branch or "")
+    clashing = merge_into_worktree(info, base, one.branch or "")
+    clean = merge_into_worktree(info, base, two.branch or "")
 
     assert [(c.path, c.reason) for c in clashing.conflicts] == [
         ("b.txt", "changed on the same lines in the working tree and by the child")
@@ -517,11 +523,11 @@ def test_a_file_saved_while_the_merge_is_planned_is_not_overwritten(
 ) -> None:
     top = make_repo(tmp_path)
     info = info_of(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     kid = child(info, base, tmp_path, 1)
     edit_line(kid.path / "a.txt", 1, "one, by the child")
-    wt.commit_all(kid.path, "work")
-    plan = wt._plan
+    commit_all(kid.path, "work")
+    plan = merging._plan
     calls = []
 
     def save_during_the_first_plan(*args: Any) -> Any:
@@ -531,8 +537,8 @@ def test_a_file_saved_while_the_merge_is_planned_is_not_overwritten(
         calls.append(planned)
         return planned
 
-    monkeypatch.setattr(wt, "_plan", save_during_the_first_plan)
-    result = wt.merge_into_worktree(info, base, kid.branch or "")
+    monkeypatch.setattr(merging, "_plan", save_during_the_first_plan)
+    result = merge_into_worktree(info, base, kid.branch or "")
 
     assert result.ok and len(calls) == 2
     assert (top / "a.txt").read_text() == A_TXT.replace("line 1\n", "one, by the child\n").replace(
@@ -543,7 +549,7 @@ def test_a_file_saved_while_the_merge_is_planned_is_not_overwritten(
 def test_what_the_working_tree_has_in_the_way_is_a_conflict(tmp_path: Path) -> None:
     top = make_repo(tmp_path)
     info = info_of(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     kid = child(info, base, tmp_path, 1)
     (kid.path / "dir").mkdir()
     (kid.path / "dir" / "file.txt").write_text("child\n")
@@ -551,14 +557,14 @@ def test_what_the_working_tree_has_in_the_way_is_a_conflict(tmp_path: Path) -> N
     (kid.path / "other.txt").write_text("child's\n")
     (kid.path / "gone.txt").unlink()
     edit_line(kid.path / "b.txt", 1, "b, by the child")
-    wt.commit_all(kid.path, "work")
+    commit_all(kid.path, "work")
     (top / "dir").write_text("a file where the child has a folder\n")
     (top / "same.txt").write_text("both\n")
     (top / "other.txt").write_text("the user's\n")
     (top / "gone.txt").write_text("edited by the user\n")
     (top / "b.txt").unlink()
 
-    result = wt.merge_into_worktree(info, base, kid.branch or "")
+    result = merge_into_worktree(info, base, kid.branch or "")
 
     assert sorted((c.path, c.reason) for c in result.conflicts) == [
         ("b.txt", "deleted in the working tree but changed by the child"),
@@ -570,12 +576,12 @@ def test_what_the_working_tree_has_in_the_way_is_a_conflict(tmp_path: Path) -> N
     (top / "b.txt").write_text("b\n")
     (top / "gone.txt").write_text("to be deleted\n")
     (top / "other.txt").unlink()
-    result = wt.merge_into_worktree(info, base, kid.branch or "")
+    result = merge_into_worktree(info, base, kid.branch or "")
     assert [(c.path, c.reason) for c in result.conflicts] == [
         ("dir/file.txt", "the working tree has a file or a symbolic link at dir")
     ]
     (top / "dir").unlink()
-    result = wt.merge_into_worktree(info, base, kid.branch or "")
+    result = merge_into_worktree(info, base, kid.branch or "")
     assert result.ok
     assert {f.path: f.how for f in result.applied}["same.txt"] == "same"
     assert (top / "dir" / "file.txt").read_text() == "child\n"
@@ -588,17 +594,17 @@ def test_line_endings_and_filters_are_honoured(tmp_path: Path) -> None:
     git(top, "add", "-A")
     git(top, "commit", "-q", "-m", "crlf")
     info = info_of(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     assert base == info.head  # the CRLF file is clean, as git sees it
     kid = child(info, base, tmp_path, 1)
     assert (kid.path / "win.crlf").read_bytes().startswith(b"row 1\r\n")
     (kid.path / "win.crlf").write_bytes(
         (kid.path / "win.crlf").read_bytes().replace(b"row 9", b"CHILD")
     )
-    wt.commit_all(kid.path, "work")
+    commit_all(kid.path, "work")
     (top / "win.crlf").write_bytes((top / "win.crlf").read_bytes().replace(b"row 2", b"USER"))
 
-    result = wt.merge_into_worktree(info, base, kid.branch or "")
+    result = merge_into_worktree(info, base, kid.branch or "")
 
     assert result.ok and [f.how for f in result.applied] == ["merged"]
     assert (top / "win.crlf").read_bytes() == b"".join(
@@ -616,11 +622,11 @@ def test_detached_head(tmp_path: Path) -> None:
     before = user_state(top)
     assert before["branch"] == ""
 
-    base = wt.snapshot(info)
+    base = snapshot(info)
     kid = child(info, base, tmp_path, 1)
     (kid.path / "new.txt").write_text("new\n")
-    wt.commit_all(kid.path, "work")
-    result = wt.merge_into_worktree(info, base, kid.branch or "")
+    commit_all(kid.path, "work")
+    result = merge_into_worktree(info, base, kid.branch or "")
 
     assert result.ok and (top / "new.txt").read_text() == "new\n"
     assert (top / "a.txt").read_text() == "user's\n"
@@ -647,7 +653,7 @@ def test_submodules_are_checked_out_from_the_parents_and_left_alone(tmp_path: Pa
     git(top / "vendor" / "lib", "fetch", "-q")
     user_config = (top / ".git" / "config").read_text()
 
-    base = wt.snapshot(info)
+    base = snapshot(info)
     kid = child(info, base, tmp_path, 1)
     # Checked out from the parent's submodule (no network), at the commit the snapshot records.
     assert (kid.path / "vendor" / "lib" / "lib.txt").read_text() == "lib\n"
@@ -655,8 +661,8 @@ def test_submodules_are_checked_out_from_the_parents_and_left_alone(tmp_path: Pa
     assert (top / ".git" / "config").read_text() == user_config
     (kid.path / "a.txt").write_text("child\n")
     (kid.path / "vendor" / "lib" / "lib.txt").write_text("changed in the child\n")
-    wt.commit_all(kid.path, "work")
-    result = wt.merge_into_worktree(info, base, kid.branch or "")
+    commit_all(kid.path, "work")
+    result = merge_into_worktree(info, base, kid.branch or "")
     assert result.ok and (top / "a.txt").read_text() == "child\n"
     assert (top / "vendor" / "lib" / "lib.txt").read_text() == "lib\n"
 
@@ -678,7 +684,7 @@ def test_a_submodule_the_parent_has_not_initialised_stays_empty(tmp_path: Path) 
     git(top, "submodule", "deinit", "-q", "--force", "vendor/lib")
     info = info_of(top)
 
-    kid = child(info, wt.snapshot(info), tmp_path, 1)
+    kid = child(info, snapshot(info), tmp_path, 1)
 
     assert list((kid.path / "vendor" / "lib").iterdir()) == []
     wt.remove(info, kid.path, kid.branch or "")
@@ -691,7 +697,7 @@ def test_a_submodule_the_parent_has_not_initialised_stays_empty(tmp_path: Path) 
 def test_remove_deletes_the_worktree_and_its_branch(tmp_path: Path) -> None:
     top = make_repo(tmp_path)
     info = info_of(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     one, two = child(info, base, tmp_path, 1), child(info, base, tmp_path, 2)
     git(top, "worktree", "add", "-q", "-b", "mine", str(tmp_path / "users-own"))
     (one.path / "scratch.log").write_text("ignored, and removed all the same\n")
@@ -700,7 +706,7 @@ def test_remove_deletes_the_worktree_and_its_branch(tmp_path: Path) -> None:
     (scratch / "deep").mkdir(parents=True)
     (scratch / "deep" / "tmp.XYZ").write_text("a command's temporary file\n")
     (two.path / "work.txt").write_text("kept on the branch\n")
-    wt.commit_all(two.path, "work")
+    commit_all(two.path, "work")
     before = user_state(top)
     assert [(w.path, w.branch) for w in wt.list_coven_worktrees(info)] == [
         (one.path, "coven/f1/1-child"),
@@ -713,7 +719,7 @@ def test_remove_deletes_the_worktree_and_its_branch(tmp_path: Path) -> None:
     assert not one.path.exists() and not two.path.exists() and not scratch.exists()
     assert wt.list_coven_worktrees(info) == []
     assert git(top, "branch", "--list", "coven/*").split() == ["coven/f1/2-child"]
-    assert wt.show(info, "coven/f1/2-child", "work.txt") == b"kept on the branch\n"
+    assert show(info, "coven/f1/2-child", "work.txt") == b"kept on the branch\n"
     assert (tmp_path / "users-own").is_dir()
     assert user_state(top) == before
     wt.remove(info, two.path, two.branch or "")  # the branch now; the folder is already gone
@@ -725,7 +731,7 @@ def test_remove_deletes_the_worktree_and_its_branch(tmp_path: Path) -> None:
 def test_prune_forgets_a_worktree_deleted_by_hand(tmp_path: Path) -> None:
     top = make_repo(tmp_path)
     info = info_of(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     kid, kept = child(info, base, tmp_path, 1), child(info, base, tmp_path, 2)
     git(top, "worktree", "add", "-q", "-b", "mine", str(tmp_path / "users-own"))
     shutil.rmtree(kid.path)
@@ -744,7 +750,7 @@ def test_prune_forgets_a_worktree_deleted_by_hand(tmp_path: Path) -> None:
 def test_disk_usage_counts_what_du_counts_without_git(tmp_path: Path) -> None:
     top = make_repo(tmp_path)
     info = info_of(top)
-    base = wt.snapshot(info)
+    base = snapshot(info)
     kid = child(info, base, tmp_path, 1)
 
     def du(path: Path) -> int:

@@ -13,13 +13,16 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from claude_agent_sdk import Message
 
 from ...core.agent import (
+    AgentEvent,
     AgentSpec,
     AgentStartError,
     Conversation,
+    Copy,
+    New,
     PermissionAsker,
+    Resume,
     TaskNotRunning,
 )
 from ...core.fork.transcript import Entry
@@ -252,7 +255,7 @@ class CodexAgent:
         except (CodexRpcError, AppServerGone) as exc:
             raise AgentStartError(f"Codex could not start the turn: {exc}") from exc
 
-    async def messages(self) -> AsyncGenerator[Message, None]:
+    async def messages(self) -> AsyncGenerator[AgentEvent, None]:
         async for item in self._in:
             if isinstance(item, AppServerGone):
                 raise AgentStartError(
@@ -491,37 +494,41 @@ class CodexBackend:
             await anyio.to_thread.run_sync(
                 lambda: Path(spec.temp_dir or "").mkdir(parents=True, exist_ok=True)
             )
+        start = spec.start
+        # codex chooses a new thread's id itself: a `New`'s or a `Copy`'s own id goes unused.
         try:
-            if spec.resume is None:
+            if isinstance(start, New):
                 result = await server.request("thread/start", settings)
                 thread_id = str(result["thread"]["id"])
-            elif spec.fork_session:
+            elif isinstance(start, Copy):
                 # A new thread with the parent's whole conversation (codex makes no model
-                # request for it), or up to the turn that `resume_at` ends; the parent is left
+                # request for it), or up to the turn that `up_to` ends; the parent is left
                 # as it was.
-                fork: dict[str, Any] = {"threadId": spec.resume, "excludeTurns": True}
-                if spec.resume_at:
-                    turn = await _turn_ended_by(server, spec.resume, spec.resume_at)
+                fork: dict[str, Any] = {"threadId": start.conversation_id, "excludeTurns": True}
+                if start.up_to:
+                    turn = await _turn_ended_by(server, start.conversation_id, start.up_to)
                     if turn is None:
-                        raise AgentStartError(_not_a_fork_point(spec.resume_at))
+                        raise AgentStartError(_not_a_fork_point(start.up_to))
                     fork["lastTurnId"] = turn
                 result = await server.request("thread/fork", {**fork, **settings})
                 thread_id = str(result["thread"]["id"])
-            elif spec.resume in server.loaded:
+            elif start.conversation_id in server.loaded:
                 # Still loaded in this process (a closed agent does not unload it): its
                 # settings go with every turn.
-                result = {"model": server.loaded[spec.resume]}
-                thread_id = spec.resume
+                result = {"model": server.loaded[start.conversation_id]}
+                thread_id = start.conversation_id
             else:
                 result = await server.request(
-                    "thread/resume", {"threadId": spec.resume, "excludeTurns": True, **settings}
+                    "thread/resume",
+                    {"threadId": start.conversation_id, "excludeTurns": True, **settings},
                 )
-                thread_id = spec.resume
+                thread_id = start.conversation_id
         except CodexRpcError as exc:
-            raise AgentStartError(_could_not_open(spec.resume, exc.detail)) from exc
+            opened = None if isinstance(start, New) else start.conversation_id
+            raise AgentStartError(_could_not_open(opened, exc.detail)) from exc
         except AppServerGone as exc:
             raise AgentStartError(str(exc)) from exc
-        if spec.title and (spec.resume is None or spec.fork_session):
+        if spec.title and not isinstance(start, Resume):
             await _name(server, thread_id, spec.title)
         model = result.get("model") if isinstance(result.get("model"), str) else None
         server.loaded[thread_id] = model

@@ -1,14 +1,14 @@
-"""From codex app-server notifications to the messages the session reads. Pure: no I/O.
+"""From codex app-server notifications to coven's agent events (core/agent/events.py), which
+the session reads. Pure: no I/O.
 
-The session's vocabulary is claude-agent-sdk's message types (core/mapping.py turns them into
-coven events, core/streaming.py turns stream events into `coven/delta`), so a Codex thread is
-translated into them: an agent message or reasoning item streams as an Anthropic-style text or
-thinking block and ends as an AssistantMessage; a command is a `Bash` tool call, a file change
-an `Edit` tool call (codex's own item type kept in the input as `codexItem`), and their results
-are tool results; `turn/completed` is the turn's ResultMessage, with the turn's tokens, its cost
-from the price table, and codex's error (HTTP status and message) when it failed. A command
-still running when its turn completes (codex left it in the background) is a background task:
-its tool call ends with the turn, and the task ends when the command does.
+An agent message or reasoning item streams as a text or thinking block (`BlockStarted`, its
+`Delta`s) and ends as a finished message; a command is a `Bash` tool call, a file change an `Edit`
+tool call (codex's own item type kept in the input as `codexItem`), and their results are tool
+results; each model call's tokens are a `ModelCall` (with its cost from the price table);
+`turn/completed` is the turn's end, with the turn's tokens and cost, and codex's error (HTTP
+status and message) when it failed. A command still running when its turn completes (codex left
+it in the background) is a background task: its tool call ends with the turn, and the task ends
+when the command does.
 """
 
 from __future__ import annotations
@@ -16,21 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from claude_agent_sdk import (
-    AssistantMessage,
-    Message,
-    ResultMessage,
-    StreamEvent,
-    SystemMessage,
-    TaskNotificationMessage,
-    TaskStartedMessage,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-    UserMessage,
-)
-
+from ...core.agent import events as agent
+from ...core.agent.events import AgentEvent
+from ...protocol.types import StreamKind, Usage
 from .prices import cost_usd
 
 # Tool names clients already draw, for codex's item types.
@@ -125,6 +113,21 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def _usage(total_input: int, cached: int, output: int) -> Usage:
+    """codex's tokens (its input counts the cached ones too) as coven's."""
+    return Usage(
+        inputTokens=max(total_input - cached, 0),
+        outputTokens=output,
+        cacheReadTokens=cached,
+        cacheCreationTokens=0,
+    )
+
+
+def _block_id(item_id: str) -> str:
+    """The streaming block of an agent message or reasoning item (clients see it)."""
+    return f"{item_id}:0"
+
+
 @dataclass
 class Translator:
     """One thread's notifications, in order, to session messages."""
@@ -146,22 +149,19 @@ class Translator:
     # Commands a completed turn left running (codex's background terminals), by item id.
     background: dict[str, dict[str, Any]] = field(default_factory=dict)
     stopping: set[str] = field(default_factory=set)  # background commands coven asked to stop
-    total_cost: float = 0.0  # this agent's running total, as the session expects (ResultMessage)
+    total_cost: float = 0.0  # this agent's running total, as the session expects (TurnEnded)
     priced: bool = True
 
-    def started(self, cwd: str, permission_mode: str | None) -> SystemMessage:
-        """What the session hears when the thread is ready: the agent's `init`."""
-        return SystemMessage(
-            subtype="init",
-            data={
-                "session_id": self.thread_id,
-                "model": self.model,
-                "cwd": cwd,
-                "permissionMode": permission_mode,
-            },
+    def started(self, cwd: str, permission_mode: str | None) -> agent.AgentStarted:
+        """What the session hears when the thread is ready."""
+        return agent.AgentStarted(
+            conversation_id=self.thread_id,
+            model=self.model,
+            cwd=cwd,
+            permission_mode=permission_mode,
         )
 
-    def feed(self, method: str, params: dict[str, Any]) -> list[Message]:
+    def feed(self, method: str, params: dict[str, Any]) -> list[AgentEvent]:
         if params.get("threadId") not in (None, self.thread_id):
             return []
         if method == "turn/started":
@@ -171,9 +171,9 @@ class Translator:
         if method == "item/started":
             return self._item_started(params.get("item") or {})
         if method == "item/agentMessage/delta":
-            return self._delta(params, "text")
+            return self._delta(params)
         if method in ("item/reasoning/summaryTextDelta", "item/reasoning/textDelta"):
-            return self._delta(params, "thinking")
+            return self._delta(params)
         if method == "item/completed":
             return self._item_completed(params.get("item") or {})
         if method == "thread/tokenUsage/updated":
@@ -190,28 +190,21 @@ class Translator:
             self._output += tokens[2]
             self._calls += 1
             # One model call's tokens, as soon as codex says them (a fork's limits count them;
-            # the turn's result says the same again, added up).
+            # the turn's end says the same again, added up).
+            usage = _usage(*tokens)
             return [
-                SystemMessage(
-                    subtype="coven_usage",
-                    data={
-                        "key": f"{self.turn_id}/{self._calls}",
-                        "usage": {
-                            "input_tokens": max(tokens[0] - tokens[1], 0),
-                            "output_tokens": tokens[2],
-                            "cache_read_input_tokens": tokens[1],
-                            "cache_creation_input_tokens": 0,
-                        },
-                        "cost_usd": cost_usd(self.model, *tokens),
-                        # and the model, for the session's context gauge
-                        "model": self.model,
-                    },
+                agent.ModelCall(
+                    call_id=f"{self.turn_id}/{self._calls}",
+                    model=self.model,
+                    usage=usage,
+                    cost_usd=cost_usd(self.model, *tokens),
+                    context_tokens=usage.inputTokens + usage.cacheReadTokens,
                 )
             ]
         if method == "error":
             text = error_text(params.get("error"))
             if params.get("willRetry"):
-                return [SystemMessage(subtype="api_retry", data={"error": text})]
+                return [agent.ApiRetry(error=text)]
             self._error = text
             return []
         if method == "turn/completed":
@@ -230,10 +223,10 @@ class Translator:
             return [*left, self._result(turn)]
         return []
 
-    def _to_background(self) -> list[Message]:
+    def _to_background(self) -> list[AgentEvent]:
         """The turn completed with commands still running: codex keeps them going (its model
         was told they run on). Each one's tool call ends and a background task starts."""
-        said: list[Message] = []
+        said: list[AgentEvent] = []
         for item_id, item in list(self.items.items()):
             if item.get("type") != "commandExecution":
                 said.append(self._tool_result(item_id, "Ended with the turn.", True))
@@ -243,19 +236,13 @@ class Translator:
             command = str(item.get("command") or "")
             said.append(self._tool_result(item_id, "Running in the background.", False))
             said.append(
-                TaskStartedMessage(
-                    subtype="task_started",
-                    data={},
-                    task_id=item_id,
-                    description=command,
-                    uuid=f"{item_id}:started",
-                    session_id=self.thread_id,
-                    tool_use_id=item_id,
+                agent.TaskStarted(
+                    task_id=item_id, tool_call_id=item_id, description=command or None
                 )
             )
         return said
 
-    def _background_ended(self, item_id: str, item: dict[str, Any]) -> list[Message]:
+    def _background_ended(self, item_id: str, item: dict[str, Any]) -> list[AgentEvent]:
         self.background.pop(item_id, None)
         exit_code = item.get("exitCode")
         status: Literal["completed", "failed", "stopped"] = (
@@ -271,16 +258,8 @@ class Translator:
         if exit_code not in (0, None) and status != "stopped":
             summary = f"exit code {exit_code}" + (f": {summary}" if summary else "")
         return [
-            TaskNotificationMessage(
-                subtype="task_notification",
-                data={},
-                task_id=item_id,
-                status=status,
-                output_file="",
-                summary=summary or status,
-                uuid=f"{item_id}:ended",
-                session_id=self.thread_id,
-                tool_use_id=item_id,
+            agent.TaskEnded(
+                task_id=item_id, status=status, tool_call_id=item_id, summary=summary or status
             )
         ]
 
@@ -291,21 +270,13 @@ class Translator:
         self._streaming.clear()
         self.items.clear()
 
-    def _stream(self, item_id: str, event: dict[str, Any]) -> StreamEvent:
-        return StreamEvent(uuid=item_id, session_id=self.thread_id, event=event)
-
-    def _item_started(self, item: dict[str, Any]) -> list[Message]:
+    def _item_started(self, item: dict[str, Any]) -> list[AgentEvent]:
         kind, item_id = item.get("type"), str(item.get("id") or "")
         if kind in ("agentMessage", "reasoning"):
+            # Each item is a block of its own, ended by the item's completion (its "call").
             self._streaming.add(item_id)
-            block = "text" if kind == "agentMessage" else "thinking"
-            return [
-                self._stream(item_id, {"type": "message_start", "message": {"id": item_id}}),
-                self._stream(
-                    item_id,
-                    {"type": "content_block_start", "index": 0, "content_block": {"type": block}},
-                ),
-            ]
+            block: StreamKind = "text" if kind == "agentMessage" else "thinking"
+            return [agent.BlockStarted(_block_id(item_id), block, item_id)]
         if kind == "commandExecution":
             self.items[item_id] = item
             return [self._tool_use(item_id, COMMAND_TOOL, command_input(item))]
@@ -319,34 +290,17 @@ class Translator:
             return [self._tool_use(item_id, name, {**data, "codexItem": kind})]
         return []
 
-    def _tool_use(self, item_id: str, name: str, tool_input: dict[str, Any]) -> AssistantMessage:
-        return AssistantMessage(
-            content=[ToolUseBlock(id=item_id, name=name, input=tool_input)],
-            model=self.model or "codex",
-            message_id=item_id,
-            uuid=item_id,
-            session_id=self.thread_id,
-        )
+    def _tool_use(self, item_id: str, name: str, tool_input: dict[str, Any]) -> AgentEvent:
+        return self._message(item_id, agent.ToolCall(id=item_id, name=name, input=tool_input))
 
-    def _delta(self, params: dict[str, Any], kind: str) -> list[Message]:
+    def _delta(self, params: dict[str, Any]) -> list[AgentEvent]:
         item_id = str(params.get("itemId") or "")
         delta = params.get("delta")
         if item_id not in self._streaming or not isinstance(delta, str) or not delta:
             return []
-        key = "text_delta" if kind == "text" else "thinking_delta"
-        field_name = "text" if kind == "text" else "thinking"
-        return [
-            self._stream(
-                item_id,
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": key, field_name: delta},
-                },
-            )
-        ]
+        return [agent.Delta(_block_id(item_id), delta)]
 
-    def _item_completed(self, item: dict[str, Any]) -> list[Message]:
+    def _item_completed(self, item: dict[str, Any]) -> list[AgentEvent]:
         kind, item_id = item.get("type"), str(item.get("id") or "")
         self._streaming.discard(item_id)
         if item_id in self._ended_early:
@@ -359,15 +313,11 @@ class Translator:
             text = str(item.get("text") or "")
             if text:
                 self._answer = text
-            return [self._assistant(item_id, TextBlock(text=text))] if text else []
+            return [self._message(item_id, agent.TextPart(text))] if text else []
         if kind == "reasoning":
             parts = item.get("summary") or item.get("content") or []
             text = "\n\n".join(str(p) for p in parts if p)
-            return (
-                [self._assistant(item_id, ThinkingBlock(thinking=text, signature=""))]
-                if text
-                else []
-            )
+            return [self._message(item_id, agent.ThinkingPart(text))] if text else []
         if kind == "commandExecution":
             self.items.pop(item_id, None)
             status = item.get("status")
@@ -402,21 +352,16 @@ class Translator:
             ]
         return []
 
-    def _assistant(self, item_id: str, block: TextBlock | ThinkingBlock) -> AssistantMessage:
-        return AssistantMessage(
-            content=[block],
-            model=self.model or "codex",
-            message_id=item_id,
-            uuid=item_id,
-            session_id=self.thread_id,
+    def _message(self, item_id: str, part: agent.Part) -> agent.AgentMessage:
+        """A finished item as a message of its own: codex's item id is its message id."""
+        return agent.AgentMessage(
+            id=item_id, call_id=item_id, parts=(part,), model=self.model or "codex"
         )
 
-    def _tool_result(self, item_id: str, content: str, failed: bool) -> UserMessage:
-        return UserMessage(
-            content=[ToolResultBlock(tool_use_id=item_id, content=content, is_error=failed)]
-        )
+    def _tool_result(self, item_id: str, content: str, failed: bool) -> agent.ToolResult:
+        return agent.ToolResult(tool_call_id=item_id, content=content, is_error=failed)
 
-    def _result(self, turn: dict[str, Any]) -> ResultMessage:
+    def _result(self, turn: dict[str, Any]) -> agent.TurnEnded:
         status = turn.get("status")
         error = self._error
         if status == "failed" and turn.get("error"):
@@ -427,26 +372,14 @@ class Translator:
             self.priced = False
         else:
             self.total_cost += cost
-        usage = {
-            "input_tokens": max(self._input - self._cached, 0),
-            "output_tokens": self._output,
-            "cache_read_input_tokens": self._cached,
-            "cache_creation_input_tokens": 0,
-        }
-        result = ResultMessage(
-            subtype="error_during_execution"
-            if failed
-            else "interrupted"
-            if status == "interrupted"
-            else "success",
+        result = agent.TurnEnded(
+            outcome="error" if failed else "interrupted" if status == "interrupted" else "success",
+            text=(error or "Codex failed the turn.") if failed else self._answer,
+            usage=_usage(self._input, self._cached, self._output),
+            cost_usd=self.total_cost if cost is not None else None,
             duration_ms=_int(turn.get("durationMs")),
-            duration_api_ms=0,
-            is_error=failed,
             num_turns=1,
-            session_id=self.thread_id,
-            total_cost_usd=self.total_cost if cost is not None else None,
-            usage=usage,
-            result=(error or "Codex failed the turn.") if failed else self._answer,
+            conversation_id=self.thread_id,
         )
         self.turn_id = None
         self._streaming.clear()

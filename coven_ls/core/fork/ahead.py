@@ -8,9 +8,9 @@ import logging
 from pathlib import Path
 
 from ...protocol.types import Worktree
-from .. import isolation, pool
-from ..isolation import ForkTrees, MadeAhead
-from ..worktrees import GitError
+from ..workspace import isolation, pool
+from ..workspace.git import GitError
+from ..workspace.isolation import ForkTrees, MadeAhead
 from .fork import Fork
 from .host import ForkJournal, Spawn
 

@@ -12,10 +12,11 @@ import anyio
 
 from ...protocol import events
 from ...protocol.types import Changes, Usage
-from .. import failpoints, isolation
+from .. import failpoints
 from ..child_env import ChildEnvironments
 from ..session import Outcome, Session
-from ..worktrees import GitError
+from ..workspace import isolation
+from ..workspace.git import GitError
 from .fork import Fork
 from .host import ForkHost, ForkJournal
 from .limits import tree_usage

@@ -12,11 +12,12 @@ import anyio
 
 from ...protocol import events
 from ...protocol.types import Worktree
-from .. import failpoints, isolation
-from ..agent import AgentSpec, AgentStartError
+from .. import failpoints
+from ..agent import AgentSpec, AgentStartError, Copy, New
 from ..child_env import ChildEnvironments
 from ..session import Session
-from ..worktrees import GitError
+from ..workspace import isolation
+from ..workspace.git import GitError
 from . import transcript
 from .ahead import Ahead
 from .bring_back import BringBack
@@ -147,7 +148,7 @@ class Children:
                 cwd=cwd,
                 model=config.model if chosen.own_agent else None,
                 permission_mode=config.permission_mode,
-                session_id=str(uuid.uuid4()),
+                start=New(str(uuid.uuid4())),
                 append_system_prompt=fork_prompt(config, parent.depth + 1),
                 env=config.env,
             )
@@ -155,11 +156,11 @@ class Children:
             cwd=cwd,
             model=config.model,
             permission_mode=config.permission_mode,
-            resume=parent.agent_session_id,
-            fork_session=True,
-            # Chosen here, so the child's transcript is known before its CLI says a word.
-            session_id=str(uuid.uuid4()),
-            resume_at=fork.at_message_id,
+            # The copy's id is chosen here, so that its transcript is known before its agent
+            # says a word.
+            start=New(str(uuid.uuid4()))
+            if parent.agent_session_id is None
+            else Copy(parent.agent_session_id, fork.at_message_id, str(uuid.uuid4())),
             append_system_prompt=fork_prompt(config, parent.depth + 1),
             env=config.env,
         )

@@ -13,8 +13,8 @@ import anyio
 import msgspec
 
 from ...protocol.types import ForkChoices, ForkEstimate, ForkRef, ForkSource, ForkState
-from ..isolation import ForkTrees, MadeAhead
 from ..session import Session
+from ..workspace.isolation import ForkTrees, MadeAhead
 from . import transcript
 from .choices import ForkSettings, resolve, to_row
 from .results import TaskResult

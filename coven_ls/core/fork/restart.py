@@ -12,13 +12,13 @@ import anyio
 from ... import protocol
 from ...protocol import Kind, events
 from ...protocol.types import FORK_STATES, ForkState
-from .. import isolation
 from ..agent import AgentStartError
 from ..child_env import stop_leftover_setup
-from ..isolation import ForkTrees
 from ..session import Outcome, Session
 from ..store import Store
-from ..worktrees import GitError
+from ..workspace import isolation
+from ..workspace.git import GitError
+from ..workspace.isolation import ForkTrees
 from .bring_back import BringBack
 from .children import Children, refs
 from .choices import from_row

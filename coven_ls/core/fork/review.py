@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from ... import protocol
 from ...protocol import events
 from ...protocol.types import Changes, FileText, GetChangesResult
-from .. import isolation
 from ..session import Session
-from ..worktrees import GitError
+from ..workspace import isolation
+from ..workspace.git import GitError
 from .bring_back import BringBack, is_pending
 from .fork import Fork
 from .host import ForkHost, Spawn

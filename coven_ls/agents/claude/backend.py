@@ -1,6 +1,8 @@
 """The Claude agent: one Claude Code CLI process per running session, through
 claude-agent-sdk. `ClaudeSDKClient` must be connected and disconnected from the same task, which
-is why a session's runner task both opens and closes its agent."""
+is why a session's runner task both opens and closes its agent. What the CLI says is read into
+coven's agent events by events.py; how a conversation starts (`Start`) becomes the CLI's
+`--resume`, `--fork-session`, `--session-id` and `--resume-session-at`."""
 
 from __future__ import annotations
 
@@ -14,26 +16,29 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
-from ..core.agent import (
+from ...core.agent import (
     STDERR_GRACE_SECONDS,
     Agent,
+    AgentEvent,
     AgentSpec,
     AgentStartError,
     Conversation,
+    Copy,
+    New,
     PermissionAsker,
-    describe_failure,
+    Resume,
     launcher_path,
 )
-from ..core.fork.transcript import Entry
-from . import binary
-from .binary import BinarySource
-from .claude_conversation import read_conversation
+from ...core.fork.transcript import Entry
+from ...protocol.types import PermissionMode
+from .. import binary
+from ..binary import BinarySource
+from .conversation import read_conversation
+from .failure import ClaudeFailed, describe_failure
 
 if TYPE_CHECKING:
     from claude_agent_sdk import (
         ClaudeSDKClient,
-        Message,
-        PermissionMode,
         PermissionResult,
         ToolPermissionContext,
     )
@@ -97,10 +102,23 @@ class ClaudeAgent:
     async def send(self, text: str) -> None:
         await self._client.query(text)
 
-    def messages(self) -> AsyncGenerator[Message, None]:
+    async def messages(self) -> AsyncGenerator[AgentEvent, None]:
+        from claude_agent_sdk import Message, ProcessError
+
+        from .events import Reader
+
+        reader = Reader()
         # `receive_messages` is an async generator function (its body yields), so what it returns
         # has `aclose`; the SDK only annotates it as an AsyncIterator.
-        return cast("AsyncGenerator[Message, None]", self._client.receive_messages())
+        stream = cast("AsyncGenerator[Message, None]", self._client.receive_messages())
+        try:
+            async for message in stream:
+                for event in reader.read(message):
+                    yield event
+        except ProcessError as exc:
+            raise ClaudeFailed(exc, self.stderr_tail) from exc
+        finally:
+            await stream.aclose()
 
     async def interrupt(self) -> None:
         await self._client.interrupt()
@@ -223,10 +241,7 @@ class ClaudeBackend:
             cwd=spec.cwd,
             model=spec.model,
             permission_mode=spec.permission_mode,
-            resume=spec.resume,
-            fork_session=spec.fork_session,
-            session_id=spec.session_id,
-            resume_session_at=spec.resume_at,
+            **start_options(spec),
             system_prompt=system_prompt,
             cli_path=cli_path,
             env=env,
@@ -245,3 +260,20 @@ class ClaudeBackend:
                 await said.wait()
             raise AgentStartError(describe_failure(exc, "\n".join(stderr_lines))) from exc
         return ClaudeAgent(client, stderr_lines)
+
+
+def start_options(spec: AgentSpec) -> dict[str, Any]:
+    """How the conversation starts, as the CLI's options."""
+    match spec.start:
+        case New(conversation_id=new_id):
+            return {"session_id": new_id}
+        case Resume(conversation_id=conversation):
+            return {"resume": conversation}
+        case Copy(conversation_id=conversation, up_to=up_to, new_id=new_id):
+            return {
+                "resume": conversation,
+                "fork_session": True,
+                "session_id": new_id,
+                "resume_session_at": up_to,
+            }
+    raise AssertionError(f"unknown start {spec.start!r}")

@@ -10,8 +10,8 @@ Copies are independent of the user's files: never a symbolic or hard link to the
 writing its copy must not change the parent's), links inside a copied tree copied as links,
 modes kept. Where the file system can clone (FICLONE: btrfs, XFS, bcachefs), files are cloned,
 which takes no time and no space until one side writes. What was copied is recorded in the
-worktree's own git folder (`worktrees.COPIED_RECORD`) so that `worktrees.commit_all` keeps it
-out of the child's commits even when the child edits `.gitignore`.
+worktree's own git folder (`commits.COPIED_RECORD`) so that `commits.commit_all` keeps it out
+of the child's commits even when the child edits `.gitignore`.
 
 Blocking functions (git, file copies): call them from a worker thread.
 """
@@ -29,7 +29,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import worktrees
+from .commits import own_git_dir, record_copied
+from .git import git
 
 INCLUDE_FILE = ".worktreeinclude"
 
@@ -71,7 +72,7 @@ def included(top: Path) -> list[str]:
     include = top / INCLUDE_FILE
     if not include.is_file():
         return []
-    listing = worktrees._git(
+    listing = git(
         top,
         "ls-files",
         "-z",
@@ -88,7 +89,7 @@ def included(top: Path) -> list[str]:
     # `config/*.json`): not ignored itself, so its ignored files are looked at one by one.
     folders = [c for c in candidates if c.endswith("/") and c not in ignored]
     if folders:
-        inner = worktrees._git(
+        inner = git(
             top,
             "ls-files",
             "-z",
@@ -110,7 +111,7 @@ def _ignored(top: Path, paths: Sequence[str]) -> list[str]:
     """Those of `paths` that .gitignore (and the repository's other exclude files) ignore."""
     if not paths:
         return []
-    done = worktrees._git(
+    done = git(
         top,
         "check-ignore",
         "-z",
@@ -128,7 +129,7 @@ def left_out(top: Path) -> list[str]:
     or the repository has a `.worktreeinclude` (the user chose)."""
     if (top / INCLUDE_FILE).is_file():
         return []
-    listing = worktrees._git(
+    listing = git(
         top,
         "ls-files",
         "-z",
@@ -199,7 +200,7 @@ def copy_into(source: Path, target: Path, entries: Iterable[str]) -> CopyReport:
         else:
             _copy_tree(src, dst, report, source_real)
         report.entries.append(entry)
-    worktrees.record_copied(target, [e.rstrip("/") for e in report.entries])
+    record_copied(target, [e.rstrip("/") for e in report.entries])
     return report
 
 
@@ -364,7 +365,7 @@ def keep_in_spare(source: Path, spare: Path, entries: Sequence[str]) -> bool:
         "cloned": report.cloned,
         "warnings": report.warnings,
     }
-    path = worktrees.own_git_dir(spare) / KEPT_RECORD
+    path = own_git_dir(spare) / KEPT_RECORD
     scratch = path.with_name(path.name + ".tmp")
     scratch.write_text(json.dumps(record), encoding="utf-8")
     os.replace(scratch, path)
@@ -378,7 +379,7 @@ def prepare_copies(
     when they are exactly what the parent holds now (the parent's files have the digest they
     had when copied, `source_digest` being theirs now, and the copies are untouched), else
     fresh ones (`copy_into`). Copies the spare came with that are not wanted now go."""
-    kept_path = worktrees.own_git_dir(target) / KEPT_RECORD
+    kept_path = own_git_dir(target) / KEPT_RECORD
     try:
         kept = json.loads(kept_path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -395,7 +396,7 @@ def prepare_copies(
         and kept.get("source") == source_digest
         and manifest(target, wanted) == kept.get("copy")
     ):
-        worktrees.record_copied(target, [e.rstrip("/") for e in wanted], replace=True)
+        record_copied(target, [e.rstrip("/") for e in wanted], replace=True)
         return CopyReport(
             entries=wanted,
             files=int(kept.get("files", 0)),
@@ -407,7 +408,7 @@ def prepare_copies(
     for entry in kept.get("entries", []):
         if entry not in wanted:
             _remove(target / entry.rstrip("/"))
-    worktrees.record_copied(target, [], replace=True)
+    record_copied(target, [], replace=True)
     return copy_into(source, target, wanted)
 
 

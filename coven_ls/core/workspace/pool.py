@@ -44,8 +44,11 @@ from pathlib import Path
 
 import anyio
 
-from . import failpoints, worktree_env, worktrees
-from .store import default_state_dir
+from .. import failpoints
+from ..store import default_state_dir
+from . import worktree_env, worktrees
+from .git import GitError
+from .repository import NotARepo, RepoInfo, inspect
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +129,8 @@ class Pools:
                 while len(pool.ready) > size:
                     await _discard(pool, pool.ready.pop())
                 while len(pool.ready) < size:
-                    repo = await anyio.to_thread.run_sync(worktrees.inspect, pool.repository)
-                    if isinstance(repo, worktrees.NotARepo):
+                    repo = await anyio.to_thread.run_sync(inspect, pool.repository)
+                    if isinstance(repo, NotARepo):
                         return
                     pool.folder.mkdir(parents=True, exist_ok=True)
                     (pool.folder / _REPOSITORY).write_text(pool.repository)
@@ -143,7 +146,7 @@ class Pools:
                     await failpoints.reached("pool")  # made, not yet marked complete
                     _marker(spare).write_text(repo.head)
                     pool.ready.append(spare)
-            except (worktrees.GitError, OSError):
+            except (GitError, OSError):
                 log.warning("the worktree pool of %s was not filled", repository, exc_info=True)
 
     async def resume(self, state_dir: str | None, size: int) -> list[str]:
@@ -159,8 +162,8 @@ class Pools:
             except OSError:
                 await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
                 continue
-            repo = await anyio.to_thread.run_sync(worktrees.inspect, repository)
-            if isinstance(repo, worktrees.NotARepo):
+            repo = await anyio.to_thread.run_sync(inspect, repository)
+            if isinstance(repo, NotARepo):
                 await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
                 continue
             pool = self._pools.setdefault(folder, _Pool(folder, repository))
@@ -238,7 +241,7 @@ def _marker(spare: Path) -> Path:
     return spare.with_name(spare.name + _READY)
 
 
-def _clean(repo: worktrees.RepoInfo, pool: _Pool, keep: bool) -> None:
+def _clean(repo: RepoInfo, pool: _Pool, keep: bool) -> None:
     """Remove every spare of `pool` that is not complete (or all, unless `keep`), and the
     registrations git keeps of spares whose folder is gone; list the complete ones as ready."""
     registered = {
@@ -263,19 +266,19 @@ def _clean(repo: worktrees.RepoInfo, pool: _Pool, keep: bool) -> None:
 
 
 async def _discard(pool: _Pool, spare: Path) -> None:
-    repo = await anyio.to_thread.run_sync(worktrees.inspect, pool.repository)
-    if isinstance(repo, worktrees.NotARepo):
+    repo = await anyio.to_thread.run_sync(inspect, pool.repository)
+    if isinstance(repo, NotARepo):
         await anyio.to_thread.run_sync(_remove_path, spare)
     else:
         await anyio.to_thread.run_sync(discard_spare, repo, spare)
     _marker(spare).unlink(missing_ok=True)
 
 
-def discard_spare(repo: worktrees.RepoInfo, spare: Path) -> None:
+def discard_spare(repo: RepoInfo, spare: Path) -> None:
     """Remove a spare (its folder and git's registration of it), whatever state it is in."""
     try:
         worktrees.remove(repo, spare, "", keep_branch=True)
-    except worktrees.GitError:
+    except GitError:
         log.warning("could not remove the spare worktree %s", spare, exc_info=True)
     _remove_path(spare)  # never registered (git stopped before), or removal failed half way
     _marker(spare).unlink(missing_ok=True)

@@ -30,8 +30,8 @@ from typing import Any
 import anyio
 from anyio.abc import Process
 
-from ..protocol.methods import WORKTREE_SETUP_TOOL
-from ..protocol.types import SetupSource
+from ...protocol.methods import WORKTREE_SETUP_TOOL
+from ...protocol.types import SetupSource
 
 CURSOR_FILE = ".cursor/worktrees.json"
 CONDUCTOR_FILE = "conductor.json"

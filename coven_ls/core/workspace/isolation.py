@@ -1,10 +1,11 @@
 """Where a fork's children work, and how their changes come back.
 
-A fork in `worktree` mode gives each child a git worktree of its own (`worktrees.py` does the git
-work), started from one snapshot of what the parent sees. When a child ends, its work is
-committed on its branch (`collect`); when the fork ends, each child's changes are merged into the
-parent's working tree (`merge`) or wait for the user's review. Everything here runs git in worker
-threads: a snapshot of a big repository takes a while, and the event loop must not wait on it.
+A fork in `worktree` mode gives each child a git worktree of its own (the git work is the
+room's git layer: `snapshots`, `worktrees`, `commits`, `changes`, `merge`), started from one
+snapshot of what the parent sees. When a child ends, its work is committed on its branch
+(`collect`); when the fork ends, each child's changes are merged into the parent's working tree
+(`merge`) or wait for the user's review. Everything here runs git in worker threads: a snapshot
+of a big repository takes a while, and the event loop must not wait on it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from ..protocol.types import (
+from ...protocol.types import (
     ChangedFile,
     Changes,
     ConflictFile,
@@ -30,8 +31,23 @@ from ..protocol.types import (
     MergeState,
     Worktree,
 )
+from ..store import default_state_dir
 from . import pool, worktrees
-from .store import default_state_dir
+from .changes import FileChange, changed_files
+from .commits import commit_all
+from .git import GitError
+from .merge import Conflict, merge_into_worktree
+from .repository import (
+    COVEN_BRANCH_PREFIX,
+    NotARepo,
+    RepoInfo,
+    branches,
+    inspect,
+    resolve,
+    same_tree,
+    show,
+)
+from .snapshots import snapshot
 
 log = logging.getLogger(__name__)
 
@@ -110,11 +126,11 @@ async def plan(
     if requested == "shared":
         return shared("forkIsolation is shared", merge_mode)
     try:
-        found = await anyio.to_thread.run_sync(worktrees.inspect, cwd)
-        if isinstance(found, worktrees.NotARepo):
+        found = await anyio.to_thread.run_sync(inspect, cwd)
+        if isinstance(found, NotARepo):
             return shared(found.reason, merge_mode)
-        base = await anyio.to_thread.run_sync(worktrees.snapshot, found)
-    except worktrees.GitError as exc:
+        base = await anyio.to_thread.run_sync(snapshot, found)
+    except GitError as exc:
         return shared(f"the parent's files could not be snapshotted: {exc.message}", merge_mode)
     root = Path(state_dir).expanduser() if state_dir else default_state_dir()
     return ForkTrees(
@@ -136,13 +152,13 @@ def place(trees: ForkTrees, fork_id: str, number: int, label: str) -> tuple[str,
     """A child's worktree folder and branch."""
     assert trees.root is not None
     name = f"{number}-{slug(label)}"
-    return str(Path(trees.root) / name), f"{worktrees.COVEN_BRANCH_PREFIX}{fork_id}/{name}"
+    return str(Path(trees.root) / name), f"{COVEN_BRANCH_PREFIX}{fork_id}/{name}"
 
 
-async def _repo(repository: str) -> worktrees.RepoInfo:
-    found = await anyio.to_thread.run_sync(worktrees.inspect, repository)
-    if isinstance(found, worktrees.NotARepo):
-        raise worktrees.GitError(f"{repository} is no longer usable: {found.reason}.")
+async def _repo(repository: str) -> RepoInfo:
+    found = await anyio.to_thread.run_sync(inspect, repository)
+    if isinstance(found, NotARepo):
+        raise GitError(f"{repository} is no longer usable: {found.reason}.")
     return found
 
 
@@ -157,7 +173,7 @@ async def make(
     repo = await _repo(trees.repository)
     base = trees.base
     made: list[tuple[str, str]] = []
-    failure: list[worktrees.GitError] = []
+    failure: list[GitError] = []
 
     async def one(path: str, branch: str, spare: Path | None = None) -> None:
         try:
@@ -166,13 +182,13 @@ async def make(
                     await anyio.to_thread.run_sync(worktrees.adopt, repo, spare, base, path, branch)
                     made.append((path, branch))
                     return
-                except (worktrees.GitError, OSError):
+                except (GitError, OSError):
                     log.warning("a prepared worktree could not be used", exc_info=True)
                     await remove_quietly(trees.repository or "", path, branch)
                     await _remove_spare(repo, spare)
             await anyio.to_thread.run_sync(worktrees.create, repo, base, path, branch)
             made.append((path, branch))
-        except worktrees.GitError as exc:
+        except GitError as exc:
             failure.append(exc)
 
     async with anyio.create_task_group() as tg:
@@ -221,7 +237,7 @@ async def catch_up(ahead: MadeAhead, trees: ForkTrees) -> list[Worktree]:
     assert trees.repository is not None and trees.base is not None
     repo = await _repo(trees.repository)
     old, new = ahead.trees.base, trees.base
-    if old == new or await anyio.to_thread.run_sync(worktrees.same_tree, repo, old, new):
+    if old == new or await anyio.to_thread.run_sync(same_tree, repo, old, new):
         trees.base = old
         return list(ahead.made)
     async with anyio.create_task_group() as tg:
@@ -240,7 +256,7 @@ async def remove_ahead(ahead: MadeAhead) -> None:
     ahead.removed.set()
 
 
-async def _remove_spare(repo: worktrees.RepoInfo, spare: Path) -> None:
+async def _remove_spare(repo: RepoInfo, spare: Path) -> None:
     """A spare not adopted: its folder (if it is still there) and git's record of it."""
     await anyio.to_thread.run_sync(pool.discard_spare, repo, spare)
 
@@ -261,18 +277,18 @@ async def collect(tree: Worktree, label: str, ok: bool, since: str | None = None
     changed nothing."""
     repo = await _repo(tree.repository)
     if Path(tree.path).is_dir():
-        await anyio.to_thread.run_sync(worktrees.commit_all, tree.path, f"coven: {label}")
-    found = await anyio.to_thread.run_sync(worktrees.changes, repo, since or tree.base, tree.branch)
-    commit = await anyio.to_thread.run_sync(worktrees.resolve, repo, tree.branch)
+        await anyio.to_thread.run_sync(commit_all, tree.path, f"coven: {label}")
+    found = await anyio.to_thread.run_sync(changed_files, repo, since or tree.base, tree.branch)
+    commit = await anyio.to_thread.run_sync(resolve, repo, tree.branch)
     merge: MergeState = "unchanged" if not found else "pending" if ok else "kept"
     return _changes(merge, found, commit)
 
 
 def _changes(
     merge: MergeState,
-    found: Sequence[worktrees.FileChange],
+    found: Sequence[FileChange],
     commit: str | None,
-    conflicts: Sequence[worktrees.Conflict] = (),
+    conflicts: Sequence[Conflict] = (),
 ) -> Changes:
     files = [
         ChangedFile(
@@ -304,9 +320,9 @@ async def merge(tree: Worktree, changes: Changes, label: str, since: str | None 
         async with _merge_lock(tree.repository):
             repo = await _repo(tree.repository)
             result = await anyio.to_thread.run_sync(
-                lambda: worktrees.merge_into_worktree(repo, base, tree.branch, label=label)
+                lambda: merge_into_worktree(repo, base, tree.branch, label=label)
             )
-    except worktrees.GitError as exc:
+    except GitError as exc:
         return _with_merge(
             changes,
             "conflict",
@@ -355,15 +371,15 @@ async def later_work(
     new work joining what was never applied. None when nothing changed."""
     repo = await _repo(tree.repository)
     if Path(tree.path).is_dir():
-        await anyio.to_thread.run_sync(worktrees.commit_all, tree.path, f"coven: {label}")
-    tip = await anyio.to_thread.run_sync(worktrees.resolve, repo, tree.branch)
+        await anyio.to_thread.run_sync(commit_all, tree.path, f"coven: {label}")
+    tip = await anyio.to_thread.run_sync(resolve, repo, tree.branch)
     last = changes.commit or since or tree.base
     if tip == last:
         return None
     if changes.merge in _SETTLED_MERGES and changes.commit is not None:
         since = changes.commit
     start = since or tree.base
-    found = await anyio.to_thread.run_sync(worktrees.changes, repo, start, tip)
+    found = await anyio.to_thread.run_sync(changed_files, repo, start, tip)
     if not found:
         return None
     return _changes("pending", found, tip), since
@@ -388,13 +404,13 @@ async def unapplied(
     still in its worktree is committed first): (the reason, as `kept_reason` says it, the
     branch's commit, the commit the work counts from), or None when everything on it was
     applied, discarded by the user, or is no change at all."""
-    found = await anyio.to_thread.run_sync(worktrees.inspect, tree.repository)
-    if isinstance(found, worktrees.NotARepo):
+    found = await anyio.to_thread.run_sync(inspect, tree.repository)
+    if isinstance(found, NotARepo):
         return None  # the repository itself is gone: there is no branch to keep
     repo = found
     if Path(tree.path).is_dir():
-        await anyio.to_thread.run_sync(worktrees.commit_all, tree.path, "coven: unfinished work")
-    tips = await anyio.to_thread.run_sync(worktrees.branches, repo)
+        await anyio.to_thread.run_sync(commit_all, tree.path, "coven: unfinished work")
+    tips = await anyio.to_thread.run_sync(branches, repo)
     tip = tips.get(tree.branch)
     if tip is None:
         return None
@@ -402,7 +418,7 @@ async def unapplied(
         last = changes.commit or since or tree.base
     else:
         last = since or tree.base
-    if tip == last or await anyio.to_thread.run_sync(worktrees.same_tree, repo, tip, last):
+    if tip == last or await anyio.to_thread.run_sync(same_tree, repo, tip, last):
         return None
     return kept_reason(changes), tip, last
 
@@ -421,12 +437,12 @@ async def file_text(
     base = (
         None
         if changed.status == "added"
-        else await anyio.to_thread.run_sync(worktrees.show, repo, since or tree.base, old)
+        else await anyio.to_thread.run_sync(show, repo, since or tree.base, old)
     )
     child = (
         None
         if changed.status == "deleted"
-        else await anyio.to_thread.run_sync(worktrees.show, repo, rev, path)
+        else await anyio.to_thread.run_sync(show, repo, rev, path)
     )
     return changed, base, child
 
@@ -572,13 +588,13 @@ async def remove_quietly(
     """Remove a child's worktree and (unless `keep_branch`) its branch; a failure is logged
     (deleting a session must not fail because git did)."""
     try:
-        found = await anyio.to_thread.run_sync(worktrees.inspect, repository)
-        if isinstance(found, worktrees.NotARepo):
+        found = await anyio.to_thread.run_sync(inspect, repository)
+        if isinstance(found, NotARepo):
             return  # the repository itself is gone: nothing of it to clean
         await anyio.to_thread.run_sync(
             lambda: worktrees.remove(found, path, branch, keep_branch=keep_branch)
         )
-    except (worktrees.GitError, OSError):
+    except (GitError, OSError):
         log.warning("could not remove the worktree %s (branch %s)", path, branch, exc_info=True)
     _remove_if_empty(Path(path).parent)
 

@@ -20,8 +20,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..store import StoredTrees, forget_kept_branches, read_trees
 from . import pool, worktrees
-from .store import StoredTrees, forget_kept_branches, read_trees
+from .git import GitError
+from .repository import (
+    COVEN_BRANCH_PREFIX,
+    NotARepo,
+    RepoInfo,
+    branch_start,
+    branches,
+    delete_branch,
+    inspect,
+    same_tree,
+)
 
 log = logging.getLogger(__name__)
 
@@ -83,15 +94,15 @@ def plan(
         named.update(n["repository"] for n in trees.needed)
         named.update(k["repository"] for k in trees.kept)
         needed_paths.update(os.path.realpath(n["path"]) for n in trees.needed)
-    repos: dict[Path, worktrees.RepoInfo] = {}
+    repos: dict[Path, RepoInfo] = {}
     by_name: dict[str, Path] = {}
     for name in sorted(named):
         try:
-            found = worktrees.inspect(name)
-        except worktrees.GitError as exc:
+            found = inspect(name)
+        except GitError as exc:
             report.problems.append(f"could not read the repository {name}: {exc.message}")
             continue
-        if isinstance(found, worktrees.NotARepo):
+        if isinstance(found, NotARepo):
             continue  # gone, or no longer a repository: nothing of coven-ls's left in it
         repos.setdefault(found.common_dir, found)
         by_name[name] = found.common_dir
@@ -110,13 +121,13 @@ def plan(
             report.items.extend(
                 _plan_repo(repo, common, needed, needed_paths, kept, state, discard_work)
             )
-        except worktrees.GitError as exc:
+        except GitError as exc:
             report.problems.append(f"could not read the repository {repo.toplevel}: {exc.message}")
     return report, stored
 
 
 def _plan_repo(
-    repo: worktrees.RepoInfo,
+    repo: RepoInfo,
     common: Path,
     needed: set[tuple[Path, str]],
     needed_paths: set[str],
@@ -132,7 +143,7 @@ def _plan_repo(
         where = os.path.realpath(path)
         return where == state or where.startswith(state.rstrip(os.sep) + os.sep)
 
-    for branch, tip in sorted(worktrees.branches(repo).items()):
+    for branch, tip in sorted(branches(repo).items()):
         if (common, branch) in needed:
             continue
         tree = tree_of.get(branch)
@@ -144,10 +155,10 @@ def _plan_repo(
         if record is not None:
             unapplied, reason = True, f"kept when its session was deleted: {record['reason']}"
         else:
-            start = worktrees.branch_start(repo, branch)
+            start = branch_start(repo, branch)
             if start is None:
                 unapplied, reason = True, "no session needs it; where it started is unknown"
-            elif start == tip or worktrees.same_tree(repo, start, tip):
+            elif start == tip or same_tree(repo, start, tip):
                 unapplied, reason = False, "no session needs it and it holds no work"
             else:
                 unapplied, reason = True, "no session needs it; it holds work never applied"
@@ -166,7 +177,7 @@ def _plan_repo(
     for tree in trees:
         # Worktrees in the state folder on no branch of coven-ls's (a pool's prepared ones, a
         # detached leftover) that no session uses.
-        if tree.branch is not None and tree.branch.startswith(worktrees.COVEN_BRANCH_PREFIX):
+        if tree.branch is not None and tree.branch.startswith(COVEN_BRANCH_PREFIX):
             continue
         if not in_state(tree.path) or os.path.realpath(tree.path) in needed_paths or tree.locked:
             continue
@@ -192,9 +203,9 @@ def apply(report: Report, stored: dict[Path, StoredTrees]) -> None:
         if item.action != "remove":
             continue
         try:
-            found = worktrees.inspect(item.repository)
-            if isinstance(found, worktrees.NotARepo):
-                raise worktrees.GitError(f"{item.repository} is {found.reason}")
+            found = inspect(item.repository)
+            if isinstance(found, NotARepo):
+                raise GitError(f"{item.repository} is {found.reason}")
             folder = None
             if item.worktree is not None and report.state_dir is not None:
                 folder = pool.pool_of(report.state_dir, Path(item.worktree))
@@ -206,22 +217,22 @@ def apply(report: Report, stored: dict[Path, StoredTrees]) -> None:
                 )
                 _remove_if_empty(Path(item.worktree).parent)
             elif item.branch is not None:
-                worktrees.delete_branch(found, item.branch)
+                delete_branch(found, item.branch)
             if item.branch is not None:
                 removed.add((item.repository, item.branch))
-        except (worktrees.GitError, OSError) as exc:
+        except (GitError, OSError) as exc:
             item.action = "failed"
-            item.error = exc.message if isinstance(exc, worktrees.GitError) else str(exc)
+            item.error = exc.message if isinstance(exc, GitError) else str(exc)
     _forget(stored, removed)
 
 
-def _remove_spare(repo: worktrees.RepoInfo, item: Item, folder: Path) -> None:
+def _remove_spare(repo: RepoInfo, item: Item, folder: Path) -> None:
     """A pool's spare, removed only while no server uses its pool (one may have started since
     the plan): the pool is held meanwhile, so that none starts using it half way."""
     assert item.worktree is not None
     with pool.reserved(folder) as mine:
         if not mine:
-            raise worktrees.GitError(
+            raise GitError(
                 "a coven-ls server started using this worktree pool meanwhile: it was left to "
                 "that server; run prune again once the server has stopped"
             )
@@ -250,12 +261,12 @@ def _same_repo_branch(record: dict[str, Any], removed: set[tuple[str, str]]) -> 
 
 def _branch_exists(record: dict[str, Any]) -> bool:
     try:
-        found = worktrees.inspect(record["repository"])
-    except worktrees.GitError:
+        found = inspect(record["repository"])
+    except GitError:
         return True  # cannot tell: keep the record
-    if isinstance(found, worktrees.NotARepo):
+    if isinstance(found, NotARepo):
         return False
-    return record["branch"] in worktrees.branches(found)
+    return record["branch"] in branches(found)
 
 
 def _remove_if_empty(folder: Path) -> None:

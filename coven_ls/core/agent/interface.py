@@ -1,0 +1,149 @@
+"""The interface between the core and the agents it hosts (coven_ls/agents: Claude, Codex).
+
+A session talks to an `Agent` only (start it with `Backend.open`, send, interrupt, close, and
+read its events), so tests can swap in a fake. How its conversation starts is a `Start` value
+(new, resume, copy), which each backend turns into its own flags or calls; what it says comes as
+coven's own agent events (events.py), which each agent's adapter makes of its program's messages.
+Which agent a session runs is `SessionConfig.agent`; coven_ls/agents has the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ...protocol.types import PermissionMode
+from .events import AgentEvent
+
+if TYPE_CHECKING:
+    from ..fork.transcript import Entry
+
+# tool name, tool input, tool use id -> (allow, message for the model when denied)
+PermissionAsker = Callable[[str, dict[str, Any], "str | None"], Awaitable[tuple[bool, str]]]
+
+
+@dataclass(frozen=True)
+class New:
+    """A new conversation."""
+
+    # The id it gets, chosen by coven so that it is known before the agent says a word (a fork
+    # child's, a branch's transcript), where the agent lets the caller choose (Claude does);
+    # None, or an agent that chooses its own (Codex): the agent's id, told in `AgentStarted`.
+    conversation_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Resume:
+    """The agent's conversation `conversation_id` goes on where it stopped."""
+
+    conversation_id: str
+
+
+@dataclass(frozen=True)
+class Copy:
+    """A new conversation that starts as a copy of `conversation_id` (a fork child's, a
+    branch's); the original is left as it is."""
+
+    conversation_id: str
+    # The assistant message (coven's messageId) the copy ends with; None: all of it.
+    up_to: str | None = None
+    # The copy's own id, where the agent lets the caller choose (see `New`).
+    new_id: str | None = None
+
+
+# How an agent's conversation starts.
+Start = New | Resume | Copy
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """Everything needed to start one agent process."""
+
+    cwd: str
+    model: str | None = None
+    permission_mode: PermissionMode | None = None
+    start: Start = New()
+    append_system_prompt: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    # Folders the agent must not write, though its cwd lies in one of them or they hold no
+    # sandbox's temporary folders: a worktree child's parent repository. (Claude's writes there
+    # are refused at its permission questions; an agent with a sandbox of its own narrows it.)
+    read_only_roots: tuple[str, ...] = ()
+    # A private folder for the agent's temporary files, for an agent whose sandbox leaves no
+    # shared temporary folder writable (a worktree child's: /tmp could hold the parent's
+    # repository); that agent makes it and points its commands' TMPDIR at it. The core removes
+    # it with the worktree.
+    temp_dir: str | None = None
+    # What the conversation is called where the user meets it outside coven (codex's own
+    # `codex resume` list): a fork child's label, else the session's title. Only for a new
+    # conversation or a copy; a resumed one keeps its name.
+    title: str | None = None
+
+
+class Agent(Protocol):
+    # Whether the agent starts a turn by itself to report a background task that ended (Claude
+    # Code does; until it does, the session is not settled).
+    reports_ended_tasks: bool
+
+    async def send(self, text: str) -> None: ...
+
+    def messages(self) -> AsyncGenerator[AgentEvent, None]:
+        """What the agent says from now on, as coven's agent events; the caller closes the
+        generator (`aclose`) when it stops reading. A process that fails ends it with an error
+        (an `AgentFailed` says why in the agent's own words)."""
+        ...
+
+    async def interrupt(self) -> None: ...
+
+    async def stop_task(self, task_id: str) -> None:
+        """Stop one of the agent's background tasks; its end arrives as a `TaskEnded`. Raises
+        TaskNotRunning when the agent does not know the task."""
+
+    async def set_permission_mode(self, mode: PermissionMode) -> None:
+        """Change the running agent's permission mode, from its next tool call on."""
+
+    async def close(self) -> None: ...
+
+    def kill(self) -> None:
+        """End the process at once, for one that no longer answers (frozen, hung): a graceful
+        close waits on it (stdin closed, then SIGTERM) for seconds. close() still follows."""
+
+    def stderr_tail(self) -> str: ...
+
+
+class Backend(Protocol):
+    def check(self) -> None:
+        """Raise CovenError(CLAUDE_UNAVAILABLE) when no agent can be started at all."""
+
+    async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> Agent: ...
+
+    async def conversation(
+        self, agent_session_id: str, cwd: str, up_to: str | None = None
+    ) -> list[Entry]:
+        """The conversation this agent keeps under `agent_session_id` (a session run in `cwd`),
+        oldest first, up to and including the message `up_to` (a messageId): what a fork child
+        that cannot resume it is given (`context: "transcript"`). Raises AgentStartError when it
+        cannot be read."""
+        ...
+
+    async def aclose(self) -> None:
+        """The server is stopping: end what the backend shares among its agents (Codex's
+        app-server). Each agent has been closed before."""
+
+    async def fork_point_problem(self, conversation: str, message_id: str) -> str | None:
+        """Why `conversation` cannot be copied up to its assistant message `message_id` (an
+        agent may copy only up to some of its messages), for a person; None when it can."""
+
+    async def purge(self, conversations: list[Conversation]) -> None:
+        """Remove what the agent stored of these conversations (`coven/deleteSession` with
+        `purge`); each comes before the one it was forked from. Every session of theirs has been
+        closed. What cannot be removed is logged, not raised: the sessions are gone already."""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """An agent's own conversation (Claude's session id, Codex's thread id) and its folder."""
+
+    agent_session_id: str
+    cwd: str
