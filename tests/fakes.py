@@ -59,7 +59,7 @@ from coven_ls.core.agent import (
     PermissionAsker,
 )
 from coven_ls.core.agent import events as agent_events
-from coven_ls.core.transcript import Entry
+from coven_ls.core.fork.transcript import Entry
 
 DEFAULT_TIMEOUT = 3.0
 MODEL = "claude-test-1"

@@ -34,20 +34,13 @@ ABOVE_CORE = ("agents", "lsp", "acp", "term", "doctor", "cli", "__main__")
 # allow-list: the test fails on any violation not listed here, and on a listed one that is gone
 # (then its entry goes too), so the list only shrinks.
 KNOWN_CYCLES: dict[frozenset[str], str] = {
-    # A fork and its journal entry name each other (journal.py's Fork, fork.py's Journal under
-    # TYPE_CHECKING): removed when core/fork/ becomes a room and the two share a record below.
-    frozenset({"coven_ls.core.fork", "coven_ls.core.journal"}): "core/fork/ room (issue 29)",
     # The two scripted model servers import each other's parts: removed when they stand on one
     # base (issue 29, the tests' shared builders).
     frozenset({"coven_ls.testing.model", "coven_ls.testing.server"}): (
         "the scripted servers on one base (issue 29)"
     ),
 }
-KNOWN_LARGE: dict[str, str] = {
-    # ForkManager's commands, running, made-ahead worktrees, review, limits and restart: split
-    # when core/fork/ becomes a room.
-    "coven_ls/core/fork.py": "core/fork/ room (issue 29)",
-}
+KNOWN_LARGE: dict[str, str] = {}
 
 
 def module_files(root: Path) -> dict[str, Path]:
@@ -181,7 +174,9 @@ def test_the_graph_is_read_from_every_module() -> None:
     assert "coven_ls.core.workspace.worktrees" in graph["coven_ls.core.workspace.isolation"]
     assert "coven_ls.core.workspace.git" in graph["coven_ls.core.workspace.merge"]
     assert "coven_ls.lsp.transports" in graph["coven_ls.cli"]  # imported inside a function
-    assert "coven_ls.core.transcript" in graph["coven_ls.core.agent.interface"]  # TYPE_CHECKING
+    assert (
+        "coven_ls.core.fork.transcript" in graph["coven_ls.core.agent.interface"]
+    )  # TYPE_CHECKING
 
 
 def test_no_import_cycles() -> None:

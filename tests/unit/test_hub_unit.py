@@ -26,12 +26,12 @@ from anyio.abc import TaskGroup
 
 from coven_ls import protocol
 from coven_ls.agents import REGISTRY
-from coven_ls.core.fork import child_prompt
+from coven_ls.core.fork.tag import child_prompt
+from coven_ls.core.fork.transcript import Entry
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.session import Session
 from coven_ls.core.session import event_log as session_log
 from coven_ls.core.store import Store, database_path
-from coven_ls.core.transcript import Entry
 from coven_ls.core.workspace import isolation, worktrees
 from coven_ls.core.workspace.repository import RepoInfo, inspect
 from coven_ls.protocol import Kind, events

@@ -29,7 +29,7 @@ from ...core.agent import (
     Resume,
     launcher_path,
 )
-from ...core.transcript import Entry
+from ...core.fork.transcript import Entry
 from ...protocol.types import PermissionMode
 from .. import binary
 from ..binary import BinarySource

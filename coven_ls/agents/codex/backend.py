@@ -25,7 +25,7 @@ from ...core.agent import (
     Resume,
     TaskNotRunning,
 )
-from ...core.transcript import Entry
+from ...core.fork.transcript import Entry
 from .. import binary
 from ..binary import BinarySource
 from .appserver import AppServer, AppServerGone, CodexRpcError

@@ -17,7 +17,7 @@ from ...protocol.types import PermissionMode
 from .events import AgentEvent
 
 if TYPE_CHECKING:
-    from ..transcript import Entry
+    from ..fork.transcript import Entry
 
 # tool name, tool input, tool use id -> (allow, message for the model when denied)
 PermissionAsker = Callable[[str, dict[str, Any], "str | None"], Awaitable[tuple[bool, str]]]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from ... import protocol
 from ...protocol import ForkMode, InitializationOptions, PermissionMode
 from ...protocol.types import ForkLimits, Isolation, MergeMode
-from ..spend import merge_limits
+from ..fork.spend import merge_limits
 
 _DEFAULTS = InitializationOptions()  # the options' defaults, for sessions built without options
 

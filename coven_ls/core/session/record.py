@@ -11,7 +11,7 @@ import msgspec
 from ... import protocol
 from ...protocol.types import LIMIT_NAMES, Changes, ContextUsage, Usage, Worktree
 from ..agent import Copy
-from ..spend import limits_row
+from ..fork.spend import limits_row
 from .state import Outcome, SessionState
 
 

@@ -26,7 +26,7 @@ from ...protocol.types import (
     Worktree,
 )
 from ..agent import AgentSpec, Backend
-from ..spend import Meter
+from ..fork.spend import Meter
 from ..store import Store
 from .background import BackgroundTasks
 from .config import SessionConfig
