@@ -36,6 +36,11 @@ from typing import IO, TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from coven_ls.testing.scripted_model import ScriptedModel
 
+# The repository, for what the benches share with the tests (tests/gitrepo.py: the git builder).
+REPOSITORY = Path(__file__).resolve().parent.parent
+if str(REPOSITORY) not in sys.path:
+    sys.path.append(str(REPOSITORY))
+
 EXIT_TIMEOUT = 30.0  # seconds for a process (and what it started) to end once asked to
 SERVER_COMMAND = (sys.executable, "-m", "coven_ls", "--log-level", "WARNING")
 

@@ -411,7 +411,7 @@ def test_edit_the_tasks_inline_review_later_approve_other_tasks_and_reject_with_
     tmp_path: Path, model: ScriptedModel
 ) -> None:
     env = git_env(tmp_path, {})
-    repo = make_repo(workspace(tmp_path), {**run_env(model, tmp_path), **env})
+    repo = make_repo(workspace(tmp_path), env={**run_env(model, tmp_path), **env})
     script_children(model, DOCS, FILE)
     model.on("Plan again", "Splitting again.\n<fork>\n- one thing\n</fork>")
     model.on("You were assigned 'task x'", "X done.")
