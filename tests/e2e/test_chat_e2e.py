@@ -85,6 +85,14 @@ class Chat:
     def line(self, text: str) -> None:
         self.child.send(text + "\r")
 
+    def ctrl_d(self, prompt: str) -> None:
+        """Ctrl+D once `prompt` is drawn again after the last line printed. The chat prints its
+        lines with the terminal in cooked mode (prompt_toolkit's run_in_terminal); a Ctrl+D sent
+        then is the tty's end-of-file mark, which the chat, reading keys raw again, gets as a
+        NUL key: it would never quit. The prompt is redrawn once keys are read raw again."""
+        self.expect(prompt)
+        self.child.sendcontrol("d")
+
     def quit(self) -> None:
         self.line("/quit")
         self.child.expect(pexpect.EOF, timeout=120)
@@ -251,8 +259,8 @@ def test_ctrl_c_cancels_a_turn_then_a_follow_up_and_resume_after_quitting(
         c.idle("Short answer: walrus.")  # the conversation so far, replayed
         c.expect("resumed")
         c.line("After the resume")
-        c.expect("saw-walrus=True")
-        c.child.sendcontrol("d")
+        c.idle("saw-walrus=True")  # the turn's last line printed
+        c.ctrl_d("Tell a long story > ")
         c.child.expect(pexpect.EOF, timeout=120)
         c.child.close()
         assert c.child.exitstatus == 0
