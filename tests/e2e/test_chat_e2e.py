@@ -89,7 +89,8 @@ class Chat:
         """Ctrl+D once `prompt` is drawn again after the last line printed. The chat prints its
         lines with the terminal in cooked mode (prompt_toolkit's run_in_terminal); a Ctrl+D sent
         then is the tty's end-of-file mark, which the chat, reading keys raw again, gets as a
-        NUL key: it would never quit. The prompt is redrawn once keys are read raw again."""
+        NUL key: it would never quit. The prompt is redrawn once keys are read raw again (its
+        trailing space is a cursor move: `prompt` ends at its `>`)."""
         self.expect(prompt)
         self.child.sendcontrol("d")
 
@@ -260,7 +261,7 @@ def test_ctrl_c_cancels_a_turn_then_a_follow_up_and_resume_after_quitting(
         c.expect("resumed")
         c.line("After the resume")
         c.idle("saw-walrus=True")  # the turn's last line printed
-        c.ctrl_d("Tell a long story > ")
+        c.ctrl_d("Tell a long story >")
         c.child.expect(pexpect.EOF, timeout=120)
         c.child.close()
         assert c.child.exitstatus == 0
