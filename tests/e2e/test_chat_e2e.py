@@ -446,6 +446,9 @@ def test_edit_the_tasks_inline_review_later_approve_other_tasks_and_reject_with_
         c.expect(f"Fork child '{FILE}' changed +1 −0 · 1 file")
         c.child.sendcontrol("c")
         c.line("/review")
+        # The question asked again, not its redraws as Ctrl+C put it aside (matching those,
+        # the answer went to the input line while /review still fetched the changes).
+        c.expect("> /review")
         c.expect(f"Fork child '{FILE}' changed +1 −0 · 1 file:")
         c.expect("A added.txt  +1 −0")
         c.line("y")
