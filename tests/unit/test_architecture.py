@@ -37,11 +37,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
     # A fork and its journal entry name each other (journal.py's Fork, fork.py's Journal under
     # TYPE_CHECKING): removed when core/fork/ becomes a room and the two share a record below.
     frozenset({"coven_ls.core.fork", "coven_ls.core.journal"}): "core/fork/ room (issue 29)",
-    # The two scripted model servers import each other's parts: removed when they stand on one
-    # base (issue 29, the tests' shared builders).
-    frozenset({"coven_ls.testing.model", "coven_ls.testing.server"}): (
-        "the scripted servers on one base (issue 29)"
-    ),
 }
 KNOWN_LARGE: dict[str, str] = {
     # ForkManager's commands, running, made-ahead worktrees, review, limits and restart: split
