@@ -41,11 +41,11 @@ def start_acp(
     """A coven-ls with codex-acp configured as the agent `codex-acp` (its CODEX_HOME and key in
     the agent's own `env`), the default agent of its sessions."""
 
-    async def start(**kw: Any) -> Coven:
+    async def start(home: str = "ws", **kw: Any) -> Coven:
         env = responses.codex_env(tmp_path / "codex-home")
         agents = {"codex-acp": {"command": [str(CODEX_ACP)], "env": env}}
         options = {"agents": agents, "agent": "codex-acp", **kw.pop("init_options", {})}
-        return await coven_factory(init_options=options, **kw)
+        return await coven_factory(home=home, init_options=options, **kw)
 
     return start
 
@@ -119,6 +119,25 @@ async def test_a_session_streams_asks_permission_for_a_command_and_goes_on(
     rss = peak_rss_kib(coven)
     print(f"codex-acp peak RSS: {rss / 1024:.0f} MiB")
     assert 0 < rss < 1024 * 1024
+
+
+async def test_a_restart_resumes_the_acp_session(start_acp, responses) -> None:
+    responses.on("remember the word pineapple", "Noted: pineapple.")
+    responses.on("Which word", "It was pineapple.")
+    first = await start_acp()
+    sid = await first.start("Please remember the word pineapple")
+    acp_session = (await first.wait_kind(sid, "turnResult"))["agentSessionId"]
+    await first.wait_status(sid, "idle")
+    await first.stop()
+
+    second = await start_acp()
+    [info] = (await second.request("coven/listSessions", {}))["sessions"]
+    assert info["agent"] == "codex-acp" and info["agentSessionId"] == acp_session
+    await second.request("coven/sendMessage", {"sessionId": sid, "text": "Which word was it?"})
+    result = await second.wait_kind(sid, "turnResult")
+    assert result["text"] == "It was pineapple." and result["agentSessionId"] == acp_session
+    # session/resume (codex-acp has it): the model saw the conversation before the restart.
+    assert "Noted: pineapple." in responses.requests[-1].all_text
 
 
 async def test_cancel_mid_turn_interrupts_it_and_the_session_goes_on(start_acp, responses) -> None:

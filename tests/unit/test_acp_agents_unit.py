@@ -369,6 +369,9 @@ async def test_the_registry_knows_configured_agents_and_names_an_unknown_one() -
     assert agents.backend_key("here", options)[0] == "here"
     assert "here" in agents.available_agents(options)
     assert "gone" not in agents.available_agents(options)
+    # A stored session of a configured agent is restored on it (not run as claude).
+    assert agents.REGISTRY.knows("here", options) and agents.REGISTRY.knows("codex", options)
+    assert not agents.REGISTRY.knows("nope", options)
     with pytest.raises(
         protocol.CovenError, match=r"Unknown agent 'nope'.*'claude', 'codex', 'here'"
     ):
