@@ -89,6 +89,12 @@ async def test_a_session_streams_asks_permission_for_a_command_and_goes_on(
     sid = await coven.start("hello there")
     first = await coven.wait_kind(sid, "turnResult")
     assert first["text"] == "Hello from codex-acp!" and not first["isError"]
+    # The gauge is what codex-acp's usage_update says is in the context, and its window.
+    gauge = first["contextUsage"]
+    assert gauge["tokens"] > 0 and gauge["window"] and gauge["window"] > gauge["tokens"]
+    assert first.get("costUsd") is None  # codex-acp reports no cost
+    offered = coven.init_result.capabilities.experimental["coven"]["agents"]
+    assert "codex-acp" in offered
     assert streamed(coven, sid) == "Hello from codex-acp!"
     assert len([d for d in coven.deltas if d["sessionId"] == sid]) > 1
     [text] = coven.of(sid, "text")
