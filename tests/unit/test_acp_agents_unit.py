@@ -205,6 +205,8 @@ async def test_unknown_updates_are_logged_and_unknown_requests_not_found(
     assert said[-1].outcome == "success" and said[-1].text == "still here"
     assert isinstance(fake.unknown_answer, RequestError)
     assert fake.unknown_answer.code == -32601  # method not found
+    # An update type the SDK does not know fails its validation, which it logs (an error with
+    # the traceback); the session goes on. One the SDK knows and coven does not, coven logs.
     assert "brand_new_thing" in caplog.text
 
 
@@ -258,6 +260,21 @@ def test_a_tool_call_announced_twice_is_one_call_and_its_update() -> None:
     assert [type(e) for e in first] == [ev.AgentMessage]
     assert again == [ev.ToolCallUpdate(id="c1", status="in_progress", title="ls")]
     assert translator.inputs["c1"] == {"cmd": "ls"}
+
+
+def test_an_update_the_sdk_knows_and_coven_does_not_is_logged_and_skipped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from types import SimpleNamespace
+
+    from coven_ls.agents.acp.translate import Translator
+
+    caplog.set_level(logging.INFO)
+    translator = Translator("s1", "fake")
+    assert translator.feed(SimpleNamespace(session_update="plan_removed")) == []
+    assert "fake sent an update coven-ls does not know: 'plan_removed'" in caplog.text
+    quiet = translator.feed(SimpleNamespace(session_update="available_commands_update"))
+    assert quiet == [] and "available_commands_update" not in caplog.text
 
 
 # --- a process of its own
