@@ -32,6 +32,7 @@ from coven_ls.testing.scripted_responses import (
     patch,
 )
 
+from ..gitrepo import make_repo
 from ..harness import Coven, processes_with_env, wait_until
 
 try:
@@ -487,14 +488,10 @@ async def test_a_fork_tag_runs_children_as_thread_forks_and_reports_back(
 
 def small_repo(repo: Path) -> Path:
     """A git repository with one commit."""
-    repo.mkdir()
-    (repo / "README").write_text("base\n")
-    who = ["-c", "user.name=T", "-c", "user.email=t@example.com"]
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "base"]):
-        subprocess.run(["git", *who, *args], cwd=repo, check=True, capture_output=True)
-    return repo
+    return make_repo(repo, {"README": "base\n"}, message="base")
 
 
+@pytest.mark.usefixtures("no_user_git_config")
 async def test_codex_children_work_in_worktrees_and_are_merged_back(
     start_codex, responses, tmp_path: Path, bubblewrap: dict[str, str]
 ) -> None:
@@ -649,6 +646,7 @@ async def test_an_app_server_killed_while_idle_is_said_started_again_and_resumed
     assert "remember the word kiwi" in responses.requests[-1].all_text
 
 
+@pytest.mark.usefixtures("no_user_git_config")
 async def test_a_codex_child_cannot_write_the_parents_repository(
     start_codex, responses, tmp_path: Path, bubblewrap: dict[str, str]
 ) -> None:
@@ -722,6 +720,7 @@ async def test_stop_task_stops_a_command_codex_left_running(start_codex, respons
     assert (await coven.wait_kind(sid, "turnResult", count=2))["text"] == "yes"
 
 
+@pytest.mark.usefixtures("no_user_git_config")
 async def test_a_codex_fork_in_review_mode_waits_for_apply_and_discard(
     start_codex, responses, tmp_path: Path
 ) -> None:
@@ -804,6 +803,7 @@ async def test_a_restart_mid_fork_resumes_the_codex_children(
     assert responses.requests[-1].thread_id == parent_thread
 
 
+@pytest.mark.usefixtures("no_user_git_config")
 async def test_a_codex_child_has_a_temporary_folder_of_its_own(
     start_codex, responses, tmp_path: Path, bubblewrap: dict[str, str]
 ) -> None:

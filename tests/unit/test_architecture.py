@@ -33,13 +33,7 @@ ABOVE_CORE = ("agents", "lsp", "acp", "term", "doctor", "cli", "__main__")
 # Known violations, each removed by a step that is planned (issue 29). This is the only
 # allow-list: the test fails on any violation not listed here, and on a listed one that is gone
 # (then its entry goes too), so the list only shrinks.
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    # The two scripted model servers import each other's parts: removed when they stand on one
-    # base (issue 29, the tests' shared builders).
-    frozenset({"coven_ls.testing.model", "coven_ls.testing.server"}): (
-        "the scripted servers on one base (issue 29)"
-    ),
-}
+KNOWN_CYCLES: dict[frozenset[str], str] = {}
 KNOWN_LARGE: dict[str, str] = {}
 
 

@@ -18,6 +18,7 @@ from coven_ls.doctor.checks import sandbox_finding
 from coven_ls.protocol import types
 from coven_ls.testing.scripted_model import ScriptedModel
 
+from ..gitrepo import init_repo, make_repo
 from ..harness import Coven
 
 
@@ -149,30 +150,23 @@ def test_the_human_output_says_what_to_fix(tmp_path: Path, model: ScriptedModel)
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+@pytest.mark.usefixtures("no_user_git_config")
 def test_json_and_exit_code_agree_on_a_real_repository(
     tmp_path: Path, model: ScriptedModel
 ) -> None:
-    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    init_repo(tmp_path / "repo")
     code, found, report = doctor(tmp_path, model, "--root", str(tmp_path / "repo"))
     assert (code == 0) == report.ok == all(f.status != "error" for f in found.values())
     assert os.path.basename(str(tmp_path / "repo")) in found["database"].found
 
 
+@pytest.mark.usefixtures("no_user_git_config")
 async def test_the_worktree_pool_and_its_disk_are_shown(
-    tmp_path: Path, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, model: ScriptedModel
 ) -> None:
     from coven_ls.core.workspace import pool
 
-    (tmp_path / "home").mkdir(exist_ok=True)
-    (tmp_path / "gitconfig").write_text("")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    repo = tmp_path / "project"
-    repo.mkdir()
-    (repo / "a.txt").write_text("a\n" * 5000)
-    git = ["git", "-c", "user.name=T", "-c", "user.email=t@example.com"]
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "one"]):
-        subprocess.run([*git, *args], cwd=repo, check=True, capture_output=True)  # noqa: ASYNC221
+    repo = make_repo(tmp_path / "project", {"a.txt": "a\n" * 5000}, message="one")
     state = tmp_path / "state" / "coven-ls"
     await pool.Pools().fill(str(state), str(repo), 2)
     code, found, _ = doctor(tmp_path, model)
