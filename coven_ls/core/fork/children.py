@@ -14,13 +14,13 @@ from ...protocol import events
 from ...protocol.types import Worktree
 from .. import failpoints
 from ..agent import AgentSpec, AgentStartError, Copy, New
-from ..child_env import ChildEnvironments
 from ..session import Session
 from ..workspace import isolation
 from ..workspace.git import GitError
 from . import transcript
 from .ahead import Ahead
 from .bring_back import BringBack
+from .child_env import ChildEnvironments
 from .fork import Fork
 from .host import ForkHost, ForkJournal
 from .limits import Limits
