@@ -36,6 +36,14 @@ from typing import IO, TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from coven_ls.testing.scripted_model import ScriptedModel
 
+# The repository, for what the benches share with the tests: tests/gitrepo.py (git repositories)
+# and tests/lspframe.py (LSP framing).
+REPOSITORY = Path(__file__).resolve().parent.parent
+if str(REPOSITORY) not in sys.path:
+    sys.path.insert(1, str(REPOSITORY))  # after bench/ itself, before any installed `tests`
+
+from tests.lspframe import frame_message, read_frame  # noqa: E402  (after the path above)
+
 EXIT_TIMEOUT = 30.0  # seconds for a process (and what it started) to end once asked to
 SERVER_COMMAND = (sys.executable, "-m", "coven_ls", "--log-level", "WARNING")
 
@@ -245,28 +253,19 @@ class LspClient:
         self._reader = daemon_thread(self._read, "lsp-client")
 
     def _send(self, payload: dict[str, Any]) -> None:
-        body = json.dumps({"jsonrpc": "2.0", **payload}).encode()
+        data = frame_message({"jsonrpc": "2.0", **payload})
         with self._write_lock:
-            self._stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            self._stdin.write(data)
             self._stdin.flush()
 
     def _read(self) -> None:
         while True:
-            length = None
-            while True:
-                header = self._stdout.readline()
-                if not header:
-                    self._eof()
-                    return
-                if header in (b"\r\n", b"\n"):
-                    break
-                name, _, value = header.decode("ascii").partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value)
-            if length is None:
-                continue
-            body = self._stdout.read(length)
+            body = read_frame(self._stdout.readline, self._stdout.read)
+            if body is None:
+                self._eof()
+                return
             at = self._clock()
+            length = len(body)
             message = json.loads(body)
             if "method" in message and "id" in message:
                 self._answer(message)

@@ -121,6 +121,7 @@ from common import (
 from coven_ls.agents.claude import resolve_claude
 from coven_ls.core.workspace import commits, merge, repository, snapshots, worktrees
 from coven_ls.testing.scripted_model import ModelRequest, Reply, ScriptedModel, Text, ToolUse
+from tests.gitrepo import git, git_env
 
 PROMPT = "isolation-bench: look around the repository, then wait for the tasks."
 ASSIGNED = "You were assigned '"
@@ -142,39 +143,6 @@ def labels(n: int) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the repository
-
-
-def git_environ(root: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """`base` (os.environ) with HOME, TMPDIR and git's global configuration in `root`, no system
-    configuration and no GIT_* variable of the caller's: git behaves as freshly installed, and
-    the claude CLI and the server write nothing outside the run."""
-    home, tmp = root / "home", root / "tmp"
-    home.mkdir(exist_ok=True)
-    tmp.mkdir(exist_ok=True)
-    (root / "gitconfig").touch()
-    source = os.environ if base is None else base
-    env = {k: v for k, v in source.items() if not k.startswith("GIT_")}
-    env.update(
-        HOME=str(home),
-        TMPDIR=str(tmp),
-        GIT_CONFIG_GLOBAL=str(root / "gitconfig"),
-        GIT_CONFIG_NOSYSTEM="1",
-    )
-    return env
-
-
-def git(cwd: Path, env: Mapping[str, str], *args: str) -> str:
-    """The bench's own git calls (not timed ones), as a person with an identity."""
-    done = subprocess.run(
-        ["git", "-c", "user.name=Bench User", "-c", "user.email=bench@example.com", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode:
-        raise RuntimeError(f"git {' '.join(args)} failed: {done.stderr.decode(errors='replace')}")
-    return done.stdout.decode(errors="replace")
 
 
 def layout(i: int) -> str:
@@ -255,12 +223,12 @@ def make_repo(
     if deps:
         write_dependencies(top, *deps)
         (top / ".worktreeinclude").write_text(f"{INCLUDED}/\n")
-    git(top, env, "init", "-q", "-b", "main")
+    git(top, "init", "-q", "-b", "main", env=env)
     # No `gc --auto` in the background: it would pack and delete loose objects while a run
     # copies the repository (and take the machine while a run measures).
-    git(top, env, "config", "gc.auto", "0")
-    git(top, env, "add", "-A")
-    git(top, env, "commit", "-q", "-m", f"{files} generated files")
+    git(top, "config", "gc.auto", "0", env=env)
+    git(top, "add", "-A", env=env)
+    git(top, "commit", "-q", "-m", f"{files} generated files", env=env)
 
     user_line = '"""Edited by the user, not committed yet."""'
     # Spread over the tree, away from the ends (the deleted file is the last one).
@@ -271,7 +239,7 @@ def make_repo(
     staged = layout(files // 2 + 7)
     with (top / staged).open("a") as out:
         out.write("\nSTAGED = True\n")
-    git(top, env, "add", staged)
+    git(top, "add", staged, env=env)
     deleted = layout(files - 1)
     (top / deleted).unlink()
     untracked = ("scratch.txt", "src/pkg00/new_helper.py", "notes/todo.md")
@@ -303,7 +271,7 @@ def copy_repo(repo: Repo, where: Path, env: Mapping[str, str]) -> Repo:
     """`repo` copied into the (empty) folder `where`, its index refreshed as a `git status` of
     the user's editor would have it."""
     subprocess.run(["cp", "-a", f"{repo.top}/.", str(where)], check=True)
-    git(where, env, "update-index", "-q", "--refresh")
+    git(where, "update-index", "-q", "--refresh", env=env)
     return Repo(
         where,
         repo.files,
@@ -323,7 +291,8 @@ class UserState:
     @staticmethod
     def of(top: Path, env: Mapping[str, str]) -> UserState:
         return UserState(
-            git(top, env, "rev-parse", "HEAD"), git(top, env, "diff", "--cached", "--name-only")
+            git(top, "rev-parse", "HEAD", env=env),
+            git(top, "diff", "--cached", "--name-only", env=env),
         )
 
 
@@ -399,7 +368,7 @@ def timed(call: Callable[[], Any]) -> tuple[Any, float]:
 def run_direct(template: Repo, n: int) -> Direct:
     with tempfile.TemporaryDirectory(prefix="isolation-bench-direct-") as tmp:
         root = Path(tmp)
-        env = git_environ(root)
+        env = git_env(root)
         (root / "workspace").mkdir()
         repo = copy_repo(template, root / "workspace", env)
         before = UserState.of(repo.top, env)
@@ -607,7 +576,7 @@ def run_fork(
         scripted_model(targets, latency) as model,
         run_dirs(f"isolation-bench-{mode}-", f"the {mode} run") as dirs,
     ):
-        env = git_environ(dirs.root, dirs.environ(model))
+        env = git_env(dirs.root, dirs.environ(model))
         repo = copy_repo(template, dirs.workspace, env)
         log_file = None
         if server_logs is not None:
@@ -858,7 +827,7 @@ def report_fork(
 def template_repo(files: int, deps: tuple[int, int] | None) -> Iterator[tuple[Repo, float]]:
     """The generated repository, in a temp dir of its own, and how long it took to make."""
     with tempfile.TemporaryDirectory(prefix="isolation-bench-repo-") as tmp:
-        env = git_environ(Path(tmp))
+        env = git_env(Path(tmp))
         started = time.monotonic()
         repo = make_repo(Path(tmp, "repo"), files, env, deps)
         yield repo, time.monotonic() - started
@@ -984,7 +953,8 @@ def main(argv: list[str] | None = None) -> int:
                             continue
                         print("too many fallbacks: giving up", file=sys.stderr)
                         return 1
-                    except (RuntimeError, queue.Empty) as exc:
+                    # A failed git call of the bench's own is an AssertionError (tests/gitrepo.py).
+                    except (RuntimeError, AssertionError, queue.Empty) as exc:
                         tail = stderr_tail(stderr, 2000)
                         problem = str(exc).splitlines()[0][:500] if str(exc) else "timed out"
                         print(

@@ -36,13 +36,20 @@ if [[ $quick == 1 ]]; then
     exec python -m pytest tests/unit -q -p no:cacheprovider "$@"
 fi
 
-# Debian packages the end-to-end tests drive (installed when we are root, as in CI).
-if ! command -v nvim >/dev/null 2>&1; then
+# Debian packages the end-to-end tests drive (installed when we are root, as in CI): Neovim, and
+# bubblewrap (with socat) for Codex's sandbox; the Codex tests run both with `bwrap` on PATH and
+# with a PATH that hides it (tests/e2e/conftest.py), as codex then uses its own copy.
+missing=()
+command -v nvim >/dev/null 2>&1 || missing+=(neovim)
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+command -v socat >/dev/null 2>&1 || missing+=(socat)
+if [[ ${#missing[@]} -gt 0 ]]; then
     if [[ $(id -u) == 0 ]]; then
         apt-get update -qq >/dev/null
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq neovim >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
     else
-        echo "note: Neovim is not installed, so its tests are skipped (sudo apt-get install neovim)" >&2
+        echo "note: ${missing[*]} not installed, so their tests are skipped" \
+            "(sudo apt-get install ${missing[*]})" >&2
     fi
 fi
 

@@ -15,6 +15,7 @@ import pytest
 
 from coven_ls.testing.scripted_model import ScriptedModel
 
+from .gitrepo import git_env
 from .harness import Coven, FaultRecord, start_coven
 
 E2E = Path(__file__).parent / "e2e"
@@ -34,6 +35,22 @@ def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     state = tmp_path / "xdg-state"
     monkeypatch.setenv("XDG_STATE_HOME", str(state))
     return state
+
+
+@pytest.fixture
+def no_user_git_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The test (and every process it starts with os.environ: git, a server) without the user's
+    git configuration: no ~/.gitconfig (HOME, GIT_CONFIG_GLOBAL), no system config, no GIT_*
+    variable of the machine's; see tests/gitrepo.py. Returns that environment."""
+    env = git_env(tmp_path, os.environ)
+    for name in list(os.environ):
+        if name not in env:
+            monkeypatch.delenv(name)
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)  # git's other place for a user config
+    env.pop("XDG_CONFIG_HOME", None)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from pytest_lsp import ClientServerConfig
 from pytest_lsp.client import LanguageClient, make_test_lsp_client
 
 from coven_ls.protocol import to_plain
+from coven_ls.term.client import EventLog, serve_coven
 from coven_ls.testing.scripted_model import ScriptedModel
 
 Predicate = Callable[[dict[str, Any]], bool]
@@ -91,7 +92,6 @@ class Coven:
         self.model = model
         self.workspace = workspace
         self.marker = marker
-        self.events: list[dict[str, Any]] = []
         # coven/delta notifications, each with the number of events received before it.
         self.deltas: list[dict[str, Any]] = []
         self.permission_requests: list[dict[str, Any]] = []
@@ -100,11 +100,20 @@ class Coven:
         # Either may return an awaitable (one that never finishes: a user who never answers).
         self.message_answer: Callable[[dict[str, Any]], Any] = lambda _: None
         self.init_result: types.InitializeResult | None = None
-        self._changed = asyncio.Event()
+        # The same log and waiting as coven-ls' own client (coven_ls/term/client.py).
+        self.log = EventLog()
+        self.events = self.log.events
 
     def _record(self, event: dict[str, Any]) -> None:
-        self.events.append(event)
-        self._changed.set()
+        self.log.record(event)
+
+    def _delta(self, delta: dict[str, Any]) -> None:
+        self.deltas.append({**delta, "eventsBefore": len(self.events)})
+        self.log.touch()
+
+    def _permission(self, request: dict[str, Any]) -> Any:
+        self.permission_requests.append(request)
+        return self.permission_answer(request)
 
     async def request(self, method: str, params: Any) -> Any:
         return to_plain(await self.client.protocol.send_request_async(method, params))
@@ -122,25 +131,7 @@ class Coven:
 
     async def wait_for(self, predicate: Predicate, timeout: float = 90.0, what: str = "") -> dict:
         """The first event (already received or still to come) that matches."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        seen = 0
-        while True:
-            for event in self.events[seen:]:
-                if predicate(event):
-                    return event
-            seen = len(self.events)
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                tail = "\n".join(str(e) for e in self.events[-15:])
-                raise TimeoutError(
-                    f"timed out waiting for {what or 'an event'}; last events:\n{tail}"
-                )
-            self._changed.clear()
-            try:
-                await asyncio.wait_for(self._changed.wait(), remaining)
-            except asyncio.TimeoutError:
-                pass
+        return await self.log.wait_for(predicate, timeout, what)
 
     async def wait_kind(self, session_id: str, kind: str, count: int = 1, **match: Any) -> dict:
         """The `count`-th event of `kind` on the session whose fields include `match`."""
@@ -226,21 +217,7 @@ async def start_coven(
         on_client(client)
     coven = Coven(client, model, workspace, str(config_dir))
 
-    @client.feature("coven/event")
-    def on_event(params: Any) -> None:
-        coven._record(to_plain(params))
-
-    @client.feature("coven/delta")
-    def on_delta(params: Any) -> None:
-        coven.deltas.append({**to_plain(params), "eventsBefore": len(coven.events)})
-        coven._changed.set()
-
-    @client.feature("coven/requestPermission")
-    async def on_permission(params: Any) -> dict[str, Any]:
-        request = to_plain(params)
-        coven.permission_requests.append(request)
-        answer = coven.permission_answer(request)
-        return await answer if inspect.isawaitable(answer) else answer
+    serve_coven(client, coven._record, coven._delta, coven._permission)
 
     @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
     async def on_message_request(params: types.ShowMessageRequestParams) -> Any:

@@ -15,11 +15,11 @@ from typing import Any
 
 from coven_ls.protocol import ErrorCode
 
+from .lspframe import aread_frame, frame, frame_message
+
+__all__ = ["frame"]  # what the hostile-input tests frame by hand
+
 DOCUMENTED_CODES = frozenset(int(code) for code in ErrorCode)
-
-
-def frame(body: bytes) -> bytes:
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
 
 class RawLsp:
@@ -34,21 +34,15 @@ class RawLsp:
         await self.writer.drain()
 
     async def send(self, message: Any) -> None:
-        await self.write(frame(json.dumps(message).encode()))
+        await self.write(frame_message(message))
 
     async def receive(self) -> dict[str, Any]:
-        length = None
-        while True:
-            line = await self.reader.readline()
-            if not line:
-                raise EOFError("the server closed the connection")
-            if line == b"\r\n" and length is not None:
-                message = json.loads(await self.reader.readexactly(length))
-                assert isinstance(message, dict), message
-                return message
-            name, _, value = line.decode("ascii").partition(":")
-            if name.strip().lower() == "content-length":
-                length = int(value)
+        body = await aread_frame(self.reader.readline, self.reader.readexactly)
+        if body is None:
+            raise EOFError("the server closed the connection")
+        message = json.loads(body)
+        assert isinstance(message, dict), message
+        return message
 
     async def response(self, msg_id: Any, timeout: float = 30.0) -> dict[str, Any]:
         """The next response, which must be the one to `msg_id` (None: a null id); notifications

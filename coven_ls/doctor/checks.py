@@ -36,7 +36,10 @@ def check(
     findings.append(found[0])
     if found[1] is not None:
         findings.append(auth(found[1]))
-    findings.append(codex_cli(codex))
+    codex_found, codex_path = codex_cli(codex)
+    findings.append(codex_found)
+    if codex_path is not None:
+        findings.append(codex_sandbox(codex_path))
     findings.append(git())
     findings.extend(state(root, state_dir))
     return DoctorReport(
@@ -78,9 +81,10 @@ def claude_cli(configured: str | None) -> tuple[Finding, str | None]:
     return Finding("claude", "ok", title, f"{version} at {path} (from {source})"), path
 
 
-def codex_cli(configured: str | None) -> Finding:
+def codex_cli(configured: str | None) -> tuple[Finding, str | None]:
     """The codex binary Codex sessions would use (optional: Claude sessions do not need it), and
-    whether its CODEX_HOME has a login or a model provider of its own."""
+    whether its CODEX_HOME has a login or a model provider of its own; and its path when it
+    runs."""
     from ..agents.codex.backend import INSTALL_HINT as CODEX_HINT
     from ..agents.codex.backend import probe_codex, resolve_codex
 
@@ -89,7 +93,11 @@ def codex_cli(configured: str | None) -> Finding:
         path, source = resolve_codex(configured)
         version = probe_codex(path, source)
     except protocol.CovenError as exc:
-        return Finding("codex", "warning", title, exc.message, CODEX_HINT)
+        return Finding("codex", "warning", title, exc.message, CODEX_HINT), None
+    return _codex_home(title, f"{version} at {path} (from {source})"), shutil.which(path) or path
+
+
+def _codex_home(title: str, version: str) -> Finding:
     home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
     config = home / "config.toml"
     configured_provider = config.is_file() and "model_provider" in config.read_text(
@@ -97,14 +105,105 @@ def codex_cli(configured: str | None) -> Finding:
     )
     if (home / "auth.json").is_file() or configured_provider or os.environ.get("OPENAI_API_KEY"):
         how = "a model provider in config.toml" if configured_provider else "a login or API key"
-        return Finding("codex", "ok", title, f"{version} at {path} (from {source}); {how}")
+        return Finding("codex", "ok", title, f"{version}; {how}")
     return Finding(
         "codex", "warning", title,
-        f"{version} at {path} (from {source}), but {home} has no login (auth.json) and no "
-        "model_provider in config.toml",
+        f"{version}, but {home} has no login (auth.json) and no model_provider in config.toml",
         "Run `codex login` (or set OPENAI_API_KEY), or configure a model provider in "
         f"{config}.",
     )  # fmt: skip
+
+
+SANDBOX_SECONDS = 30.0
+SANDBOX_MARK = "coven-sandbox-ok"
+SANDBOX_TITLE = "Codex sandbox (a command run through it)"
+SANDBOX_DOCS = "https://developers.openai.com/codex/concepts/sandboxing#prerequisites"
+# What bubblewrap says when the kernel (or a container's seccomp profile, or Ubuntu's AppArmor
+# rule) refuses it user namespaces; codex's own list, plus bwrap's other wordings.
+USER_NAMESPACE_FAILURES = (
+    "setting up uid map: Permission denied",
+    "No permissions to create a new namespace",
+    "loopback: Failed RTM_NEWADDR",
+    "loopback: Failed RTM_NEWLINK",
+    "Creating new namespace failed",
+    "unshare failed",
+    "needs access to create user namespaces",
+)
+
+
+def codex_sandbox(codex: str) -> Finding:
+    """One harmless command (`echo`) through `codex sandbox`, the sandbox codex runs every
+    command of a session in (bubblewrap on Linux, Seatbelt on macOS), with the PATH coven-ls
+    starts the app-server with; no model request. Only a warning when it fails: Codex sessions
+    are optional."""
+    from ..agents.codex.appserver import make_helper_aliases
+
+    helpers = make_helper_aliases(codex)
+    env = dict(os.environ)
+    if helpers is not None:
+        env["PATH"] = os.pathsep.join(filter(None, [str(helpers), env.get("PATH")]))
+    try:
+        with tempfile.TemporaryDirectory(prefix="coven-doctor-") as cwd:
+            done = subprocess.run(
+                [codex, "sandbox", "--", "/bin/sh", "-c", f"echo {SANDBOX_MARK}"], cwd=cwd,
+                env=env, capture_output=True, text=True, timeout=SANDBOX_SECONDS, check=False,
+            )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return sandbox_finding(None, "", f"no answer in {SANDBOX_SECONDS:.0f} s")
+    except OSError as exc:
+        return sandbox_finding(None, "", str(exc))
+    bwrap = shutil.which("bwrap", path=env.get("PATH"))
+    linux = sys.platform.startswith("linux")
+    return sandbox_finding(done.returncode, done.stdout, done.stderr, bwrap, linux)
+
+
+def sandbox_finding(
+    code: int | None, stdout: str, stderr: str, bwrap: str | None = None, linux: bool = True
+) -> Finding:
+    """What `codex sandbox -- echo …` said, as a finding with its fix. `bwrap`: the one on PATH,
+    which codex uses (it looks there, and uses a copy of its own when there is none)."""
+    if code == 0 and SANDBOX_MARK in stdout:
+        found = "a command ran in codex's sandbox"
+        if linux and bwrap is None:
+            found += "; no bwrap on PATH, so codex uses its bundled bubblewrap"
+        elif linux:
+            found += f"; bubblewrap on PATH: {bwrap}"
+        return Finding("codexSandbox", "ok", SANDBOX_TITLE, found)
+    text = stderr + "\n" + stdout
+    # Without codex's own noise: its warnings and a Rust backtrace after an `Error:`.
+    lines = [line.strip() for line in text.split("Stack backtrace:")[0].splitlines()]
+    lines = [line for line in lines if line and not line.startswith("WARNING: proceeding")]
+    said = "; ".join(lines[-3:]) or f"exit code {code}"
+    found = f"codex could not run a command in its sandbox: {said}"
+    errors = [line for line in lines if line.startswith("Error:")]
+    if errors:
+        return Finding(
+            "codexSandbox", "warning", SANDBOX_TITLE, f"`codex sandbox` failed: {errors[-1]}",
+            "Fix what codex says (its configuration is $CODEX_HOME/config.toml, ~/.codex by "
+            "default); Codex sessions start the same codex.",
+        )  # fmt: skip
+    if "execvp codex-linux-sandbox" in text:
+        fix = (
+            "codex runs each command as `bwrap … codex-linux-sandbox`, a name for its own binary "
+            "that it puts on PATH from $CODEX_HOME/tmp, except when CODEX_HOME is in the "
+            "temporary folder. Point COVEN_CODEX_PATH (initializationOptions.codexPath) at the "
+            "codex binary itself rather than a wrapper script, or set CODEX_HOME outside "
+            "/tmp and $TMPDIR."
+        )
+    elif any(failure in text for failure in USER_NAMESPACE_FAILURES):
+        fix = (
+            "bubblewrap needs unprivileged user namespaces. Allow them: `sudo sysctl -w "
+            "kernel.unprivileged_userns_clone=1` (Debian), or on Ubuntu 24.04+ `sudo sysctl -w "
+            "kernel.apparmor_restrict_unprivileged_userns=0` (or an AppArmor profile for bwrap); "
+            "in a container, run it with `--security-opt seccomp=unconfined` (Docker). See "
+            f"{SANDBOX_DOCS}."
+        )
+    else:
+        fix = (
+            "Codex sessions run every command in this sandbox. On Linux install bubblewrap "
+            f"(`sudo apt install bubblewrap`, `sudo dnf install bubblewrap`); see {SANDBOX_DOCS}."
+        )
+    return Finding("codexSandbox", "warning", SANDBOX_TITLE, found, fix)
 
 
 def auth(claude: str) -> Finding:

@@ -34,6 +34,76 @@ DeltaHandler = Callable[[dict[str, Any]], None]
 PermissionHandler = Callable[[dict[str, Any]], "PermissionAnswer | Awaitable[PermissionAnswer]"]
 
 
+class EventLog:
+    """The `coven/event` notifications a client received, in order, and waiting for one that
+    came already or is still to come (the tests' client keeps its events in one too)."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._changed = asyncio.Event()
+
+    def record(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+        self._changed.set()
+
+    def touch(self) -> None:
+        """Something else arrived (a delta): waiters look again."""
+        self._changed.set()
+
+    async def wait_for(
+        self,
+        predicate: Callable[[dict[str, Any]], bool],
+        timeout: float | None = None,
+        what: str = "",
+    ) -> dict[str, Any]:
+        """The first event, received already or still to come, that matches; after `timeout`
+        seconds, asyncio.TimeoutError naming `what` and the last events received."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        seen = 0
+        while True:
+            for event in self.events[seen:]:
+                if predicate(event):
+                    return event
+            seen = len(self.events)
+            self._changed.clear()
+            left = None if deadline is None else deadline - loop.time()
+            if left is not None and left <= 0:
+                tail = "\n".join(str(e) for e in self.events[-15:])
+                raise asyncio.TimeoutError(
+                    f"timed out after {timeout:g}s waiting for {what or 'an event'}; "
+                    f"last events:\n{tail}"
+                )
+            try:
+                await asyncio.wait_for(self._changed.wait(), left)
+            except asyncio.TimeoutError:
+                pass
+
+
+def serve_coven(
+    lsp: LanguageClient,
+    on_event: EventHandler,
+    on_delta: DeltaHandler,
+    on_permission: Callable[[dict[str, Any]], Any],
+) -> None:
+    """Hand what the server sends a coven client to plain-dict handlers: `coven/event` and
+    `coven/delta` notifications, and `coven/requestPermission` requests, whose handler returns
+    the answer or an awaitable of it."""
+
+    @lsp.feature(protocol.EVENT)
+    def _event(params: Any) -> None:
+        on_event(protocol.to_plain(params))
+
+    @lsp.feature(protocol.DELTA)
+    def _delta(params: Any) -> None:
+        on_delta(protocol.to_plain(params))
+
+    @lsp.feature(protocol.REQUEST_PERMISSION)
+    async def _permission(params: Any) -> Any:
+        answer = on_permission(protocol.to_plain(params))
+        return await answer if inspect.isawaitable(answer) else answer
+
+
 class CovenClient:
     def __init__(
         self,
@@ -52,33 +122,14 @@ class CovenClient:
         # Whether the caller decides reviewed children itself (coven/applyChanges,
         # coven/discardChanges); else the server asks with window/showMessageRequest.
         self._handles_review = handles_review
-        self._changed = asyncio.Event()
+        self._log = EventLog()
         self._stderr_task: asyncio.Task[None] | None = None
         # Attached to a server someone else runs (`--tcp`): leaving only disconnects.
         self.attached = False
-        self.events: list[dict[str, Any]] = []
+        self.events = self._log.events
         # The server's last stderr lines, to explain a server that fails.
         self.server_stderr: deque[str] = deque(maxlen=40)
-
-        @self._lsp.feature(protocol.EVENT)
-        def _event(params: Any) -> None:
-            event = protocol.to_plain(params)
-            self.events.append(event)
-            self._changed.set()
-            self._on_event(event)
-
-        @self._lsp.feature(protocol.DELTA)
-        def _delta(params: Any) -> None:
-            # Streamed pieces of text and thinking; not events (no seq, not kept in `events`).
-            if self._on_delta is not None:
-                self._on_delta(protocol.to_plain(params))
-
-        @self._lsp.feature(protocol.REQUEST_PERMISSION)
-        async def _permission(params: Any) -> PermissionAnswer:
-            if self._on_permission is None:
-                return {"allow": False, "message": "This client does not grant tool use."}
-            answer = self._on_permission(protocol.to_plain(params))
-            return await answer if inspect.isawaitable(answer) else answer
+        serve_coven(self._lsp, self._event, self._delta, self._permission)
 
         @self._lsp.feature(types.WINDOW_LOG_MESSAGE)
         def _log(params: types.LogMessageParams) -> None:
@@ -144,19 +195,23 @@ class CovenClient:
         self, predicate: Callable[[dict[str, Any]], bool], timeout: float | None = None
     ) -> dict[str, Any]:
         """The first event, received already or still to come, that matches."""
-        seen = 0
+        return await self._log.wait_for(predicate, timeout)
 
-        async def scan() -> dict[str, Any]:
-            nonlocal seen
-            while True:
-                for event in self.events[seen:]:
-                    if predicate(event):
-                        return event
-                seen = len(self.events)
-                self._changed.clear()
-                await self._changed.wait()
+    def _event(self, event: dict[str, Any]) -> None:
+        self._log.record(event)
+        self._on_event(event)
 
-        return await asyncio.wait_for(scan(), timeout)
+    def _delta(self, delta: dict[str, Any]) -> None:
+        # Streamed pieces of text and thinking; not events (no seq, not kept in `events`).
+        if self._on_delta is not None:
+            self._on_delta(delta)
+
+    def _permission(
+        self, request: dict[str, Any]
+    ) -> PermissionAnswer | Awaitable[PermissionAnswer]:
+        if self._on_permission is None:
+            return {"allow": False, "message": "This client does not grant tool use."}
+        return self._on_permission(request)
 
     async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
         while line := await stream.readline():

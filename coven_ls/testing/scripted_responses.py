@@ -35,31 +35,16 @@ and its thread id in the ``thread-id`` header (:attr:`ResponsesRequest.thread_id
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
-import logging
 import os
-import socket
-import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .scripted_model import (
-    HttpError,
-    Reply,
-    ReplyOptions,
-    Rule,
-    Text,
-    Thinking,
-    ToolUse,
-    Usage,
-    reply,
-)
+from .http_base import ClientGone, Rule, ScriptedHandler, ScriptedServer
+from .replies import HttpError, Reply, Text, Thinking, ToolUse, Usage, reply
 
 __all__ = [
     "API_KEY_VARIABLE",
@@ -84,8 +69,6 @@ DEFAULT_TEXT = "(scripted responses: no rule matched)"
 DEFAULT_MODEL = "gpt-5.5"
 # The variable codex reads the provider's key from (sent as `Authorization: Bearer`).
 API_KEY_VARIABLE = "COVEN_SCRIPTED_API_KEY"
-
-_logger = logging.getLogger(__name__)
 
 
 def command(
@@ -167,45 +150,12 @@ def _last_user_text(items: list[dict[str, Any]]) -> str:
     return ""
 
 
-class _ClientGone(Exception):
-    pass
-
-
 def _chunks(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, address: tuple[str, int], model: ScriptedResponses) -> None:
-        super().__init__(address, _Handler)
-        self.model = model
-        self.connections: set[socket.socket] = set()
-        self.connections_lock = threading.Lock()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    disable_nagle_algorithm = True
-    protocol_version = "HTTP/1.1"
+class _Handler(ScriptedHandler):
     server_version = "ScriptedResponses/1"
-    timeout = 120
-    server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        with self.server.connections_lock:
-            self.server.connections.add(self.connection)
-
-    def finish(self) -> None:
-        with contextlib.suppress(OSError):
-            super().finish()
-        with self.server.connections_lock:
-            self.server.connections.discard(self.connection)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
     def _send_json(self, status: int, payload: Any) -> None:
         data = json.dumps(payload).encode()
@@ -251,15 +201,11 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             else:
                 self._stream(req, rep)
-        except (_ClientGone, OSError):
+        except (ClientGone, OSError):
             req.aborted = True
             self.close_connection = True
         finally:
             model._notify()
-
-    def _pause(self, seconds: float) -> None:
-        if seconds > 0 and self.server.model._stopping.wait(seconds):
-            raise _ClientGone
 
     def _event(self, payload: dict[str, Any], last: bool = False) -> None:
         frame = f"event: {payload['type']}\ndata: {json.dumps(payload)}\n\n".encode()
@@ -396,7 +342,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         self.close_connection = True
-        raise _ClientGone
+        raise ClientGone
 
 
 def _block_text(block: Any) -> str:
@@ -409,160 +355,12 @@ def _error_body(message: str, error_type: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": error_type, "code": None, "param": None}}
 
 
-@dataclass
-class _Record:
-    requests: list[ResponsesRequest] = field(default_factory=list)
-
-
-class ScriptedResponses:
+class ScriptedResponses(ScriptedServer[ResponsesRequest]):
     """A Responses API server that answers from rules; see the module docstring."""
 
-    def __init__(
-        self,
-        rules: Iterable[Rule] = (),
-        default: Reply | None = None,
-        host: str = "127.0.0.1",
-        port: int = 0,
-    ) -> None:
-        self._host = host
-        self._requested_port = port
-        self._rules: list[Rule] = list(rules)
-        self.default = default if default is not None else reply(DEFAULT_TEXT)
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
-        self._requests: list[ResponsesRequest] = []
-        self._ids = itertools.count(1)
-        self._stopping = threading.Event()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    def add(self, rule: Rule) -> None:
-        with self._lock:
-            self._rules.append(rule)
-
-    def on(
-        self,
-        match: str | Any,
-        *blocks_or_reply: Text
-        | Thinking
-        | ToolUse
-        | str
-        | Reply
-        | Callable[[ResponsesRequest], Reply],
-        times: int | None = None,
-        **reply_kw: Any,
-    ) -> Rule:
-        """``on("hello", "Hi", latency=0.5)``; also ``on(m, Reply(...))`` or ``on(m, fn)``."""
-        answer: Any
-        if len(blocks_or_reply) == 1 and (
-            isinstance(blocks_or_reply[0], Reply) or callable(blocks_or_reply[0])
-        ):
-            answer = blocks_or_reply[0]
-        else:
-            options: ReplyOptions = reply_kw  # type: ignore[assignment]
-            answer = reply(*blocks_or_reply, **options)  # type: ignore[arg-type]
-        rule = Rule(match, answer, times)
-        self.add(rule)
-        return rule
-
-    def _choose(self, req: ResponsesRequest) -> Reply:
-        with self._lock:
-            rules = list(enumerate(self._rules))
-        rep = self.default
-        try:
-            for index, rule in rules:
-                if not rule.live or not rule.matches(req):  # type: ignore[arg-type]
-                    continue
-                with self._lock:
-                    if not rule.live:
-                        continue
-                    rule.fired += 1
-                req.rule_index = index
-                rep = rule.reply(req) if callable(rule.reply) else rule.reply  # type: ignore[arg-type]
-                break
-        except Exception as exc:
-            _logger.exception("scripted responses: a rule raised")
-            rep = Reply(error=HttpError(500, f"scripted responses: rule raised {exc!r}"))
-        with self._changed:
-            self._requests.append(req)
-            self._changed.notify_all()
-        return rep
-
-    def _notify(self) -> None:
-        with self._changed:
-            self._changed.notify_all()
-
-    def start(self) -> str:
-        if self._server is None:
-            self._stopping.clear()
-            server = _Server((self._host, self._requested_port), self)
-            self._thread = threading.Thread(
-                target=server.serve_forever,
-                kwargs={"poll_interval": 0.1},
-                name=f"scripted-responses:{server.server_address[1]}",
-                daemon=True,
-            )
-            self._server = server
-            self._thread.start()
-        return self.url
-
-    def stop(self) -> None:
-        server, thread = self._server, self._thread
-        if server is None:
-            return
-        self._stopping.set()
-        server.shutdown()
-        with server.connections_lock:
-            for conn in list(server.connections):
-                with contextlib.suppress(OSError):
-                    conn.shutdown(socket.SHUT_RDWR)
-        server.server_close()
-        if thread is not None:
-            thread.join()
-        self._server = self._thread = None
-
-    def __enter__(self) -> ScriptedResponses:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("ScriptedResponses is not started")
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        return f"http://{self._host}:{self.port}"
-
-    @property
-    def requests(self) -> list[ResponsesRequest]:
-        with self._lock:
-            return list(self._requests)
-
-    def wait_for_requests(
-        self,
-        n: int,
-        timeout: float = 30.0,
-        predicate: Callable[[ResponsesRequest], bool] | None = None,
-    ) -> list[ResponsesRequest]:
-        """Block until ``n`` recorded requests satisfy ``predicate``; return those requests."""
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while True:
-                found = [r for r in self._requests if predicate is None or predicate(r)]
-                if len(found) >= n:
-                    return found
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(
-                        f"expected {n} requests to the scripted Responses API, got "
-                        f"{len(found)}: {[r.last_user_text[-60:] for r in self._requests]}"
-                    )
-                self._changed.wait(left)
+    handler = _Handler
+    label = "scripted responses"
+    default_text = DEFAULT_TEXT
 
     def codex_config(self, model: str = DEFAULT_MODEL) -> str:
         """`config.toml` text that points codex at this server, offline: a provider of its own
@@ -591,8 +389,13 @@ class ScriptedResponses:
         self, codex_home: str | os.PathLike[str], model: str = DEFAULT_MODEL
     ) -> dict[str, str]:
         """Make `codex_home` (a CODEX_HOME with :meth:`codex_config`) and return the variables
-        that send a codex started with them here."""
+        that send a codex started with them here; XDG_CACHE_HOME in it too, so that the helper
+        folder a coven-ls makes for its codex goes with it (appserver.make_helper_aliases)."""
         home = Path(codex_home)
         home.mkdir(parents=True, exist_ok=True)
         (home / "config.toml").write_text(self.codex_config(model))
-        return {"CODEX_HOME": str(home), API_KEY_VARIABLE: "scripted"}
+        return {
+            "CODEX_HOME": str(home),
+            API_KEY_VARIABLE: "scripted",
+            "XDG_CACHE_HOME": str(home / "xdg-cache"),
+        }

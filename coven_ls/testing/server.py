@@ -1,6 +1,7 @@
-"""The HTTP side of the scripted model: a threading server on loopback and its handler, which
-answers ``POST /v1/messages`` as JSON or as a server-sent event stream, breaks a stream off or
-ends it with an error when the reply says so, and records every other request."""
+"""The HTTP side of the scripted model: its handler on the shared scripted server
+(http_base.py), which answers ``POST /v1/messages`` as JSON or as a server-sent event stream,
+breaks a stream off or ends it with an error when the reply says so, and records every other
+request."""
 
 from __future__ import annotations
 
@@ -9,18 +10,17 @@ import io
 import json
 import socket
 import struct
-import threading
 import time
 from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
+from .http_base import ClientGone as _ClientGone
+from .http_base import ScriptedHandler, ScriptedServer
 from .replies import Reply, Text, Thinking
 from .request import ModelRequest, _estimate_tokens, parse_request
 from .stream import (
     _chunks,
-    _ClientGone,
     _error_body,
     _full_block,
     _mark_finished,
@@ -29,54 +29,12 @@ from .stream import (
     _signature,
 )
 
-if TYPE_CHECKING:
-    from .model import ScriptedModel
 
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    model: ScriptedModel
-
-    def __init__(self, address: tuple[str, int], model: ScriptedModel) -> None:
-        self.model = model
-        self.connections: set[socket.socket] = set()
-        self.connections_lock = threading.Lock()
-        super().__init__(address, _Handler)
-
-    def close_connections(self) -> None:
-        # Idle keep-alive connections would otherwise keep handler threads (and stop()) waiting.
-        with self.connections_lock:
-            conns = list(self.connections)
-        for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    # Each SSE event is its own small write; with Nagle's algorithm the last ones wait for the
-    # CLI's delayed ACK (~40 ms), which would show up as model latency nobody scripted.
-    disable_nagle_algorithm = True
-    protocol_version = "HTTP/1.1"
+class _Handler(ScriptedHandler):
     server_version = "ScriptedModel/1"
-    timeout = 120  # idle keep-alive sockets eventually let their thread go
-    server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        with self.server.connections_lock:
-            self.server.connections.add(self.connection)
-
-    def finish(self) -> None:
-        with contextlib.suppress(OSError):
-            super().finish()
-        with self.server.connections_lock:
-            self.server.connections.discard(self.connection)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # the model keeps its own record; stderr noise would drown test output
 
     @property
-    def model(self) -> ScriptedModel:
+    def model(self) -> ScriptedServer[ModelRequest]:
         return self.server.model
 
     # --- low-level writers
@@ -300,12 +258,6 @@ class _Handler(BaseHTTPRequestHandler):
         _mark_finished(req)
         self._event("message_stop", {"type": "message_stop"}, last=True)
         self.wfile.flush()
-
-    def _pause(self, seconds: float) -> None:
-        """Wait `seconds` (a latency, a chunk delay), unless the model is stopping meanwhile:
-        then the answer is abandoned (_ClientGone)."""
-        if seconds > 0 and self.model._stopping.wait(seconds):
-            raise _ClientGone
 
     def _stream_error(self, req: ModelRequest, rep: Reply) -> None:
         """End the stream with an `error` event, as the API does when a request fails after its

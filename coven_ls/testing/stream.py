@@ -13,10 +13,6 @@ from .replies import Block, Reply, Text, Thinking, ToolUse, Usage
 from .request import ModelRequest, _estimate_tokens
 
 
-class _ClientGone(Exception):
-    pass
-
-
 def _mark_finished(req: ModelRequest) -> None:
     # Stamped just before the last write, not after it: a client that has read the whole
     # response must find `finished` set. A failing last write resets it.

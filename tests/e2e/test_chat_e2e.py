@@ -85,6 +85,15 @@ class Chat:
     def line(self, text: str) -> None:
         self.child.send(text + "\r")
 
+    def ctrl_d(self, prompt: str) -> None:
+        """Ctrl+D once `prompt` is drawn again after the last line printed. The chat prints its
+        lines with the terminal in cooked mode (prompt_toolkit's run_in_terminal); a Ctrl+D sent
+        then is the tty's end-of-file mark, which the chat, reading keys raw again, gets as a
+        NUL key: it would never quit. The prompt is redrawn once keys are read raw again (its
+        trailing space is a cursor move: `prompt` ends at its `>`)."""
+        self.expect(prompt)
+        self.child.sendcontrol("d")
+
     def quit(self) -> None:
         self.line("/quit")
         self.child.expect(pexpect.EOF, timeout=120)
@@ -251,8 +260,8 @@ def test_ctrl_c_cancels_a_turn_then_a_follow_up_and_resume_after_quitting(
         c.idle("Short answer: walrus.")  # the conversation so far, replayed
         c.expect("resumed")
         c.line("After the resume")
-        c.expect("saw-walrus=True")
-        c.child.sendcontrol("d")
+        c.idle("saw-walrus=True")  # the turn's last line printed
+        c.ctrl_d("Tell a long story >")
         c.child.expect(pexpect.EOF, timeout=120)
         c.child.close()
         assert c.child.exitstatus == 0
@@ -411,7 +420,7 @@ def test_edit_the_tasks_inline_review_later_approve_other_tasks_and_reject_with_
     tmp_path: Path, model: ScriptedModel
 ) -> None:
     env = git_env(tmp_path, {})
-    repo = make_repo(workspace(tmp_path), {**run_env(model, tmp_path), **env})
+    repo = make_repo(workspace(tmp_path), env={**run_env(model, tmp_path), **env})
     script_children(model, DOCS, FILE)
     model.on("Plan again", "Splitting again.\n<fork>\n- one thing\n</fork>")
     model.on("You were assigned 'task x'", "X done.")
@@ -437,6 +446,9 @@ def test_edit_the_tasks_inline_review_later_approve_other_tasks_and_reject_with_
         c.expect(f"Fork child '{FILE}' changed +1 −0 · 1 file")
         c.child.sendcontrol("c")
         c.line("/review")
+        # The question asked again, not its redraws as Ctrl+C put it aside (matching those,
+        # the answer went to the input line while /review still fetched the changes).
+        c.expect("> /review")
         c.expect(f"Fork child '{FILE}' changed +1 −0 · 1 file:")
         c.expect("A added.txt  +1 −0")
         c.line("y")

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,6 +32,7 @@ from coven_ls.testing.scripted_responses import (
     patch,
 )
 
+from ..gitrepo import make_repo
 from ..harness import Coven, processes_with_env, wait_until
 
 try:
@@ -59,9 +61,9 @@ def start_codex(
     """A coven-ls whose codex talks to `responses`; the same `home` is the same workspace and
     CODEX_HOME (a restart)."""
 
-    async def start(home: str = "ws", **kw: Any) -> Coven:
-        env = responses.codex_env(tmp_path / home / "codex-home")
-        return await coven_factory(home=home, extra_env=env, **kw)
+    async def start(home: str = "ws", env: dict[str, str] | None = None, **kw: Any) -> Coven:
+        codex_env = responses.codex_env(tmp_path / home / "codex-home")
+        return await coven_factory(home=home, extra_env={**codex_env, **(env or {})}, **kw)
 
     return start
 
@@ -130,6 +132,134 @@ async def test_a_command_asks_and_runs_when_allowed_and_not_when_denied(
     denied = coven.of(sid, "toolResult")[-1]
     assert denied["isError"]
     assert len(coven.permission_requests) == 2
+
+
+@pytest.mark.parametrize("codex_home", ["in-tmp", "own"])
+async def test_a_command_runs_in_the_sandbox_with_bubblewrap_and_without(
+    start_codex, responses, tmp_path: Path, bubblewrap: dict[str, str], codex_home: str
+) -> None:
+    """No escalation: codex runs it in its workspace-write sandbox (through the bwrap on PATH,
+    or its own copy), which lets it write the workspace. A CODEX_HOME in the temporary folder
+    (the tests', the demo's) gets no helper from codex (coven-ls gives it one); one outside it
+    (a user's ~/.codex; here: TMPDIR elsewhere, which is what codex compares with) gets codex's
+    own helper folder under it, found first on PATH."""
+    env = dict(bubblewrap)
+    if codex_home == "own":
+        (tmp_path / "elsewhere").mkdir()
+        env["TMPDIR"] = str(tmp_path / "elsewhere")
+    responses.on("SANDBOXED", command("echo inside > inside.txt && cat inside.txt"), times=1)
+    responses.on("Process exited", "it ran")
+    coven = await start_codex(init_options={**CODEX, "permissionMode": "acceptEdits"}, env=env)
+    sid = await coven.start("SANDBOXED please")
+    result = await coven.wait_kind(sid, "turnResult")
+    assert result["text"] == "it ran"
+    assert (coven.workspace / "inside.txt").read_text() == "inside\n"
+    [use] = coven.of(sid, "toolUse")
+    [tool_result] = coven.of(sid, "toolResult")
+    assert "echo inside" in use["input"]["command"] and tool_result["toolUseId"] == use["toolUseId"]
+    assert not tool_result["isError"] and "inside" in tool_result["content"]
+    assert coven.permission_requests == []
+    own_helpers = list((tmp_path / "ws" / "codex-home" / "tmp").rglob("codex-linux-sandbox"))
+    assert bool(own_helpers) == (codex_home == "own")
+
+
+async def test_a_command_codex_could_not_start_is_a_failed_tool_call_with_its_reason(
+    start_codex, responses, tmp_path: Path, bubblewrap: dict[str, str]
+) -> None:
+    """A codex started through a wrapper script (coven-ls cannot give it its helper then) whose
+    CODEX_HOME is in the temporary folder (where codex makes none itself): with bubblewrap on
+    PATH its commands cannot start, and codex reports no item for them; coven-ls shows the tool
+    call and codex's reason all the same. Without bubblewrap the command runs."""
+    wrapper = tmp_path / "codex-wrapper"
+    wrapper.write_text(f'#!/bin/sh\nexec "{resolve_codex(None)[0]}" "$@"\n')
+    wrapper.chmod(0o755)
+    responses.on("RUN-IT", command("echo started"), times=1)
+    responses.on("Process exited with code 0", "it ran")
+    responses.on("Process exited", "it failed")
+    coven = await start_codex(
+        init_options={**CODEX, "permissionMode": "acceptEdits"},
+        env={**bubblewrap, "COVEN_CODEX_PATH": str(wrapper)},
+    )
+    sid = await coven.start("RUN-IT please")
+    result = await coven.wait_kind(sid, "turnResult")
+    [use] = coven.of(sid, "toolUse")
+    [tool_result] = coven.of(sid, "toolResult")
+    assert use["name"] == "Bash" and "echo started" in use["input"]["command"]
+    assert tool_result["toolUseId"] == use["toolUseId"] and use["seq"] < tool_result["seq"]
+    if "PATH" in bubblewrap and shutil.which("bwrap", path=bubblewrap["PATH"]):
+        assert result["text"] == "it failed" and tool_result["isError"]
+        assert "execvp codex-linux-sandbox" in tool_result["content"], tool_result
+    else:
+        assert result["text"] == "it ran" and not tool_result["isError"]
+
+
+async def test_a_fork_childs_command_codex_could_not_start_is_a_failed_tool_call(
+    start_codex, responses, tmp_path: Path, bubblewrap: dict[str, str]
+) -> None:
+    """As above, in a fork child: a `thread/fork` gets no raw items, so coven-ls reads what codex
+    told its model from the child's rollout file when its turn ends. (In a worktree child codex
+    does report the command: its turns carry a sandbox policy of their own.)"""
+    wrapper = tmp_path / "codex-wrapper"
+    wrapper.write_text(f'#!/bin/sh\nexec "{resolve_codex(None)[0]}" "$@"\n')
+    wrapper.chmod(0o755)
+    responses.on("Split it", "Splitting.\n<fork>\n- Make alpha\n</fork>")
+    responses.on("'Make alpha'", command("printf 'alpha\\n' > alpha.txt"), times=1)
+    responses.on("Process exited with code 0", "Made it.")
+    responses.on("Process exited", "Could not.")
+    responses.on("<fork-results>", "Done.")
+    coven = await start_codex(
+        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"},
+        env={**bubblewrap, "COVEN_CODEX_PATH": str(wrapper)},
+    )
+    sid = await coven.start("Split it")
+    started = await coven.wait_kind(sid, "forkStarted")
+    assert started["isolation"] == "shared"  # no git here: the child works in the same folder
+    [child] = [c["sessionId"] for c in started["children"]]
+    assert (await coven.wait_kind(sid, "turnResult", count=2))["text"] == "Done."
+    [use] = coven.of(child, "toolUse")
+    [tool_result] = coven.of(child, "toolResult")
+    assert "alpha.txt" in use["input"]["command"] and tool_result["toolUseId"] == use["toolUseId"]
+    if shutil.which("bwrap", path=bubblewrap["PATH"]):
+        assert tool_result["isError"] and "execvp codex-linux-sandbox" in tool_result["content"]
+        assert not (coven.workspace / "alpha.txt").exists()
+    else:
+        assert not tool_result["isError"]
+        assert (coven.workspace / "alpha.txt").read_text() == "alpha\n"
+
+
+def test_doctor_runs_a_command_in_codex_sandbox(
+    responses, tmp_path: Path, bubblewrap: dict[str, str]
+) -> None:
+    """`coven-ls doctor`'s codexSandbox check, with the real codex: ok with bubblewrap and
+    without (then it says codex uses its own copy); through a wrapper script whose CODEX_HOME is
+    in the temporary folder, with bubblewrap, it fails and says what to do."""
+
+    def doctor(*args: str) -> dict[str, Any]:
+        env = {**os.environ, **responses.codex_env(tmp_path / "codex-home"), **bubblewrap}
+        done = subprocess.run(
+            [sys.executable, "-m", "coven_ls", "doctor", "--json", "--root", str(tmp_path), *args],
+            env={**env, "XDG_STATE_HOME": str(tmp_path / "state")}, capture_output=True,
+            text=True, timeout=120, check=False,
+        )  # fmt: skip
+        report = json.loads(done.stdout)
+        return {f["id"]: f for f in report["findings"]}["codexSandbox"]
+
+    found = doctor()
+    bwrap = shutil.which("bwrap", path=bubblewrap["PATH"])
+    assert found["status"] == "ok" and "fix" not in found, found
+    if bwrap:
+        assert f"bubblewrap on PATH: {bwrap}" in found["found"]
+    else:
+        assert "codex uses its bundled bubblewrap" in found["found"]
+    wrapper = tmp_path / "codex-wrapper"
+    wrapper.write_text(f'#!/bin/sh\nexec "{resolve_codex(None)[0]}" "$@"\n')
+    wrapper.chmod(0o755)
+    found = doctor("--codex", str(wrapper))
+    if bwrap:
+        assert found["status"] == "warning" and "execvp codex-linux-sandbox" in found["found"]
+        assert "CODEX_HOME outside" in found["fix"]
+    else:
+        assert found["status"] == "ok", found
 
 
 async def test_a_file_change_is_an_edit_with_its_diff(start_codex, responses) -> None:
@@ -358,16 +488,12 @@ async def test_a_fork_tag_runs_children_as_thread_forks_and_reports_back(
 
 def small_repo(repo: Path) -> Path:
     """A git repository with one commit."""
-    repo.mkdir()
-    (repo / "README").write_text("base\n")
-    who = ["-c", "user.name=T", "-c", "user.email=t@example.com"]
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "base"]):
-        subprocess.run(["git", *who, *args], cwd=repo, check=True, capture_output=True)
-    return repo
+    return make_repo(repo, {"README": "base\n"}, message="base")
 
 
+@pytest.mark.usefixtures("no_user_git_config")
 async def test_codex_children_work_in_worktrees_and_are_merged_back(
-    start_codex, responses, tmp_path: Path
+    start_codex, responses, tmp_path: Path, bubblewrap: dict[str, str]
 ) -> None:
     repo = small_repo(tmp_path / "repo")
     responses.on("Split it", "Splitting.\n<fork>\n- Make alpha\n- Make beta\n</fork>")
@@ -376,7 +502,7 @@ async def test_codex_children_work_in_worktrees_and_are_merged_back(
     responses.on("Process exited", "Made it.")
     responses.on("<fork-results>", "Both merged.")
     coven = await start_codex(
-        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"}
+        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"}, env=bubblewrap
     )
     sid = await coven.start("Split it", cwd=str(repo))
     started = await coven.wait_kind(sid, "forkStarted")
@@ -436,11 +562,12 @@ async def test_a_fork_at_an_earlier_answer_carries_the_conversation_up_to_it(
     assert len(coven.of(sid, "forkStarted")) == 1
 
 
-def test_demo_with_agent_codex() -> None:
-    """`coven-ls demo --agent codex`: the tour and its fork of three, through the real codex."""
+def test_demo_with_agent_codex(bubblewrap: dict[str, str]) -> None:
+    """`coven-ls demo --agent codex`: the tour and its fork of three, through the real codex
+    (its CODEX_HOME in the temporary folder), with bubblewrap and without."""
     done = subprocess.run(
         [sys.executable, "-m", "coven_ls", "demo", "--json", "--agent", "codex"],
-        capture_output=True, text=True, timeout=240, check=False,
+        capture_output=True, text=True, timeout=240, check=False, env={**os.environ, **bubblewrap},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     events = [json.loads(line) for line in done.stdout.splitlines()]
@@ -519,8 +646,9 @@ async def test_an_app_server_killed_while_idle_is_said_started_again_and_resumed
     assert "remember the word kiwi" in responses.requests[-1].all_text
 
 
+@pytest.mark.usefixtures("no_user_git_config")
 async def test_a_codex_child_cannot_write_the_parents_repository(
-    start_codex, responses, tmp_path: Path
+    start_codex, responses, tmp_path: Path, bubblewrap: dict[str, str]
 ) -> None:
     """The repository lies under /tmp, which codex's workspace-write sandbox leaves writable: a
     worktree child's sandbox writes only its worktree, and an escalation (which would run outside
@@ -534,7 +662,7 @@ async def test_a_codex_child_cannot_write_the_parents_repository(
     responses.on("rejected", "Probed.")
     responses.on("<fork-results>", "Done.")
     coven = await start_codex(
-        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"}
+        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"}, env=bubblewrap
     )
     sid = await coven.start("Probe it", cwd=str(repo))
     started = await coven.wait_kind(sid, "forkStarted")
@@ -550,9 +678,10 @@ async def test_a_codex_child_cannot_write_the_parents_repository(
     results = {r["toolUseId"]: r for r in coven.of(child, "toolResult")}
     uses = {u["toolUseId"]: str(u["input"].get("command")) for u in coven.of(child, "toolUse")}
     # Under load codex sometimes reports no item for a command its sandbox refused (the model
-    # is told all the same: it went on to the escalation); one it reports is an error.
-    sandboxed = [i for i, c in uses.items() if "via-tmp.txt" in c and i in results]
-    assert all(results[i]["isError"] for i in sandboxed), calls
+    # is told all the same: it went on to the escalation); coven-ls then shows it from the
+    # thread's rollout when the turn ends, failed all the same.
+    [sandboxed] = [i for i, c in uses.items() if "via-tmp.txt" in c]
+    assert sandboxed in results and results[sandboxed]["isError"], calls
     [escalated] = [i for i, c in uses.items() if "escalated.txt" in c]
     assert escalated in results and results[escalated]["isError"], calls
     [decision] = coven.of(child, "permissionDecision")
@@ -591,6 +720,7 @@ async def test_stop_task_stops_a_command_codex_left_running(start_codex, respons
     assert (await coven.wait_kind(sid, "turnResult", count=2))["text"] == "yes"
 
 
+@pytest.mark.usefixtures("no_user_git_config")
 async def test_a_codex_fork_in_review_mode_waits_for_apply_and_discard(
     start_codex, responses, tmp_path: Path
 ) -> None:
@@ -673,8 +803,9 @@ async def test_a_restart_mid_fork_resumes_the_codex_children(
     assert responses.requests[-1].thread_id == parent_thread
 
 
+@pytest.mark.usefixtures("no_user_git_config")
 async def test_a_codex_child_has_a_temporary_folder_of_its_own(
-    start_codex, responses, tmp_path: Path
+    start_codex, responses, tmp_path: Path, bubblewrap: dict[str, str]
 ) -> None:
     """A worktree child's sandbox leaves /tmp read-only (it could hold the parent's repository):
     its commands get TMPDIR in a folder of its own beside its worktree, where `mktemp` works,
@@ -698,7 +829,7 @@ async def test_a_codex_child_has_a_temporary_folder_of_its_own(
     responses.on("Process exited", climb, times=1)
     responses.on("rejected", "Probed.")
     coven = await start_codex(
-        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"}
+        init_options={**CODEX, "forkMode": "auto", "permissionMode": "acceptEdits"}, env=bubblewrap
     )
     sid = await coven.start("Probe it", cwd=str(repo))
     [child] = [c["sessionId"] for c in (await coven.wait_kind(sid, "forkStarted"))["children"]]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from coven_ls.agents.codex import resolve_codex
 from coven_ls.testing.scripted_model import ModelRequest, ScriptedModel, Thinking, ToolUse
 from coven_ls.testing.scripted_responses import ScriptedResponses, command
 
+from ..gitrepo import make_repo
 from ..harness import Coven, wait_until
 
 try:
@@ -133,15 +133,12 @@ def responses() -> Iterator[ScriptedResponses]:
 
 
 def small_repo(repo: Path) -> Path:
-    repo.mkdir()
-    (repo / "README").write_text("base\n")
-    who = ["-c", "user.name=T", "-c", "user.email=t@example.com"]
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "base"]):
-        subprocess.run(["git", *who, *args], cwd=repo, check=True, capture_output=True)
-    return repo
+    """A git repository with one commit."""
+    return make_repo(repo, {"README": "base\n"}, message="base")
 
 
 @needs_codex
+@pytest.mark.usefixtures("no_user_git_config")
 async def test_a_claude_parent_with_codex_children(
     coven_factory, model: ScriptedModel, responses: ScriptedResponses, tmp_path: Path
 ) -> None:
@@ -188,6 +185,7 @@ async def test_a_claude_parent_with_codex_children(
 
 
 @needs_codex
+@pytest.mark.usefixtures("no_user_git_config")
 async def test_a_codex_parent_with_claude_children(
     coven_factory, model: ScriptedModel, responses: ScriptedResponses, tmp_path: Path
 ) -> None:

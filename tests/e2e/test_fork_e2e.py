@@ -6,14 +6,17 @@ The scripted model never prompts a syntax: the parent "decides" to fork by answe
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from pygls.exceptions import JsonRpcException
 
-from coven_ls.testing.scripted_model import HttpError, ModelRequest, Reply, ScriptedModel
+from coven_ls.testing.scripted_model import HttpError, ModelRequest, Reply, ScriptedModel, reply
 
 from ..harness import Coven, FaultRecord, wait_until
 
@@ -110,8 +113,27 @@ async def test_model_fork_runs_children_in_parallel_and_reintegrates(
 async def test_three_children_share_the_limit(coven_factory, model: ScriptedModel) -> None:
     coven = await coven_factory(init_options={"forkMode": "auto", "maxParallel": 2})
     model.on(PLAN, "Three parts.\n<fork>\n- Part one\n- Part two\n- Part three\n</fork>")
+    # The first two children to reach the model are answered only once both are there: they
+    # ran at once however slowly the machine starts their CLIs (a fixed latency was a race).
+    # The wait gives up after a while, so that children run one at a time fail the overlap
+    # check below instead of hanging.
+    arrived: list[str] = []
+    lock = threading.Lock()
+    two_at_once = threading.Event()
+
+    def part(n: str) -> Callable[[ModelRequest], Reply]:
+        def answer(_request: ModelRequest) -> Reply:
+            with lock:
+                arrived.append(n)
+                if len(arrived) == 2:
+                    two_at_once.set()
+            two_at_once.wait(120)
+            return reply(f"Part {n} done.", latency=1.0)
+
+        return answer
+
     for n in ("one", "two", "three"):
-        model.on(assigned(f"Part {n}"), f"Part {n} done.", latency=1.0)
+        model.on(assigned(f"Part {n}"), part(n))
     model.on("<fork-results>", "All three done.")
 
     sid = await coven.start(PLAN)
@@ -391,7 +413,10 @@ async def test_cancel_one_child(coven_factory, model: ScriptedModel) -> None:
 
 
 async def test_cancel_the_whole_fork(coven_factory, model: ScriptedModel) -> None:
-    coven = await coven_factory(init_options={"forkMode": "auto", "maxParallel": 2})
+    # One slot: Fast runs, then Slow takes the slot and keeps it, and Queued waits behind Slow
+    # until the cancel. (With two slots, Fast's slot went to Queued as soon as Fast was done,
+    # and Queued reached the model whenever its CLI started before the cancel came.)
+    coven = await coven_factory(init_options={"forkMode": "auto", "maxParallel": 1})
     model.on(PLAN, "Three.\n<fork>\n- Fast\n- Slow\n- Queued\n</fork>")
     model.on(assigned("Fast"), "Fast is done.")
     model.on(assigned("Slow"), "Never finishes.", latency=300)
@@ -402,9 +427,12 @@ async def test_cancel_the_whole_fork(coven_factory, model: ScriptedModel) -> Non
     started = await coven.wait_kind(sid, "forkStarted")
     fast, slow, queued = (c["sessionId"] for c in started["children"])
     await coven.wait_status(fast, "idle")
-    model.wait_for_requests(1, timeout=60, predicate=lambda r: assigned("Slow") in r.last_user_text)
+    await asyncio.to_thread(
+        model.wait_for_requests, 1, 60, lambda r: assigned("Slow") in r.last_user_text
+    )
     slow_agent = (await coven.wait_kind(slow, "agent"))["agentSessionId"]
     assert coven.pids_running(slow_agent), "the slow child's CLI runs"
+    assert coven.of(queued, "status")[-1]["status"] == "queued", "Queued waits for the slot"
     await coven.request("coven/cancel", {"sessionId": sid})
     after = await wait_reintegrated(coven, sid)
 
@@ -413,6 +441,7 @@ async def test_cancel_the_whole_fork(coven_factory, model: ScriptedModel) -> Non
     assert [r["ok"] for r in finished["results"]] == [True, False, False]
     assert {r.get("error") for r in finished["results"][1:]} == {"cancelled by the user"}
     for child in (slow, queued):
+        await coven.wait_status(child, "cancelled")
         assert coven.of(child, "status")[-1]["status"] == "cancelled"
     assert not any(assigned("Queued") in r.last_user_text for r in model.requests)
     assert not coven.pids_running(slow_agent), "the slow child's CLI is gone"

@@ -12,7 +12,6 @@ import asyncio
 import hashlib
 import os
 import signal
-import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -22,33 +21,25 @@ from pygls.exceptions import JsonRpcException
 
 from coven_ls.testing.scripted_model import HttpError, Reply, ScriptedModel, Text, ToolUse
 
+from ..gitrepo import git, init_repo, make_repo
 from ..harness import Coven, wait_until
+
+# The server's git (worktrees, commits, merges) without the user's configuration.
+pytestmark = pytest.mark.usefixtures("no_user_git_config")
 
 PLAN = "Split the work"
 SHARED = "".join(f"line {n}\n" for n in range(1, 21))
 
 
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=Test", "-c", "user.email=test@example.com", *args],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout
-
-
-def make_repo(path: Path) -> Path:
+def user_repo(path: Path) -> Path:
     """A repository with a commit on `main`, an uncommitted edit, a staged file, an untracked
     file and a stash: the user's state that must not move."""
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
-    (path / "shared.txt").write_text(SHARED)
-    (path / "keep.txt").write_text("committed\n")
-    (path / "gone.txt").write_text("to be deleted by a child\n")
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", "initial")
+    files = {
+        "shared.txt": SHARED,
+        "keep.txt": "committed\n",
+        "gone.txt": "to be deleted by a child\n",
+    }
+    make_repo(path, files)
     (path / "keep.txt").write_text("stashed edit\n")
     git(path, "stash", "-q")
     (path / "keep.txt").write_text("committed\nuncommitted edit of the user\n")
@@ -112,7 +103,7 @@ async def results_text(coven: Coven, sid: str) -> str:
 async def test_children_work_in_worktrees_and_their_changes_are_merged_back(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    repo = make_repo(tmp_path / "repo")
+    repo = user_repo(tmp_path / "repo")
     before = git_state(repo)
     coven = await coven_factory()
     script_child(model, "Add a file", "printf 'hello\\n' > hello.txt && rm gone.txt", "Added.")
@@ -185,7 +176,7 @@ async def test_children_work_in_worktrees_and_their_changes_are_merged_back(
 async def test_a_conflicting_child_is_not_applied_and_the_model_is_told_where_its_work_is(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    repo = make_repo(tmp_path / "repo")
+    repo = user_repo(tmp_path / "repo")
     coven = await coven_factory()
     script_child(model, "First", "sed -i 's/^line 5$/line five (first)/' shared.txt", "One.")
     script_child(
@@ -221,7 +212,7 @@ async def test_a_conflicting_child_is_not_applied_and_the_model_is_told_where_it
 async def test_review_mode_waits_for_apply_and_discard(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    repo = make_repo(tmp_path / "repo")
+    repo = user_repo(tmp_path / "repo")
     coven = await coven_factory(init_options={"mergeMode": "review"})
     script_child(model, "Wanted", "printf 'yes\\n' > wanted.txt", "Wanted done.")
     script_child(model, "Unwanted", "printf 'no\\n' > unwanted.txt", "Unwanted done.")
@@ -267,7 +258,7 @@ async def test_review_mode_waits_for_apply_and_discard(
 async def test_deleting_the_parent_removes_worktrees_and_branches(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    repo = make_repo(tmp_path / "repo")
+    repo = user_repo(tmp_path / "repo")
     coven = await coven_factory()
     script_child(model, "Edit", "printf 'e\\n' > e.txt", "Edited.")
     model.on("<fork-results>", "Done.")
@@ -294,7 +285,7 @@ async def test_deleting_the_parent_removes_worktrees_and_branches(
 async def test_a_child_that_writes_the_parents_files_by_path_is_redirected(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    repo = make_repo(tmp_path / "repo")
+    repo = user_repo(tmp_path / "repo")
     coven = await coven_factory()
     target = repo / "stray.txt"  # new: the CLI's Write needs no Read of it first
     model.on(assigned("Stray"), ToolUse("Write", {"file_path": str(target), "content": "oops\n"}))
@@ -319,7 +310,7 @@ async def test_a_child_that_writes_the_parents_files_by_path_is_redirected(
 async def test_a_killed_server_restarts_into_a_resumable_fork_with_its_worktrees(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    repo = make_repo(tmp_path / "repo")
+    repo = user_repo(tmp_path / "repo")
     coven = await coven_factory(home="h")
     script_child(model, "Fast", "printf 'fast\\n' > fast.txt", "Fast done.")
     model.on(assigned("Slow"), "Slow done.", latency=30, times=1)
@@ -351,7 +342,7 @@ async def test_a_killed_server_restarts_into_a_resumable_fork_with_its_worktrees
 async def test_a_client_without_a_review_ui_is_asked_per_child(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    repo = make_repo(tmp_path / "repo")
+    repo = user_repo(tmp_path / "repo")
     coven = await coven_factory(init_options={"mergeMode": "review"}, custom_review=False)
     coven.message_answer = lambda request: (
         "Apply" if "'Keep me'" in request["message"] else "Discard"
@@ -376,7 +367,7 @@ async def test_the_merge_takes_the_working_tree_as_it_is_when_the_fork_ends(
 ) -> None:
     """The user edits a file while the children run: a child's edit elsewhere in it merges with
     theirs; a child's edit of the same line is a conflict, and the user's edit is kept."""
-    repo = make_repo(tmp_path / "repo")
+    repo = user_repo(tmp_path / "repo")
     coven = await coven_factory()
     script_child(model, "Far", "sed -i 's/^line 18$/line 18 (child)/' shared.txt", "Far done.")
     script_child(model, "Near", "sed -i 's/^line 3$/line 3 (child)/' shared.txt", "Near done.")
@@ -422,12 +413,12 @@ async def test_unusual_folders(
     detached HEAD is fine (and stays detached)."""
     folder = tmp_path / "folder"
     if setup == "detached HEAD":
-        make_repo(folder)
+        user_repo(folder)
         git(folder, "checkout", "-q", "--detach")
     else:
         folder.mkdir()
         if setup == "no commits":
-            git(folder, "init", "-q")
+            init_repo(folder)
     coven = await coven_factory()
     script_child(model, "Write", "printf 'w\\n' > w.txt", "Written.")
     model.on("<fork-results>", "Done.")
@@ -456,7 +447,7 @@ async def test_unusual_folders(
 async def test_a_child_that_fails_half_way_keeps_its_work_on_its_branch(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    repo = make_repo(tmp_path / "repo")
+    repo = user_repo(tmp_path / "repo")
     coven = await coven_factory()
     model.on(assigned("Flaky"), bash("printf 'half\\n' > half.txt && echo 'done:Flaky'"))
     model.on("done:Flaky", error=HttpError(status=500, message="mid-task", should_retry=False))
@@ -478,7 +469,7 @@ async def test_a_nested_forks_changes_come_back_through_its_parent_child(
 ) -> None:
     """A child forks in its turn (maxDepth 2): its children get worktrees of its worktree, are
     merged into it, and its own changes (theirs included) into the user's tree."""
-    repo = make_repo(tmp_path / "repo")
+    repo = user_repo(tmp_path / "repo")
     coven = await coven_factory(init_options={"forkMode": "auto", "maxDepth": 2})
     model.on(assigned("Outer"), "Splitting again.\n<fork>\n- Inner\n</fork>")
     script_child(model, "Inner", "printf 'inner\\n' > inner.txt", "Inner done.")
@@ -503,7 +494,7 @@ async def test_a_nested_forks_changes_come_back_through_its_parent_child(
 async def test_a_fork_under_review_is_still_under_review_after_a_restart(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    repo = make_repo(tmp_path / "repo")
+    repo = user_repo(tmp_path / "repo")
     options = {"mergeMode": "review"}
     coven = await coven_factory(home="h", init_options=options)
     script_child(model, "Edit", "printf 'e\\n' > e.txt", "Edited.")

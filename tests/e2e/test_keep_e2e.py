@@ -15,18 +15,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from coven_ls.testing.scripted_model import ScriptedModel
 
+from ..gitrepo import git, make_repo
 from ..harness import wait_until
 from .test_isolation_e2e import (
     bash,
     fork_in,
-    git,
-    make_repo,
     results_text,
     script_child,
     user_branches,
+    user_repo,
 )
+
+# The server's git (worktrees, commits, merges) without the user's configuration.
+pytestmark = pytest.mark.usefixtures("no_user_git_config")
 
 
 def coven_branches(repo: Path) -> list[str]:
@@ -64,7 +69,7 @@ def children_of(coven: Any, sid: str) -> list[str]:
 async def test_deleting_keeps_a_conflicting_childs_branch_across_restarts_until_pruned(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    repo = make_repo(tmp_path / "repo")
+    repo = user_repo(tmp_path / "repo")
     conflicting_children(model)
     coven = await coven_factory(home="h")
     sid, fork_id = await fork_in(coven, repo, ["First", "Second"])
@@ -118,7 +123,7 @@ async def test_deleting_keeps_a_conflicting_childs_branch_across_restarts_until_
 async def test_discard_work_deletes_the_branches_deleting_would_keep(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    repo = make_repo(tmp_path / "repo")
+    repo = user_repo(tmp_path / "repo")
     coven = await coven_factory(init_options={"mergeMode": "review"})
     script_child(model, "Keep", "printf 'k\\n' > k.txt", "Kept.")
     script_child(model, "Drop", "printf 'd\\n' > d.txt", "Dropped.")
@@ -141,7 +146,7 @@ async def test_discard_work_deletes_the_branches_deleting_would_keep(
 async def test_a_childs_follow_up_comes_back_through_apply_changes(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    repo = make_repo(tmp_path / "repo")
+    repo = user_repo(tmp_path / "repo")
     coven = await coven_factory()
     script_child(model, "Edit", "printf 'e\\n' > e.txt", "Edited.")
     model.on("<fork-results>", "Done.")
@@ -189,7 +194,7 @@ async def test_a_childs_follow_up_comes_back_through_apply_changes(
 async def test_prune_removes_what_no_session_needs_and_keeps_unapplied_work(
     tmp_path: Path,
 ) -> None:
-    repo = make_repo(tmp_path / "repo")
+    repo = user_repo(tmp_path / "repo")
     state = Path(os.environ["XDG_STATE_HOME"]) / "coven-ls" / "worktrees"
     # A branch a killed server left (no work on it), and a worktree with work no one applied.
     git(repo, "branch", "coven/f-gone/1-empty", "HEAD")
@@ -218,13 +223,8 @@ async def test_prune_removes_what_no_session_needs_and_keeps_unapplied_work(
 async def test_a_child_sees_the_parents_submodules(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    library = tmp_path / "library"
-    library.mkdir()
-    git(library, "init", "-q", "-b", "main")
-    (library / "lib.txt").write_text("from the submodule\n")
-    git(library, "add", "-A")
-    git(library, "commit", "-q", "-m", "lib")
-    repo = make_repo(tmp_path / "repo")
+    library = make_repo(tmp_path / "library", {"lib.txt": "from the submodule\n"}, message="lib")
+    repo = user_repo(tmp_path / "repo")
     git(
         repo,
         "-c",
@@ -260,7 +260,7 @@ async def test_a_child_sees_the_parents_submodules(
 async def test_a_standard_lsp_editor_is_asked_again_after_a_restart(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    repo = make_repo(tmp_path / "repo")
+    repo = user_repo(tmp_path / "repo")
     options = {"mergeMode": "review"}
     coven = await coven_factory(home="h", init_options=options, custom_review=False)
     script_child(model, "Edit", "printf 'e\\n' > e.txt", "Edited.")

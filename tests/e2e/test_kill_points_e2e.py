@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -18,7 +17,11 @@ import pytest
 from coven_ls.testing.scripted_model import ModelRequest, ScriptedModel, ToolUse
 
 from ..fixtures.record import make_repository
+from ..gitrepo import git
 from ..harness import Coven, FaultRecord, wait_until
+
+# The server's git (worktrees, commits, merges) without the user's configuration.
+pytestmark = pytest.mark.usefixtures("no_user_git_config")
 
 PLAN = "Plan the release"
 FORK = "Splitting.\n<fork>\n- Write the docs\n- Fix the bugs\n</fork>"
@@ -174,8 +177,7 @@ FAILPOINTS = ["approved", "worktrees", "commit", "merge", "delete"]
 
 
 def git_lines(repo: Path, *args: str) -> list[str]:
-    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True)
-    return done.stdout.splitlines()
+    return git(repo, *args).splitlines()
 
 
 @pytest.mark.parametrize("point", FAILPOINTS)

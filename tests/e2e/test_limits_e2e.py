@@ -19,7 +19,7 @@ from coven_ls.core.models import MODELS
 from coven_ls.testing.scripted_model import ModelRequest, ScriptedModel, ToolUse, Usage, reply
 
 from ..harness import Coven, wait_until
-from .test_isolation_e2e import make_repo
+from .test_isolation_e2e import user_repo
 
 PLAN = "Plan the release"
 LOOP = "Keep polishing"
@@ -82,10 +82,11 @@ async def no_cli_left(coven: Coven, child: str) -> None:
     await wait_until(lambda: not coven.pids_running(agent), 30, f"{agent} to stop")
 
 
+@pytest.mark.usefixtures("no_user_git_config")
 async def test_a_child_that_keeps_calling_tools_is_stopped_by_its_token_limit(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    repo = make_repo(tmp_path / "repo")
+    repo = user_repo(tmp_path / "repo")
     coven = await coven_factory(init_options={"forkLimits": {"childTokens": 4000}})
     loop_forever(model, LOOP, Usage(input_tokens=1000, output_tokens=500))
     model.on(assigned(QUICK), "Hello.", usage=Usage(10, 5))

@@ -393,7 +393,7 @@ def test_the_plugin_lists_diffs_applies_and_discards_a_reviewed_childs_changes(
 
     def in_a_repo(workspace: Path, env: dict[str, str]) -> dict[str, str]:
         repo_env.update(git_env(tmp_path, env))
-        make_repo(workspace, repo_env)
+        make_repo(workspace, env=repo_env)
         return repo_env
 
     lines = run_nvim(
@@ -469,7 +469,7 @@ vim.cmd('CovenStart Plan the release')
         lines[finished + 2],
     )
     assert kept is not None, tree
-    assert git(repo, repo_env, "show", f"{kept.group(1)}:added.txt") == "new\n"
+    assert git(repo, "show", f"{kept.group(1)}:added.txt", env=repo_env) == "new\n"
     assert "⏺ Both reported." in tree
 
 
@@ -487,7 +487,7 @@ def test_the_plugin_passes_its_worktree_setup_and_asks_about_the_repositorys(
 
     def in_a_repo(workspace: Path, env: dict[str, str]) -> dict[str, str]:
         repo_env.update(git_env(tmp_path, env))
-        make_repo(workspace, repo_env)
+        make_repo(workspace, env=repo_env)
         if where == "conductor":
             setup = {"scripts": {"setup": "echo nvim-setup $COVEN_CHILD_INDEX $CONDUCTOR_PORT"}}
             (workspace / "conductor.json").write_text(json.dumps(setup))
@@ -544,7 +544,7 @@ def test_the_plugin_asks_before_discarding_work_when_it_deletes(
 
     def in_a_repo(workspace: Path, env: dict[str, str]) -> dict[str, str]:
         repo_env.update(git_env(tmp_path, env))
-        make_repo(workspace, repo_env)
+        make_repo(workspace, env=repo_env)
         return repo_env
 
     run_nvim(
@@ -601,7 +601,7 @@ vim.cmd('CovenStart Plan the release')
         "branches (coven-ls prune --discard-work deletes them later), or discard the work? "
         "[&Keep branches|&Discard work|&Cancel]",
     ]
-    branches = git(repo, repo_env, "branch", "--format=%(refname:short)").split()
+    branches = git(repo, "branch", "--format=%(refname:short)", env=repo_env).split()
     [kept] = [b for b in branches if b.startswith("coven/")]
     assert kept.endswith("/2-add-a-file")
     told = (tmp_path / "result.told").read_text().splitlines()
@@ -610,7 +610,7 @@ vim.cmd('CovenStart Plan the release')
         "waiting for review)",
         "coven: deleted 'Plan the release'",
     ]
-    assert git(repo, repo_env, "show", f"{kept}:added.txt") == "new\n"
+    assert git(repo, "show", f"{kept}:added.txt", env=repo_env) == "new\n"
     assert not (repo / "added.txt").exists()
 
 

@@ -9,12 +9,17 @@ import asyncio
 import hashlib
 import os
 import signal
-import subprocess
 from pathlib import Path
+
+import pytest
 
 from coven_ls.testing.scripted_model import ModelRequest, Reply, ScriptedModel, Text, ToolUse
 
+from ..gitrepo import git, make_repo
 from ..harness import wait_until
+
+# The server's git (worktrees, the pool's spares) without the user's configuration.
+pytestmark = pytest.mark.usefixtures("no_user_git_config")
 
 PLAN = "Split the work"
 # Every file of the child's folder but git's, with its digest, one a line, sorted.
@@ -25,15 +30,11 @@ LISTING = (
 )
 
 
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=Test", "-c", "user.email=test@example.com", *args],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout
+def project_repo(repo: Path) -> Path:
+    """20 small files, one the user deletes later and a .gitignore, in one commit."""
+    files = {f"src/m{i}.py": f"x = {i}\n" for i in range(20)}
+    files.update({"gone.txt": "deleted by the user later\n", ".gitignore": "*.log\n"})
+    return make_repo(repo, files)
 
 
 def spares(state: Path) -> list[str]:
@@ -54,15 +55,7 @@ async def test_children_get_spares_brought_to_the_users_new_state(
     coven_factory, model: ScriptedModel, tmp_path: Path, isolated_state: Path
 ) -> None:
     state = isolated_state / "coven-ls"
-    repo = tmp_path / "repo"
-    (repo / "src").mkdir(parents=True)
-    for i in range(20):
-        (repo / "src" / f"m{i}.py").write_text(f"x = {i}\n")
-    (repo / "gone.txt").write_text("deleted by the user later\n")
-    (repo / ".gitignore").write_text("*.log\n")
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "initial")
+    repo = project_repo(tmp_path / "repo")
 
     seen: dict[str, str] = {}
 
@@ -128,12 +121,7 @@ async def test_a_server_killed_while_making_a_spare_leaves_nothing_half_made(
     coven_factory, model: ScriptedModel, tmp_path: Path, isolated_state: Path
 ) -> None:
     state = isolated_state / "coven-ls"
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "a.txt").write_text("a\n")
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "initial")
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
     model.on(PLAN, "Ready to split.")
     model.on("You were assigned 'Look'", "Looked.")
     model.on("<fork-results>", "Done.")
@@ -170,15 +158,7 @@ async def test_worktrees_made_while_approval_is_asked_give_the_new_state(
     """A proposed fork's worktrees are made while the user reads the question; the user then
     changes files before approving: the children see exactly the state at the approval."""
     state = isolated_state / "coven-ls"
-    repo = tmp_path / "repo"
-    (repo / "src").mkdir(parents=True)
-    for i in range(20):
-        (repo / "src" / f"m{i}.py").write_text(f"x = {i}\n")
-    (repo / "gone.txt").write_text("deleted by the user later\n")
-    (repo / ".gitignore").write_text("*.log\n")
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "initial")
+    repo = project_repo(tmp_path / "repo")
 
     seen: dict[str, str] = {}
 

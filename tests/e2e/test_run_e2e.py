@@ -490,7 +490,7 @@ def script_children(model: ScriptedModel, *labels: str) -> None:
 def repo_env(tmp_path: Path, model: ScriptedModel) -> tuple[Path, dict[str, str]]:
     """The run's workspace as a git repository with one commit, and the run's environment."""
     env = git_env(tmp_path, run_env(model, tmp_path))
-    return make_repo(workspace(tmp_path), env), env
+    return make_repo(workspace(tmp_path), env=env), env
 
 
 def run_in(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -510,7 +510,7 @@ def test_run_merges_worktree_children_and_says_what_became_of_each(
     tmp_path: Path, model: ScriptedModel
 ) -> None:
     repo, env = repo_env(tmp_path, model)
-    head = git(repo, env, "rev-parse", "HEAD")
+    head = git(repo, "rev-parse", "HEAD", env=env)
     script_children(model, DOCS, BUGS, FILE)
 
     done = run_in(repo, env, "--yes", PLAN)
@@ -537,9 +537,9 @@ def test_run_merges_worktree_children_and_says_what_became_of_each(
 
     assert (repo / "notes.txt").read_text() == NOTES + "docs\n"
     assert (repo / "added.txt").read_text() == "new\n"
-    assert git(repo, env, "rev-parse", "HEAD") == head  # uncommitted changes, HEAD untouched
+    assert git(repo, "rev-parse", "HEAD", env=env) == head  # uncommitted changes, HEAD untouched
     assert sorted(line[3:] for line in status(repo, env)) == ["added.txt", "notes.txt"]
-    assert git(repo, env, "show", f"{clash.group(1)}:notes.txt") == NOTES + "bugs\n"
+    assert git(repo, "show", f"{clash.group(1)}:notes.txt", env=env) == NOTES + "bugs\n"
 
 
 def test_run_json_yes_applies_every_reviewed_child(tmp_path: Path, model: ScriptedModel) -> None:
@@ -607,7 +607,7 @@ def test_run_review_on_a_terminal_applies_one_child_and_discards_the_other(
     assert any(line.strip() == "⏺ Every task reported." for line in lines[end:])
     assert (repo / "notes.txt").read_text() == NOTES + "docs\n"
     assert not (repo / "added.txt").exists()
-    assert git(repo, env, "show", f"{discarded.group(1)}:added.txt") == "new\n"
+    assert git(repo, "show", f"{discarded.group(1)}:added.txt", env=env) == "new\n"
     # The model was told what became of each child's changes.
     [results] = model.wait_for_requests(1, predicate=lambda r: "<fork-results>" in r.last_user_text)
     assert 'merge="applied"' in results.last_user_text
@@ -619,8 +619,8 @@ def test_run_worktree_setup_runs_and_a_repository_setup_is_not_allowed_by_yes(
 ) -> None:
     repo, env = repo_env(tmp_path, model)
     (repo / "conductor.json").write_text('{"scripts": {"setup": "echo conductor-ran"}}')
-    git(repo, env, "add", "-A")
-    git(repo, env, "commit", "-q", "-m", "a conductor setup")
+    git(repo, "add", "-A", env=env)
+    git(repo, "commit", "-q", "-m", "a conductor setup", env=env)
     script_children(model, DOCS)
     model.on(PLAN, f"I will split this.\n<fork>\n- {DOCS}\n</fork>")
 

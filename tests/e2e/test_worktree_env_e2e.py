@@ -14,7 +14,6 @@ import os
 import re
 import signal
 import stat
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,25 +21,13 @@ import pytest
 
 from coven_ls.testing.scripted_model import ScriptedModel, ToolUse
 
+from ..gitrepo import commit_all, init_repo
 from ..harness import Coven, wait_until
 
+# The server's git (worktrees, setups) without the user's configuration.
+pytestmark = pytest.mark.usefixtures("no_user_git_config")
+
 PLAN = "Get ready"
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=Test", "-c", "user.email=test@example.com", *args],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout
-
-
-def commit_all(repo: Path) -> None:
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "project")
 
 
 def node_project(top: Path) -> tuple[str, str]:
@@ -139,9 +126,7 @@ def setup_output(coven: Coven, child: str) -> str:
 async def test_worktreeinclude_brings_the_environment_along(
     coven_factory, model: ScriptedModel, tmp_path: Path, project: Any
 ) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
+    repo = init_repo(tmp_path / "repo")
     run, prints = project(repo)
     kind = "node" if run.startswith("node") else "python"
     (repo / ".env").write_text(f"SECRET={kind}-42\n")
@@ -149,7 +134,7 @@ async def test_worktreeinclude_brings_the_environment_along(
     (repo / "debug.log").write_text("an ignored file nobody listed\n")
     deps = "node_modules/" if kind == "node" else "vendor/"
     (repo / ".worktreeinclude").write_text(f"{deps}\n.env\n")
-    commit_all(repo)
+    commit_all(repo, "project")
     dep_file = next(p for p in (repo / deps).rglob("*") if p.is_file())
     dep_before = dep_file.read_text()
 
@@ -198,12 +183,10 @@ async def test_worktreeinclude_brings_the_environment_along(
 async def test_no_worktreeinclude_says_what_the_children_lack(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
+    repo = init_repo(tmp_path / "repo")
     node_project(repo)
     (repo / ".env").write_text("SECRET=1\n")
-    commit_all(repo)
+    commit_all(repo, "project")
     coven = await coven_factory()
     sid = await session_in(coven, repo)
     script_child(model, "Look", "ls -a")
@@ -222,11 +205,9 @@ async def test_no_worktreeinclude_says_what_the_children_lack(
 async def test_a_setup_runs_with_the_variables_and_a_failing_one_fails_its_child(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
+    repo = init_repo(tmp_path / "repo")
     (repo / "deps.lock").write_text("locked v1\n")
-    commit_all(repo)
+    commit_all(repo, "project")
     setup = (
         'if [ "$COVEN_CHILD_INDEX" = 2 ]; then echo "fetching"; echo "cannot install" >&2; '
         "exit 7; fi; "
@@ -274,13 +255,11 @@ async def test_a_setup_runs_with_the_variables_and_a_failing_one_fails_its_child
 async def test_repository_setups_run_only_once_the_user_allowed_them(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
+    repo = init_repo(tmp_path / "repo")
     conductor = {"scripts": {"setup": 'echo "conductor setup port=$CONDUCTOR_PORT"'}}
     (repo / "conductor.json").write_text(json.dumps(conductor))
     (repo / "README").write_text("a project\n")
-    commit_all(repo)
+    commit_all(repo, "project")
     coven = await coven_factory()
     sid = await session_in(coven, repo)
     answers: list[bool] = []
@@ -343,11 +322,9 @@ async def test_repository_setups_run_only_once_the_user_allowed_them(
 async def test_a_server_killed_during_a_setup_leaves_nothing_running_and_resumes_it(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
+    repo = init_repo(tmp_path / "repo")
     (repo / "README").write_text("a project\n")
-    commit_all(repo)
+    commit_all(repo, "project")
     flag = tmp_path / "setup-ran-once"
     setup = f"if [ -e {flag} ]; then echo quick; else touch {flag}; echo slow; sleep 120; fi"
     coven = await coven_factory(home="h", init_options={"worktreeSetup": setup})

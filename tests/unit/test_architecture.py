@@ -39,11 +39,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
     frozenset({"coven_ls.core.session", "coven_ls.core.session_record"}): (
         "core/session/ room (issue 29)"
     ),
-    # The two scripted model servers import each other's parts: removed when they stand on one
-    # base (issue 29, the tests' shared builders).
-    frozenset({"coven_ls.testing.model", "coven_ls.testing.server"}): (
-        "the scripted servers on one base (issue 29)"
-    ),
 }
 KNOWN_LARGE: dict[str, str] = {
     # The inbox, the turn loop, the lifecycle and the agent's messages: split when

@@ -198,6 +198,57 @@ def test_a_declined_command_is_an_error_result() -> None:
     assert result.isError and "Declined" in result.content
 
 
+def _raw(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return "rawResponseItem/completed", {"threadId": "T", "turnId": "U", "item": item}
+
+
+REFUSED_OUTPUT = (
+    "Chunk ID: 636d63\nWall time: 0.0000 seconds\nProcess exited with code 1\n"
+    "Original token count: 16\nOutput:\nbwrap: execvp codex-linux-sandbox: No such file or "
+    "directory\n"
+)  # what codex 0.163.0 gave its model when its bubblewrap could not find the helper
+
+
+def test_a_command_codex_reported_no_item_for_is_a_failed_tool_call_with_its_reason() -> None:
+    translator = Translator("T")
+    translator.feed("turn/started", {"threadId": "T", "turn": {"id": "U"}})
+    call = {"type": "function_call", "name": "exec_command", "call_id": "call_1"}
+    assert translator.feed(*_raw({**call, "arguments": '{"cmd": "ls -la"}'})) == []
+    output = {"type": "function_call_output", "call_id": "call_1", "output": REFUSED_OUTPUT}
+    payloads = [p for m in translator.feed(*_raw(output)) for p in map_message(m)]
+    [use, result] = payloads
+    assert isinstance(use, events.ToolUse) and isinstance(result, events.ToolResult)
+    assert use.name == "Bash" and use.input["command"] == "ls -la"
+    assert result.toolUseId == use.toolUseId == "call_1" and result.isError
+    assert result.content == (
+        "bwrap: execvp codex-linux-sandbox: No such file or directory\n(exit code 1)"
+    )
+
+
+def test_raw_items_of_a_reported_command_or_of_other_tools_add_nothing() -> None:
+    translator = Translator("T")
+    translator.feed("turn/started", {"threadId": "T", "turn": {"id": "U"}})
+    ran = "Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code 0\nOutput:\nhi\n"
+    translator.feed(*_raw({"type": "function_call", "name": "exec_command", "call_id": "c1",
+                           "arguments": '{"cmd": "echo hi"}'}))  # fmt: skip
+    item = {"type": "commandExecution", "id": "c1", "command": "echo hi", "status": "inProgress"}
+    assert translator.feed("item/started", {"threadId": "T", "item": item})
+    done = {**item, "status": "completed", "exitCode": 0, "aggregatedOutput": "hi\n"}
+    assert translator.feed("item/completed", {"threadId": "T", "item": done})
+    output = {"type": "function_call_output", "call_id": "c1", "output": ran}
+    assert translator.feed(*_raw(output)) == []
+    # A tool that is no command (write_stdin, goals...) never has an item: not a Bash call.
+    translator.feed(*_raw({"type": "function_call", "name": "update_goal", "call_id": "g1"}))
+    assert translator.feed(*_raw({**output, "call_id": "g1"})) == []
+    # Without exit code (codex's own refusal text): failed.
+    translator.feed(*_raw({"type": "function_call", "name": "exec_command", "call_id": "c2",
+                           "arguments": '{"cmd": "x"}'}))  # fmt: skip
+    refused = {"type": "function_call_output", "call_id": "c2", "output": "exec_command failed"}
+    _, result = [p for m in translator.feed(*_raw(refused)) for p in map_message(m)]
+    assert isinstance(result, events.ToolResult)
+    assert result.isError and result.content == "exec_command failed"
+
+
 def test_file_change_input_of_an_update_keeps_the_unified_diff() -> None:
     diff = "@@ -1 +1 @@\n-a\n+b\n"
     data = file_change_input(

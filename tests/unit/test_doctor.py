@@ -14,9 +14,11 @@ from typing import Any
 import msgspec
 import pytest
 
+from coven_ls.doctor.checks import sandbox_finding
 from coven_ls.protocol import types
 from coven_ls.testing.scripted_model import ScriptedModel
 
+from ..gitrepo import init_repo, make_repo
 from ..harness import Coven
 
 
@@ -39,7 +41,10 @@ def codex_home(tmp_path: Path) -> dict[str, str]:
     """A CODEX_HOME whose config names a model provider (as ScriptedResponses.codex_env makes)."""
     home = tmp_path / "codex-home"
     home.mkdir()
-    (home / "config.toml").write_text('model_provider = "scripted"\n')
+    (home / "config.toml").write_text(
+        'model_provider = "scripted"\n[model_providers.scripted]\nname = "Scripted"\n'
+        'base_url = "http://127.0.0.1:9/v1"\nenv_key = "SCRIPTED_KEY"\nwire_api = "responses"\n'
+    )
     return {"CODEX_HOME": str(home)}
 
 
@@ -47,8 +52,8 @@ def test_a_working_set_up_is_ready(tmp_path: Path, model: ScriptedModel) -> None
     code, found, report = doctor(tmp_path, model, env=codex_home(tmp_path))
     assert code == 0 and report.ok
     assert set(found) == {
-        "python", "packages", "claude", "auth", "codex", "git", "stateDir", "database",
-        "worktreePool",
+        "python", "packages", "claude", "auth", "codex", "codexSandbox", "git", "stateDir",
+        "database", "worktreePool",
     }  # fmt: skip
     assert "codex-cli" in found["codex"].found and "model provider" in found["codex"].found
     assert found["worktreePool"].found == "no spare worktrees"
@@ -145,30 +150,23 @@ def test_the_human_output_says_what_to_fix(tmp_path: Path, model: ScriptedModel)
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+@pytest.mark.usefixtures("no_user_git_config")
 def test_json_and_exit_code_agree_on_a_real_repository(
     tmp_path: Path, model: ScriptedModel
 ) -> None:
-    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    init_repo(tmp_path / "repo")
     code, found, report = doctor(tmp_path, model, "--root", str(tmp_path / "repo"))
     assert (code == 0) == report.ok == all(f.status != "error" for f in found.values())
     assert os.path.basename(str(tmp_path / "repo")) in found["database"].found
 
 
+@pytest.mark.usefixtures("no_user_git_config")
 async def test_the_worktree_pool_and_its_disk_are_shown(
-    tmp_path: Path, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, model: ScriptedModel
 ) -> None:
     from coven_ls.core.workspace import pool
 
-    (tmp_path / "home").mkdir(exist_ok=True)
-    (tmp_path / "gitconfig").write_text("")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    repo = tmp_path / "project"
-    repo.mkdir()
-    (repo / "a.txt").write_text("a\n" * 5000)
-    git = ["git", "-c", "user.name=T", "-c", "user.email=t@example.com"]
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "one"]):
-        subprocess.run([*git, *args], cwd=repo, check=True, capture_output=True)  # noqa: ASYNC221
+    repo = make_repo(tmp_path / "project", {"a.txt": "a\n" * 5000}, message="one")
     state = tmp_path / "state" / "coven-ls"
     await pool.Pools().fill(str(state), str(repo), 2)
     code, found, _ = doctor(tmp_path, model)
@@ -178,3 +176,41 @@ async def test_the_worktree_pool_and_its_disk_are_shown(
     assert str(pool.folder_of(str(state), str(repo))) in shown.found
     [usage] = pool.usage(str(state))
     assert f"{usage.bytes / 2**20:.1f} MiB in all" in shown.found and usage.bytes > 10_000
+
+
+def test_the_codex_sandbox_check_says_what_ran_and_what_to_fix() -> None:
+    """The codexSandbox finding from what `codex sandbox -- echo …` said (the check itself runs
+    the real codex: tests/e2e/test_codex_e2e.py)."""
+    ok = sandbox_finding(0, "coven-sandbox-ok\n", "", "/usr/bin/bwrap")
+    assert ok.status == "ok" and ok.fix is None and "bubblewrap on PATH: /usr/bin/bwrap" in ok.found
+    bundled = sandbox_finding(0, "coven-sandbox-ok\n", "", None)
+    assert bundled.status == "ok" and "codex uses its bundled bubblewrap" in bundled.found
+    assert "bubblewrap" not in sandbox_finding(0, "coven-sandbox-ok\n", "", None, linux=False).found
+    helper = sandbox_finding(
+        1, "", 'WARNING: proceeding, even though we could not create PATH aliases: Refusing to '
+        'create helper binaries under temporary dir "/tmp"\n'
+        "bwrap: execvp codex-linux-sandbox: No such file or directory\n", "/usr/bin/bwrap",
+    )  # fmt: skip
+    assert helper.status == "warning" and helper.fix is not None
+    assert helper.found.endswith("bwrap: execvp codex-linux-sandbox: No such file or directory")
+    assert "WARNING" not in helper.found  # codex's own noise is left out
+    assert "CODEX_HOME outside" in helper.fix and "COVEN_CODEX_PATH" in helper.fix
+    for refusal in (
+        "bwrap: setting up uid map: Permission denied",
+        "bwrap: No permissions to create a new namespace, likely because the kernel does not "
+        "allow non-privileged user namespaces.",
+        "bwrap: loopback: Failed RTM_NEWADDR: Operation not permitted",
+    ):
+        userns = sandbox_finding(1, "", refusal + "\n", "/usr/bin/bwrap")
+        assert userns.status == "warning" and refusal in userns.found
+        assert userns.fix is not None and "unprivileged_userns_clone" in userns.fix
+        assert "apparmor_restrict_unprivileged_userns" in userns.fix
+    other = sandbox_finding(None, "", "no answer in 30 s")
+    assert other.status == "warning" and "no answer in 30 s" in other.found
+    assert other.fix is not None and "apt install bubblewrap" in other.fix
+    assert "exit code 2" in sandbox_finding(2, "", "").found
+    config = sandbox_finding(
+        1, "", "Error: Model provider `scripted` not found\n\nStack backtrace:\n   0: <unknown>\n"
+    )
+    assert config.found == "`codex sandbox` failed: Error: Model provider `scripted` not found"
+    assert config.fix is not None and "config.toml" in config.fix

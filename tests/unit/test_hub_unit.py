@@ -12,7 +12,6 @@ import json
 import logging
 import re
 import sqlite3
-import subprocess
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from ..fakes import (
     reply,
     started_from,
 )
+from ..gitrepo import git, make_repo
 
 LIMIT = 5.0  # seconds any single wait in these tests may take
 PLAN = "Split the work"
@@ -647,15 +647,13 @@ async def test_graceful_stop_mid_fork_also_leaves_it_interrupted(tmp_path: Path)
         assert rig.hub.forks.get(stopped.fork_id).state == "interrupted"
 
 
+@pytest.mark.usefixtures("no_user_git_config")
 async def test_a_restart_removes_worktrees_a_killed_server_made_for_no_session(
     tmp_path: Path,
 ) -> None:
     """The server stores where a fork's worktrees go before git makes them; one that has no
     session after a restart (killed in between) is removed, with its branch."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "commit", "-q", "--allow-empty", "-m", "one")
+    repo = make_repo(tmp_path / "repo", {}, message="one")
     info = inspect(repo)
     assert isinstance(info, RepoInfo)
     orphan = tmp_path / "state" / "worktrees" / "f-1" / "1-lost"
@@ -684,11 +682,6 @@ async def test_a_restart_removes_worktrees_a_killed_server_made_for_no_session(
     async with running_hub(cfg):  # opening the store is where a restart recovers
         assert not orphan.exists() and not orphan.parent.exists()
     assert git(repo, "branch", "--list", "coven/*") == ""
-
-
-def git(repo: Path, *args: str) -> str:
-    command = ["git", "-c", "user.name=T", "-c", "user.email=t@t", *args]
-    return subprocess.run(command, cwd=repo, check=True, capture_output=True, text=True).stdout
 
 
 async def test_a_fork_that_cannot_start_is_refused_and_the_model_told_why(
@@ -1235,15 +1228,13 @@ async def test_a_transcript_fork_whose_conversation_is_gone_says_so_in_the_resul
     assert told == [f"The fork could not resume: no conversation {PARENT_AGENT}"]
 
 
+@pytest.mark.usefixtures("no_user_git_config")
 async def test_a_child_whose_worktree_cannot_be_made_again_says_so_in_the_results(
     tmp_path: Path,
 ) -> None:
     """After a restart, an unfinished child's worktree deleted by hand, with its branch, cannot be
     made again: that child fails with git's reason, the others run again as usual."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "commit", "-q", "--allow-empty", "-m", "one")
+    repo = make_repo(tmp_path / "repo", {}, message="one")
     cfg = ClientSettings(
         str(repo), protocol.InitializationOptions(forkMode="auto", stateDir=str(tmp_path / "st"))
     )

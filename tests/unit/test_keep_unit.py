@@ -21,7 +21,10 @@ from coven_ls.core.workspace.repository import branches
 from coven_ls.core.workspace.snapshots import snapshot
 from coven_ls.protocol.types import Changes, Worktree
 
-from .test_worktrees import git, info_of, make_repo, no_user_git_config  # noqa: F401
+from ..gitrepo import git
+from .test_worktrees import info_of, user_repo
+
+pytestmark = pytest.mark.usefixtures("no_user_git_config")
 
 
 def child_tree(top: Path, tmp_path: Path, n: int = 1) -> Worktree:
@@ -43,7 +46,7 @@ def run(fn: Any, *args: Any) -> Any:
 def test_a_conflicting_or_pending_or_failed_childs_branch_holds_unapplied_work(
     tmp_path: Path,
 ) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     tree = child_tree(top, tmp_path)
     (Path(tree.path) / "new.txt").write_text("new\n")
     changes = collected(tree)
@@ -63,7 +66,7 @@ def test_a_conflicting_or_pending_or_failed_childs_branch_holds_unapplied_work(
 
 
 def test_work_left_uncommitted_in_a_worktree_is_committed_and_kept(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     tree = child_tree(top, tmp_path)
     (Path(tree.path) / "half.txt").write_text("half done\n")
 
@@ -77,7 +80,7 @@ def test_work_left_uncommitted_in_a_worktree_is_committed_and_kept(tmp_path: Pat
 
 
 def test_later_work_counts_from_what_was_applied_last(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     info = info_of(top)
     tree = child_tree(top, tmp_path)
     (Path(tree.path) / "first.txt").write_text("first\n")
@@ -110,7 +113,7 @@ def test_later_work_counts_from_what_was_applied_last(tmp_path: Path) -> None:
 
 
 def test_a_conflicted_childs_later_work_joins_its_earlier_work(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     tree = child_tree(top, tmp_path)
     (Path(tree.path) / "one.txt").write_text("one\n")
     conflict = msgspec.structs.replace(collected(tree), merge="conflict")
@@ -206,7 +209,7 @@ def stored_session(state: Path, tree: Worktree) -> None:
 
 
 def test_prune_keeps_what_sessions_need_and_unapplied_work(tmp_path: Path, state: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     used = child_tree(top, tmp_path, 1)
     stored_session(state, used)
     empty = child_tree(top, tmp_path, 2)  # no session, no work
@@ -236,7 +239,7 @@ def test_prune_keeps_what_sessions_need_and_unapplied_work(tmp_path: Path, state
 
 
 def test_prune_forgets_the_record_of_a_kept_branch_it_deletes(tmp_path: Path, state: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     tree = child_tree(top, tmp_path)
     (Path(tree.path) / "c.txt").write_text("c\n")
     commit_all(tree.path, "work")

@@ -5,10 +5,10 @@ when the user changed something meanwhile; a declined fork's go, branches and al
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import anyio
+import pytest
 
 from coven_ls import protocol
 from coven_ls.core.hub import ClientSettings
@@ -16,28 +16,18 @@ from coven_ls.core.workspace import worktrees
 from coven_ls.core.workspace.repository import RepoInfo, inspect
 from coven_ls.protocol import Kind
 
+from ..gitrepo import git, make_repo
 from .test_hub_unit import running_hub, start
-from .test_pool import no_user_git_config, tree_files
+from .test_pool import tree_files
 
-__all__ = ["no_user_git_config"]  # the fixture: git without the user's configuration
+pytestmark = pytest.mark.usefixtures("no_user_git_config")
 
 GIT_LIMIT = 60.0  # seconds for real git work (removing worktrees) on a busy machine
 
 
-def git(repo: Path, *args: str) -> str:
-    command = ["git", "-c", "user.name=T", "-c", "user.email=t@t", *args]
-    return subprocess.run(command, cwd=repo, check=True, capture_output=True, text=True).stdout
-
-
 def project(tmp_path: Path) -> tuple[Path, ClientSettings]:
-    repo = tmp_path / "repo"
-    (repo / "src").mkdir(parents=True)
-    for i in range(6):
-        (repo / "src" / f"m{i}.py").write_text(f"x = {i}\n")
-    (repo / ".gitignore").write_text("*.log\n")
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "one")
+    files = {f"src/m{i}.py": f"x = {i}\n" for i in range(6)}
+    repo = make_repo(tmp_path / "repo", {**files, ".gitignore": "*.log\n"}, message="one")
     options = protocol.InitializationOptions(
         forkMode="approve", stateDir=str(tmp_path / "state"), forkIsolation="worktree"
     )

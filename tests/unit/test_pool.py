@@ -16,43 +16,16 @@ from coven_ls.core.workspace import worktrees as wt
 from coven_ls.core.workspace.repository import RepoInfo, inspect
 from coven_ls.core.workspace.snapshots import snapshot
 
+from ..gitrepo import git, make_repo
 
-@pytest.fixture(autouse=True)
-def no_user_git_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    (tmp_path / "gitconfig").write_text("")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for name in list(os.environ):
-        if name.startswith("GIT_") and name not in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM"):
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.usefixtures("no_user_git_config")
 
 
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=Test User", "-c", "user.email=test@example.com", *args],
-        cwd=cwd,
-        capture_output=True,
-        check=False,
-    )
-    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr.decode()}"
-    return done.stdout.decode()
-
-
-def make_repo(tmp_path: Path) -> Path:
-    top = tmp_path / "repo"
-    (top / "src").mkdir(parents=True)
-    for i in range(30):
-        (top / "src" / f"m{i}.py").write_text(f"x = {i}\n")
-    (top / "keep.txt").write_text("kept\n")
-    (top / "gone.txt").write_text("to be deleted\n")
-    (top / ".gitignore").write_text("*.log\n")
-    git(top, "init", "-q", "-b", "main")
-    git(top, "add", "-A")
-    git(top, "commit", "-q", "-m", "initial")
-    return top
+def project_repo(tmp_path: Path) -> Path:
+    """A repository of 30 small files, one to delete later and a .gitignore, in one commit."""
+    files = {f"src/m{i}.py": f"x = {i}\n" for i in range(30)}
+    files.update({"keep.txt": "kept\n", "gone.txt": "to be deleted\n", ".gitignore": "*.log\n"})
+    return make_repo(tmp_path / "repo", files)
 
 
 def repo_info(top: Path) -> RepoInfo:
@@ -90,7 +63,7 @@ def change_everything(top: Path) -> None:
 async def test_a_spare_made_before_the_users_changes_gives_exactly_the_snapshot(
     tmp_path: Path,
 ) -> None:
-    top = make_repo(tmp_path)
+    top = project_repo(tmp_path)
     pools = pool.Pools()
     state = str(tmp_path / "state")
     await pools.fill(state, str(top), 2)
@@ -118,7 +91,7 @@ async def test_a_spare_made_before_the_users_changes_gives_exactly_the_snapshot(
 
 
 async def test_make_uses_spares_first_and_creates_the_rest(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = project_repo(tmp_path)
     pools = pool.Pools()
     state = str(tmp_path / "state")
     await pools.fill(state, str(top), 1)
@@ -138,7 +111,7 @@ async def test_make_uses_spares_first_and_creates_the_rest(tmp_path: Path) -> No
 async def test_a_spare_that_cannot_be_adopted_is_removed_and_the_worktree_made(
     tmp_path: Path,
 ) -> None:
-    top = make_repo(tmp_path)
+    top = project_repo(tmp_path)
     trees = await isolation.plan(str(top), None, "auto", str(tmp_path / "state"), "f-3")
     [place] = [isolation.place(trees, "f-3", 1, "t")]
     gone = tmp_path / "state" / "pool" / "nothing-here"  # deleted by hand, say
@@ -147,7 +120,7 @@ async def test_a_spare_that_cannot_be_adopted_is_removed_and_the_worktree_made(
 
 
 async def test_the_pool_keeps_to_its_size(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = project_repo(tmp_path)
     pools = pool.Pools()
     state = str(tmp_path / "state")
     await pools.fill(state, str(top), 3)
@@ -162,7 +135,7 @@ async def test_the_pool_keeps_to_its_size(tmp_path: Path) -> None:
 
 
 async def test_a_restart_keeps_complete_spares_and_cleans_half_made_ones(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = project_repo(tmp_path)
     state = str(tmp_path / "state")
     first = pool.Pools()
     await first.fill(state, str(top), 3)
@@ -192,7 +165,7 @@ async def test_a_restart_keeps_complete_spares_and_cleans_half_made_ones(tmp_pat
 
 
 async def test_a_repository_that_is_gone_takes_its_pool_with_it(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = project_repo(tmp_path)
     state = str(tmp_path / "state")
     await pool.Pools().fill(state, str(top), 1)
     folder = pool.folder_of(state, str(top))
@@ -205,7 +178,7 @@ async def test_a_repository_that_is_gone_takes_its_pool_with_it(tmp_path: Path) 
 async def test_prune_leaves_a_running_servers_spares_alone(tmp_path: Path) -> None:
     from coven_ls.core.workspace import prune
 
-    top = make_repo(tmp_path)
+    top = project_repo(tmp_path)
     state = tmp_path / "state"
     pools = pool.Pools()
     await pools.fill(str(state), str(top), 2)  # this "server" uses the pool from now on

@@ -13,9 +13,10 @@ from coven_ls.core.workspace import pool, worktree_env
 from coven_ls.core.workspace import worktrees as wt
 from coven_ls.core.workspace.commits import commit_all, copied_paths, own_git_dir
 from coven_ls.core.workspace.snapshots import snapshot
-from tests.unit.test_pool import git, make_repo, no_user_git_config, repo_info, tree_files
+from tests.gitrepo import git
+from tests.unit.test_pool import project_repo, repo_info, tree_files
 
-__all__ = ["no_user_git_config"]  # the fixture, used by every test here
+pytestmark = pytest.mark.usefixtures("no_user_git_config")
 
 
 @pytest.fixture(autouse=True)
@@ -26,7 +27,7 @@ def no_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def with_dependencies(tmp_path: Path) -> Path:
-    top = make_repo(tmp_path)
+    top = project_repo(tmp_path)
     (top / ".gitignore").write_text("*.log\ndeps/\n.env\n")
     (top / ".worktreeinclude").write_text("deps/\n.env\n")
     git(top, "add", "-A")

@@ -23,30 +23,9 @@ from coven_ls.core.workspace.repository import RepoInfo, inspect
 from coven_ls.core.workspace.snapshots import snapshot
 from coven_ls.core.workspace.worktree_setup import Approvals, Setup, SetupFileError
 
+from ..gitrepo import git, make_repo
 
-@pytest.fixture(autouse=True)
-def no_user_git_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    (tmp_path / "gitconfig").write_text("")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for name in list(os.environ):
-        if name.startswith("GIT_") and name not in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM"):
-            monkeypatch.delenv(name)
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=T", "-c", "user.email=t@example.com", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+pytestmark = pytest.mark.usefixtures("no_user_git_config")
 
 
 def node_project(tmp_path: Path, include: str | None) -> Path:
@@ -69,10 +48,7 @@ def node_project(tmp_path: Path, include: str | None) -> Path:
     (top / ".gitignore").write_text("node_modules/\n.env\n*.log\nconfig/*.json\n")
     if include is not None:
         (top / ".worktreeinclude").write_text(include)
-    git(top, "init", "-q", "-b", "main")
-    git(top, "add", "-A")
-    git(top, "commit", "-q", "-m", "initial")
-    return top
+    return make_repo(top, {})
 
 
 def worktree(top: Path, tmp_path: Path, name: str = "child") -> Path:

@@ -25,56 +25,31 @@ from coven_ls.core.workspace.merge import merge_into_worktree
 from coven_ls.core.workspace.repository import NotARepo, RepoInfo, inspect, show
 from coven_ls.core.workspace.snapshots import snapshot
 
+from ..gitrepo import git, make_repo
+
+pytestmark = pytest.mark.usefixtures("no_user_git_config")
+
 A_TXT = "".join(f"line {i}\n" for i in range(1, 21))
 RENAME_ME = "".join(f"rename me, line {i}\n" for i in range(1, 11))
 BINARY = bytes(range(256)) * 4
 
 
-@pytest.fixture(autouse=True)
-def no_user_git_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No ~/.gitconfig, no system config, no identity: what works here works for anyone."""
-    home = tmp_path / "home"
-    home.mkdir()
-    (tmp_path / "gitconfig").write_text("")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
-    for name in list(os.environ):
-        if name.startswith("GIT_") and name not in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM"):
-            monkeypatch.delenv(name)
-
-
-def git(cwd: Path, *args: str, check: bool = True) -> str:
-    """The test's own git: a person's identity, and never a write to an index it only reads."""
-    done = subprocess.run(
-        ["git", "-c", "user.name=Test User", "-c", "user.email=test@example.com", *args],
-        cwd=cwd,
-        capture_output=True,
-        env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
-        check=False,
-    )
-    if check and done.returncode:
-        raise AssertionError(f"git {' '.join(args)}: {done.stderr.decode()}")
-    return done.stdout.decode(errors="surrogateescape")
-
-
-def make_repo(tmp_path: Path, *, dirty: bool = True) -> Path:
+def user_repo(tmp_path: Path, *, dirty: bool = True) -> Path:
     """A repository with one commit of text, binary, executable and link files, a .gitignore, a
     stash entry and (when `dirty`) a staged new file."""
     top = tmp_path / "repo"
     top.mkdir()
-    git(top, "init", "-q", "-b", "main")
-    (top / "a.txt").write_text(A_TXT)
-    (top / "b.txt").write_text("b\n")
-    (top / "gone.txt").write_text("to be deleted\n")
-    (top / "renamed-from.txt").write_text(RENAME_ME)
-    (top / "script.sh").write_text("#!/bin/sh\necho hi\n")
-    (top / "bin.dat").write_bytes(BINARY)
-    (top / ".gitignore").write_text("*.log\nbuild/\n")
     os.symlink("a.txt", top / "link")
-    git(top, "add", "-A")
-    git(top, "commit", "-q", "-m", "initial")
+    files: dict[str, str | bytes] = {
+        "a.txt": A_TXT,
+        "b.txt": "b\n",
+        "gone.txt": "to be deleted\n",
+        "renamed-from.txt": RENAME_ME,
+        "script.sh": "#!/bin/sh\necho hi\n",
+        "bin.dat": BINARY,
+        ".gitignore": "*.log\nbuild/\n",
+    }
+    make_repo(top, files)
     (top / "b.txt").write_text("stashed\n")
     git(top, "stash", "-q")
     if dirty:
@@ -121,7 +96,7 @@ def edit_line(path: Path, number: int, text: str) -> None:
 
 
 def test_inspect_a_repository_from_a_subfolder(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     (top / "sub").mkdir()
     info = info_of(top / "sub")
     assert info.toplevel == top
@@ -162,7 +137,7 @@ def test_inspect_says_why_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_snapshot_is_exactly_the_working_tree_and_touches_nothing(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     (top / "a.txt").write_text("staged version\n")
     git(top, "add", "a.txt")
     (top / "a.txt").write_text("working version\n")  # staged, then changed again
@@ -222,7 +197,7 @@ def test_snapshot_is_exactly_the_working_tree_and_touches_nothing(tmp_path: Path
 
 
 def test_snapshot_of_a_clean_working_tree_is_head(tmp_path: Path) -> None:
-    top = make_repo(tmp_path, dirty=False)
+    top = user_repo(tmp_path, dirty=False)
     info = info_of(top)
     assert snapshot(info) == info.head
 
@@ -231,7 +206,7 @@ def test_snapshot_of_a_clean_working_tree_is_head(tmp_path: Path) -> None:
 
 
 def test_create_a_worktree_and_commit_a_childs_work(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     (top / "untracked.txt").write_text("seen by the child\n")
     info = info_of(top)
     base = snapshot(info)
@@ -266,7 +241,7 @@ def test_create_a_worktree_and_commit_a_childs_work(tmp_path: Path) -> None:
 
 
 def test_create_refuses_what_would_hurt(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     info = info_of(top)
     base = snapshot(info)
     with pytest.raises(GitError, match="inside"):
@@ -284,7 +259,7 @@ def test_create_refuses_what_would_hurt(tmp_path: Path) -> None:
 
 
 def test_changes_lists_what_a_child_did(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     info = info_of(top)
     base = snapshot(info)
     kid = child(info, base, tmp_path, 1)
@@ -323,7 +298,7 @@ def test_changes_lists_what_a_child_did(tmp_path: Path) -> None:
 
 
 def test_a_childs_new_files_merge_into_the_working_tree(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     info = info_of(top)
     base = snapshot(info)
     kid = child(info, base, tmp_path, 1)
@@ -348,7 +323,7 @@ def test_a_childs_new_files_merge_into_the_working_tree(tmp_path: Path) -> None:
 
 
 def test_two_children_editing_disjoint_parts_of_one_file_both_merge(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     info = info_of(top)
     base = snapshot(info)
     one, two = child(info, base, tmp_path, 1), child(info, base, tmp_path, 2)
@@ -371,7 +346,7 @@ def test_two_children_editing_disjoint_parts_of_one_file_both_merge(tmp_path: Pa
 
 
 def test_overlapping_edits_conflict_and_nothing_of_that_child_is_applied(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     info = info_of(top)
     base = snapshot(info)
     one, two = child(info, base, tmp_path, 1), child(info, base, tmp_path, 2)
@@ -406,7 +381,7 @@ def test_overlapping_edits_conflict_and_nothing_of_that_child_is_applied(tmp_pat
 
 
 def test_a_childs_deletion_and_rename_follow_the_users_edits(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     info = info_of(top)
     base = snapshot(info)
     kid = child(info, base, tmp_path, 1)
@@ -434,7 +409,7 @@ def test_a_childs_deletion_and_rename_follow_the_users_edits(tmp_path: Path) -> 
 
 
 def test_a_binary_file(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     info = info_of(top)
     base = snapshot(info)
     one, two = child(info, base, tmp_path, 1), child(info, base, tmp_path, 2)
@@ -456,7 +431,7 @@ def test_a_binary_file(tmp_path: Path) -> None:
 
 
 def test_executable_bits_and_symbolic_links(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     info = info_of(top)
     base = snapshot(info)
     kid = child(info, base, tmp_path, 1)
@@ -488,7 +463,7 @@ def test_executable_bits_and_symbolic_links(tmp_path: Path) -> None:
 
 
 def test_the_merge_uses_the_working_tree_as_it_is_at_merge_time(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     info = info_of(top)
     base = snapshot(info)
     one, two = child(info, base, tmp_path, 1), child(info, base, tmp_path, 2)
@@ -521,7 +496,7 @@ def test_the_merge_uses_the_working_tree_as_it_is_at_merge_time(tmp_path: Path) 
 def test_a_file_saved_while_the_merge_is_planned_is_not_overwritten(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     info = info_of(top)
     base = snapshot(info)
     kid = child(info, base, tmp_path, 1)
@@ -547,7 +522,7 @@ def test_a_file_saved_while_the_merge_is_planned_is_not_overwritten(
 
 
 def test_what_the_working_tree_has_in_the_way_is_a_conflict(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     info = info_of(top)
     base = snapshot(info)
     kid = child(info, base, tmp_path, 1)
@@ -588,7 +563,7 @@ def test_what_the_working_tree_has_in_the_way_is_a_conflict(tmp_path: Path) -> N
 
 
 def test_line_endings_and_filters_are_honoured(tmp_path: Path) -> None:
-    top = make_repo(tmp_path, dirty=False)
+    top = user_repo(tmp_path, dirty=False)
     (top / ".gitattributes").write_text("*.crlf text eol=crlf\n")
     (top / "win.crlf").write_bytes(b"".join(b"row %d\r\n" % i for i in range(1, 11)))
     git(top, "add", "-A")
@@ -614,7 +589,7 @@ def test_line_endings_and_filters_are_honoured(tmp_path: Path) -> None:
 
 
 def test_detached_head(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     git(top, "checkout", "-q", "--detach")
     info = info_of(top)
     assert info.branch is None
@@ -634,13 +609,8 @@ def test_detached_head(tmp_path: Path) -> None:
 
 
 def test_submodules_are_checked_out_from_the_parents_and_left_alone(tmp_path: Path) -> None:
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    git(lib, "init", "-q", "-b", "main")
-    (lib / "lib.txt").write_text("lib\n")
-    git(lib, "add", "-A")
-    git(lib, "commit", "-q", "-m", "lib")
-    top = make_repo(tmp_path, dirty=False)
+    lib = make_repo(tmp_path / "lib", {"lib.txt": "lib\n"}, message="lib")
+    top = user_repo(tmp_path, dirty=False)
     git(top, "-c", "protocol.file.allow=always", "submodule", "-q", "add", str(lib), "vendor/lib")
     git(top, "commit", "-q", "-m", "submodule")
     info = info_of(top)
@@ -672,13 +642,8 @@ def test_submodules_are_checked_out_from_the_parents_and_left_alone(tmp_path: Pa
 
 
 def test_a_submodule_the_parent_has_not_initialised_stays_empty(tmp_path: Path) -> None:
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    git(lib, "init", "-q", "-b", "main")
-    (lib / "lib.txt").write_text("lib\n")
-    git(lib, "add", "-A")
-    git(lib, "commit", "-q", "-m", "lib")
-    top = make_repo(tmp_path, dirty=False)
+    lib = make_repo(tmp_path / "lib", {"lib.txt": "lib\n"}, message="lib")
+    top = user_repo(tmp_path, dirty=False)
     git(top, "-c", "protocol.file.allow=always", "submodule", "-q", "add", str(lib), "vendor/lib")
     git(top, "commit", "-q", "-m", "submodule")
     git(top, "submodule", "deinit", "-q", "--force", "vendor/lib")
@@ -695,7 +660,7 @@ def test_a_submodule_the_parent_has_not_initialised_stays_empty(tmp_path: Path) 
 
 
 def test_remove_deletes_the_worktree_and_its_branch(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     info = info_of(top)
     base = snapshot(info)
     one, two = child(info, base, tmp_path, 1), child(info, base, tmp_path, 2)
@@ -729,7 +694,7 @@ def test_remove_deletes_the_worktree_and_its_branch(tmp_path: Path) -> None:
 
 
 def test_prune_forgets_a_worktree_deleted_by_hand(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     info = info_of(top)
     base = snapshot(info)
     kid, kept = child(info, base, tmp_path, 1), child(info, base, tmp_path, 2)
@@ -748,7 +713,7 @@ def test_prune_forgets_a_worktree_deleted_by_hand(tmp_path: Path) -> None:
 
 
 def test_disk_usage_counts_what_du_counts_without_git(tmp_path: Path) -> None:
-    top = make_repo(tmp_path)
+    top = user_repo(tmp_path)
     info = info_of(top)
     base = snapshot(info)
     kid = child(info, base, tmp_path, 1)

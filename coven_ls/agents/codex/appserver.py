@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 import itertools
 import json
 import logging
 import os
 import shlex
 import signal
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,6 +34,9 @@ log = logging.getLogger(__name__)
 # sandbox violation reports no item at all (verified with 0.163.0), so no tool call would show.
 CONFIG_OVERRIDES = ("features.shell_snapshot=false",)
 START_SECONDS = 30.0
+# The names codex answers to when started under them (its "arg0 trick"): with bubblewrap on PATH
+# it runs each sandboxed command as `bwrap … codex-linux-sandbox …`, found on PATH.
+HELPER_NAMES = ("codex-linux-sandbox", "apply_patch", "applypatch")
 
 
 class CodexRpcError(Exception):
@@ -100,6 +105,9 @@ class AppServer:
         self._gone = None
         self.loaded.clear()
         env = dict(os.environ if self._env is None else self._env)
+        helpers = await anyio.to_thread.run_sync(make_helper_aliases, self.path)
+        if helpers is not None:
+            env["PATH"] = os.pathsep.join(filter(None, [str(helpers), env.get("PATH")]))
         program = self.path
         launcher = await anyio.to_thread.run_sync(launcher_path)
         if launcher is not None:
@@ -326,6 +334,46 @@ class AppServer:
                 process.kill()
             with anyio.move_on_after(5):
                 await process.wait()
+
+
+def make_helper_aliases(codex: str) -> Path | None:
+    """A folder of links to the codex binary under the names of its helpers, for the
+    app-server's PATH: `$XDG_CACHE_HOME/coven-ls/codex-helpers/<binary's hash>` (made once, mode
+    0700, reused by every app-server of that binary); None off Linux, when `codex` is not the
+    binary itself (npm's node wrapper: codex's own links must do) or when it cannot be made.
+    Codex makes these itself under `$CODEX_HOME/tmp`, but refuses when CODEX_HOME lies in the
+    temporary folder ("Refusing to create helper binaries under temporary dir"), as every
+    test's and the demo's does; then, with bubblewrap on PATH, every sandboxed command fails
+    with `bwrap: execvp codex-linux-sandbox: No such file or directory`. Where codex did make
+    its own, they come first on PATH and these are unused."""
+    if not sys.platform.startswith("linux"):
+        return None
+    binary = Path(codex).resolve()
+    try:
+        with binary.open("rb") as file:
+            if file.read(4) != b"\x7fELF":
+                return None
+    except OSError:
+        return None
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    digest = hashlib.sha256(str(binary).encode()).hexdigest()[:16]
+    folder = cache / "coven-ls" / "codex-helpers" / digest
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for name in HELPER_NAMES:
+            link = folder / name
+            if link.is_symlink() and os.readlink(link) == str(binary):
+                continue
+            # Made aside and renamed over: another server may be doing the same right now.
+            fresh = folder / f".{name}.{os.getpid()}"
+            fresh.unlink(missing_ok=True)
+            fresh.symlink_to(binary)
+            fresh.replace(link)
+    except OSError as exc:
+        # Codex still starts; its sandboxed commands fail only if it made no helper either.
+        log.warning("no codex helper folder in %s (%s): codex's own must do", folder, exc)
+        return None
+    return folder
 
 
 async def _wait_exit(process: Process) -> int | None:

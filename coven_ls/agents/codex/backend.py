@@ -30,6 +30,7 @@ from .. import binary
 from ..binary import BinarySource
 from .appserver import AppServer, AppServerGone, CodexRpcError
 from .conversation import read_conversation
+from .rollout import RolloutTail
 from .translate import COMMAND_TOOL, EDIT_TOOL, Translator, command_input, file_change_input
 
 log = logging.getLogger(__name__)
@@ -151,6 +152,7 @@ class CodexAgent:
         self._announced = False
         self._closed = False
         self._asking: set[anyio.CancelScope] = set()
+        self.rollout: RolloutTail | None = None
 
     # --- ThreadListener
 
@@ -165,6 +167,13 @@ class CodexAgent:
             for item in self.translator.items.values()
             if item.get("type") == "commandExecution"
         ]
+        if method == "turn/completed" and self.rollout is not None:
+            # A command codex reported no item for (it could not start it) is in the rollout;
+            # translate.py shows the ones it has not seen (raw items may have said them).
+            for item in self.rollout.new_tool_items():
+                raw = {"threadId": self.thread_id, "item": item}
+                for message in self.translator.feed("rawResponseItem/completed", raw):
+                    self._put(message)
         for message in self.translator.feed(method, params):
             self._put(message)
         if method == "turn/completed":
@@ -403,6 +412,7 @@ class CodexBackend:
         # How each thread was opened (cwd, policies, instructions): a new app-server resumes
         # it the same way.
         self._opened: dict[str, dict[str, Any]] = {}
+        self._rollouts: dict[str, str] = {}  # thread -> its rollout file, as codex said
         self._revived: list[float] = []  # when app-servers that died were started again
         self._reviving: anyio.Event | None = None
 
@@ -498,7 +508,12 @@ class CodexBackend:
         # codex chooses a new thread's id itself: a `New`'s or a `Copy`'s own id goes unused.
         try:
             if isinstance(start, New):
-                result = await server.request("thread/start", settings)
+                # Raw Responses items too: a command codex could not start reports no item, only
+                # the output its model is given (translate.py). Forks and resumes cannot ask for
+                # them: their agent reads the rollout file at the turn's end instead.
+                result = await server.request(
+                    "thread/start", {**settings, "experimentalRawEvents": True}
+                )
                 thread_id = str(result["thread"]["id"])
             elif isinstance(start, Copy):
                 # A new thread with the parent's whole conversation (codex makes no model
@@ -534,6 +549,12 @@ class CodexBackend:
         server.loaded[thread_id] = model
         self._opened[thread_id] = settings
         agent = CodexAgent(server, thread_id, spec, model or spec.model, ask_permission)
+        thread = result.get("thread")
+        path = thread.get("path") if isinstance(thread, dict) else None
+        if isinstance(path, str) and path:
+            self._rollouts[thread_id] = path
+        if thread_id in self._rollouts:
+            agent.rollout = RolloutTail(self._rollouts[thread_id])
         server.listen(thread_id, agent)
         return agent
 

@@ -13,6 +13,8 @@ when the command does.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -149,6 +151,9 @@ class Translator:
     # Commands a completed turn left running (codex's background terminals), by item id.
     background: dict[str, dict[str, Any]] = field(default_factory=dict)
     stopping: set[str] = field(default_factory=set)  # background commands coven asked to stop
+    # The turn's tool items codex reported, and its model's command calls (raw items) by call id.
+    _reported: set[str] = field(default_factory=set)
+    _command_calls: dict[str, str] = field(default_factory=dict)
     total_cost: float = 0.0  # this agent's running total, as the session expects (TurnEnded)
     priced: bool = True
 
@@ -176,6 +181,8 @@ class Translator:
             return self._delta(params)
         if method == "item/completed":
             return self._item_completed(params.get("item") or {})
+        if method == "rawResponseItem/completed":
+            return self._raw_item(params.get("item") or {})
         if method == "thread/tokenUsage/updated":
             if params.get("turnId") != self.turn_id:
                 return []
@@ -269,6 +276,41 @@ class Translator:
         self._input = self._cached = self._output = self._calls = 0
         self._streaming.clear()
         self.items.clear()
+        self._reported.clear()
+        self._command_calls.clear()
+
+    def _raw_item(self, item: dict[str, Any]) -> list[AgentEvent]:
+        """A command the model called that codex reported no item for (it could not start it,
+        or its sandbox refused it: `bwrap: execvp …`) is a failed tool call with the output the
+        model was given. Raw items come only for threads started with `experimentalRawEvents`,
+        after the command's own item events when there are any; for other threads the agent
+        feeds the rollout file's at the turn's end (rollout.py)."""
+        kind, call_id = item.get("type"), str(item.get("call_id") or "")
+        if kind == "function_call" and item.get("name") == "exec_command":
+            try:
+                arguments = json.loads(str(item.get("arguments") or "{}"))
+            except ValueError:
+                arguments = {}
+            command = arguments.get("cmd") if isinstance(arguments, dict) else None
+            self._command_calls[call_id] = str(command or "")
+            return []
+        if kind != "function_call_output" or call_id not in self._command_calls:
+            return []
+        command = self._command_calls.pop(call_id)
+        if call_id in self._reported or call_id in self.items:
+            return []
+        self._reported.add(call_id)
+        output = item.get("output")
+        text = output if isinstance(output, str) else json.dumps(output)
+        code = re.search(r"^Process exited with code (-?\d+)$", text, re.MULTILINE)
+        body = text.split("\nOutput:\n", 1)[1] if "\nOutput:\n" in text else text
+        if code is not None and code.group(1) != "0":
+            body = f"{body.rstrip()}\n(exit code {code.group(1)})".lstrip()
+        tool_input = {"command": command, "codexItem": "commandExecution"}
+        return [
+            self._tool_use(call_id, COMMAND_TOOL, tool_input),
+            self._tool_result(call_id, body, code is None or code.group(1) != "0"),
+        ]
 
     def _item_started(self, item: dict[str, Any]) -> list[AgentEvent]:
         kind, item_id = item.get("type"), str(item.get("id") or "")
@@ -279,6 +321,7 @@ class Translator:
             return [agent.BlockStarted(_block_id(item_id), block, item_id)]
         if kind == "commandExecution":
             self.items[item_id] = item
+            self._reported.add(item_id)
             return [self._tool_use(item_id, COMMAND_TOOL, command_input(item))]
         if kind == "fileChange":
             self.items[item_id] = item
@@ -320,6 +363,7 @@ class Translator:
             return [self._message(item_id, agent.ThinkingPart(text))] if text else []
         if kind == "commandExecution":
             self.items.pop(item_id, None)
+            self._reported.add(item_id)
             status = item.get("status")
             output = str(item.get("aggregatedOutput") or "")
             if status == "declined":
