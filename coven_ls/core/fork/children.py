@@ -213,7 +213,7 @@ class Children:
                 await self._back.collect(fork, child)
                 if any(c is not child and not c.settled for c in fork.children):
                     # Its disk, walked while siblings work; the last child's is walked while
-                    # the changes are merged (`_bring_back`), not before.
+                    # the changes are merged (`BringBack.bring_back`), not before.
                     await self._back.measure(fork, child)
         finally:
             self._envs.release(child)

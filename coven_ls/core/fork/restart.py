@@ -98,7 +98,7 @@ class Restart:
                         )
                     )
             elif state == "finished" and fork.id not in reached:
-                parent.hold()  # _finish releases it
+                parent.hold()  # BringBack.finish releases it
                 self._back.finish(fork)
 
     def resume(self, fork_id: str) -> None:
