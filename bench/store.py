@@ -84,8 +84,7 @@ from common import LspClient, percentile, print_target, proc_value, spawn_server
 
 from coven_ls import protocol
 from coven_ls.agents import REGISTRY
-from coven_ls.core.agent import Agent, AgentSpec, Conversation, PermissionAsker
-from coven_ls.core.fork.transcript import Entry
+from coven_ls.core.agent import Agent, AgentSpec, Conversation, Entry, PermissionAsker
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.journal import SWITCH_INTERVAL
 from coven_ls.core.session import Session, SessionConfig

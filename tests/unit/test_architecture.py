@@ -162,15 +162,25 @@ def _cycle_text(cycle: list[str]) -> str:
 def test_the_graph_is_read_from_every_module() -> None:
     """The graph the other tests judge is the real one: it has the package's modules and
     edges of every kind (a relative module import, a relative name import, a function-level
-    import, a TYPE_CHECKING import)."""
+    import; a TYPE_CHECKING import, below)."""
     graph = import_graph(ROOT)
     assert len(graph) == len(list((ROOT / PACKAGE).rglob("*.py"))) > 50
     assert "coven_ls.core.workspace.worktrees" in graph["coven_ls.core.workspace.isolation"]
     assert "coven_ls.core.workspace.git" in graph["coven_ls.core.workspace.merge"]
     assert "coven_ls.lsp.transports" in graph["coven_ls.cli"]  # imported inside a function
-    assert (
-        "coven_ls.core.fork.transcript" in graph["coven_ls.core.agent.interface"]
-    )  # TYPE_CHECKING
+
+
+def test_an_import_only_type_checking_makes_is_an_edge(tmp_path: Path) -> None:
+    """No module of the package imports another under TYPE_CHECKING any more (the last ones
+    went with the rooms): a package of two modules shows the reader still counts it."""
+    package = tmp_path / PACKAGE
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "below.py").write_text("class Thing: ...\n")
+    (package / "above.py").write_text(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from .below import Thing\n"
+    )
+    assert import_graph(tmp_path)[f"{PACKAGE}.above"] == {f"{PACKAGE}.below"}
 
 
 def test_no_import_cycles() -> None:

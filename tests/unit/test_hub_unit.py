@@ -25,8 +25,8 @@ from anyio.abc import TaskGroup
 
 from coven_ls import protocol
 from coven_ls.agents import REGISTRY
+from coven_ls.core.agent import Entry
 from coven_ls.core.fork.tag import child_prompt
-from coven_ls.core.fork.transcript import Entry
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.session import Session
 from coven_ls.core.session import event_log as session_log

@@ -9,7 +9,7 @@ import json
 import re
 from typing import Any
 
-from ...core.fork.transcript import Entry
+from ...core.agent import Entry
 
 # The CLI's own notes to the model inside user messages: not the conversation.
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...core.fork.transcript import Entry
+from ...core.agent import Entry
 from .appserver import AppServer
 
 _PAGES = 1000  # of 100 items: a bound, not a limit anyone meets

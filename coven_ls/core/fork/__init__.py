@@ -12,7 +12,8 @@ would cost to start), `state` (a fork's states and allowed moves). `fork` is the
 
 `manager` (`ForkManager`: proposals, decisions, cancels, a fork's start) runs a fork's life with
 collaborators of its own: `ahead` (worktrees made while a proposal is asked, the pools
-refilled), `children` (the children made and run), `limits` (a child stopped at a limit),
+refilled), `children` (the children made and run; `child_env`: a worktree child's copies,
+ports, setup and variables before it starts), `limits` (a child stopped at a limit),
 `bring_back` (changes collected and merged, the results given), `review` (the user's decisions
 on changes) and `restart` (forks a stopped server left: restored, resumed, abandoned).
 """

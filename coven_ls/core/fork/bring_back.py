@@ -13,10 +13,10 @@ import anyio
 from ...protocol import events
 from ...protocol.types import Changes, Usage
 from .. import failpoints
-from ..child_env import ChildEnvironments
 from ..session import Outcome, Session
 from ..workspace import isolation
 from ..workspace.git import GitError
+from .child_env import ChildEnvironments
 from .fork import Fork
 from .host import ForkHost, ForkJournal
 from .limits import tree_usage

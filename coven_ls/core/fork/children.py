@@ -14,13 +14,13 @@ from ...protocol import events
 from ...protocol.types import Worktree
 from .. import failpoints
 from ..agent import AgentSpec, AgentStartError, Copy, New
-from ..child_env import ChildEnvironments
 from ..session import Session
 from ..workspace import isolation
 from ..workspace.git import GitError
 from . import transcript
 from .ahead import Ahead
 from .bring_back import BringBack
+from .child_env import ChildEnvironments
 from .fork import Fork
 from .host import ForkHost, ForkJournal
 from .limits import Limits
@@ -213,7 +213,7 @@ class Children:
                 await self._back.collect(fork, child)
                 if any(c is not child and not c.settled for c in fork.children):
                     # Its disk, walked while siblings work; the last child's is walked while
-                    # the changes are merged (`_bring_back`), not before.
+                    # the changes are merged (`BringBack.bring_back`), not before.
                     await self._back.measure(fork, child)
         finally:
             self._envs.release(child)

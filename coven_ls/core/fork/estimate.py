@@ -19,7 +19,8 @@ def fork_estimate(
     """What forking `parent` into `tasks` would cost its children to read what they start from
     (by default children of its own agent that inherit its conversation; see `estimate_fork`);
     None before its first model request. Fresh and transcript children also read their briefs,
-    measured as `_run_child` writes them (the worktree's path, not known yet, as the parent's)."""
+    measured as `Children.run_child` writes them (the worktree's path, not known yet, as the
+    parent's)."""
     if parent.context is None:
         return None
     briefs = 0

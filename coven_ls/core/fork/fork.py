@@ -13,9 +13,9 @@ import anyio
 import msgspec
 
 from ...protocol.types import ForkChoices, ForkEstimate, ForkRef, ForkSource, ForkState
+from ..agent import Entry
 from ..session import Session
 from ..workspace.isolation import ForkTrees, MadeAhead
-from . import transcript
 from .choices import ForkSettings, resolve, to_row
 from .results import TaskResult
 from .state import check_move
@@ -44,7 +44,7 @@ class Fork:
     # Set once its children exist (worktrees take a moment): a cancel waits for it.
     prepared: anyio.Event = field(default_factory=anyio.Event)
     # The parent's conversation, read once for `transcript` children (all get the same).
-    conversation: list[transcript.Entry] | None = None
+    conversation: list[Entry] | None = None
     # What each child's worktree takes on disk, measured when the child ends (a walk of every
     # file: off the fork's last moments, but for its last child).
     disk: dict[str, int] = field(default_factory=dict)

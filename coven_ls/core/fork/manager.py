@@ -19,10 +19,10 @@ from ... import protocol
 from ...protocol import events
 from ...protocol.types import Changes, ForkChoices, ForkEstimate, ForkSource, GetChangesResult
 from .. import failpoints
-from ..child_env import ChildEnvironments
 from ..session import Session
 from .ahead import Ahead
 from .bring_back import BringBack
+from .child_env import ChildEnvironments
 from .children import Children
 from .choices import check as check_choices
 from .choices import overlay, resolve

@@ -13,13 +13,13 @@ from ... import protocol
 from ...protocol import Kind, events
 from ...protocol.types import FORK_STATES, ForkState
 from ..agent import AgentStartError
-from ..child_env import stop_leftover_setup
 from ..session import Outcome, Session
 from ..store import Store
 from ..workspace import isolation
 from ..workspace.git import GitError
 from ..workspace.isolation import ForkTrees
 from .bring_back import BringBack
+from .child_env import stop_leftover_setup
 from .children import Children, refs
 from .choices import from_row
 from .fork import Fork
@@ -98,7 +98,7 @@ class Restart:
                         )
                     )
             elif state == "finished" and fork.id not in reached:
-                parent.hold()  # _finish releases it
+                parent.hold()  # BringBack.finish releases it
                 self._back.finish(fork)
 
     def resume(self, fork_id: str) -> None:
