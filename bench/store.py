@@ -84,12 +84,11 @@ from common import LspClient, percentile, print_target, proc_value, spawn_server
 
 from coven_ls import protocol
 from coven_ls.agents import REGISTRY
-from coven_ls.core.agent import Agent, AgentSpec, Conversation, PermissionAsker
+from coven_ls.core.agent import Agent, AgentSpec, Conversation, Entry, PermissionAsker
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.journal import SWITCH_INTERVAL
 from coven_ls.core.session import Session, SessionConfig
 from coven_ls.core.store import Store, database_path
-from coven_ls.core.transcript import Entry
 from coven_ls.protocol.events import Payload, Text, ToolResult, ToolUse
 
 TARGET_RELAY_COST = 0.10  # the store may cost the relay under 10%

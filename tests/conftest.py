@@ -3,8 +3,8 @@ from __future__ import annotations
 import os
 import subprocess
 
-# A status change missing from core/status.py's table fails the test that makes it, here and in
-# every server the tests start (they inherit the environment), instead of only being logged.
+# A status change missing from core/session/status.py's table fails the test that makes it, here
+# and in every server the tests start (they inherit the environment), instead of only being logged.
 os.environ["COVEN_STRICT_STATUS"] = "1"
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator

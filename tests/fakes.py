@@ -55,11 +55,11 @@ from coven_ls.core.agent import (
     AgentStartError,
     Conversation,
     Copy,
+    Entry,
     New,
     PermissionAsker,
 )
 from coven_ls.core.agent import events as agent_events
-from coven_ls.core.transcript import Entry
 
 DEFAULT_TIMEOUT = 3.0
 MODEL = "claude-test-1"

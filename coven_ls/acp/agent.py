@@ -50,7 +50,7 @@ from acp.schema import (
 )
 
 from .. import __version__, agents, protocol
-from ..core.fork import fork_estimate
+from ..core.fork.estimate import fork_estimate
 from ..core.hub import ClientSettings, Hub
 from ..core.session import Session
 from ..core.store import Store

@@ -28,18 +28,15 @@ from ..protocol.types import KeptBranch, Usage
 from . import failpoints, keep
 from .agent import AgentSpec, Backend, Conversation, Copy
 from .agent_registry import AgentRegistry
-from .fork import (
-    Fork,
-    ForkManager,
-    fork_point_problem,
-    fork_prompt,
-    results_reached,
-    tree_usage,
-)
+from .fork.fork import Fork
+from .fork.limits import tree_usage
+from .fork.manager import ForkManager, fork_point_problem
+from .fork.restart import results_reached
+from .fork.spend import limits_from_row
+from .fork.tag import fork_prompt
 from .journal import Journal
 from .session import Session, SessionConfig
 from .slots import Slots
-from .spend import limits_from_row
 from .store import Snapshot, Store, StoreError, StoreInUse, database_path
 from .workspace import isolation
 

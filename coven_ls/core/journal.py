@@ -8,7 +8,7 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -16,7 +16,6 @@ from anyio.abc import TaskGroup
 from .. import protocol
 from ..protocol import EventDict
 from ..protocol.events import Delta
-from .fork import Fork
 from .session import Session
 from .store import Store
 
@@ -57,6 +56,20 @@ SendDelta = Callable[[bytes, Delta], None]  # its encoded frame, and itself
 StoreTrouble = Callable[[Store, Exception | None], None]
 
 
+class StoredFork(Protocol):
+    """What the journal needs of a fork (core/fork/state.py's `Fork`): which session's store
+    keeps it, and its row."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def parent_id(self) -> str: ...
+
+    def record(self) -> dict[str, Any]:
+        """The fork's row in the store."""
+
+
 @dataclass(frozen=True)
 class _Transient:
     """Something for the clients only (a streamed piece of text): in order with the events, but
@@ -84,7 +97,7 @@ class Journal:
         self._stored: dict[str, tuple[Session, Store]] = {}  # session id -> it and its store
         self._rows: dict[str, dict[str, Any]] = {}  # session id -> its row as last written
         self._outbox: list[EventDict | _Transient] = []
-        self._dirty_forks: dict[str, Fork] = {}
+        self._dirty_forks: dict[str, StoredFork] = {}
         self._flush_wanted = anyio.Event()
         self._flushed = anyio.Event()
         self._flushing = False
@@ -134,9 +147,9 @@ class Journal:
         else:
             self._send_delta(frame, delta)
 
-    def fork_changed(self, fork: Fork) -> None:
+    def fork_changed(self, fork: StoredFork) -> None:
         """A fork's row must be written (with the next burst of events)."""
-        if fork.parent.id in self._stored:
+        if fork.parent_id in self._stored:
             self._dirty_forks[fork.id] = fork
             self._flush_wanted.set()
 
@@ -192,7 +205,7 @@ class Journal:
             batch.events.append((event, body))
             batch.sessions[session.id] = session
         for fork in forks:
-            fork_store = self.store_of(fork.parent.id)
+            fork_store = self.store_of(fork.parent_id)
             if fork_store is not None:
                 batches.setdefault(fork_store, _Batch()).forks.append(fork.record())
         for store, batch in batches.items():

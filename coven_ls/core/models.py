@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from ..protocol.types import AgentName, ContextUsage, ForkContext, ForkEstimate
-from . import transcript
+from .fork import transcript
 
 PRICES_AS_OF = "2026-11-26"
 

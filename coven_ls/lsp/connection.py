@@ -15,7 +15,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from .. import __version__, protocol
-from ..core.fork import fork_estimate
+from ..core.fork.estimate import fork_estimate
 from ..core.hub import ClientSettings, Hub
 from ..core.session import Session
 from ..core.store import Store

@@ -53,7 +53,7 @@ PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", 
 ForkSource = Literal["model", "user"]
 SetupSource = Literal["option", "cursor", "conductor"]
 # A fork's state, the one vocabulary of the server, its events and its clients (protocol.md, Fork
-# states; the moves between them are core/fork_state.py's table): `proposed` (the model asked,
+# states; the moves between them are core/fork/state.py's table): `proposed` (the model asked,
 # the user decides), `running` (its children work), `reviewing` (they have ended; their changes
 # wait for the user), `rejected` (declined, withdrawn, or it could not start), `finished` (the
 # parent was given the results), `interrupted` (the server stopped while it ran: resume or

@@ -17,8 +17,8 @@ import msgspec
 import pytest
 
 from coven_ls import protocol
-from coven_ls.core.fork_state import MOVES
-from coven_ls.core.status import TRANSITIONS
+from coven_ls.core.fork.state import MOVES
+from coven_ls.core.session.status import TRANSITIONS
 from coven_ls.protocol.events import Delta, check_event
 from coven_ls.protocol.types import Origin
 
@@ -133,7 +133,7 @@ def test_every_event_matches_the_schema(path: Path) -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
 def test_every_status_change_is_in_the_table(path: Path) -> None:
-    """The statuses each server sent for a session follow core/status.py's transitions (a
+    """The statuses each server sent for a session follow core/session/status.py's transitions (a
     restarted server starts from the status the store had)."""
     fixture = Fixture(path.stem)
     for session in {e["sessionId"] for e in fixture.events}:
@@ -158,7 +158,7 @@ def reachable(state: str) -> set[str]:
 @pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
 def test_every_fork_moves_along_the_table(path: Path) -> None:
     """Each fork's events say its state, and one after another they make moves that
-    core/fork_state.py allows (a restarted server goes on from the state the store had); the
+    core/fork/state.py allows (a restarted server goes on from the state the store had); the
     final listing's lastFork is the parent's latest fork in its last state."""
     fixture = Fixture(path.stem)
     states: dict[str, list[str]] = {}

@@ -44,7 +44,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_wheel_has_the_package_and_its_data_and_nothing_else(dist: Path) -> None:
     [wheel] = dist.glob("coven_ls-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "coven_ls/core/prompts/fork.md" in names
+    assert "coven_ls/core/fork/prompts/fork.md" in names
     assert "coven_ls/protocol/schema.json" in names
     assert "coven_ls/py.typed" in names  # PEP 561: the annotations are for others' checkers too
     modules = ("cli", "acp/agent", "doctor/checks", "lsp/server", "testing/scripted_model")
@@ -61,8 +61,9 @@ def test_the_sdist_builds_the_package_without_tests_or_benches(dist: Path) -> No
     [sdist] = dist.glob("coven_ls-*.tar.gz")
     with tarfile.open(sdist) as tar:
         names = [n.split("/", 1)[1] for n in tar.getnames() if "/" in n]
-    for needed in ("pyproject.toml", "README.md", "protocol.md", "coven_ls/core/prompts/fork.md",
-                   "coven_ls/protocol/schema.json", "coven_ls/py.typed", "docs/acp.md",
+    for needed in ("pyproject.toml", "README.md", "protocol.md",
+                   "coven_ls/core/fork/prompts/fork.md", "coven_ls/protocol/schema.json",
+                   "coven_ls/py.typed", "docs/acp.md",
                    "docs/doctor.md", "docs/testing.md"):  # fmt: skip
         assert needed in names
     for left_out in ("tests", "bench", "client-vscode", "scripts"):

@@ -33,24 +33,8 @@ ABOVE_CORE = ("agents", "lsp", "acp", "term", "doctor", "cli", "__main__")
 # Known violations, each removed by a step that is planned (issue 29). This is the only
 # allow-list: the test fails on any violation not listed here, and on a listed one that is gone
 # (then its entry goes too), so the list only shrinks.
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    # A fork and its journal entry name each other (journal.py's Fork, fork.py's Journal under
-    # TYPE_CHECKING): removed when core/fork/ becomes a room and the two share a record below.
-    frozenset({"coven_ls.core.fork", "coven_ls.core.journal"}): "core/fork/ room (issue 29)",
-    # A session and its stored row (session_record.py reads a Session under TYPE_CHECKING):
-    # removed when core/session/ becomes a room and session.py is split.
-    frozenset({"coven_ls.core.session", "coven_ls.core.session_record"}): (
-        "core/session/ room (issue 29)"
-    ),
-}
-KNOWN_LARGE: dict[str, str] = {
-    # ForkManager's commands, running, made-ahead worktrees, review, limits and restart: split
-    # when core/fork/ becomes a room.
-    "coven_ls/core/fork.py": "core/fork/ room (issue 29)",
-    # The inbox, the turn loop, the lifecycle and the agent's messages: split when
-    # core/session/ becomes a room.
-    "coven_ls/core/session.py": "core/session/ room (issue 29)",
-}
+KNOWN_CYCLES: dict[frozenset[str], str] = {}
+KNOWN_LARGE: dict[str, str] = {}
 
 
 def module_files(root: Path) -> dict[str, Path]:
@@ -178,13 +162,25 @@ def _cycle_text(cycle: list[str]) -> str:
 def test_the_graph_is_read_from_every_module() -> None:
     """The graph the other tests judge is the real one: it has the package's modules and
     edges of every kind (a relative module import, a relative name import, a function-level
-    import, a TYPE_CHECKING import)."""
+    import; a TYPE_CHECKING import, below)."""
     graph = import_graph(ROOT)
     assert len(graph) == len(list((ROOT / PACKAGE).rglob("*.py"))) > 50
     assert "coven_ls.core.workspace.worktrees" in graph["coven_ls.core.workspace.isolation"]
     assert "coven_ls.core.workspace.git" in graph["coven_ls.core.workspace.merge"]
     assert "coven_ls.lsp.transports" in graph["coven_ls.cli"]  # imported inside a function
-    assert "coven_ls.core.session" in graph["coven_ls.core.session_record"]  # TYPE_CHECKING
+
+
+def test_an_import_only_type_checking_makes_is_an_edge(tmp_path: Path) -> None:
+    """No module of the package imports another under TYPE_CHECKING any more (the last ones
+    went with the rooms): a package of two modules shows the reader still counts it."""
+    package = tmp_path / PACKAGE
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "below.py").write_text("class Thing: ...\n")
+    (package / "above.py").write_text(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from .below import Thing\n"
+    )
+    assert import_graph(tmp_path)[f"{PACKAGE}.above"] == {f"{PACKAGE}.below"}
 
 
 def test_no_import_cycles() -> None:

@@ -13,8 +13,8 @@ import pytest
 from coven_ls.agents.codex.prices import cost_usd
 from coven_ls.agents.codex.translate import Translator, error_text, file_change_input, http_status
 from coven_ls.core.agent import events as agent_events
-from coven_ls.core.mapping import to_payloads
-from coven_ls.core.streaming import Streams
+from coven_ls.core.session.mapping import to_payloads
+from coven_ls.core.session.streaming import Streams
 from coven_ls.protocol import events
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "codex" / "turns.jsonl"
@@ -164,7 +164,7 @@ def test_cost_from_the_dated_table_and_an_interrupted_turn() -> None:
             },
         },
     )
-    # The call is counted at once, for a fork's limits (Session._count_call), priced.
+    # The call is counted at once, for a fork's limits (core/session/publishing.py), priced.
     assert isinstance(call, agent_events.ModelCall) and call.call_id == "U/1"
     assert call.usage.cacheReadTokens == 400_000
     assert call.usage.inputTokens == 600_000

@@ -1,4 +1,4 @@
-"""A fork's choices as one value: made whole by one function (core/fork_choices.py), passed whole,
+"""A fork's choices as one value: made whole by one function (core/fork/choices.py), passed whole,
 stored as one column, and a store written before that (schema 12) opened with every choice of
 its forks kept."""
 
@@ -16,7 +16,7 @@ import pytest
 
 from coven_ls import protocol
 from coven_ls.core import store as store_module
-from coven_ls.core.fork_choices import ForkSettings, check, from_row, overlay, resolve, to_row
+from coven_ls.core.fork.choices import ForkSettings, check, from_row, overlay, resolve, to_row
 from coven_ls.core.session import SessionConfig
 from coven_ls.core.store import database_path
 from coven_ls.protocol import Kind

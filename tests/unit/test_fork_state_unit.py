@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from coven_ls.core import fork_state
-from coven_ls.core.fork import Fork
-from coven_ls.core.status import TransitionError
+from coven_ls.core.fork import state as fork_state
+from coven_ls.core.fork.fork import Fork
+from coven_ls.core.session.status import TransitionError
 from coven_ls.protocol import FORK_STATES, events
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from coven_ls.core.fork import (
+from coven_ls.core.fork.results import TaskResult, compose_results
+from coven_ls.core.fork.tag import (
     ForkSyntaxError,
-    TaskResult,
     child_prompt,
-    compose_results,
     fork_instructions,
     parse_fork_tag,
     problem_message,

@@ -25,12 +25,12 @@ from anyio.abc import TaskGroup
 
 from coven_ls import protocol
 from coven_ls.agents import REGISTRY
-from coven_ls.core import session_log
-from coven_ls.core.fork import child_prompt
+from coven_ls.core.agent import Entry
+from coven_ls.core.fork.tag import child_prompt
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.session import Session
+from coven_ls.core.session import event_log as session_log
 from coven_ls.core.store import Store, database_path
-from coven_ls.core.transcript import Entry
 from coven_ls.core.workspace import isolation, worktrees
 from coven_ls.core.workspace.repository import RepoInfo, inspect
 from coven_ls.protocol import Kind, events
@@ -733,7 +733,7 @@ async def test_waiting_for_the_users_permission_answer_is_not_silence(tmp_path: 
         rig.client.permission_gate = answered = Gate()
         rig.backend.default_reply = asking_model(rig.backend.default_reply)
         quiet = QuietWhileAsking(times=4)  # both children: two idle limits each go by
-        process_log = logging.getLogger("coven_ls.core.session_process")
+        process_log = logging.getLogger("coven_ls.core.session.process")
         level = process_log.level
         process_log.setLevel(logging.DEBUG)
         process_log.addHandler(quiet)

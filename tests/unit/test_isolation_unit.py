@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coven_ls.core.fork import TaskResult, compose_results
+from coven_ls.core.fork.results import TaskResult, compose_results
 from coven_ls.core.workspace import isolation
 from coven_ls.protocol.types import ChangedFile, ConflictFile, Worktree
 

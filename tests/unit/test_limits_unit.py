@@ -12,7 +12,7 @@ import pytest
 from claude_agent_sdk import AssistantMessage, TextBlock, ToolUseBlock
 
 from coven_ls import protocol
-from coven_ls.core import spend
+from coven_ls.core.fork import spend
 from coven_ls.core.models import MODELS
 from coven_ls.protocol import Kind
 from coven_ls.protocol.types import ForkChoices, ForkLimits, Usage

@@ -1,6 +1,7 @@
-"""A proposed fork's worktrees are made while its approval is asked (fork.py `_make_ahead`,
-isolation.MadeAhead): an approved fork's children get them, brought to the fork's own snapshot
-when the user changed something meanwhile; a declined fork's go, branches and all."""
+"""A proposed fork's worktrees are made while its approval is asked (core/fork/ahead.py
+`Ahead.make`, isolation.MadeAhead): an approved fork's children get them, brought to the fork's
+own snapshot when the user changed something meanwhile; a declined fork's go, branches and
+all."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Unit tests for the way from claude-agent-sdk messages to coven event drafts: the Claude
 adapter's reader (coven_ls/agents/claude/events.py: SDK messages -> agent events) and the core's
-mapping (coven_ls/core/mapping.py: agent events -> coven events), together."""
+mapping (coven_ls/core/session/mapping.py: agent events -> coven events), together."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from claude_agent_sdk.types import RateLimitInfo
 from coven_ls import protocol
 from coven_ls.agents.claude.events import Reader, tool_result_text
 from coven_ls.core.agent import events as agent_events
-from coven_ls.core.mapping import to_payloads
+from coven_ls.core.session.mapping import to_payloads
 from coven_ls.protocol import Kind, Payload, events
 from coven_ls.protocol.types import Usage
 

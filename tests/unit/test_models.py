@@ -8,8 +8,9 @@ import msgspec
 import pytest
 
 from coven_ls.agents.codex.prices import cost_usd
-from coven_ls.core import transcript
-from coven_ls.core.fork import child_prompt, fork_estimate
+from coven_ls.core.fork import transcript
+from coven_ls.core.fork.estimate import fork_estimate
+from coven_ls.core.fork.tag import child_prompt
 from coven_ls.core.models import (
     MODELS,
     PRICES_AS_OF,

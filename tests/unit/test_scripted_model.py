@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from coven_ls.core.fork import TaskResult, child_prompt, compose_results, parse_fork_tag
+from coven_ls.core.fork.results import TaskResult, compose_results
+from coven_ls.core.fork.tag import child_prompt, parse_fork_tag
 from coven_ls.testing.scripted_model import (
     DEFAULT_TEXT,
     HttpError,

@@ -15,10 +15,10 @@ from claude_agent_sdk import (
 )
 
 from coven_ls import protocol
-from coven_ls.core import session as session_module
 from coven_ls.core.agent import AgentSpec, AgentStartError, Copy, TaskNotRunning
 from coven_ls.core.agent import events as ag
 from coven_ls.core.session import Session, SessionConfig
+from coven_ls.core.session import runner as session_runner
 from coven_ls.protocol import Kind, events
 from coven_ls.protocol.types import ContextUsage, Usage
 
@@ -333,7 +333,7 @@ async def test_cancel_while_the_agent_is_starting() -> None:
 async def test_cancel_stops_the_agent_when_the_interrupt_is_not_answered(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(session_module, "INTERRUPT_GRACE_SECONDS", 0.1)
+    monkeypatch.setattr(session_runner, "INTERRUPT_GRACE_SECONDS", 0.1)
     gate = Gate()
     backend = FakeBackend([init("agent-9"), gate, result("never")])
     backend.ignore_interrupt = True
@@ -851,7 +851,7 @@ async def test_an_ended_task_keeps_the_session_busy_until_its_report(
 async def test_a_report_that_never_comes_is_not_waited_for_forever(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(session_module, "REPORT_GRACE_SECONDS", 0.2)
+    monkeypatch.setattr(session_runner, "REPORT_GRACE_SECONDS", 0.2)
     backend = FakeBackend([init(), assistant("On it."), result("On it.")])
     async with running(backend) as session:
         session.send("start a background job")

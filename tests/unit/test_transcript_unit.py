@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from coven_ls.agents.claude import conversation as claude_conversation
 from coven_ls.agents.codex import conversation as codex_conversation
-from coven_ls.core import transcript
-from coven_ls.core.transcript import Entry, cut, estimate_tokens, render
+from coven_ls.core.agent import Entry
+from coven_ls.core.fork import transcript
+from coven_ls.core.fork.transcript import cut, estimate_tokens, render
 from coven_ls.protocol import events
 from coven_ls.protocol.describe import describe_payload
 

@@ -393,7 +393,7 @@ class _Child:
 
 
 async def test_a_resumed_child_gets_its_setup_tools_variables_again(tmp_path: Path) -> None:
-    from coven_ls.core.child_env import ChildEnvironments
+    from coven_ls.core.fork.child_env import ChildEnvironments
 
     top = node_project(tmp_path, None)
     (top / "conductor.json").write_text(json.dumps({"scripts": {"setup": "true"}}))

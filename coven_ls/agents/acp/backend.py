@@ -40,12 +40,12 @@ from ...core.agent import (
     AgentStartError,
     Conversation,
     Copy,
+    Entry,
     New,
     PermissionAsker,
     TaskNotRunning,
 )
 from ...core.agent.events import AgentStarted
-from ...core.transcript import Entry
 from ...protocol.types import AcpAgentConfig
 from .process import Connect, Link, command_problem, process_connector
 from .translate import Translator

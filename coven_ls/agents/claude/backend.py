@@ -24,12 +24,12 @@ from ...core.agent import (
     AgentStartError,
     Conversation,
     Copy,
+    Entry,
     New,
     PermissionAsker,
     Resume,
     launcher_path,
 )
-from ...core.transcript import Entry
 from ...protocol.types import PermissionMode
 from .. import binary
 from ..binary import BinarySource

@@ -1,7 +1,7 @@
 """A Claude Code conversation read back from the CLI's transcript (`<config>/projects/<cwd>/
 <id>.jsonl`, through claude-agent-sdk's reader, which follows the `parentUuid` chain and leaves
 out meta and sidechain lines), as the entries a `"transcript"` fork child is given
-(core/transcript.py)."""
+(core/fork/transcript.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import re
 from typing import Any
 
-from ...core.transcript import Entry
+from ...core.agent import Entry
 
 # The CLI's own notes to the model inside user messages: not the conversation.
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)

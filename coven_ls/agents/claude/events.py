@@ -30,7 +30,7 @@ from claude_agent_sdk import (
 )
 
 from ...core.agent import events as agent
-from ...core.spend import claude_cost
+from ...core.fork.spend import claude_cost
 from ...protocol.types import StreamKind, TaskStatus, Usage
 
 # The model name of the assistant messages the CLI writes itself (an API error it gave up on):

@@ -20,12 +20,12 @@ from ...core.agent import (
     AgentStartError,
     Conversation,
     Copy,
+    Entry,
     New,
     PermissionAsker,
     Resume,
     TaskNotRunning,
 )
-from ...core.transcript import Entry
 from .. import binary
 from ..binary import BinarySource
 from .appserver import AppServer, AppServerGone, CodexRpcError

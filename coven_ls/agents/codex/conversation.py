@@ -1,13 +1,13 @@
 """A Codex thread's conversation read back through the app-server (`thread/items/list`, which
 holds a forked thread's inherited items too), as the entries a `"transcript"` fork child is
-given (core/transcript.py)."""
+given (core/fork/transcript.py)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from ...core.transcript import Entry
+from ...core.agent import Entry
 from .appserver import AppServer
 
 _PAGES = 1000  # of 100 items: a bound, not a limit anyone meets

@@ -6,8 +6,8 @@ vendor-free, like ACP's `SessionUpdate`; their lifecycle is like codex's items: 
 block starts (`BlockStarted`), streams (`Delta`), and is ended by the finished message that
 carries it whole (`AgentMessage`); a tool call is announced (`ToolCall`, in a message), may be
 updated while it runs (`ToolCallUpdate`), and ends with its result (`ToolResult`); a turn ends with
-`TurnEnded`. core/mapping.py makes coven events (protocol/events.py) of them, core/streaming.py
-makes `coven/delta` of the deltas.
+`TurnEnded`. core/session/mapping.py makes coven events (protocol/events.py) of them,
+core/session/streaming.py makes `coven/delta` of the deltas.
 
 An agent that has no such thing simply never sends it: `ToolCallUpdate`, `PlanUpdated` and
 `ModeChanged` are what an ACP agent sends and Claude and Codex do not (yet); the core reads them

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Literal, Protocol
 
 from ...protocol.types import PermissionMode
 from .events import AgentEvent
-
-if TYPE_CHECKING:
-    from ..transcript import Entry
 
 # tool name, tool input, tool use id -> (allow, message for the model when denied)
 PermissionAsker = Callable[[str, dict[str, Any], "str | None"], Awaitable[tuple[bool, str]]]
@@ -110,6 +107,22 @@ class Agent(Protocol):
         close waits on it (stdin closed, then SIGTERM) for seconds. close() still follows."""
 
     def stderr_tail(self) -> str: ...
+
+
+EntryKind = Literal["user", "assistant", "thinking", "toolCall", "toolResult"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One part of a conversation, oldest first: a user's or the assistant's words, the
+    assistant's thinking, a tool call (`name` and its input as text) or a tool's result. An
+    agent reads its conversations into these (`Backend.conversation`); a fork child that cannot
+    resume one is given it written out (core/fork/transcript.py)."""
+
+    kind: EntryKind
+    text: str
+    name: str | None = None  # a tool call's tool
+    error: bool = False  # a tool result that is an error
 
 
 class Backend(Protocol):

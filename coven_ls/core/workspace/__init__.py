@@ -41,6 +41,7 @@ Over it, what a fork uses (async, git in worker threads):
     ports.py          each child's block of ports
     prune.py          what `coven-ls prune` removes: worktrees and branches no session needs
 
-A worktree child's environment as a whole (copies, ports, setup, variables: `core/child_env.py`)
-and which branches a deletion keeps (`core/keep.py`) work on sessions, so they live with them.
+A worktree child's environment as a whole (copies, ports, setup, variables:
+`core/fork/child_env.py`) and which branches a deletion keeps (`core/keep.py`) work on sessions,
+so they live with them.
 """

@@ -24,13 +24,13 @@ from typing import Any
 import anyio
 import msgspec
 
-from ..protocol import events
-from .session import Outcome, Session
-from .store import default_state_dir
-from .workspace import worktree_env, worktree_setup
-from .workspace.commits import commit_all, own_git_dir
-from .workspace.git import GitError
-from .workspace.ports import PORTS, PortBlocks
+from ...protocol import events
+from ..session import Outcome, Session
+from ..store import default_state_dir
+from ..workspace import worktree_env, worktree_setup
+from ..workspace.commits import commit_all, own_git_dir
+from ..workspace.git import GitError
+from ..workspace.ports import PORTS, PortBlocks
 
 log = logging.getLogger(__name__)
 

@@ -1,33 +1,21 @@
 """A session's row in the store: what `record` writes and `restore` takes up again after a
-restart (the events themselves are stored by the journal, one by one)."""
+restart (the events themselves are stored by the journal, one by one). It reads and writes the
+session's state (state.py), which the session is made of: it does not know the session."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
-from .. import protocol
-from ..protocol.types import LIMIT_NAMES, Changes, ContextUsage, LimitName, Usage, Worktree
-from .agent import Copy
-from .spend import limits_row
-
-if TYPE_CHECKING:  # the session holds its record: it imports this module
-    from .session import Session
+from ... import protocol
+from ...protocol.types import LIMIT_NAMES, Changes, ContextUsage, Usage, Worktree
+from ..agent import Copy
+from ..fork.spend import limits_row
+from .state import Outcome, SessionState
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """How a session's last turn ended, as a fork reports it to the parent."""
-
-    ok: bool
-    text: str = ""
-    error: str | None = None
-    limit: LimitName | None = None  # the fork limit that stopped it (see spend.py)
-
-
-def record(session: Session) -> dict[str, Any]:
+def record(session: SessionState) -> dict[str, Any]:
     """The session's row in the store."""
     outcome = session.last_outcome
     return {
@@ -72,7 +60,7 @@ def record(session: Session) -> dict[str, Any]:
     }
 
 
-def _branch_row(session: Session) -> dict[str, Any]:
+def _branch_row(session: SessionState) -> dict[str, Any]:
     """Where a branch left its parent, and, until its CLI has a conversation of its own, the
     parent's conversation it starts from (a restart before then starts it from there again)."""
     assert session.branched_from is not None
@@ -85,7 +73,7 @@ def _branch_row(session: Session) -> dict[str, Any]:
     }
 
 
-def restore(session: Session, row: dict[str, Any]) -> None:
+def restore(session: SessionState, row: dict[str, Any]) -> None:
     """Take up where a stopped server left off: its log (where it ends; the events stay in
     the store until a client asks for them), cost, agent session and outcome. Whatever was
     under way is `interrupted`, and says so in a new event."""

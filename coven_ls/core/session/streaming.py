@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..protocol.events import PartialBlock
-from ..protocol.types import StreamKind
-from .agent.events import BlockStarted, Delta
+from ...protocol.events import PartialBlock
+from ...protocol.types import StreamKind
+from ..agent.events import BlockStarted, Delta
 
 
 @dataclass

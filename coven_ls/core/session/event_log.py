@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import anyio
 
-from .. import protocol
-from ..protocol import EventDict, events
-from .store import Store
+from ... import protocol
+from ...protocol import EventDict, events
+from ..store import Store
 
 # A stored session keeps this many of its latest committed events in memory (up to twice as many
 # between trims), for the clients that catch up on what they just missed; older ones are read

@@ -1,12 +1,12 @@
 """A fork's state machine: the states are `protocol.ForkState` (the words clients see in fork
-events and `SessionInfo.lastFork`), the allowed moves are written here once. `Fork.move_to` is the
-only place a fork's state changes; it checks each move against this table, strictly when tests
-run (`COVEN_STRICT_STATUS`, as for sessions' statuses in status.py)."""
+events and `SessionInfo.lastFork`), the allowed moves are written here once. `Fork.move_to`
+(fork.py) is the only place a fork's state changes; it checks each move against this table,
+strictly when tests run (`COVEN_STRICT_STATUS`, as for sessions' statuses in status.py)."""
 
 from __future__ import annotations
 
-from ..protocol import ForkState
-from .status import STRICT, TransitionError
+from ...protocol import ForkState
+from ..session.status import STRICT, TransitionError
 
 MOVES: dict[ForkState, frozenset[ForkState]] = {
     # the model asked (fork mode approve), or, for an instant, one that starts at once: approved

@@ -1,11 +1,11 @@
 """From coven's agent events (core/agent/events.py) to `coven/event` payloads. Pure functions: no
-I/O, no state. Streaming (deltas, which finished block ends which stream) is core/streaming.py's;
+I/O, no state. Streaming (deltas, which finished block ends which stream) is streaming.py's;
 a model call's tokens are the session's (its meter and its context gauge)."""
 
 from __future__ import annotations
 
-from ..protocol import events
-from .agent import events as agent
+from ...protocol import events
+from ..agent import events as agent
 
 
 def to_payloads(event: agent.AgentEvent) -> list[events.Payload]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import anyio
 from anyio.abc import TaskGroup
 
-from .agent import Agent, AgentEvent, AgentSpec, Backend, PermissionAsker, meaningful_lines
+from ..agent import Agent, AgentEvent, AgentSpec, Backend, PermissionAsker, meaningful_lines
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from ..protocol import events
+from ...protocol import events
 
 
 class BackgroundTasks:

@@ -1,11 +1,11 @@
-"""A session's status machine: the allowed transitions, written once. `Session.set_status` is the
-only place a status changes; it checks each change against this table."""
+"""A session's status machine: the allowed transitions, written once. `SessionState.set_status`
+(state.py) is the only place a status changes; it checks each change against this table."""
 
 from __future__ import annotations
 
 import os
 
-from ..protocol import Status
+from ...protocol import Status
 
 # Every session may end (`cancelled`, `closed`) or be cut off by a server stop (`interrupted`, set
 # by the restart that finds it busy): those are allowed from anywhere but the final statuses.

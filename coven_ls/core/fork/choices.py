@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
-from .. import protocol
-from ..protocol.types import (
+from ... import protocol
+from ...protocol.types import (
     AgentName,
     ForkChoices,
     ForkContext,
@@ -24,7 +24,7 @@ from ..protocol.types import (
     Isolation,
     MergeMode,
 )
-from .session import SessionConfig
+from ..session import SessionConfig
 from .spend import merge_limits
 
 

@@ -3,31 +3,20 @@
 cuts: thinking left out, tool results over 1,500 characters cut, the oldest messages cut past
 100k tokens, and a preamble that tells the child what was cut.
 
-The agents read their own conversations into `Entry`s (coven_ls/agents); this module only
-renders them, so that the cuts are the same whichever agent wrote the conversation.
+The agents read their own conversations into `Entry`s (core/agent's, written by each adapter in
+coven_ls/agents); this module only renders them, so that the cuts are the same whichever agent
+wrote the conversation.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+
+from ..agent.interface import Entry, EntryKind
 
 # The OpenCode plan's limits.
 TOOL_RESULT_LIMIT = 1_500  # characters
 TOKEN_LIMIT = 100_000
-
-EntryKind = Literal["user", "assistant", "thinking", "toolCall", "toolResult"]
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One part of a conversation, oldest first: a user's or the assistant's words, the
-    assistant's thinking, a tool call (`name` and its input as text) or a tool's result."""
-
-    kind: EntryKind
-    text: str
-    name: str | None = None  # a tool call's tool
-    error: bool = False  # a tool result that is an error
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
-from ..protocol.types import ForkLimits, LimitName, Usage
-from .models import model_info
+from ...protocol.types import ForkLimits, LimitName, Usage
+from ..models import model_info
 
 
 def claude_cost(model: str | None, usage: Usage) -> float | None:
