@@ -280,9 +280,9 @@ export interface StartSessionParams {
    */
   title?: string | null;
   /**
-   * the agent that runs the session: `claude` or `codex`; default: `initializationOptions.agent`
+   * the agent that runs the session: `claude`, `codex` or a name of `initializationOptions.agents`; default: `initializationOptions.agent`
    */
-  agent?: ('claude' | 'codex') | null;
+  agent?: string | null;
 }
 export interface StartSessionResult {
   /**
@@ -385,9 +385,9 @@ export interface SessionInfo {
    */
   agentSessionId: string | null;
   /**
-   * the agent that runs the session: `claude` or `codex`
+   * the agent that runs the session: `claude`, `codex` or a name of `initializationOptions.agents`
    */
-  agent: 'claude' | 'codex';
+  agent: string;
   /**
    * when it was created (UTC ISO 8601)
    */
@@ -1279,7 +1279,7 @@ export interface ForkStartedEvent {
   /**
    * the agent the children run, when not the parent's
    */
-  agent?: 'claude' | 'codex';
+  agent?: string;
   /**
    * what each child, and the whole fork, may spend (absent: no limit); each child's `spend` events say how far it is
    */
@@ -1753,7 +1753,7 @@ export interface ForkParams {
   /**
    * the agent every child runs: `claude` or `codex` (default: the parent's); another agent than the parent's cannot take `context: inherit`
    */
-  agent?: ('claude' | 'codex') | null;
+  agent?: string | null;
   /**
    * for this fork: each limit given replaces `initializationOptions.forkLimits`' (0: none)
    */
@@ -1821,7 +1821,7 @@ export interface DecideForkParams {
   /**
    * the agent every child runs: `claude` or `codex` (default: the parent's); another agent than the parent's cannot take `context: inherit`
    */
-  agent?: ('claude' | 'codex') | null;
+  agent?: string | null;
   /**
    * for this fork: each limit given replaces `initializationOptions.forkLimits`' (0: none)
    */
@@ -1843,7 +1843,7 @@ export interface EstimateForkParams {
   /**
    * as on `coven/decideFork`
    */
-  agent?: ('claude' | 'codex') | null;
+  agent?: string | null;
 }
 export interface EstimateForkResult {
   /**
@@ -2076,9 +2076,15 @@ export interface InitializationOptions {
    */
   claudePath?: string | null;
   /**
-   * the agent of sessions that do not name one: `claude` (Claude Code) or `codex`
+   * the agent of sessions that do not name one: `claude` (Claude Code), `codex`, or a name of `agents`
    */
-  agent?: 'claude' | 'codex';
+  agent?: string;
+  /**
+   * agents that speak the Agent Client Protocol, by the name sessions give in `agent` (`claude` and `codex` are reserved); see ACP agents
+   */
+  agents?: {
+    [k: string]: AcpAgentConfig;
+  } | null;
   /**
    * the `codex` binary to run for Codex sessions (default: `$COVEN_CODEX_PATH`, else the one in the openai-codex-cli-bin wheel, `pip install coven-ls[codex]`, else `codex` on PATH)
    */
@@ -2149,6 +2155,25 @@ export interface InitializationOptions {
   token?: string | null;
 }
 /**
+ * How to start an agent that speaks the Agent Client Protocol (an entry of `initializationOptions.agents`).
+ */
+export interface AcpAgentConfig {
+  /**
+   * the program and its arguments (`["opencode", "acp"]`); the program is looked up on PATH
+   */
+  command: string[];
+  /**
+   * variables added to the server's environment for the agent's process
+   */
+  env?: {
+    [k: string]: string;
+  } | null;
+  /**
+   * the agent's session mode to put its sessions in (one of the modes its `session/new` lists); default: the first of `default`, `read-only`, `ask` it lists, else its own: a mode that asks before it runs a command, so that permission questions reach the user
+   */
+  mode?: string | null;
+}
+/**
  * `capabilities.experimental.coven` in `initialize`: what the client does itself. A client that sends this object (even empty) is coven-aware: it renders `coven/event` itself, so it gets no `window/logMessage` lines and no `executeCommandProvider`.
  */
 export interface CovenClientCapabilities {
@@ -2180,7 +2205,7 @@ export interface CovenServerCapabilities {
   /**
    * the agents whose binary this server finds for this client (its `claudePath`/`codexPath`, the environment, the bundled wheels, PATH), without running it: which ones a client may offer when it starts a session
    */
-  agents?: ('claude' | 'codex')[] | null;
+  agents?: string[] | null;
 }
 /**
  * `coven-ls doctor --json`: the exit code is 0 when `ok`, 1 otherwise.
@@ -2204,7 +2229,7 @@ export interface DoctorReport {
  */
 export interface Finding {
   /**
-   * what was checked: `python`, `packages`, `claude`, `auth`, `codex`, `git`, `stateDir`, `database`, `worktreePool`
+   * what was checked: `python`, `packages`, `claude`, `auth`, `codex`, `codexSandbox`, `git`, `stateDir`, `database`, `worktreePool`
    */
   id: string;
   /**

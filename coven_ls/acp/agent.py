@@ -325,7 +325,7 @@ class CovenAgent:
             )
         pending = self._pending.get(session_id)
         if pending is not None:
-            pending.agent = value  # type: ignore[assignment]
+            pending.agent = value
             return SetSessionConfigOptionResponse(
                 config_options=_options(pending.agent, self._fork_context(session_id))
             )

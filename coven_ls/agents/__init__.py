@@ -1,21 +1,24 @@
 """The agents coven-ls hosts, each behind the core's `Backend`/`Agent` interface
 (core/agent/interface.py) and each an adapter that makes coven's agent events
 (core/agent/events.py) of what its program says: `claude` (Claude Code through claude-agent-sdk,
-the only user of that SDK) and `codex` (`codex app-server`). A third agent is one more adapter.
-This registry is the one place that knows them by name."""
+the only user of that SDK) and `codex` (`codex app-server`), and any agent that speaks the Agent
+Client Protocol, configured by name in `initializationOptions.agents` (coven_ls/agents/acp). This
+registry is the one place that knows them by name."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import msgspec
 from anyio.abc import TaskGroup
 
 from .. import protocol
 from ..core.agent import Backend
 from ..core.agent_registry import AgentRegistry
-from ..protocol.types import AgentName, InitializationOptions
+from ..protocol.types import AcpAgentConfig, AgentName, InitializationOptions
 from . import binary
 from .binary import BinarySource
 
@@ -61,6 +64,24 @@ AGENTS: dict[str, AgentKind] = {
 }
 
 
+def _acp_config(agent: str, options: InitializationOptions) -> AcpAgentConfig | None:
+    """The configuration of `agent` when it is a configured ACP agent; an unknown name is an
+    error that says which names there are."""
+    if agent in AGENTS:
+        return None
+    config = (options.agents or {}).get(agent)
+    if config is None:
+        known = [*AGENTS, *(options.agents or {})]
+        raise protocol.CovenError(
+            protocol.ErrorCode.InvalidParams,
+            f"Unknown agent '{agent}': the agents are {', '.join(repr(n) for n in known)}. An "
+            "agent that speaks ACP is added in initializationOptions.agents "
+            '({"NAME": {"command": [...]}}).',
+            {"agent": agent},
+        )
+    return config
+
+
 def available_agents(options: InitializationOptions) -> list[AgentName]:
     """The agents whose binary is found under these options (named, in the environment, bundled
     or on PATH), without running it: what a client may offer when it starts a session."""
@@ -73,15 +94,29 @@ def available_agents(options: InitializationOptions) -> list[AgentName]:
         # A name or path that leads to no executable file offers nothing (starting it would fail).
         if shutil.which(path) is not None:
             found.append(kind.name)
+    from .acp.process import command_problem
+
+    for name, config in (options.agents or {}).items():
+        if command_problem(name, config) is None:
+            found.append(name)
     return found
 
 
 def backend_key(agent: str, options: InitializationOptions) -> tuple[str, str | None]:
-    """Which backend a session of `agent` uses under these options: one per agent and binary."""
+    """Which backend a session of `agent` uses under these options: one per agent and binary
+    (for an ACP agent: its whole configuration)."""
+    config = _acp_config(agent, options)
+    if config is not None:
+        return agent, json.dumps(msgspec.to_builtins(config), sort_keys=True)
     return agent, AGENTS[agent].path_option(options)
 
 
 def make_backend(agent: str, options: InitializationOptions, task_group: TaskGroup) -> Backend:
+    config = _acp_config(agent, options)
+    if config is not None:
+        from .acp import AcpBackend
+
+        return AcpBackend(agent, config, task_group)
     kind = AGENTS[agent]
     return kind.make(kind.path_option(options), task_group)
 

@@ -27,6 +27,11 @@ class AgentRegistry:
     available: Callable[[InitializationOptions], list[AgentName]]
     """the agents whose binary is found under these options: what a client may offer"""
 
+    def knows(self, agent: str, options: InitializationOptions) -> bool:
+        """Whether sessions of `agent` can run under these options: one coven-ls hosts itself,
+        or an ACP agent they configure."""
+        return agent in self.names or agent in (options.agents or {})
+
     def with_backends(self, make_backend: BackendFactory) -> AgentRegistry:
         """The same agents, their backends made by `make_backend` (a test's fakes)."""
         return replace(self, make_backend=make_backend)

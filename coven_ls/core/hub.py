@@ -585,7 +585,7 @@ class Hub:
                 continue
             depth = row["depth"] or 0
             agent: protocol.AgentName = row.get("agent") or "claude"
-            if agent not in self.agents.names:
+            if not self.agents.knows(agent, settings.options):
                 log.warning("session %s: unknown agent %r, run as claude", row["session_id"], agent)
                 agent = "claude"
             backend = self.backend(agent, settings.options)

@@ -79,6 +79,9 @@ def _check(method: str, name: str, value: Any, annotation: Any) -> Any:
             raise invalid_params(
                 method, f"'{name}' must be an object (got {json_type(value)})", name
             )
+        args = get_args(annotation)
+        if len(args) == 2 and args[1] is not Any:
+            return {k: _check(method, f"{name}.{k}", v, args[1]) for k, v in value.items()}
         return dict(value)
     if annotation is int:
         if isinstance(value, bool) or not isinstance(value, int):

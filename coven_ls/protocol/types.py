@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal, get_args
 
 import msgspec
 
+from .errors import invalid_params
+
 # --- enumerations --------------------------------------------------------------------------------
 
 Status = Literal[
@@ -43,7 +45,10 @@ BusyStatus = Literal["queued", "starting", "running", "forking", "awaitingApprov
 BUSY_STATUSES: frozenset[str] = frozenset(get_args(BusyStatus))
 
 ForkMode = Literal["auto", "approve", "off"]
-AgentName = Literal["claude", "codex"]
+# An agent by name: `claude`, `codex`, or a name of `initializationOptions.agents` (an ACP agent).
+AgentName = str
+# Names `initializationOptions.agents` cannot take: the agents coven-ls hosts itself.
+RESERVED_AGENT_NAMES = ("claude", "codex")
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"]
 ForkSource = Literal["model", "user"]
 SetupSource = Literal["option", "cursor", "conductor"]
@@ -119,6 +124,20 @@ class ForkLimits(Wire, omit_defaults=True):
     forks; when it is reached, every child still at work is stopped"""
 
 
+class AcpAgentConfig(Wire, omit_defaults=True):
+    """How to start an agent that speaks the Agent Client Protocol (an entry of
+    `initializationOptions.agents`)."""
+
+    command: list[str]
+    """the program and its arguments (`["opencode", "acp"]`); the program is looked up on PATH"""
+    env: dict[str, str] | None = None
+    """variables added to the server's environment for the agent's process"""
+    mode: str | None = None
+    """the agent's session mode to put its sessions in (one of the modes its `session/new`
+    lists); default: the first of `default`, `read-only`, `ask` it lists, else its own: a mode
+    that asks before it runs a command, so that permission questions reach the user"""
+
+
 class InitializationOptions(Wire, omit_defaults=True):
     """`initialize`'s `initializationOptions`; all optional."""
 
@@ -126,7 +145,11 @@ class InitializationOptions(Wire, omit_defaults=True):
     """the `claude` binary to run (default: `$COVEN_CLAUDE_PATH`, else the one bundled in
     claude-agent-sdk, else `claude` on PATH)"""
     agent: AgentName = "claude"
-    """the agent of sessions that do not name one: `claude` (Claude Code) or `codex`"""
+    """the agent of sessions that do not name one: `claude` (Claude Code), `codex`, or a name of
+    `agents`"""
+    agents: dict[str, AcpAgentConfig] | None = None
+    """agents that speak the Agent Client Protocol, by the name sessions give in `agent`
+    (`claude` and `codex` are reserved); see ACP agents"""
     codexPath: str | None = None
     """the `codex` binary to run for Codex sessions (default: `$COVEN_CODEX_PATH`, else the one
     in the openai-codex-cli-bin wheel, `pip install coven-ls[codex]`, else `codex` on PATH)"""
@@ -188,6 +211,22 @@ class InitializationOptions(Wire, omit_defaults=True):
     or the one it generated and printed; see Starting the server); ignored on stdio. Never
     logged nor sent back"""
 
+    def __post_init__(self) -> None:
+        for name, config in (self.agents or {}).items():
+            if name in RESERVED_AGENT_NAMES:
+                raise invalid_params(
+                    "initializationOptions",
+                    f"agents.{name}: '{name}' is reserved for the agent coven-ls hosts itself; "
+                    "give this ACP agent another name",
+                    "agents",
+                )
+            if not config.command or not config.command[0]:
+                raise invalid_params(
+                    "initializationOptions",
+                    f'agents.{name}.command must name a program (e.g. ["opencode", "acp"])',
+                    "agents",
+                )
+
 
 class CovenClientCapabilities(Wire, omit_defaults=True):
     """`capabilities.experimental.coven` in `initialize`: what the client does itself. A client
@@ -239,8 +278,8 @@ class StartSessionParams(Wire):
     title: str | None = None
     """shown in session lists; default: the prompt's first line (80 characters at most)"""
     agent: AgentName | None = None
-    """the agent that runs the session: `claude` or `codex`; default:
-    `initializationOptions.agent`"""
+    """the agent that runs the session: `claude`, `codex` or a name of
+    `initializationOptions.agents`; default: `initializationOptions.agent`"""
 
 
 class SendMessageParams(Wire):
@@ -613,7 +652,8 @@ class SessionInfo(Wire):
     agentSessionId: str | None
     """the CLI's session id (a Codex session's thread id); null until the CLI has started"""
     agent: AgentName
-    """the agent that runs the session: `claude` or `codex`"""
+    """the agent that runs the session: `claude`, `codex` or a name of
+    `initializationOptions.agents`"""
     createdAt: str
     """when it was created (UTC ISO 8601)"""
     costUsd: float

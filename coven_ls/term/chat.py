@@ -391,7 +391,7 @@ class Chat:
             default = "the server's default agent"
             self.say(f"New sessions run on {self._agent or default}.")
             return
-        self._agent = name  # type: ignore[assignment]  # parse() checked it
+        self._agent = name  # parse() checked it
         here = self.infos.get(self.current or "")
         stays = f"; this one stays on {here.get('agent') or 'claude'}" if here else ""
         more = " (/new starts one)" if here else ""

@@ -93,7 +93,8 @@ def test_backend_key_is_per_agent_and_binary() -> None:
     assert agents.backend_key("claude", plain) == ("claude", None)
     assert agents.backend_key("codex", paths) == ("codex", "/y/codex")
     assert agents.backend_key("claude", paths) == ("claude", "/x/claude")
-    assert set(agents.AGENTS) == set(get_args(protocol.AgentName))
+    # The names coven-ls hosts itself are the ones an ACP agent's configuration cannot take.
+    assert set(agents.AGENTS) == set(protocol.types.RESERVED_AGENT_NAMES)
 
 
 def test_every_permission_mode_has_a_codex_policy_and_sandbox() -> None:
@@ -102,6 +103,19 @@ def test_every_permission_mode_has_a_codex_policy_and_sandbox() -> None:
     assert PERMISSIONS[None] == PERMISSIONS["default"] == ("on-request", "read-only")
 
 
-def test_an_unknown_agent_is_refused_by_the_wire_types() -> None:
-    with pytest.raises(protocol.CovenError, match="agent"):
-        parse(protocol.START_SESSION, protocol.StartSessionParams, {"prompt": "x", "agent": "o"})
+async def test_an_unknown_agent_is_refused_when_its_session_starts(tmp_path: Path) -> None:
+    # Any name passes the wire types (a configured ACP agent's is a name); the registry refuses
+    # one that is neither coven's own nor configured, saying which there are.
+    params = parse(
+        protocol.START_SESSION, protocol.StartSessionParams, {"prompt": "x", "agent": "o"}
+    )
+    options = protocol.InitializationOptions(stateDir=str(tmp_path / "state"))
+    factory = Factory()
+
+    async def work(hub: Hub, client: Any) -> None:
+        with pytest.raises(protocol.CovenError, match="Unknown agent 'o'") as refused:
+            await hub.start_session(client, params)
+        assert refused.value.code == protocol.ErrorCode.InvalidParams
+
+    await run(ClientSettings(str(tmp_path), options), factory, work)
+    assert factory.calls == []

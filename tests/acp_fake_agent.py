@@ -1,0 +1,218 @@
+"""A scripted ACP agent on the official SDK's agent side: in-process for the adapter's unit tests
+(`connector`), or its own process over stdio (`python -m tests.acp_fake_agent`).
+
+A prompt's text picks what it does: "tool" runs a shell tool that asks permission, "wait" streams
+a little and waits for `session/cancel`, "unknown" sends an update and a request coven-ls does
+not know; anything else answers "echo: <text>". Each turn ends with a `usage_update`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, run_agent, text_block
+from acp._transport import memory_transport_pair
+from acp.agent.connection import AgentSideConnection
+from acp.helpers import (
+    plan_entry,
+    start_tool_call,
+    tool_content,
+    update_agent_message_text,
+    update_agent_thought_text,
+    update_current_mode,
+    update_plan,
+    update_tool_call,
+)
+from acp.schema import (
+    AgentCapabilities,
+    Cost,
+    ForkSessionResponse,
+    InitializeResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PermissionOption,
+    PromptResponse,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionForkCapabilities,
+    SessionMode,
+    SessionModeState,
+    SessionResumeCapabilities,
+    SetSessionModeResponse,
+    ToolCallLocation,
+    UsageUpdate,
+)
+
+OPTIONS = [
+    PermissionOption(option_id="yes-always", name="Always", kind="allow_always"),
+    PermissionOption(option_id="yes", name="Allow", kind="allow_once"),
+    PermissionOption(option_id="no", name="Reject", kind="reject_once"),
+]
+
+
+class FakeAgent:
+    def __init__(
+        self,
+        *,
+        fork: bool = True,
+        resume: bool = True,
+        modes: tuple[str, ...] = ("auto", "default"),
+        currency: str = "USD",
+    ) -> None:
+        self.fork, self.resume, self.modes, self.currency = fork, resume, modes, currency
+        self.conn: Any = None
+        self.calls: list[tuple[str, Any]] = []
+        self.cancelled = asyncio.Event()
+        self.answered = asyncio.Event()
+        self.permission: Any = None  # the last permission answer
+        self.unknown_answer: Any = None
+        self.cost = 0.0
+        self.sessions = 0
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def initialize(self, protocol_version: int, **_: Any) -> InitializeResponse:
+        caps = SessionCapabilities(
+            fork=SessionForkCapabilities() if self.fork else None,
+            resume=SessionResumeCapabilities() if self.resume else None,
+        )
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(load_session=True, session_capabilities=caps),
+        )
+
+    def _modes(self) -> SessionModeState | None:
+        if not self.modes:
+            return None
+        return SessionModeState(
+            current_mode_id=self.modes[0],
+            available_modes=[SessionMode(id=m, name=m) for m in self.modes],
+        )
+
+    async def new_session(self, cwd: str, **_: Any) -> NewSessionResponse:
+        self.sessions += 1
+        self.calls.append(("new", cwd))
+        return NewSessionResponse(session_id=f"s{self.sessions}", modes=self._modes())
+
+    async def load_session(self, cwd: str, session_id: str, **_: Any) -> LoadSessionResponse:
+        self.calls.append(("load", session_id))
+        # The history, replayed: not news to the client.
+        await self.conn.session_update(session_id, update_agent_message_text("old answer"))
+        return LoadSessionResponse(modes=self._modes())
+
+    async def resume_session(self, cwd: str, session_id: str, **_: Any) -> ResumeSessionResponse:
+        self.calls.append(("resume", session_id))
+        return ResumeSessionResponse(modes=self._modes())
+
+    async def fork_session(self, cwd: str, session_id: str, **_: Any) -> ForkSessionResponse:
+        self.calls.append(("fork", session_id))
+        self.sessions += 1
+        return ForkSessionResponse(session_id=f"s{self.sessions}", modes=self._modes())
+
+    async def set_session_mode(
+        self, mode_id: str, session_id: str, **_: Any
+    ) -> SetSessionModeResponse:
+        self.calls.append(("mode", mode_id))
+        await self.conn.session_update(session_id, update_current_mode(mode_id))
+        return SetSessionModeResponse()
+
+    async def cancel(self, session_id: str, **_: Any) -> None:
+        self.calls.append(("cancel", session_id))
+        self.cancelled.set()
+
+    async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> PromptResponse:
+        text = "".join(getattr(block, "text", "") for block in prompt)
+        self.calls.append(("prompt", text))
+        say = self.conn.session_update
+        if text == "tool":
+            await say(session_id, update_agent_thought_text("I should look."))
+            await say(session_id, update_plan([plan_entry("list files", status="in_progress")]))
+            await say(
+                session_id,
+                start_tool_call(
+                    "call-1",
+                    "ls -a",
+                    kind="execute",
+                    status="pending",
+                    raw_input={"command": "ls -a"},
+                    locations=[ToolCallLocation(path=cwd_of(self), line=3)],
+                ),
+            )
+            answer = await self.conn.request_permission(
+                session_id=session_id,
+                tool_call=update_tool_call("call-1", title="ls -a", kind="execute"),
+                options=OPTIONS,
+            )
+            self.permission = answer.outcome
+            self.answered.set()
+            allowed = getattr(answer.outcome, "option_id", None) in ("yes", "yes-always")
+            await say(session_id, update_tool_call("call-1", status="in_progress"))
+            await say(
+                session_id,
+                update_tool_call(
+                    "call-1",
+                    status="completed" if allowed else "failed",
+                    content=[tool_content(text_block("a.txt" if allowed else "rejected"))],
+                ),
+            )
+            await say(session_id, update_agent_message_text("Listed."))
+        elif text == "wait":
+            await say(session_id, update_agent_message_text("Working"))
+            await say(session_id, start_tool_call("call-2", "sleep 100", kind="execute"))
+            await asyncio.wait_for(self.cancelled.wait(), 30)
+            return PromptResponse(stop_reason="cancelled")
+        elif text == "unknown":
+            await self.conn._conn.send_notification(
+                "session/update",
+                {"sessionId": session_id, "update": {"sessionUpdate": "brand_new_thing"}},
+            )
+            try:
+                self.unknown_answer = await self.conn._conn.send_request(
+                    "craft/drainMidTurnQueue", {}
+                )
+            except RequestError as exc:
+                self.unknown_answer = exc
+            await say(session_id, update_agent_message_text("still here"))
+        else:
+            await say(session_id, update_agent_message_text("echo: "))
+            await say(session_id, update_agent_message_text(text))
+        self.cost += 0.25
+        await say(
+            session_id,
+            UsageUpdate(
+                session_update="usage_update",
+                used=1200,
+                size=200000,
+                cost=Cost(amount=self.cost, currency=self.currency),
+            ),
+        )
+        return PromptResponse(stop_reason="end_turn")
+
+
+def cwd_of(agent: FakeAgent) -> str:
+    return next((str(arg) for call, arg in agent.calls if call == "new"), "/")
+
+
+def connector(fake: FakeAgent) -> Any:
+    """A `Connect` (coven_ls/agents/acp/process.py) to `fake`, in this process."""
+    from coven_ls.agents.acp.process import Link
+
+    async def connect(client: Any, on_exit: Any) -> Link:
+        ours, theirs = memory_transport_pair()
+        AgentSideConnection(fake, theirs, use_unstable_protocol=True)
+        return Link(connect_to_agent(client, ours, use_unstable_protocol=True))
+
+    return connect
+
+
+async def _main() -> None:
+    await run_agent(FakeAgent(), use_unstable_protocol=True)
+    if "--linger" in sys.argv:
+        await asyncio.sleep(3600)  # an agent that does not exit when its stdin closes
+
+
+if __name__ == "__main__":
+    asyncio.run(_main())
