@@ -30,7 +30,6 @@ from acp.schema import (
     SessionModeState,
 )
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ... import __version__
 from ...core.agent import (
@@ -46,6 +45,7 @@ from ...core.agent import (
     TaskNotRunning,
 )
 from ...core.agent.events import AgentStarted
+from ...core.agent.outbox import Outbox
 from ...protocol.types import AcpAgentConfig
 from .process import Connect, Link, command_problem, process_connector
 from .translate import Translator
@@ -134,9 +134,7 @@ class AcpAgent:
         self.session_id: str | None = None
         self.translator: Translator | None = None
         self.agent_version: str | None = None
-        send, receive = anyio.create_memory_object_stream[Any](1000)
-        self._out: MemoryObjectSendStream[Any] = send
-        self._in: MemoryObjectReceiveStream[Any] = receive
+        self._out = Outbox(f"ACP agent {name}")
         self._in_turn = False
         self._announced = False
         self._closed = False
@@ -151,7 +149,7 @@ class AcpAgent:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         for event in self.translator.pending(tool_call):
             self._put(event)
-        await self._drained()
+        await self._out.drained()
         name = self.translator.open_tools.get(str(tool_call.tool_call_id), "tool")
         tool_input = self.translator.inputs.get(str(tool_call.tool_call_id), {})
         if isinstance(tool_call.raw_input, dict):
@@ -190,15 +188,6 @@ class AcpAgent:
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         log.info("ACP agent %s sent _%s, which coven-ls does not know", self.name, method)
 
-    async def _drained(self) -> None:
-        """Let the session publish what came before the question (its tool call first)."""
-        for _ in range(10):
-            if not self._out.statistics().current_buffer_used:
-                break
-            await anyio.lowlevel.checkpoint()
-        for _ in range(3):
-            await anyio.lowlevel.checkpoint()
-
     def gone(self, reason: str) -> None:
         """The process ended by itself: the session's stream ends with the reason."""
         self._put(AgentFailed(reason))
@@ -207,14 +196,7 @@ class AcpAgent:
     # --- Agent
 
     def _put(self, item: Any) -> None:
-        if self._closed:
-            return
-        try:
-            self._out.send_nowait(item)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass  # killed: nobody reads any more
-        except anyio.WouldBlock:
-            log.warning("ACP agent %s: the session is not reading; dropped %r", self.name, item)
+        self._out.put(item)
 
     async def send(self, text: str) -> None:
         if self.link is None or self.session_id is None:
@@ -254,7 +236,7 @@ class AcpAgent:
             self._put(event)
 
     async def messages(self) -> AsyncGenerator[AgentEvent, None]:
-        async for item in self._in:
+        async for item in self._out:
             if isinstance(item, AgentFailed):
                 raise item
             yield item

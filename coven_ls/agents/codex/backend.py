@@ -12,7 +12,6 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ...core.agent import (
     AgentEvent,
@@ -26,6 +25,7 @@ from ...core.agent import (
     Resume,
     TaskNotRunning,
 )
+from ...core.agent.outbox import Outbox
 from .. import binary
 from ..binary import BinarySource
 from .appserver import AppServer, AppServerGone, CodexRpcError
@@ -144,9 +144,7 @@ class CodexAgent:
         self._mode: str | None = spec.permission_mode
         self._ask = ask_permission
         self.translator = Translator(thread_id, model=model)
-        send, receive = anyio.create_memory_object_stream[Any](1000)
-        self._out: MemoryObjectSendStream[Any] = send
-        self._in: MemoryObjectReceiveStream[Any] = receive
+        self._out = Outbox(f"codex thread {thread_id}")
         self._turn: str | None = None
         self._interrupt_due = False
         self._announced = False
@@ -204,7 +202,7 @@ class CodexAgent:
             # Questions coven cannot put to the user yet (MCP elicitations, user input): no.
             log.info("codex asked %s, which coven-ls does not handle: declined", method)
             return {"decision": "decline"}
-        await self._drained()
+        await self._out.drained()
         allow = False
         with anyio.CancelScope() as scope:
             self._asking.add(scope)
@@ -214,17 +212,6 @@ class CodexAgent:
                 self._asking.discard(scope)
         return {"decision": "accept" if allow else "decline"}
 
-    async def _drained(self) -> None:
-        """Let the session publish what codex said before its question (the tool call the
-        question is about comes first, as with Claude): codex sends both at once, and the
-        session's reader and runner each need a turn of the event loop or two."""
-        for _ in range(10):
-            if not self._out.statistics().current_buffer_used:
-                break
-            await anyio.lowlevel.checkpoint()
-        for _ in range(3):
-            await anyio.lowlevel.checkpoint()
-
     def gone(self, error: AppServerGone) -> None:
         self._put(error)
         self._out.close()
@@ -232,16 +219,7 @@ class CodexAgent:
     # --- Agent
 
     def _put(self, item: Any) -> None:
-        if self._closed:
-            return
-        try:
-            self._out.send_nowait(item)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass  # killed: nobody reads any more
-        except anyio.WouldBlock:
-            log.warning(
-                "codex thread %s: the session is not reading; dropped %r", self.thread_id, item
-            )
+        self._out.put(item)
 
     async def send(self, text: str) -> None:
         if not self._announced:
@@ -265,7 +243,7 @@ class CodexAgent:
             raise AgentStartError(f"Codex could not start the turn: {exc}") from exc
 
     async def messages(self) -> AsyncGenerator[AgentEvent, None]:
-        async for item in self._in:
+        async for item in self._out:
             if isinstance(item, AppServerGone):
                 raise AgentStartError(
                     f"{item} coven-ls starts it again: the next message goes on with this "
