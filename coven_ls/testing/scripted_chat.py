@@ -36,7 +36,7 @@ import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from .http_base import ClientGone, Rule, ScriptedHandler, ScriptedServer
@@ -147,7 +147,10 @@ def _block_text(block: Any) -> str:
 
 class _Handler(ScriptedHandler):
     server_version = "ScriptedChat/1"
-    server: Any  # a LoopbackServer whose model is a ScriptedChat
+
+    @property
+    def _model(self) -> ScriptedChat:
+        return cast("ScriptedChat", self.server.model)
 
     def _send_json(self, status: int, payload: Any) -> None:
         data = json.dumps(payload).encode()
@@ -158,7 +161,7 @@ class _Handler(ScriptedHandler):
         self.wfile.write(data)
 
     def do_GET(self) -> None:
-        model: ScriptedChat = self.server.model
+        model = self._model
         path = urlsplit(self.path).path.rstrip("/")
         model._note_other("GET", self.path)
         if path not in _MODEL_PATHS:
@@ -179,7 +182,7 @@ class _Handler(ScriptedHandler):
         except ValueError as exc:
             self._send_json(400, _error_body(f"bad JSON body: {exc}", "invalid_request_error"))
             return
-        model: ScriptedChat = self.server.model
+        model = self._model
         if urlsplit(self.path).path.rstrip("/") not in _PATHS or not isinstance(body, dict):
             model._note_other("POST", self.path)
             self._send_json(404, _error_body(f"POST {self.path}: no such endpoint", "not_found"))
@@ -234,7 +237,7 @@ class _Handler(ScriptedHandler):
 
     def _tool_call(self, block: ToolUse) -> dict[str, Any]:
         return {
-            "id": block.id or f"call_scripted_{next(self.server.model._ids)}",
+            "id": block.id or f"call_scripted_{next(self._model._ids)}",
             "type": "function",
             "function": {"name": block.name, "arguments": json.dumps(block.input)},
         }
@@ -253,7 +256,7 @@ class _Handler(ScriptedHandler):
         self._send_json(
             200,
             {
-                "id": f"chatcmpl-scripted-{next(self.server.model._ids)}",
+                "id": f"chatcmpl-scripted-{next(self._model._ids)}",
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": req.model or DEFAULT_MODEL,
@@ -274,7 +277,7 @@ class _Handler(ScriptedHandler):
         self.wfile.flush()
 
     def _stream(self, req: ChatRequest, rep: Reply) -> None:
-        ids = self.server.model._ids
+        ids = self._model._ids
         base = {
             "id": f"chatcmpl-scripted-{next(ids)}",
             "object": "chat.completion.chunk",
