@@ -71,11 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor = sub.add_parser(
         "doctor",
-        help="check what a session needs (Python, the claude CLI, its login, git, the state dir)",
+        help="check what a session needs (Python, the claude CLI, its login, ACP agents, git, "
+        "the state dir)",
         description=(
             "Check what a session needs without starting one (no model request is made): "
             "Python and packages, which claude CLI would be used and whether it can "
-            "authenticate, git for worktrees, the state folder and this workspace's database. "
+            "authenticate, each ACP agent (configured with --agents, or known and on PATH): "
+            "whether it starts and what its initialize says, git for worktrees, the state "
+            "folder and this workspace's database. "
             "Each finding says how to fix it. Exit code 0 when nothing is an error."
         ),
     )
@@ -84,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--state-dir", help="as initializationOptions.stateDir")
     doctor.add_argument("--claude", help="as initializationOptions.claudePath")
     doctor.add_argument("--codex", help="as initializationOptions.codexPath")
+    doctor.add_argument(
+        "--agents",
+        metavar="JSON",
+        help="as initializationOptions.agents: the ACP agents to check besides the known ones "
+        "on PATH",
+    )
     prune = sub.add_parser(
         "prune",
         help="remove the fork worktrees and branches no session needs",
@@ -423,7 +432,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "doctor":
         from .doctor.checks import main as doctor_main
 
-        return doctor_main(args.root, args.state_dir, args.claude, args.json, codex=args.codex)
+        return doctor_main(
+            args.root, args.state_dir, args.claude, args.json, codex=args.codex, agents=args.agents
+        )
     from .core.journal import tune_interpreter
 
     if args.command == "acp":

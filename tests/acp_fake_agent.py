@@ -3,7 +3,9 @@
 
 A prompt's text picks what it does: "tool" runs a shell tool that asks permission, "wait" streams
 a little and waits for `session/cancel`, "unknown" sends an update and a request coven-ls does
-not know; anything else answers "echo: <text>". Each turn ends with a `usage_update`.
+not know; anything else answers "echo: <text>". Each turn ends with a `usage_update`. As a
+process: `--linger` (does not exit when its stdin closes), `--no-fork` (no session/fork),
+`--old-protocol` (answers `initialize` with protocol version 0).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from acp.schema import (
     AgentCapabilities,
     Cost,
     ForkSessionResponse,
+    Implementation,
     InitializeResponse,
     LoadSessionResponse,
     NewSessionResponse,
@@ -70,6 +73,7 @@ class FakeAgent:
         self.unknown_answer: Any = None
         self.cost = 0.0
         self.sessions = 0
+        self.protocol_version = PROTOCOL_VERSION
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -80,8 +84,9 @@ class FakeAgent:
             resume=SessionResumeCapabilities() if self.resume else None,
         )
         return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
+            protocol_version=self.protocol_version,
             agent_capabilities=AgentCapabilities(load_session=True, session_capabilities=caps),
+            agent_info=Implementation(name="fake-acp", version="0.0.1"),
         )
 
     def _modes(self) -> SessionModeState | None:
@@ -209,7 +214,12 @@ def connector(fake: FakeAgent) -> Any:
 
 
 async def _main() -> None:
-    await run_agent(FakeAgent(), use_unstable_protocol=True)
+    fake = FakeAgent()
+    if "--no-fork" in sys.argv:
+        fake.fork = False
+    if "--old-protocol" in sys.argv:
+        fake.protocol_version = 0
+    await run_agent(fake, use_unstable_protocol=True)
     if "--linger" in sys.argv:
         await asyncio.sleep(3600)  # an agent that does not exit when its stdin closes
 

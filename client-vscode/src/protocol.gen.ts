@@ -2229,7 +2229,7 @@ export interface DoctorReport {
  */
 export interface Finding {
   /**
-   * what was checked: `python`, `packages`, `claude`, `auth`, `codex`, `codexSandbox`, `git`, `stateDir`, `database`, `worktreePool`
+   * what was checked: `python`, `packages`, `claude`, `auth`, `codex`, `codexSandbox`, `acpAgent` (one per ACP agent, named in `title`), `git`, `stateDir`, `database`, `worktreePool`
    */
   id: string;
   /**

@@ -64,14 +64,28 @@ AGENTS: dict[str, AgentKind] = {
 }
 
 
+def acp_agents(options: InitializationOptions) -> dict[str, AcpAgentConfig]:
+    """The ACP agents these options offer: the configured ones, then the known ones found on
+    PATH (acp/known.py); a configured entry wins over a known one of the same name."""
+    from .acp.known import on_path
+
+    configured = options.agents or {}
+    return {**configured, **{n: c for n, c in on_path().items() if n not in configured}}
+
+
 def _acp_config(agent: str, options: InitializationOptions) -> AcpAgentConfig | None:
-    """The configuration of `agent` when it is a configured ACP agent; an unknown name is an
-    error that says which names there are."""
+    """The configuration of `agent` when it is an ACP agent (configured, else known: a known one
+    not installed fails to start saying how to install it); an unknown name is an error that
+    says which names there are."""
+    from .acp.known import KNOWN
+
     if agent in AGENTS:
         return None
     config = (options.agents or {}).get(agent)
+    if config is None and agent in KNOWN:
+        config = KNOWN[agent].config()
     if config is None:
-        known = [*AGENTS, *(options.agents or {})]
+        known = [*AGENTS, *acp_agents(options)]
         raise protocol.CovenError(
             protocol.ErrorCode.InvalidParams,
             f"Unknown agent '{agent}': the agents are {', '.join(repr(n) for n in known)}. An "
@@ -96,7 +110,7 @@ def available_agents(options: InitializationOptions) -> list[AgentName]:
             found.append(kind.name)
     from .acp.process import command_problem
 
-    for name, config in (options.agents or {}).items():
+    for name, config in acp_agents(options).items():
         if command_problem(name, config) is None:
             found.append(name)
     return found
@@ -121,9 +135,17 @@ def make_backend(agent: str, options: InitializationOptions, task_group: TaskGro
     return kind.make(kind.path_option(options), task_group)
 
 
+def _known_names() -> list[str]:
+    from .acp.known import KNOWN
+
+    return list(KNOWN)
+
+
 # What a front end hands the hub (`Hub(task_group, REGISTRY)`).
 REGISTRY = AgentRegistry(
-    names=frozenset(AGENTS),
+    # A stored session of a known ACP agent is restored on it even when it is not installed now
+    # (it then fails to start, saying how to install it).
+    names=frozenset([*AGENTS, *_known_names()]),
     make_backend=make_backend,
     backend_key=backend_key,
     available=available_agents,

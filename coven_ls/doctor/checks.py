@@ -22,14 +22,20 @@ from ..agents.claude import INSTALL_HINT, probe_claude, resolve_claude
 from ..core.store import SCHEMA_VERSION, database_path
 from ..core.workspace import pool
 from ..core.workspace.git import MIN_GIT_VERSION, git_version
-from ..protocol.types import DoctorReport, Finding
+from ..protocol.codec import parse
+from ..protocol.types import AcpAgentConfig, DoctorReport, Finding, InitializationOptions
+from .acp_agents import check_agents
 
 PACKAGES = ("claude-agent-sdk", "pygls", "lsprotocol", "anyio", "msgspec", "agent-client-protocol")
 AUTH_SECONDS = 20.0
 
 
 def check(
-    root: str, state_dir: str | None, claude: str | None, codex: str | None = None
+    root: str,
+    state_dir: str | None,
+    claude: str | None,
+    codex: str | None = None,
+    agents: dict[str, AcpAgentConfig] | None = None,
 ) -> DoctorReport:
     findings = [python(), packages()]
     found = claude_cli(claude)
@@ -40,6 +46,7 @@ def check(
     findings.append(codex_found)
     if codex_path is not None:
         findings.append(codex_sandbox(codex_path))
+    findings.extend(check_agents(agents))
     findings.append(git())
     findings.extend(state(root, state_dir))
     return DoctorReport(
@@ -367,10 +374,34 @@ def render(report: DoctorReport, write: Callable[[str], object] = print) -> None
     write(f"coven-ls {report.version}: {verdict}")
 
 
+def parse_agents(text: str) -> dict[str, AcpAgentConfig]:
+    """`--agents`: a JSON object as `initializationOptions.agents`."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise protocol.CovenError(
+            protocol.ErrorCode.InvalidParams,
+            f"--agents is not JSON ({exc}): give an object as initializationOptions.agents, "
+            '\'{"opencode": {"command": ["opencode", "acp"]}}\'.',
+        ) from exc
+    options = parse("initializationOptions", InitializationOptions, {"agents": value})
+    return options.agents or {}
+
+
 def main(
-    root: str, state_dir: str | None, claude: str | None, as_json: bool, codex: str | None = None
+    root: str,
+    state_dir: str | None,
+    claude: str | None,
+    as_json: bool,
+    codex: str | None = None,
+    agents: str | None = None,
 ) -> int:
-    report = check(os.path.abspath(root), state_dir, claude, codex)
+    try:
+        configured = parse_agents(agents) if agents is not None else None
+    except protocol.CovenError as exc:
+        sys.stderr.write(f"coven-ls doctor: {exc.message}\n")
+        return 2
+    report = check(os.path.abspath(root), state_dir, claude, codex, configured)
     if as_json:
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
     else:

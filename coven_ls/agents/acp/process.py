@@ -87,11 +87,14 @@ def command_problem(name: str, config: AcpAgentConfig) -> protocol.CovenError | 
     if config.env and "PATH" in config.env:
         path = config.env["PATH"]
     if shutil.which(program, path=path) is None:
+        from .known import install_hint
+
+        hint = install_hint(name)
         return protocol.CovenError(
             protocol.ErrorCode.ClaudeUnavailable,
             f"ACP agent '{name}': its command '{program}' was not found "
-            f"({'not an executable file' if os.sep in program else 'not on PATH'}). Install it, "
-            f"or fix initializationOptions.agents.{name}.command.",
+            f"({'not an executable file' if os.sep in program else 'not on PATH'}). Install it"
+            f"{f' ({hint})' if hint else ''}, or fix initializationOptions.agents.{name}.command.",
             {"agent": name, "command": program},
         )
     return None

@@ -1,0 +1,80 @@
+"""Known ACP agents (coven_ls/agents/acp/known.py) found on PATH are offered without
+configuration; a configured entry of the same name wins; one not installed says how to install
+it. PATH is a temporary folder of stub executables."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import anyio
+import pytest
+
+from coven_ls import agents, protocol
+from coven_ls.agents.acp import AcpBackend
+from coven_ls.agents.acp.known import KNOWN, on_path
+from coven_ls.protocol.types import AcpAgentConfig
+
+
+def stub(folder: Path, name: str) -> Path:
+    path = folder / name
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.fixture
+def bin_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    monkeypatch.setenv("PATH", str(folder))
+    return folder
+
+
+def test_the_table_holds_the_commands_that_speak_acp() -> None:
+    assert KNOWN["opencode"].config().command == ["opencode", "acp"]
+    assert KNOWN["qwen"].config().command == ["qwen", "--acp"]
+    assert KNOWN["goose"].config().command == ["goose", "acp"]
+    assert KNOWN["claude-agent-acp"].config().command == ["claude-agent-acp"]
+    for known in KNOWN.values():
+        assert known.name not in agents.AGENTS
+        assert "IS_SANDBOX" not in (known.config().env or {})
+
+
+def test_known_agents_on_path_are_offered_without_configuration(bin_path: Path) -> None:
+    options = protocol.InitializationOptions()
+    assert on_path() == {}
+    assert not any(name in KNOWN for name in agents.available_agents(options))
+    stub(bin_path, "opencode")
+    stub(bin_path, "claude-agent-acp")
+    assert set(on_path()) == {"opencode", "claude-agent-acp"}
+    offered = agents.available_agents(options)
+    assert "opencode" in offered and "claude-agent-acp" in offered and "qwen" not in offered
+    assert agents.backend_key("opencode", options)[0] == "opencode"
+    assert '"acp"' in (agents.backend_key("opencode", options)[1] or "")
+    assert agents.REGISTRY.knows("opencode", options)
+
+
+async def test_a_configured_entry_wins_over_a_known_one(bin_path: Path) -> None:
+    stub(bin_path, "opencode")
+    mine = AcpAgentConfig(command=["opencode", "acp", "--port", "0"], mode="build")
+    options = protocol.InitializationOptions(agents={"opencode": mine})
+    assert agents.acp_agents(options) == {"opencode": mine}
+    assert "--port" in (agents.backend_key("opencode", options)[1] or "")
+    async with anyio.create_task_group() as tg:
+        made = agents.make_backend("opencode", options, tg)
+        assert isinstance(made, AcpBackend) and made.name == "opencode"
+
+
+async def test_a_known_agent_not_installed_says_how_to_install_it(bin_path: Path) -> None:
+    options = protocol.InitializationOptions()
+    assert "qwen" not in agents.available_agents(options)
+    async with anyio.create_task_group() as tg:
+        made = agents.make_backend("qwen", options, tg)
+        assert isinstance(made, AcpBackend)
+        with pytest.raises(
+            protocol.CovenError, match=r"'qwen' was not found.*npm install -g @qwen-code/qwen-code"
+        ):
+            made.check()
+    assert os.environ["PATH"] == str(bin_path)
