@@ -174,3 +174,30 @@ async def test_a_bad_configuration_fails_clearly(start_acp) -> None:
         await coven.request("coven/startSession", {"prompt": "hi", "agent": "nope"})
     assert "Unknown agent 'nope'" in str(unknown.value)
     assert unknown.value.code == protocol.ErrorCode.InvalidParams
+
+
+async def test_a_session_whose_agent_was_removed_is_kept_and_says_so(start_acp, responses) -> None:
+    responses.on("hello", "Hi there.")
+    first = await start_acp()
+    sid = await first.start("hello")
+    await first.wait_kind(sid, "turnResult")
+    await first.wait_status(sid, "idle")
+    await first.stop()
+
+    # Restarted without the agent's entry: the session is kept as it was, and says so when used.
+    second = await start_acp(init_options={"agents": {}, "agent": "claude"})
+    [info] = (await second.request("coven/listSessions", {}))["sessions"]
+    assert info["sessionId"] == sid and info["agent"] == "codex-acp"
+    for method, params in (
+        ("coven/sendMessage", {"sessionId": sid, "text": "again"}),
+        ("coven/fork", {"sessionId": sid, "tasks": ["a", "b"]}),
+        ("coven/branch", {"sessionId": sid}),
+    ):
+        with pytest.raises(JsonRpcException) as refused:
+            await second.request(method, params)
+        assert refused.value.code == protocol.ErrorCode.ClaudeUnavailable, method
+        assert "'codex-acp'" in str(refused.value)
+        assert "initializationOptions.agents" in str(refused.value)
+    deleted = await second.request("coven/deleteSession", {"sessionId": sid, "purge": True})
+    assert deleted["deletedSessionIds"] == [sid]
+    assert (await second.request("coven/listSessions", {}))["sessions"] == []
