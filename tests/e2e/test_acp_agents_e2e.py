@@ -201,3 +201,17 @@ async def test_a_session_whose_agent_was_removed_is_kept_and_says_so(start_acp, 
     deleted = await second.request("coven/deleteSession", {"sessionId": sid, "purge": True})
     assert deleted["deletedSessionIds"] == [sid]
     assert (await second.request("coven/listSessions", {}))["sessions"] == []
+
+
+async def test_delete_with_purge_leaves_no_agent_process_behind(start_acp, responses) -> None:
+    responses.on("hello", "Hi there.")
+    coven = await start_acp()
+    sid = await coven.start("hello")
+    await coven.wait_kind(sid, "turnResult")
+    await coven.wait_status(sid, "idle")
+    # The agent is started once more to close and delete the session where it can (codex-acp
+    # 0.16 advertises session/close, not session/delete: its session is kept, as the log says);
+    # that process ends with the request.
+    deleted = await coven.request("coven/deleteSession", {"sessionId": sid, "purge": True})
+    assert deleted["deletedSessionIds"] == [sid]
+    await wait_until(lambda: not processes_of(coven), 30, "no codex-acp process left")
