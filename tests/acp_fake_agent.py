@@ -29,7 +29,10 @@ from acp.helpers import (
 )
 from acp.schema import (
     AgentCapabilities,
+    CloseSessionResponse,
     Cost,
+    DeleteSessionRequest,
+    DeleteSessionResponse,
     ForkSessionResponse,
     Implementation,
     InitializeResponse,
@@ -39,6 +42,8 @@ from acp.schema import (
     PromptResponse,
     ResumeSessionResponse,
     SessionCapabilities,
+    SessionCloseCapabilities,
+    SessionDeleteCapabilities,
     SessionForkCapabilities,
     SessionMode,
     SessionModeState,
@@ -63,8 +68,12 @@ class FakeAgent:
         resume: bool = True,
         modes: tuple[str, ...] = ("auto", "default"),
         currency: str = "USD",
+        close: bool = False,
+        delete: bool = False,
     ) -> None:
         self.fork, self.resume, self.modes, self.currency = fork, resume, modes, currency
+        self.close, self.delete = close, delete
+        self.undeletable: set[str] = set()  # session ids whose session/delete fails
         self.conn: Any = None
         self.calls: list[tuple[str, Any]] = []
         self.cancelled = asyncio.Event()
@@ -82,6 +91,8 @@ class FakeAgent:
         caps = SessionCapabilities(
             fork=SessionForkCapabilities() if self.fork else None,
             resume=SessionResumeCapabilities() if self.resume else None,
+            close=SessionCloseCapabilities() if self.close else None,
+            delete=SessionDeleteCapabilities() if self.delete else None,
         )
         return InitializeResponse(
             protocol_version=self.protocol_version,
@@ -123,6 +134,16 @@ class FakeAgent:
         self.calls.append(("mode", mode_id))
         await self.conn.session_update(session_id, update_current_mode(mode_id))
         return SetSessionModeResponse()
+
+    async def close_session(self, session_id: str, **_: Any) -> CloseSessionResponse:
+        self.calls.append(("close", session_id))
+        return CloseSessionResponse()
+
+    async def delete_session(self, session_id: str, **_: Any) -> DeleteSessionResponse:
+        self.calls.append(("delete", session_id))
+        if session_id in self.undeletable:
+            raise RequestError.internal_error({"reason": f"{session_id} is locked"})
+        return DeleteSessionResponse()
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         self.calls.append(("cancel", session_id))
@@ -207,7 +228,11 @@ def connector(fake: FakeAgent) -> Any:
 
     async def connect(client: Any, on_exit: Any) -> Link:
         ours, theirs = memory_transport_pair()
-        AgentSideConnection(fake, theirs, use_unstable_protocol=True)
+        side = AgentSideConnection(fake, theirs, use_unstable_protocol=True)
+        # The SDK's agent side (0.12) routes no session/delete: give it the fake's.
+        side._conn._handler.route_request(
+            "session/delete", DeleteSessionRequest, fake, "delete_session", unstable=True
+        )
         return Link(connect_to_agent(client, ours, use_unstable_protocol=True))
 
     return connect

@@ -27,6 +27,7 @@ from ..protocol import EventDict, Status, events
 from ..protocol.types import KeptBranch, Usage
 from . import failpoints, keep
 from .agent import AgentSpec, Backend, Conversation, Copy
+from .agent.missing import MissingBackend
 from .agent_registry import AgentRegistry
 from .fork.fork import Fork
 from .fork.limits import tree_usage
@@ -585,10 +586,9 @@ class Hub:
                 continue
             depth = row["depth"] or 0
             agent: protocol.AgentName = row.get("agent") or "claude"
-            if not self.agents.knows(agent, settings.options):
-                log.warning("session %s: unknown agent %r, run as claude", row["session_id"], agent)
-                agent = "claude"
-            backend = self.backend(agent, settings.options)
+            # An agent no longer configured: the session is kept as it was, and says so when used.
+            known = self.agents.knows(agent, settings.options)
+            backend = self.backend(agent, settings.options) if known else MissingBackend(agent)
             # What it stored over its client's options (a restart may come from another client).
             config = dataclasses.replace(
                 SessionConfig.from_options(settings.options, row["cwd"]),

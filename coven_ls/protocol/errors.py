@@ -27,7 +27,9 @@ class ErrorCode(enum.IntEnum):
     SessionNotFound = -32001
     """no session has that id; `data.sessionId`"""
     ClaudeUnavailable = -32002
-    """no usable `claude` binary; `data.claudePath` and `data.source` say which and from where"""
+    """no usable agent: no `claude` binary (`data.claudePath` and `data.source` say which and
+    from where), an ACP agent's command not found (`data.agent`, `data.command`), or a stored
+    session's ACP agent no longer configured (`data.agent`, `data.sessionId`)"""
     InvalidState = -32003
     """the session or fork cannot do that now (closed, busy, already decided); `data` has the
     `sessionId` or `forkId` and its current `status` or `state`"""

@@ -385,7 +385,7 @@ class DeleteSessionParams(Wire):
     """the session to delete, with its subtree"""
     purge: bool = False
     """also delete what the agent stored of the conversations (Claude Code's transcripts, Codex's
-    threads)"""
+    threads, an ACP agent's sessions where it has `session/delete`)"""
     discardWork: bool = False
     """also delete the branches of fork children that hold work never applied (a conflict, a
     failed or cancelled child's work, changes waiting for review, later work); without it they

@@ -174,3 +174,44 @@ async def test_a_bad_configuration_fails_clearly(start_acp) -> None:
         await coven.request("coven/startSession", {"prompt": "hi", "agent": "nope"})
     assert "Unknown agent 'nope'" in str(unknown.value)
     assert unknown.value.code == protocol.ErrorCode.InvalidParams
+
+
+async def test_a_session_whose_agent_was_removed_is_kept_and_says_so(start_acp, responses) -> None:
+    responses.on("hello", "Hi there.")
+    first = await start_acp()
+    sid = await first.start("hello")
+    await first.wait_kind(sid, "turnResult")
+    await first.wait_status(sid, "idle")
+    await first.stop()
+
+    # Restarted without the agent's entry: the session is kept as it was, and says so when used.
+    second = await start_acp(init_options={"agents": {}, "agent": "claude"})
+    [info] = (await second.request("coven/listSessions", {}))["sessions"]
+    assert info["sessionId"] == sid and info["agent"] == "codex-acp"
+    for method, params in (
+        ("coven/sendMessage", {"sessionId": sid, "text": "again"}),
+        ("coven/fork", {"sessionId": sid, "tasks": ["a", "b"]}),
+        ("coven/branch", {"sessionId": sid}),
+    ):
+        with pytest.raises(JsonRpcException) as refused:
+            await second.request(method, params)
+        assert refused.value.code == protocol.ErrorCode.ClaudeUnavailable, method
+        assert "'codex-acp'" in str(refused.value)
+        assert "initializationOptions.agents" in str(refused.value)
+    deleted = await second.request("coven/deleteSession", {"sessionId": sid, "purge": True})
+    assert deleted["deletedSessionIds"] == [sid]
+    assert (await second.request("coven/listSessions", {}))["sessions"] == []
+
+
+async def test_delete_with_purge_leaves_no_agent_process_behind(start_acp, responses) -> None:
+    responses.on("hello", "Hi there.")
+    coven = await start_acp()
+    sid = await coven.start("hello")
+    await coven.wait_kind(sid, "turnResult")
+    await coven.wait_status(sid, "idle")
+    # The agent is started once more to close and delete the session where it can (codex-acp
+    # 0.16 advertises session/close, not session/delete: its session is kept, as the log says);
+    # that process ends with the request.
+    deleted = await coven.request("coven/deleteSession", {"sessionId": sid, "purge": True})
+    assert deleted["deletedSessionIds"] == [sid]
+    await wait_until(lambda: not processes_of(coven), 30, "no codex-acp process left")

@@ -12,6 +12,7 @@ Claude Code and Codex do, and the editor's unsaved buffers are not coven's to of
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncGenerator
 from typing import Any, cast
 
@@ -48,6 +49,7 @@ from ...core.agent.events import AgentStarted
 from ...core.agent.outbox import Outbox
 from ...protocol.types import AcpAgentConfig
 from .process import Connect, Link, command_problem, process_connector
+from .purge import PurgeClient, purge_sessions
 from .translate import Translator
 
 log = logging.getLogger(__name__)
@@ -406,13 +408,28 @@ class AcpBackend:
         )
 
     async def purge(self, conversations: list[Conversation]) -> None:
-        if conversations:
-            log.info(
-                "ACP agent %s: %d sessions kept (deleting an agent's sessions is not supported "
-                "yet)",
+        if not conversations:
+            return
+        # A worktree child's folder may be gone already; session/delete needs only the id.
+        cwd = next((c.cwd for c in conversations if os.path.isdir(c.cwd)), os.path.expanduser("~"))
+        connect = self._connect or process_connector(self.name, self.config, cwd, self._tg, {})
+        try:
+            link = await connect(cast(Client, PurgeClient()), lambda _reason: None)
+        except Exception as exc:
+            log.warning(
+                "ACP agent %s could not be started to delete its sessions %s: %s",
                 self.name,
-                len(conversations),
+                [c.agent_session_id for c in conversations],
+                exc,
             )
+            return
+        try:
+            await purge_sessions(self.name, link.conn, conversations)
+        except Exception as exc:
+            log.warning("ACP agent %s: its sessions could not be deleted: %s", self.name, exc)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await link.aclose()
 
     async def aclose(self) -> None:
         """Nothing shared: each session's process ends with its agent."""

@@ -19,6 +19,7 @@ from ... import protocol
 from ...protocol import events
 from ...protocol.types import Changes, ForkChoices, ForkEstimate, ForkSource, GetChangesResult
 from .. import failpoints
+from ..agent.missing import refuse_if_missing
 from ..session import Session
 from .ahead import Ahead
 from .bring_back import BringBack
@@ -215,6 +216,7 @@ class ForkManager:
                 f"Session {session.id} is {session.status}; {refused}.",
                 {"sessionId": session.id, "status": session.status},
             )
+        refuse_if_missing(session.backend, session.id)
         if not session.settled or self.active_fork(session) is not None:
             raise protocol.CovenError(
                 protocol.ErrorCode.InvalidState,

@@ -21,6 +21,7 @@ from ... import protocol
 from ...protocol import EventDict, PermissionMode, Status, events
 from ...protocol.types import BranchedFrom, Origin
 from ..agent import AgentSpec, Backend, TaskNotRunning
+from ..agent.missing import refuse_if_missing
 from . import record as session_record
 from .config import SessionConfig
 from .inbox import Turn
@@ -173,6 +174,7 @@ class Session(SessionState):
                 "it takes no more messages. Start a new session with coven/startSession.",
                 {"sessionId": self.id, "status": self.status},
             )
+        refuse_if_missing(self.backend, self.id)
         busy = self.in_turn or bool(self.inbox.holds)
         return self.inbox.put(Turn(text, origin), busy=busy, first=first)
 
