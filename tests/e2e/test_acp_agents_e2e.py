@@ -38,13 +38,13 @@ def responses() -> Iterator[ScriptedResponses]:
 def start_acp(
     coven_factory: Callable[..., Awaitable[Coven]], responses: ScriptedResponses, tmp_path: Path
 ) -> Callable[..., Awaitable[Coven]]:
-    """A coven-ls with codex-acp configured as the agent `codex-acp` (its CODEX_HOME and key in
-    the agent's own `env`), the default agent of its sessions."""
+    """A coven-ls with codex-acp configured as the agent `name` (`codex-acp` unless told; its
+    CODEX_HOME and key in the agent's own `env`), the default agent of its sessions."""
 
-    async def start(home: str = "ws", **kw: Any) -> Coven:
+    async def start(home: str = "ws", name: str = "codex-acp", **kw: Any) -> Coven:
         env = responses.codex_env(tmp_path / "codex-home")
-        agents = {"codex-acp": {"command": [str(CODEX_ACP)], "env": env}}
-        options = {"agents": agents, "agent": "codex-acp", **kw.pop("init_options", {})}
+        agents = {name: {"command": [str(CODEX_ACP)], "env": env}}
+        options = {"agents": agents, "agent": name, **kw.pop("init_options", {})}
         return await coven_factory(home=home, init_options=options, **kw)
 
     return start
@@ -178,7 +178,9 @@ async def test_a_bad_configuration_fails_clearly(start_acp) -> None:
 
 async def test_a_session_whose_agent_was_removed_is_kept_and_says_so(start_acp, responses) -> None:
     responses.on("hello", "Hi there.")
-    first = await start_acp()
+    # Under a name of the user's own: a known agent's name (`codex-acp` is one, acp/known.py)
+    # stays known without its entry, and would say how to install it instead.
+    first = await start_acp(name="my-agent")
     sid = await first.start("hello")
     await first.wait_kind(sid, "turnResult")
     await first.wait_status(sid, "idle")
@@ -187,7 +189,7 @@ async def test_a_session_whose_agent_was_removed_is_kept_and_says_so(start_acp, 
     # Restarted without the agent's entry: the session is kept as it was, and says so when used.
     second = await start_acp(init_options={"agents": {}, "agent": "claude"})
     [info] = (await second.request("coven/listSessions", {}))["sessions"]
-    assert info["sessionId"] == sid and info["agent"] == "codex-acp"
+    assert info["sessionId"] == sid and info["agent"] == "my-agent"
     for method, params in (
         ("coven/sendMessage", {"sessionId": sid, "text": "again"}),
         ("coven/fork", {"sessionId": sid, "tasks": ["a", "b"]}),
@@ -196,7 +198,7 @@ async def test_a_session_whose_agent_was_removed_is_kept_and_says_so(start_acp, 
         with pytest.raises(JsonRpcException) as refused:
             await second.request(method, params)
         assert refused.value.code == protocol.ErrorCode.ClaudeUnavailable, method
-        assert "'codex-acp'" in str(refused.value)
+        assert "'my-agent'" in str(refused.value)
         assert "initializationOptions.agents" in str(refused.value)
     deleted = await second.request("coven/deleteSession", {"sessionId": sid, "purge": True})
     assert deleted["deletedSessionIds"] == [sid]
