@@ -12,11 +12,9 @@ from typing import Any, cast
 import anyio
 from acp import PROTOCOL_VERSION, RequestError
 from acp.interfaces import Client
-from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
-from .. import __version__
 from ..agents.acp.known import KNOWN, on_path
-from ..agents.acp.process import Link, command_problem, process_connector
+from ..agents.acp.process import Link, command_problem, initialize, process_connector
 from ..core.agent import AgentStartError
 from ..protocol.types import AcpAgentConfig, Finding, FindingStatus
 
@@ -86,14 +84,7 @@ async def check_agent(name: str, config: AcpAgentConfig, configured: bool) -> Fi
                 connect = process_connector(name, config, cwd, tg, {})
                 link = await connect(cast(Client, _Silent()), exits.append)
                 with anyio.fail_after(INITIALIZE_SECONDS):
-                    init = await link.conn.initialize(
-                        protocol_version=PROTOCOL_VERSION,
-                        client_capabilities=ClientCapabilities(
-                            fs=FileSystemCapabilities(read_text_file=False, write_text_file=False),
-                            terminal=False,
-                        ),
-                        client_info=Implementation(name="coven-ls", version=__version__),
-                    )
+                    init = await initialize(link.conn)
             except Exception as exc:
                 reason = (
                     f"no answer to initialize in {INITIALIZE_SECONDS:.0f} s"

@@ -18,21 +18,17 @@ from typing import Any, cast
 
 import anyio
 import anyio.lowlevel
-from acp import PROTOCOL_VERSION, RequestError, text_block
+from acp import RequestError, text_block
 from acp.interfaces import Client
 from acp.schema import (
     AllowedOutcome,
-    ClientCapabilities,
     DeniedOutcome,
-    FileSystemCapabilities,
-    Implementation,
     PermissionOption,
     RequestPermissionResponse,
     SessionModeState,
 )
 from anyio.abc import TaskGroup
 
-from ... import __version__
 from ...core.agent import (
     AgentEvent,
     AgentFailed,
@@ -48,7 +44,7 @@ from ...core.agent import (
 from ...core.agent.events import AgentStarted
 from ...core.agent.outbox import Outbox
 from ...protocol.types import AcpAgentConfig
-from .process import Connect, Link, command_problem, process_connector
+from .process import Connect, Link, command_problem, initialize, process_connector
 from .purge import PurgeClient, purge_sessions
 from .translate import Translator
 
@@ -334,14 +330,7 @@ class AcpBackend:
         conn = agent.link.conn
         try:
             with anyio.fail_after(INITIALIZE_SECONDS):
-                init = await conn.initialize(
-                    protocol_version=PROTOCOL_VERSION,
-                    client_capabilities=ClientCapabilities(
-                        fs=FileSystemCapabilities(read_text_file=False, write_text_file=False),
-                        terminal=False,
-                    ),
-                    client_info=Implementation(name="coven-ls", version=__version__),
-                )
+                init = await initialize(conn)
         except Exception as exc:
             raise self._failed(agent, "to initialize", exc) from exc
         if init.agent_info is not None:

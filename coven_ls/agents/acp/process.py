@@ -17,10 +17,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from acp import connect_to_agent
+from acp import PROTOCOL_VERSION, connect_to_agent
 from acp.interfaces import Client
+from acp.schema import (
+    ClientCapabilities,
+    FileSystemCapabilities,
+    Implementation,
+    InitializeResponse,
+)
 
-from ... import protocol
+from ... import __version__, protocol
 from ...core.agent import AgentStartError, launcher_path
 from ...protocol.types import AcpAgentConfig
 
@@ -161,3 +167,17 @@ async def _watch(name: str, link: Link, on_exit: Callable[[str], None]) -> None:
     how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
     tail = " ".join(line.strip() for line in list(link.stderr)[-3:])
     on_exit(f"The ACP agent '{name}' {how}." + (f" Its last output: {tail}" if tail else ""))
+
+
+async def initialize(conn: Any) -> InitializeResponse:
+    """`initialize` as coven-ls asks it of every agent (a session's, purge's, the doctor's): no
+    `fs` and no `terminal` client capability, since the agent reads, writes and runs commands
+    itself, as Claude Code and codex do (a worktree child's own environment is its process's)."""
+    return await conn.initialize(  # type: ignore[no-any-return]
+        protocol_version=PROTOCOL_VERSION,
+        client_capabilities=ClientCapabilities(
+            fs=FileSystemCapabilities(read_text_file=False, write_text_file=False),
+            terminal=False,
+        ),
+        client_info=Implementation(name="coven-ls", version=__version__),
+    )

@@ -10,21 +10,18 @@ import logging
 from typing import Any
 
 import anyio
-from acp import PROTOCOL_VERSION, RequestError
+from acp import RequestError
 from acp.meta import AGENT_METHODS
 from acp.schema import (
-    ClientCapabilities,
     DeleteSessionRequest,
     DeleteSessionResponse,
     DeniedOutcome,
-    FileSystemCapabilities,
-    Implementation,
     RequestPermissionResponse,
 )
 from acp.utils import request_model_from_dict
 
-from ... import __version__
 from ...core.agent import Conversation
+from .process import initialize
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +49,7 @@ async def purge_sessions(name: str, conn: Any, conversations: list[Conversation]
     """Close and delete `conversations` through the agent connection `conn` (not yet
     initialized); returns the session ids it deleted."""
     with anyio.fail_after(REQUEST_SECONDS):
-        init = await conn.initialize(
-            protocol_version=PROTOCOL_VERSION,
-            client_capabilities=ClientCapabilities(
-                fs=FileSystemCapabilities(read_text_file=False, write_text_file=False),
-                terminal=False,
-            ),
-            client_info=Implementation(name="coven-ls", version=__version__),
-        )
+        init = await initialize(conn)
     caps = init.agent_capabilities
     sessions = caps.session_capabilities if caps is not None else None
     can_close = sessions is not None and sessions.close is not None
