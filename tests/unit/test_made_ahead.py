@@ -18,6 +18,7 @@ from coven_ls.core.workspace.repository import RepoInfo, inspect
 from coven_ls.protocol import Kind
 
 from ..gitrepo import git, make_repo
+from ..harness import wait_until
 from .test_hub_unit import running_hub, start
 from .test_pool import tree_files
 
@@ -145,3 +146,19 @@ async def test_approved_with_other_tasks_makes_their_worktrees_anew(tmp_path: Pa
     assert len(paths) == 3 and os.path.basename(paths[2]) == "3-delta"
     assert not made[1].exists()  # beta's, made for a task that was edited away
     del repo
+
+
+async def test_a_finished_worktree_fork_makes_up_the_repositorys_pool(tmp_path: Path) -> None:
+    """Once a worktree fork's children are done, the repository's spares are made again for the
+    next fork (they were adopted by this one's children)."""
+    repo, cfg = project(tmp_path)
+    cfg.options.worktreePool = 2
+    async with running_hub(cfg) as rig:
+        parent = await start(rig)
+        proposed = await rig.client.wait_for(Kind.FORK_PROPOSED, parent)
+        rig.hub.forks.decide(proposed["forkId"], True, None, None)
+        await rig.client.wait_for(Kind.FORK_FINISHED, parent)
+        pools, state = rig.hub.forks.ahead.pools, str(tmp_path / "state")
+        # The filling has no event of its own: it runs while the server idles.
+        await wait_until(lambda: pools.ready(state, str(repo)) >= 2, GIT_LIMIT, "two spares")
+    assert pools.ready(state, str(repo)) == 2

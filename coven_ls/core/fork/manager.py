@@ -322,6 +322,7 @@ class ForkManager:
         finally:
             fork.prepared.set()
         await self.children.run(fork, fork.children)
+        self.ahead.refill(fork)  # the machine is the user's again: make up the pool
 
     def forget(self, session_ids: list[str]) -> None:
         gone = set(session_ids)
