@@ -35,11 +35,11 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from .http_base import ClientGone, Rule, ScriptedHandler, ScriptedServer
+from .http_base import ClientGone, Rule, ScriptedServer
+from .openai_base import OpenAIHandler, OpenAIRequest, chunks, error_body
 from .replies import HttpError, Reply, Text, Thinking, ToolUse, Usage, reply
 
 __all__ = [
@@ -63,21 +63,8 @@ _PATHS = ("/v1/chat/completions", "/chat/completions")
 _MODEL_PATHS = ("/v1/models", "/models")
 
 
-@dataclass
-class ChatRequest:
+class ChatRequest(OpenAIRequest):
     """One `POST /v1/chat/completions` as the model saw it."""
-
-    time: float
-    path: str
-    body: dict[str, Any]
-    headers: dict[str, str]
-    model: str
-    last_user_text: str
-    rule_index: int | None = None
-    finished: float | None = None
-    aborted: bool = False
-    # Rule.matches looks at this (the Anthropic model's subagents); none here.
-    is_subagent: bool = False
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -131,41 +118,25 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
-def _chunks(text: str, size: int) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
-
-
-def _error_body(message: str, error_type: str) -> dict[str, Any]:
-    return {"error": {"message": message, "type": error_type, "code": None, "param": None}}
-
-
 def _block_text(block: Any) -> str:
     if isinstance(block, (Text, Thinking)):
         return block.text
     return json.dumps(getattr(block, "input", {}))
 
 
-class _Handler(ScriptedHandler):
+class _Handler(OpenAIHandler):
     server_version = "ScriptedChat/1"
 
     @property
     def _model(self) -> ScriptedChat:
         return cast("ScriptedChat", self.server.model)
 
-    def _send_json(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_GET(self) -> None:
         model = self._model
         path = urlsplit(self.path).path.rstrip("/")
         model._note_other("GET", self.path)
         if path not in _MODEL_PATHS:
-            self._send_json(404, _error_body(f"GET {self.path}: no such endpoint", "not_found"))
+            self._send_json(404, error_body(f"GET {self.path}: no such endpoint", "not_found"))
             return
         data = [
             {"id": name, "object": "model", "created": 0, "owned_by": "coven-ls"}
@@ -174,18 +145,14 @@ class _Handler(ScriptedHandler):
         self._send_json(200, {"object": "list", "data": data})
 
     def do_POST(self) -> None:
-        arrived = time.monotonic()
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError as exc:
-            self._send_json(400, _error_body(f"bad JSON body: {exc}", "invalid_request_error"))
+        read = self._read_json()
+        if read is None:
             return
+        arrived, body = read
         model = self._model
         if urlsplit(self.path).path.rstrip("/") not in _PATHS or not isinstance(body, dict):
             model._note_other("POST", self.path)
-            self._send_json(404, _error_body(f"POST {self.path}: no such endpoint", "not_found"))
+            self._send_json(404, error_body(f"POST {self.path}: no such endpoint", "not_found"))
             return
         raw_messages = body.get("messages")
         messages = (
@@ -194,11 +161,7 @@ class _Handler(ScriptedHandler):
             else []
         )
         req = ChatRequest(
-            time=arrived,
-            path=self.path,
-            body=body,
-            headers={k.lower(): v for k, v in self.headers.items()},
-            model=str(body.get("model") or ""),
+            **self._record(arrived, body),
             last_user_text=_last_user_text(messages),
         )
         rep = model._choose(req)
@@ -207,7 +170,7 @@ class _Handler(ScriptedHandler):
             if rep.error is not None:
                 req.finished = time.monotonic()
                 self._send_json(
-                    rep.error.status, _error_body(rep.error.message, rep.error.error_type)
+                    rep.error.status, error_body(rep.error.message, rep.error.error_type)
                 )
             elif req.stream:
                 self._stream(req, rep)
@@ -300,9 +263,9 @@ class _Handler(ScriptedHandler):
         tool_index = 0
         for block in blocks:
             if isinstance(block, Text):
-                pieces += [{"content": c} for c in _chunks(block.text, rep.chunk_chars)]
+                pieces += [{"content": c} for c in chunks(block.text, rep.chunk_chars)]
             elif isinstance(block, Thinking):
-                pieces += [{"reasoning_content": c} for c in _chunks(block.text, rep.chunk_chars)]
+                pieces += [{"reasoning_content": c} for c in chunks(block.text, rep.chunk_chars)]
             else:
                 call = self._tool_call(block)
                 head = {
@@ -314,7 +277,7 @@ class _Handler(ScriptedHandler):
                 pieces.append({"tool_calls": [head]})
                 pieces += [
                     {"tool_calls": [{"index": tool_index, "function": {"arguments": c}}]}
-                    for c in _chunks(call["function"]["arguments"], rep.chunk_chars)
+                    for c in chunks(call["function"]["arguments"], rep.chunk_chars)
                 ]
                 tool_index += 1
         for sent, delta in enumerate(pieces, start=1):

@@ -38,12 +38,12 @@ import contextlib
 import json
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .http_base import ClientGone, Rule, ScriptedHandler, ScriptedServer
+from .http_base import ClientGone, Rule, ScriptedServer
+from .openai_base import OpenAIHandler, OpenAIRequest, chunks, error_body
 from .replies import HttpError, Reply, Text, Thinking, ToolUse, Usage, reply
 
 __all__ = [
@@ -98,21 +98,8 @@ def patch(text: str) -> ToolUse:
     return ToolUse("apply_patch", {"input": text})
 
 
-@dataclass
-class ResponsesRequest:
+class ResponsesRequest(OpenAIRequest):
     """One `POST /v1/responses` as the model saw it."""
-
-    time: float
-    path: str
-    body: dict[str, Any]
-    headers: dict[str, str]
-    model: str
-    last_user_text: str
-    rule_index: int | None = None
-    finished: float | None = None
-    aborted: bool = False
-    # Rule.matches looks at this (the Anthropic model's subagents); codex has none here.
-    is_subagent: bool = False
 
     @property
     def thread_id(self) -> str | None:
@@ -150,44 +137,24 @@ def _last_user_text(items: list[dict[str, Any]]) -> str:
     return ""
 
 
-def _chunks(text: str, size: int) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
-
-
-class _Handler(ScriptedHandler):
+class _Handler(OpenAIHandler):
     server_version = "ScriptedResponses/1"
 
-    def _send_json(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_GET(self) -> None:
-        self._send_json(404, _error_body(f"GET {self.path}: no such endpoint", "not_found"))
+        self._send_json(404, error_body(f"GET {self.path}: no such endpoint", "not_found"))
 
     def do_POST(self) -> None:
-        arrived = time.monotonic()
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError as exc:
-            self._send_json(400, _error_body(f"bad JSON body: {exc}", "invalid_request_error"))
+        read = self._read_json()
+        if read is None:
             return
+        arrived, body = read
         if urlsplit(self.path).path.rstrip("/") != "/v1/responses" or not isinstance(body, dict):
-            self._send_json(404, _error_body(f"POST {self.path}: no such endpoint", "not_found"))
+            self._send_json(404, error_body(f"POST {self.path}: no such endpoint", "not_found"))
             return
         raw_items = body.get("input")
         items: list[Any] = raw_items if isinstance(raw_items, list) else []
         req = ResponsesRequest(
-            time=arrived,
-            path=self.path,
-            body=body,
-            headers={k.lower(): v for k, v in self.headers.items()},
-            model=str(body.get("model") or ""),
+            **self._record(arrived, body),
             last_user_text=_last_user_text([i for i in items if isinstance(i, dict)]),
         )
         model = self.server.model
@@ -197,7 +164,7 @@ class _Handler(ScriptedHandler):
             if rep.error is not None:
                 req.finished = time.monotonic()
                 self._send_json(
-                    rep.error.status, _error_body(rep.error.message, rep.error.error_type)
+                    rep.error.status, error_body(rep.error.message, rep.error.error_type)
                 )
             else:
                 self._stream(req, rep)
@@ -246,7 +213,7 @@ class _Handler(ScriptedHandler):
                         "content_index": 0,
                         "delta": c,
                     }
-                    for c in _chunks(block.text, rep.chunk_chars)
+                    for c in chunks(block.text, rep.chunk_chars)
                 ]
             elif isinstance(block, Thinking):
                 item_id = f"rs_scripted_{n}"
@@ -272,7 +239,7 @@ class _Handler(ScriptedHandler):
                         "summary_index": 0,
                         "delta": c,
                     }
-                    for c in _chunks(block.text, rep.chunk_chars)
+                    for c in chunks(block.text, rep.chunk_chars)
                 ]
             elif block.name == "apply_patch":
                 done = {
@@ -349,10 +316,6 @@ def _block_text(block: Any) -> str:
     if isinstance(block, (Text, Thinking)):
         return block.text
     return json.dumps(getattr(block, "input", {}))
-
-
-def _error_body(message: str, error_type: str) -> dict[str, Any]:
-    return {"error": {"message": message, "type": error_type, "code": None, "param": None}}
 
 
 class ScriptedResponses(ScriptedServer[ResponsesRequest]):
