@@ -30,13 +30,16 @@ class Ahead:
     def refill(self, fork: Fork) -> None:
         """After a worktree fork's children are done (the machine is the user's again), the
         repository's pool is made up for the next fork."""
+        trees = fork.trees
+        if trees is None or trees.mode != "worktree" or trees.repository is None:
+            return
+        self._spawn(self._fill(fork), name=f"worktree pool of {trees.repository}")
+
+    async def _fill(self, fork: Fork) -> None:
         trees, config = fork.trees, fork.parent.config
         if trees is None or trees.mode != "worktree" or trees.repository is None:
             return
-        self._spawn(
-            self.pools.fill(config.state_dir, trees.repository, config.worktree_pool),
-            name=f"worktree pool of {trees.repository}",
-        )
+        await self.pools.fill(config.state_dir, trees.repository, config.worktree_pool)
 
     def resume_pools(self, state_dir: str | None, size: int) -> None:
         """Once per state folder, when a server first opens it: clean the pools a stopped server
@@ -109,5 +112,11 @@ class Ahead:
         background), and the spares it took are made up."""
         if fork.ahead is not None:
             ahead, fork.ahead = fork.ahead, None
-            self._spawn(isolation.remove_ahead(ahead), name=f"fork {fork.id}: worktrees ahead")
-            self.refill(fork)  # the spares it took
+
+            async def remove_then_refill() -> None:
+                # One after the other: the pool's `git worktree add`s racing the removal's
+                # `git worktree remove`s in one repository left a spare half made.
+                await isolation.remove_ahead(ahead)
+                await self._fill(fork)  # the spares it took
+
+            self._spawn(remove_then_refill(), name=f"fork {fork.id}: worktrees ahead")
