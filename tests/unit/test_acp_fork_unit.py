@@ -342,3 +342,16 @@ def test_the_record_reads_as_a_conversation_cut_at_a_message() -> None:
     ]
     assert entries(events, "m2") == whole[:5]
     assert entries(events, "m1") == whole[:3]  # through the message's last event
+
+
+async def test_a_branch_of_an_agent_without_session_fork_is_a_transcript(tmp_path: Path) -> None:
+    fake = FakeAgent(fork=False)
+    async with acp_hub(tmp_path, fake, forkMode="off") as rig:
+        parent = await rig.start("one")
+        await rig.idle(parent)
+        branch = await rig.hub.branch(rig.client, parent, None, "go on")
+        await rig.client.wait_for(Kind.TURN_RESULT, branch)
+    assert not [c for c in fake.calls if c[0] == "fork"]
+    [prompt] = own_prompts(fake, branch.agent_session_id or "")
+    assert "<user>\none\n</user>" in written(prompt) and prompt.endswith("\n\ngo on")
+    assert branch.agent_session_id != parent.agent_session_id
