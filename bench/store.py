@@ -84,7 +84,7 @@ from common import LspClient, percentile, print_target, proc_value, spawn_server
 
 from coven_ls import protocol
 from coven_ls.agents import REGISTRY
-from coven_ls.core.agent import Agent, AgentSpec, Conversation, Entry, PermissionAsker
+from coven_ls.core.agent import Abilities, Agent, AgentSpec, Conversation, Entry, PermissionAsker
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.journal import SWITCH_INTERVAL
 from coven_ls.core.session import Session, SessionConfig
@@ -178,6 +178,12 @@ def make_template(events: int, variant: int) -> list[Burst]:
 
 class NeverBackend:
     """A backend for sessions that never run a turn: the bench emits their events itself."""
+
+    def abilities(self) -> Abilities:
+        return Abilities("claude")
+
+    async def find_abilities(self) -> Abilities:
+        return self.abilities()
 
     def check(self) -> None:
         pass

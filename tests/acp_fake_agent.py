@@ -3,7 +3,10 @@
 
 A prompt's text picks what it does: "tool" runs a shell tool that asks permission, "wait" streams
 a little and waits for `session/cancel`, "unknown" sends an update and a request coven-ls does
-not know; anything else answers "echo: <text>". Each turn ends with a `usage_update`. As a
+not know; a prompt that holds a key of `replies` answers its value (the first that matches);
+anything else answers "echo: <text>". Each turn ends with a `usage_update`. `fork=False`: no
+session/fork. Every prompt is in `prompts` with its session, every session's cwd in `cwds`.
+In-process, each connection (a session's agent process) has its own view of the one fake. As a
 process: `--linger` (does not exit when its stdin closes), `--no-fork` (no session/fork),
 `--old-protocol` (answers `initialize` with protocol version 0).
 """
@@ -83,9 +86,17 @@ class FakeAgent:
         self.cost = 0.0
         self.sessions = 0
         self.protocol_version = PROTOCOL_VERSION
+        self.replies: dict[str, str] = {}
+        self.prompts: list[tuple[str, str]] = []  # (session id, text)
+        self.cwds: dict[str, str] = {}  # session id -> its cwd
+        self.conns: dict[str, Any] = {}  # session id -> the connection it was opened on
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
+
+    def conn_of(self, session_id: str) -> Any:
+        """The connection that opened `session_id` (in-process: each session's own)."""
+        return self.conns.get(session_id, self.conn)
 
     async def initialize(self, protocol_version: int, **_: Any) -> InitializeResponse:
         caps = SessionCapabilities(
@@ -111,12 +122,15 @@ class FakeAgent:
     async def new_session(self, cwd: str, **_: Any) -> NewSessionResponse:
         self.sessions += 1
         self.calls.append(("new", cwd))
+        self.cwds[f"s{self.sessions}"] = cwd
         return NewSessionResponse(session_id=f"s{self.sessions}", modes=self._modes())
 
     async def load_session(self, cwd: str, session_id: str, **_: Any) -> LoadSessionResponse:
         self.calls.append(("load", session_id))
         # The history, replayed: not news to the client.
-        await self.conn.session_update(session_id, update_agent_message_text("old answer"))
+        await self.conn_of(session_id).session_update(
+            session_id, update_agent_message_text("old answer")
+        )
         return LoadSessionResponse(modes=self._modes())
 
     async def resume_session(self, cwd: str, session_id: str, **_: Any) -> ResumeSessionResponse:
@@ -124,15 +138,18 @@ class FakeAgent:
         return ResumeSessionResponse(modes=self._modes())
 
     async def fork_session(self, cwd: str, session_id: str, **_: Any) -> ForkSessionResponse:
+        if not self.fork:
+            raise RequestError.method_not_found("session/fork")
         self.calls.append(("fork", session_id))
         self.sessions += 1
+        self.cwds[f"s{self.sessions}"] = cwd
         return ForkSessionResponse(session_id=f"s{self.sessions}", modes=self._modes())
 
     async def set_session_mode(
         self, mode_id: str, session_id: str, **_: Any
     ) -> SetSessionModeResponse:
         self.calls.append(("mode", mode_id))
-        await self.conn.session_update(session_id, update_current_mode(mode_id))
+        await self.conn_of(session_id).session_update(session_id, update_current_mode(mode_id))
         return SetSessionModeResponse()
 
     async def close_session(self, session_id: str, **_: Any) -> CloseSessionResponse:
@@ -152,7 +169,10 @@ class FakeAgent:
     async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> PromptResponse:
         text = "".join(getattr(block, "text", "") for block in prompt)
         self.calls.append(("prompt", text))
-        say = self.conn.session_update
+        self.prompts.append((session_id, text))
+        conn = self.conn_of(session_id)
+        say = conn.session_update
+        reply = next((r for key, r in self.replies.items() if key in text), None)
         if text == "tool":
             await say(session_id, update_agent_thought_text("I should look."))
             await say(session_id, update_plan([plan_entry("list files", status="in_progress")]))
@@ -167,7 +187,7 @@ class FakeAgent:
                     locations=[ToolCallLocation(path=cwd_of(self), line=3)],
                 ),
             )
-            answer = await self.conn.request_permission(
+            answer = await conn.request_permission(
                 session_id=session_id,
                 tool_call=update_tool_call("call-1", title="ls -a", kind="execute"),
                 options=OPTIONS,
@@ -191,20 +211,22 @@ class FakeAgent:
             await asyncio.wait_for(self.cancelled.wait(), 30)
             return PromptResponse(stop_reason="cancelled")
         elif text == "unknown":
-            await self.conn._conn.send_notification(
+            await conn._conn.send_notification(
                 "session/update",
                 {"sessionId": session_id, "update": {"sessionUpdate": "brand_new_thing"}},
             )
             try:
-                self.unknown_answer = await self.conn._conn.send_request(
-                    "craft/drainMidTurnQueue", {}
-                )
+                self.unknown_answer = await conn._conn.send_request("craft/drainMidTurnQueue", {})
             except RequestError as exc:
                 self.unknown_answer = exc
             await say(session_id, update_agent_message_text("still here"))
+        elif reply is not None:
+            await say(session_id, update_agent_message_text(reply))
         else:
+            # coven's instructions ahead of a first prompt are not echoed (they show a <fork>).
+            said = text.rsplit("</coven-instructions>\n\n", 1)[-1]
             await say(session_id, update_agent_message_text("echo: "))
-            await say(session_id, update_agent_message_text(text))
+            await say(session_id, update_agent_message_text(said))
         self.cost += 0.25
         await say(
             session_id,
@@ -222,16 +244,51 @@ def cwd_of(agent: FakeAgent) -> str:
     return next((str(arg) for call, arg in agent.calls if call == "new"), "/")
 
 
+class View:
+    """One connection's view of a shared FakeAgent: the sessions it opens send their updates
+    on it (several sessions' processes run at once, a fork's children)."""
+
+    def __init__(self, fake: FakeAgent) -> None:
+        self._fake = fake
+        self._conn: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fake, name)
+
+    def on_connect(self, conn: Any) -> None:
+        self._conn = conn
+        self._fake.on_connect(conn)
+
+    async def new_session(self, cwd: str, **kw: Any) -> NewSessionResponse:
+        answer = await self._fake.new_session(cwd, **kw)
+        self._fake.conns[answer.session_id] = self._conn
+        return answer
+
+    async def fork_session(self, cwd: str, session_id: str, **kw: Any) -> ForkSessionResponse:
+        answer = await self._fake.fork_session(cwd, session_id, **kw)
+        self._fake.conns[answer.session_id] = self._conn
+        return answer
+
+    async def load_session(self, cwd: str, session_id: str, **kw: Any) -> LoadSessionResponse:
+        self._fake.conns[session_id] = self._conn
+        return await self._fake.load_session(cwd, session_id, **kw)
+
+    async def resume_session(self, cwd: str, session_id: str, **kw: Any) -> ResumeSessionResponse:
+        self._fake.conns[session_id] = self._conn
+        return await self._fake.resume_session(cwd, session_id, **kw)
+
+
 def connector(fake: FakeAgent) -> Any:
     """A `Connect` (coven_ls/agents/acp/process.py) to `fake`, in this process."""
     from coven_ls.agents.acp.process import Link
 
     async def connect(client: Any, on_exit: Any) -> Link:
         ours, theirs = memory_transport_pair()
-        side = AgentSideConnection(fake, theirs, use_unstable_protocol=True)
+        view = View(fake)
+        side = AgentSideConnection(view, theirs, use_unstable_protocol=True)
         # The SDK's agent side (0.12) routes no session/delete: give it the fake's.
         side._conn._handler.route_request(
-            "session/delete", DeleteSessionRequest, fake, "delete_session", unstable=True
+            "session/delete", DeleteSessionRequest, view, "delete_session", unstable=True
         )
         return Link(connect_to_agent(client, ours, use_unstable_protocol=True))
 

@@ -51,6 +51,7 @@ from claude_agent_sdk import (
 from coven_ls.agents.claude.events import Reader
 from coven_ls.agents.claude.failure import ClaudeFailed
 from coven_ls.core.agent import (
+    Abilities,
     AgentSpec,
     AgentStartError,
     Conversation,
@@ -450,6 +451,8 @@ class FakeBackend:
     """A `Backend` whose agents replay scripted replies, one per `send`, in order."""
 
     def __init__(self, *replies: Iterable[Step]) -> None:
+        # What the core is told the agent can do (a test gives it another agent's).
+        self.able = Abilities("claude")
         self.replies: deque[list[Step]] = deque(list(r) for r in replies)
         self.default_reply: Callable[[str], list[Step]] = lambda text: reply(f"echo: {text}")
         self.specs: list[AgentSpec] = []
@@ -484,6 +487,12 @@ class FakeBackend:
         return self.agents[-1]
 
     # --- the Backend protocol ---
+
+    def abilities(self) -> Abilities:
+        return self.able
+
+    async def find_abilities(self) -> Abilities:
+        return self.abilities()
 
     def check(self) -> None:
         pass

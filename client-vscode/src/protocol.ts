@@ -12,7 +12,7 @@ export * from './protocol.gen';
  * The coven/* protocol version this client was written for: what a server's `initialize` result
  * says in `capabilities.experimental.coven.protocolVersion` (protocol.md, Protocol version).
  */
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
 
 /** Client → server requests. */
 export type RequestMethod = keyof Requests;

@@ -264,7 +264,9 @@ export class CovenServer implements vscode.Disposable {
   private checkProtocolVersion(experimental: unknown): void {
     const coven = (experimental as { coven?: Partial<CovenServerCapabilities> } | undefined)?.coven;
     // A server older than the field: only Claude for sure.
-    this._agents = Array.isArray(coven?.agents) ? coven.agents : ['claude'];
+    // Protocol 2 lists objects ({name, kind, fork, cost}); protocol 1 listed names.
+    const offered: unknown[] = Array.isArray(coven?.agents) ? coven.agents : [{ name: 'claude' }];
+    this._agents = offered.map((a) => (typeof a === 'string' ? a : String((a as { name?: unknown }).name)));
     const version = coven?.protocolVersion;
     this.log(`coven-ls speaks protocol version ${version ?? 'unknown'}`);
     if (version !== PROTOCOL_VERSION) {

@@ -437,7 +437,11 @@ class CovenAgent:
         to pick another: a fork of another agent's children is never made unasked)."""
         listed = "\n".join(f"- {t}" for t in tasks)
         asked_in = self._asked_in(session)
-        context = self._fork_context(asked_in)
+        # Not chosen in the session: the fork's own default (an agent that cannot copy its
+        # conversation gives its children a transcript; `inherit` would be refused).
+        chosen = self._fork_contexts.get(asked_in)
+        fork = self.hub.forks.active_fork(session)
+        context = chosen or (fork.settings.context if fork is not None else "inherit")
         estimate = fork_estimate(session, tasks, context)  # as its children would start
         if estimate is not None:
             listed += "\n\n" + "\n".join(fork_cost(estimate))
@@ -460,10 +464,10 @@ class CovenAgent:
             ],
         )
         if choice == ALLOW_ONCE:
-            return self._approve(session, context)
+            return self._approve(session, chosen)
         return False if choice == REJECT else None
 
-    def _approve(self, session: Session, context: ForkContext) -> bool | None:
+    def _approve(self, session: Session, context: ForkContext | None) -> bool | None:
         """Approve the session's proposed fork with its children's context (the hub's own
         decision takes no context): None tells the hub it is decided."""
         fork = self.hub.forks.active_fork(session)

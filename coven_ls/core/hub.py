@@ -26,9 +26,10 @@ from .. import protocol
 from ..protocol import EventDict, Status, events
 from ..protocol.types import KeptBranch, Usage
 from . import failpoints, keep
-from .agent import AgentSpec, Backend, Conversation, Copy
-from .agent.missing import MissingBackend
+from .agent import Abilities, AgentSpec, Backend, Conversation
+from .agent.missing import MissingBackend, refuse_if_missing
 from .agent_registry import AgentRegistry
+from .fork.branching import branch_spec, copies_there, written_conversation
 from .fork.fork import Fork
 from .fork.limits import tree_usage
 from .fork.manager import ForkManager, fork_point_problem
@@ -394,7 +395,16 @@ class Hub:
         # Looked up first (maybe in the store): the checks below and the branch's start must not
         # be separated by an await.
         message_found = at_message_id is None or await parent.has_message(at_message_id)
-        problem = await fork_point_problem(parent, at_message_id) if message_found else None
+        # Where its agent cannot copy the conversation there, a transcript (branching.py).
+        refuse_if_missing(parent.backend, parent.id)  # before its agent is asked anything
+        able = await parent.backend.find_abilities()
+        native = await copies_there(parent, at_message_id, able)
+        problem = (
+            await fork_point_problem(parent, at_message_id) if message_found and native else None
+        )
+        written = None
+        if message_found and not native:
+            written = await written_conversation(parent, at_message_id, able, self.forks.forks.get)
         conversation = self.forks.check_copyable(parent, "branch", "it cannot be branched")
         if not message_found:
             raise protocol.invalid_params(
@@ -406,6 +416,7 @@ class Hub:
         if problem is not None:
             raise protocol.invalid_params(method, problem, "atMessageId")
         config = dataclasses.replace(parent.config)
+        start = branch_spec(config, conversation, at_message_id, able, written)
         session = self._new_session(
             parent.backend,
             config,
@@ -415,7 +426,7 @@ class Hub:
             parent_id=parent.id,
             branched_from=protocol.BranchedFrom(atMessageId=at_message_id),
             depth=parent.depth,
-            start=branch_spec(config, conversation, at_message_id),
+            start=start,
         )
         self._owners[session.id] = client
         if prompt:
@@ -614,7 +625,7 @@ class Hub:
                 fork_id=row["fork_id"],
                 label=row["label"],
                 depth=depth,
-                **_branch_settings(config, row),
+                **_branch_settings(config, row, backend.abilities()),
             )
             session.created_at = row["created_at"]
             session.restore(row)
@@ -689,21 +700,7 @@ class Hub:
         return ids, kept
 
 
-def branch_spec(config: SessionConfig, conversation: str, at_message_id: str | None) -> AgentSpec:
-    """How a branch's agent starts: a copy of the parent's conversation `conversation`, cut at
-    `at_message_id`, under an id chosen here so that its transcript is known before its agent
-    says a word."""
-    return AgentSpec(
-        cwd=config.cwd,
-        model=config.model,
-        permission_mode=config.permission_mode,
-        start=Copy(conversation, at_message_id, str(uuid.uuid4())),
-        append_system_prompt=config.append_system_prompt,
-        env=config.env,
-    )
-
-
-def _branch_settings(config: SessionConfig, row: dict[str, Any]) -> dict[str, Any]:
+def _branch_settings(config: SessionConfig, row: dict[str, Any], able: Abilities) -> dict[str, Any]:
     """A stored branch's marker and, if its CLI never started, how it starts (from its
     parent's conversation, as it would have)."""
     stored = row.get("branched_from")
@@ -713,7 +710,8 @@ def _branch_settings(config: SessionConfig, row: dict[str, Any]) -> dict[str, An
         "branched_from": protocol.BranchedFrom(atMessageId=stored.get("atMessageId"))
     }
     if row["agent_session_id"] is None and stored.get("agentSessionId"):
-        settings["start"] = branch_spec(config, stored["agentSessionId"], stored.get("atMessageId"))
+        at_message_id = stored.get("atMessageId")
+        settings["start"] = branch_spec(config, stored["agentSessionId"], at_message_id, able)
     return settings
 
 

@@ -8,20 +8,21 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from .. import __version__, protocol
+from ..core.agent import Abilities
 from ..core.fork.estimate import fork_estimate
 from ..core.hub import ClientSettings, Hub
 from ..core.session import Session
 from ..core.store import Store
 from ..protocol.describe import fork_cost, summarize_input
 from ..protocol.events import Delta
-from ..protocol.types import AgentName
+from ..protocol.types import AgentOffer
 from .jsonrpc import CovenProtocol
 from .standard import StandardLsp
 
@@ -59,9 +60,14 @@ class CovenServer(LanguageServer):
     def request_exit(self, code: int) -> None:
         self._on_exit(code)
 
-    def available_agents(self) -> list[AgentName]:
-        """The agents this client may start sessions of, under its options."""
-        return self.hub.agents.available(self.settings.options)
+    def available_agents(self) -> list[AgentOffer]:
+        """The agents this client may start sessions of, under its options, and what each can
+        do as far as this server knows (an ACP agent not started yet: not known)."""
+        options = self.settings.options
+        return [
+            offer(name, self.hub.backend(name, options).abilities())
+            for name in self.hub.agents.available(options)
+        ]
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         # Failed requests already carry their error to the client; anything else is logged, not
@@ -232,3 +238,11 @@ def _settles_review(event: dict[str, Any]) -> bool:
     if event["kind"] == protocol.Kind.CHANGES:
         return bool(event["changes"]["merge"] != "pending")
     return event["kind"] == protocol.Kind.STATUS and event.get("status") in _ENDED
+
+
+def offer(name: str, able: Abilities) -> protocol.AgentOffer:
+    """An agent as `capabilities.experimental.coven.agents` lists it."""
+    fork: Literal["inherit", "transcript"] | None = None
+    if able.copies is not None:
+        fork = "inherit" if able.copies else "transcript"
+    return protocol.AgentOffer(name=name, kind=able.kind, fork=fork, cost=able.reports_cost)

@@ -27,7 +27,6 @@ from pygls.protocol.json_rpc import MsgId, RPCRequest
 from pygls.protocol.language_server import lsp_method
 
 from .. import protocol
-from ..protocol.types import AgentName
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +84,7 @@ class ConnectionServer(Protocol):
 
     def request_exit(self, code: int) -> None: ...
 
-    def available_agents(self) -> list[AgentName]: ...
+    def available_agents(self) -> list[protocol.AgentOffer]: ...
 
 
 class CovenProtocol(LanguageServerProtocol):

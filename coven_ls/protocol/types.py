@@ -99,7 +99,7 @@ class Wire(msgspec.Struct, forbid_unknown_fields=False):
 # by one on a breaking change (a field removed or renamed, a meaning changed, a method or event
 # kind a client must handle added); additions a client may ignore (an optional field, a new event
 # kind) leave it as it is.
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 
 # --- initialize ----------------------------------------------------------------------------------
@@ -245,16 +245,35 @@ class CovenClientCapabilities(Wire, omit_defaults=True):
     `window/showMessageRequest`"""
 
 
+class AgentOffer(Wire):
+    """An agent a client may start sessions of (`capabilities.experimental.coven.agents`)."""
+
+    name: AgentName
+    """what `agent` takes: `claude`, `codex`, or an ACP agent's name"""
+    kind: Literal["claude", "codex", "acp"]
+    """what hosts it: Claude Code, Codex's app-server, or an agent that speaks ACP"""
+    fork: Literal["inherit", "transcript"] | None
+    """how its fork children of the same agent continue their parent's context by default:
+    `inherit` (a native copy of the conversation), `transcript` (an ACP agent without
+    `session/fork`: the conversation written into each child's first prompt; `inherit` is
+    refused); null: not known yet (an ACP agent this server has not started: it is asked when a
+    fork needs it)"""
+    cost: bool | None
+    """whether its turns say what they cost (`costUsd`); null: not known until one of its turns
+    has ended in this server"""
+
+
 class CovenServerCapabilities(Wire):
     """`capabilities.experimental.coven` in `initialize`'s result: what the server speaks."""
 
     protocolVersion: PositiveInt
-    """the coven/* protocol's version (1 so far), raised on every breaking change: a client
-    written for another version should say so rather than misread what it is sent"""
-    agents: list[AgentName] | None = None
+    """the coven/* protocol's version (2 since `agents` became a list of objects), raised on every
+    breaking change: a client written for another version should say so rather than misread what
+    it is sent"""
+    agents: list[AgentOffer] | None = None
     """the agents whose binary this server finds for this client (its `claudePath`/`codexPath`,
-    the environment, the bundled wheels, PATH), without running it: which ones a client may offer
-    when it starts a session"""
+    the environment, the bundled wheels, PATH; an ACP agent's command), without running it:
+    which ones a client may offer when it starts a session, and what each can do"""
 
 
 # --- params --------------------------------------------------------------------------------------
@@ -307,14 +326,15 @@ class ForkChoices(Wire, kw_only=True):
     """for this fork: `initializationOptions.worktreeSetup`'s choice instead (`""`: no setup)"""
     context: ForkContext | None = None
     """what the children start from: `inherit` (the parent's conversation, resumed natively;
-    the default for children of the parent's agent), `fresh` (a new session with only the
-    child's brief and task) or `transcript` (a new session whose first prompt holds the parent's
-    conversation written out, with cuts: thinking left out, tool results over 1,500 characters
-    cut, the oldest messages cut past 100,000 tokens; the default for children of another
-    agent)"""
+    the default for children of the parent's agent where it can copy its conversation), `fresh`
+    (a new session with only the child's brief and task) or `transcript` (a new session whose
+    first prompt holds the parent's conversation written out, with cuts: thinking left out, tool
+    results over 1,500 characters cut, the oldest messages cut past 100,000 tokens; the default
+    for children of another agent, and of an ACP agent without `session/fork`, which cannot take
+    `inherit`)"""
     agent: AgentName | None = None
-    """the agent every child runs: `claude` or `codex` (default: the parent's); another agent
-    than the parent's cannot take `context: inherit`"""
+    """the agent every child runs: `claude`, `codex` or an ACP agent's name (default: the
+    parent's); another agent than the parent's cannot take `context: inherit`"""
     limits: ForkLimits | None = None
     """for this fork: each limit given replaces `initializationOptions.forkLimits`' (0: none)"""
 

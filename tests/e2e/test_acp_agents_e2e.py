@@ -5,6 +5,7 @@ client."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from pygls.exceptions import JsonRpcException
 from coven_ls import protocol
 from coven_ls.testing.scripted_responses import ScriptedResponses, command
 
+from ..gitrepo import make_repo
 from ..harness import Coven, wait_until
 
 CODEX_ACP = (
@@ -94,7 +96,8 @@ async def test_a_session_streams_asks_permission_for_a_command_and_goes_on(
     assert gauge["tokens"] > 0 and gauge["window"] and gauge["window"] > gauge["tokens"]
     assert first.get("costUsd") is None  # codex-acp reports no cost
     offered = coven.init_result.capabilities.experimental["coven"]["agents"]
-    assert "codex-acp" in offered
+    # Not started yet when the client connected: whether it copies or reports cost is not known.
+    assert {"name": "codex-acp", "kind": "acp", "fork": None, "cost": None} in offered
     assert streamed(coven, sid) == "Hello from codex-acp!"
     assert len([d for d in coven.deltas if d["sessionId"] == sid]) > 1
     [text] = coven.of(sid, "text")
@@ -217,3 +220,52 @@ async def test_delete_with_purge_leaves_no_agent_process_behind(start_acp, respo
     deleted = await coven.request("coven/deleteSession", {"sessionId": sid, "purge": True})
     assert deleted["deletedSessionIds"] == [sid]
     await wait_until(lambda: not processes_of(coven), 30, "no codex-acp process left")
+
+
+@pytest.mark.usefixtures("no_user_git_config")
+async def test_a_worktree_fork_without_session_fork_gives_children_a_transcript_and_merges_them(
+    start_acp, responses, tmp_path: Path
+) -> None:
+    """codex-acp has no session/fork: the `<fork>` in its answer forks into children that start
+    from the conversation coven-ls recorded, written out, in worktrees merged back; `inherit`
+    is refused before anything is made."""
+    repo = make_repo(tmp_path / "repo", {"README": "base\n"}, message="base")
+    # The children's rules first: their first prompt holds the parent's conversation too.
+    responses.on("'Make alpha'", command("printf 'alpha\\n' > alpha.txt", escalate=True), times=1)
+    responses.on("'Make beta'", command("printf 'beta\\n' > beta.txt", escalate=True), times=1)
+    responses.on("Process exited", "Made it.")
+    # (the fork instructions ahead of the parent's first prompt show a <fork-results> too)
+    responses.on(re.compile(r"^<fork-results>"), "Both merged.")
+    responses.on("Split it", "Splitting.\n<fork>\n- Make alpha\n- Make beta\n</fork>")
+    coven = await start_acp(init_options={"forkMode": "auto"})
+    coven.permission_answer = lambda request: {"allow": True}
+    sid = await coven.start("Split it", cwd=str(repo))
+    started = await coven.wait_kind(sid, "forkStarted")
+    assert started["isolation"] == "worktree" and started["context"] == "transcript"
+    done = await coven.wait_kind(sid, "turnResult", count=2)
+    assert done["text"] == "Both merged."
+    assert (repo / "alpha.txt").read_text() == "alpha\n"
+    assert (repo / "beta.txt").read_text() == "beta\n"
+    # The fork instructions led the parent's first prompt (ACP has no system prompt of ours).
+    first = next(r for r in responses.requests if "Split it" in r.last_user_text)
+    assert "<coven-instructions" in first.last_user_text
+    assert coven.of(sid, "prompt")[0]["text"] == "Split it"  # the user's words only
+    for label in ("Make alpha", "Make beta"):
+        brief = next(r for r in responses.requests if f"'{label}'" in r.last_user_text)
+        written = brief.last_user_text.split("\n<conversation>\n")[1]
+        assert "<user>\nSplit it\n</user>" in written and "Splitting." in written
+    listed = {
+        s["sessionId"]: s for s in (await coven.request("coven/listSessions", {}))["sessions"]
+    }
+    for child in (c["sessionId"] for c in started["children"]):
+        assert listed[child]["agent"] == "codex-acp"
+        assert listed[child]["changes"]["merge"] == "applied"
+    # codex-acp is known now: it copies nothing, so its children cannot inherit.
+    await coven.wait_status(sid, "idle", after_seq=done["seq"] - 1)
+    with pytest.raises(JsonRpcException) as refused:
+        await coven.request(
+            "coven/fork", {"sessionId": sid, "tasks": ["a", "b"], "context": "inherit"}
+        )
+    assert refused.value.code == protocol.ErrorCode.InvalidParams
+    assert "has no session/fork" in str(refused.value)
+    assert len(coven.of(sid, "forkStarted")) == 1

@@ -97,7 +97,7 @@ def test_lines_are_documented_events_or_markers(path: Path) -> None:
                 assert line["method"].startswith("coven/") and ("result" in line), line
             if line["fixture"] == "serverStarted":
                 # what the server's initialize result announced
-                assert line["protocolVersion"] == protocol.PROTOCOL_VERSION == 1, line
+                assert line["protocolVersion"] == protocol.PROTOCOL_VERSION == 2, line
             if line["fixture"] == "delta":
                 msgspec.convert(line["params"], Delta)
             continue

@@ -219,7 +219,7 @@ def test_the_plugin_approves_a_fork_and_draws_the_nested_tree(
 local fork_done = false
 coven.on_event(function(ev)
   if ev.kind == 'forkProposed' then
-    if coven.protocol_version() ~= 1 then
+    if coven.protocol_version() ~= 2 then
       finish('protocol version ' .. tostring(coven.protocol_version()))
     end
     vim.cmd('CovenApprove')

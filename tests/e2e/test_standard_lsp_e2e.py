@@ -277,10 +277,12 @@ async def test_a_coven_aware_client_is_offered_no_command_mirrors(coven: Coven) 
     assert coven.init_result.capabilities.execute_command_provider is None
     # What it talks to: the protocol version (protocol.md, Protocol version).
     experimental = to_plain(coven.init_result.capabilities.experimental)
-    assert experimental["coven"]["protocolVersion"] == PROTOCOL_VERSION == 1
+    assert experimental["coven"]["protocolVersion"] == PROTOCOL_VERSION == 2
     # And which agents it can start: the ones whose binary it finds (claude in these tests; codex
-    # when its wheel is installed, as this test process sees it too).
-    assert experimental["coven"]["agents"] == (["claude", "codex"] if have_codex() else ["claude"])
+    # when its wheel is installed, as this test process sees it too), and what each can do.
+    agents = experimental["coven"]["agents"]
+    assert [a["name"] for a in agents] == (["claude", "codex"] if have_codex() else ["claude"])
+    assert agents[0] == {"name": "claude", "kind": "claude", "fork": "inherit", "cost": True}
     # The commands still answer, for a client that calls them anyway.
     listed = await execute(coven, "coven.listSessions", {})
     assert listed == {"sessions": []}

@@ -18,7 +18,9 @@ from coven_ls.protocol.types import ForkChoices
 
 class FakeForks:
     def __init__(self, parent: Any) -> None:
-        self.fork = SimpleNamespace(id="f-1", state="proposed", parent=parent)
+        # its children's context, as the hub resolves it when the session chose none
+        settings = SimpleNamespace(context="inherit")
+        self.fork = SimpleNamespace(id="f-1", state="proposed", parent=parent, settings=settings)
         self.decided: list[tuple[Any, ...]] = []
 
     def active_fork(self, session: Any) -> Any:
@@ -81,7 +83,9 @@ async def test_an_approval_starts_the_fork_with_the_sessions_fork_context() -> N
 async def test_by_default_children_inherit_and_a_rejection_is_the_hubs() -> None:
     acp, parent, forks, editor = rig("claude", "allow_once")
     assert await acp.ask_fork_approval(cast(Session, parent), ["a"]) is None
-    assert forks.decided == [("f-1", True, ForkChoices(context="inherit"))]
+    # None chosen: the fork's own default (inherit here; a transcript for an agent that
+    # cannot copy its conversation), which the approval leaves to the hub.
+    assert forks.decided == [("f-1", True, ForkChoices())]
     assert editor.asked[0][1].title == (
         "Fork into 1 parallel task (Claude Code children, resuming this conversation)"
     )

@@ -37,9 +37,13 @@ async def initialize(experimental: Any = None) -> dict[str, Any]:
 async def test_initialize_says_the_protocol_version(experimental: Any) -> None:
     """Coven-aware or not, a client is told the version (a plain LSP client may log it)."""
     coven = (await initialize(experimental))["capabilities"]["experimental"]["coven"]
-    assert coven["protocolVersion"] == 1
+    assert coven["protocolVersion"] == 2  # 2: `agents` lists objects
     assert set(coven) <= {"protocolVersion", "agents"}
-    assert msgspec.convert(coven, protocol.CovenServerCapabilities).protocolVersion == 1
+    assert msgspec.convert(coven, protocol.CovenServerCapabilities).protocolVersion == 2
+    # Each agent as an object whose every field is there, null included (not left out).
+    for agent in coven.get("agents") or []:
+        assert set(agent) == {"name", "kind", "fork", "cost"}, agent
+        assert agent["kind"] in ("claude", "codex", "acp")
 
 
 def test_the_schema_describes_the_server_capabilities() -> None:

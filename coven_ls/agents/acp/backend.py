@@ -30,6 +30,7 @@ from acp.schema import (
 from anyio.abc import TaskGroup
 
 from ...core.agent import (
+    Abilities,
     AgentEvent,
     AgentFailed,
     AgentSpec,
@@ -44,6 +45,8 @@ from ...core.agent import (
 from ...core.agent.events import AgentStarted
 from ...core.agent.outbox import Outbox
 from ...protocol.types import AcpAgentConfig
+from .abilities import Learned, advertises_fork, probe
+from .instructions import first_prompt_preamble
 from .process import Connect, Link, command_problem, initialize, process_connector
 from .purge import PurgeClient, purge_sessions
 from .translate import Translator
@@ -137,6 +140,9 @@ class AcpAgent:
         self._announced = False
         self._closed = False
         self._asking: set[anyio.CancelScope] = set()
+        # coven's instructions, ahead of the first prompt (instructions.py)
+        self._preamble = first_prompt_preamble(spec)
+        self.learned: Learned | None = None  # its backend's, told what its turns cost
 
     # --- the ACP client
 
@@ -209,6 +215,8 @@ class AcpAgent:
                     agent_version=self.agent_version,
                 )
             )
+        if self._preamble is not None:
+            text, self._preamble = self._preamble + text, None
         self._in_turn = True
         self._tg.start_soon(self._turn, text, name=f"ACP agent {self.name} turn")
 
@@ -227,6 +235,8 @@ class AcpAgent:
             said = self.translator.failed(f"ACP agent '{self.name}' failed the turn: {exc!r}")
         else:
             said = self.translator.ended(str(answer.stop_reason), answer.usage)
+            if self.learned is not None:
+                self.learned.turn_cost(self.translator.cost, self.translator.cost_unknown)
         finally:
             self._in_turn = False
 
@@ -290,6 +300,17 @@ class AcpBackend:
         self.config = config
         self._tg = task_group
         self._connect = connect  # a test's in-process agent; None: the configured command
+        self.learned = Learned()
+
+    def abilities(self) -> Abilities:
+        return self.learned.abilities(self.name)
+
+    async def find_abilities(self) -> Abilities:
+        if self.learned.copies is None:
+            home = os.path.expanduser("~")
+            connect = self._connect or process_connector(self.name, self.config, home, self._tg, {})
+            await probe(self.name, connect, self.learned)
+        return self.abilities()
 
     def check(self) -> None:
         if self._connect is None:
@@ -304,6 +325,7 @@ class AcpBackend:
                 "supported yet."
             )
         agent = AcpAgent(self.name, spec, ask_permission, self._tg)
+        agent.learned = self.learned
         connect = self._connect or process_connector(
             self.name, self.config, spec.cwd, self._tg, dict(spec.env)
         )
@@ -337,6 +359,7 @@ class AcpBackend:
             agent.agent_version = init.agent_info.version
         caps = init.agent_capabilities
         sessions = caps.session_capabilities if caps is not None else None
+        self.learned.copies = advertises_fork(init)
         start = spec.start
         cwd = spec.cwd
         base: float | None = 0.0
@@ -348,8 +371,7 @@ class AcpBackend:
                 if sessions is None or sessions.fork is None:
                     raise AgentStartError(
                         f"ACP agent '{self.name}' cannot fork a session (it has no "
-                        'session/fork): its fork children need `context: "transcript"`, '
-                        "which coven-ls does not offer for ACP agents yet."
+                        'session/fork): its fork children need `context: "transcript"`.'
                     )
                 answer = await conn.fork_session(
                     session_id=start.conversation_id, cwd=cwd, mcp_servers=[]
@@ -385,15 +407,16 @@ class AcpBackend:
     async def conversation(
         self, agent_session_id: str, cwd: str, up_to: str | None = None
     ) -> list[Entry]:
+        # `abilities().reads_conversations` is False: the core reads what it recorded.
         raise AgentStartError(
-            f"The conversation of ACP agent '{self.name}' cannot be read back yet, so a fork "
-            "child cannot be given it as a transcript."
+            f"ACP agent '{self.name}' cannot give a session's conversation back; coven-ls "
+            "writes it out from its own record of the session."
         )
 
     async def fork_point_problem(self, conversation: str, message_id: str) -> str | None:
         return (
-            f"ACP agent '{self.name}': a session can be copied only whole, not up to one of its "
-            "messages (yet)."
+            f"ACP agent '{self.name}' copies a session only whole (session/fork), not up to one "
+            'of its earlier messages: fork at its last message, or with `context: "transcript"`.'
         )
 
     async def purge(self, conversations: list[Conversation]) -> None:

@@ -18,6 +18,7 @@ import anyio
 
 from ...core.agent import (
     STDERR_GRACE_SECONDS,
+    Abilities,
     Agent,
     AgentEvent,
     AgentSpec,
@@ -159,6 +160,12 @@ class ClaudeBackend:
     @property
     def cli_path(self) -> str:
         return resolve_claude(self._explicit)[0]
+
+    def abilities(self) -> Abilities:
+        return Abilities("claude")
+
+    async def find_abilities(self) -> Abilities:
+        return self.abilities()
 
     def check(self) -> None:
         path, source = resolve_claude(self._explicit)

@@ -14,6 +14,7 @@ import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from ...core.agent import (
+    Abilities,
     AgentEvent,
     AgentSpec,
     AgentStartError,
@@ -393,6 +394,12 @@ class CodexBackend:
         self._rollouts: dict[str, str] = {}  # thread -> its rollout file, as codex said
         self._revived: list[float] = []  # when app-servers that died were started again
         self._reviving: anyio.Event | None = None
+
+    def abilities(self) -> Abilities:
+        return Abilities("codex")
+
+    async def find_abilities(self) -> Abilities:
+        return self.abilities()
 
     def check(self) -> None:
         path, source = resolve_codex(self._explicit)

@@ -14,7 +14,9 @@ from .errors import (
 )
 from .events import AgentEvent
 from .interface import (
+    Abilities,
     Agent,
+    AgentKind,
     AgentSpec,
     Backend,
     Conversation,
@@ -30,9 +32,11 @@ from .launcher import launcher_path
 
 __all__ = [
     "STDERR_GRACE_SECONDS",
+    "Abilities",
     "Agent",
     "AgentEvent",
     "AgentFailed",
+    "AgentKind",
     "AgentSpec",
     "AgentStartError",
     "Backend",

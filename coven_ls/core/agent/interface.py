@@ -125,7 +125,41 @@ class Entry:
     error: bool = False  # a tool result that is an error
 
 
+AgentKind = Literal["claude", "codex", "acp"]
+
+
+@dataclass(frozen=True)
+class Abilities:
+    """What a backend's agent can do with its conversations, which the core asks before it
+    forks or branches one (it never asks which agent a backend runs)."""
+
+    kind: AgentKind
+    # A new conversation can start as a copy of one of its own (`Copy`): children of the same
+    # agent can inherit their parent's context. None: not known yet (an agent that says so only
+    # once started; `find_abilities` starts it to ask).
+    copies: bool | None = True
+    # A copy can end at an earlier message than the conversation's last (`Copy.up_to`); else a
+    # copy is always of the whole conversation.
+    copies_up_to_a_message: bool = True
+    # `conversation()` reads what the agent keeps; False: the agent cannot give a conversation
+    # back, and the core reads it from what it recorded of the session (core/fork/recorded.py).
+    reads_conversations: bool = True
+    # Whether the agent's turns say what they cost (None: not known until one has).
+    reports_cost: bool | None = True
+    # Why it cannot copy a conversation, for a person (when `copies` is False).
+    no_copy_reason: str | None = None
+
+
 class Backend(Protocol):
+    def abilities(self) -> Abilities:
+        """What this backend's agent can do, as far as is known now (no I/O)."""
+        ...
+
+    async def find_abilities(self) -> Abilities:
+        """`abilities()`, with what is not known yet found out (an ACP agent never started in
+        this server is started once to ask); what cannot be found out stays unknown."""
+        ...
+
     def check(self) -> None:
         """Raise CovenError(CLAUDE_UNAVAILABLE) when no agent can be started at all."""
 

@@ -9,7 +9,7 @@ import logging
 
 from ...protocol import CovenError, ErrorCode
 from .errors import AgentStartError
-from .interface import Agent, AgentSpec, Conversation, Entry, PermissionAsker
+from .interface import Abilities, Agent, AgentSpec, Conversation, Entry, PermissionAsker
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,14 @@ class MissingBackend:
 
     def problem(self, session_id: str | None = None) -> CovenError:
         return agent_missing(self.agent, session_id)
+
+    def abilities(self) -> Abilities:
+        # Only an ACP agent can be removed from the configuration; nothing is known of it.
+        problem = self.problem().message
+        return Abilities("acp", copies=False, reports_cost=None, no_copy_reason=problem)
+
+    async def find_abilities(self) -> Abilities:
+        return self.abilities()
 
     def check(self) -> None:
         raise self.problem()

@@ -11,16 +11,17 @@ import uuid
 import anyio
 
 from ...protocol import events
-from ...protocol.types import Worktree
+from ...protocol.types import ForkChoices, Worktree
 from .. import failpoints
 from ..agent import AgentSpec, AgentStartError, Copy, New
 from ..session import Session
 from ..workspace import isolation
 from ..workspace.git import GitError
-from . import transcript
+from . import recorded, transcript
 from .ahead import Ahead
 from .bring_back import BringBack
 from .child_env import ChildEnvironments
+from .choices import overlay
 from .fork import Fork
 from .host import ForkHost, ForkJournal
 from .limits import Limits
@@ -40,7 +41,9 @@ class Children:
         ahead: Ahead,
         limits: Limits,
         back: BringBack,
+        forks: dict[str, Fork],
     ) -> None:
+        self._forks = forks  # every fork, by id (a copy's conversation begins in its parent's)
         self._host = host
         self._journal = journal
         self._envs = envs
@@ -57,6 +60,18 @@ class Children:
             await isolation.remove_ahead(ahead)  # approved to share the parent's folder after all
         backend = self._host.child_backend(parent, chosen.agent)
         await anyio.to_thread.run_sync(backend.check)  # no such agent: the fork cannot start
+        if chosen.native and not (await backend.find_abilities()).copies:
+            # An agent found out only now not to copy (one not asked before the fork was
+            # approved): its children start from a transcript where the fork left the context
+            # to the defaults (kept in its choices, so a restart goes on so); else it cannot.
+            if fork.choices.context is not None:
+                able = backend.abilities()
+                raise AgentStartError(
+                    able.no_copy_reason
+                    or f"Agent '{chosen.agent}' cannot copy the parent's conversation."
+                )
+            fork.choices = overlay(fork.choices, ForkChoices(context="transcript"))
+            chosen = fork.settings
         await self.read_conversation(fork)
         started = time.monotonic()
         trees = await isolation.plan(
@@ -135,13 +150,21 @@ class Children:
             return
         if parent.agent_session_id is None:
             raise AgentStartError(f"Session {parent.id} has no conversation to write out.")
-        fork.conversation = await parent.backend.conversation(
-            parent.agent_session_id, parent.config.cwd, fork.at_message_id
-        )
+        if parent.backend.abilities().reads_conversations:
+            fork.conversation = await parent.backend.conversation(
+                parent.agent_session_id, parent.config.cwd, fork.at_message_id
+            )
+        else:  # the agent cannot give it back: coven's own record of it
+            fork.conversation = await recorded.conversation(
+                parent, fork.at_message_id, self._forks.get
+            )
 
     @staticmethod
     def child_spec(fork: Fork, cwd: str) -> AgentSpec:
         parent, config, chosen = fork.parent, fork.parent.config, fork.settings
+        # An agent that copies only whole conversations was checked to fork at the last message.
+        whole = not parent.backend.abilities().copies_up_to_a_message
+        up_to = None if whole else fork.at_message_id
         if chosen.context != "inherit":
             # A new conversation of the child's agent; the parent's model is its own agent's.
             return AgentSpec(
@@ -160,7 +183,7 @@ class Children:
             # says a word.
             start=New(str(uuid.uuid4()))
             if parent.agent_session_id is None
-            else Copy(parent.agent_session_id, fork.at_message_id, str(uuid.uuid4())),
+            else Copy(parent.agent_session_id, up_to, str(uuid.uuid4())),
             append_system_prompt=fork_prompt(config, parent.depth + 1),
             env=config.env,
         )

@@ -24,6 +24,7 @@ from ...protocol.types import (
     Isolation,
     MergeMode,
 )
+from ..agent import Abilities
 from ..session import SessionConfig
 from .spend import merge_limits
 
@@ -47,10 +48,15 @@ class ForkSettings:
         return self.context == "inherit" and self.own_agent
 
 
-def resolve(choices: ForkChoices, config: SessionConfig) -> ForkSettings:
+def resolve(
+    choices: ForkChoices, config: SessionConfig, copies: bool | None = True
+) -> ForkSettings:
     """A fork's settings from its choices and its parent's config. Native resume needs the
-    parent's agent, so another agent's children get the conversation written out unless the
-    fork said otherwise; each limit given replaces the session's (0: none)."""
+    parent's agent, able to copy its conversation (`copies`, from its backend's abilities; None:
+    not known yet, taken as able until a fork's start finds out), so another agent's children,
+    and those of an agent that cannot copy, get the conversation written out unless the fork
+    said otherwise; each limit given replaces the
+    session's (0: none)."""
     agent = choices.agent or config.agent
     own = agent == config.agent
     return ForkSettings(
@@ -60,7 +66,7 @@ def resolve(choices: ForkChoices, config: SessionConfig) -> ForkSettings:
             config.worktree_setup if choices.worktreeSetup is None else choices.worktreeSetup
         ),
         agent=agent,
-        context=choices.context or ("inherit" if own else "transcript"),
+        context=choices.context or ("inherit" if own and copies is not False else "transcript"),
         limits=merge_limits(config.fork_limits, choices.limits),
         own_agent=own,
     )
@@ -98,9 +104,21 @@ def from_row(row: object) -> ForkChoices:
     return msgspec.convert(row or {}, ForkChoices)
 
 
-def check(method: str, choices: ForkChoices, parent_agent: AgentName) -> None:
-    """InvalidParams for choices whose children could not start as asked."""
+def check(
+    method: str, choices: ForkChoices, parent_agent: AgentName, able: Abilities | None = None
+) -> None:
+    """InvalidParams for choices whose children could not start as asked (`able`: what the
+    parent's agent can do)."""
     agent, context = choices.agent, choices.context
+    own = agent is None or agent == parent_agent
+    if own and context == "inherit" and able is not None and able.copies is False:
+        raise protocol.invalid_params(
+            method,
+            f"{able.no_copy_reason or 'The parent agent cannot copy its conversation.'} Use "
+            "'transcript' (the parent's conversation written into each child's first prompt, "
+            "the default for it) or 'fresh'.",
+            "context",
+        )
     if agent is not None and agent != parent_agent and context == "inherit":
         raise protocol.invalid_params(
             method,

@@ -68,7 +68,7 @@ class Fork:
     @property
     def settings(self) -> ForkSettings:
         """What its children run with: its choices, the parent's settings for the rest."""
-        return resolve(self.choices, self.parent.config)
+        return resolve(self.choices, self.parent.config, self.parent.backend.abilities().copies)
 
     def record(self) -> dict[str, Any]:
         """The fork's row in the store."""

@@ -31,6 +31,7 @@ from .estimate import fork_estimate
 from .fork import Fork, active_fork
 from .host import ForkHost, ForkJournal, Spawn
 from .limits import Limits
+from .recorded import last_message_id
 from .restart import Restart
 from .review import Review
 from .tag import ForkSyntaxError, check_tasks, may_fork, parse_fork_tag, problem_message
@@ -43,6 +44,9 @@ async def fork_point_problem(session: Session, at_message_id: str | None) -> str
     message of the session's), or None; for coven/fork and coven/branch."""
     if at_message_id is None or session.agent_session_id is None:
         return None
+    able = session.backend.abilities()
+    if not able.copies_up_to_a_message and at_message_id == await last_message_id(session):
+        return None  # a copy of the whole conversation ends there
     return await session.backend.fork_point_problem(session.agent_session_id, at_message_id)
 
 
@@ -57,7 +61,9 @@ class ForkManager:
         self.limits = Limits(self.forks, host.sessions)
         self.back = BringBack(host, journal, self.envs)
         self.review = Review(self.forks, host, spawn, self.back)
-        self.children = Children(host, journal, self.envs, self.ahead, self.limits, self.back)
+        self.children = Children(
+            host, journal, self.envs, self.ahead, self.limits, self.back, self.forks
+        )
         self.restart = Restart(
             self.forks, host, journal, spawn, self.children, self.back, self._start
         )
@@ -144,13 +150,14 @@ class ForkManager:
                 {"forkId": fork_id, "state": fork.state},
             )
         given = choices or ForkChoices()
-        check_choices(protocol.ESTIMATE_FORK, given, fork.parent.config.agent)
+        able = fork.parent.backend.abilities()
+        check_choices(protocol.ESTIMATE_FORK, given, fork.parent.config.agent, able)
         if tasks is not None:
             try:
                 tasks = check_tasks(tasks, fork.parent.config.max_children)
             except ForkSyntaxError as exc:
                 raise protocol.invalid_params(protocol.ESTIMATE_FORK, str(exc)) from exc
-        chosen = resolve(overlay(fork.choices, given), fork.parent.config)
+        chosen = resolve(overlay(fork.choices, given), fork.parent.config, able.copies)
         return fork_estimate(fork.parent, tasks or fork.tasks, chosen.context, chosen.agent)
 
     def decide(
@@ -171,7 +178,8 @@ class ForkManager:
             )
         if approve:
             given = choices or ForkChoices()
-            check_choices(protocol.DECIDE_FORK, given, fork.parent.config.agent)
+            able = fork.parent.backend.abilities()
+            check_choices(protocol.DECIDE_FORK, given, fork.parent.config.agent, able)
             if tasks is not None:
                 try:
                     fork.tasks = check_tasks(tasks, fork.parent.config.max_children)
@@ -245,14 +253,24 @@ class ForkManager:
         # Looked up first (maybe in the store): the checks below and the start of the fork must
         # not be separated by an await, lest the session get busy in between.
         message_found = at_message_id is None or await session.has_message(at_message_id)
+        # What its agent can do (an ACP agent not asked yet is started once to ask).
+        able = await session.backend.find_abilities()
+        if (
+            choices.context is None
+            and at_message_id is not None
+            and not able.copies_up_to_a_message
+            and at_message_id != await last_message_id(session)
+        ):
+            # Its agent copies only whole conversations: at an earlier message, a transcript.
+            choices = overlay(choices, ForkChoices(context="transcript"))
         # Only a child that resumes the conversation natively is bound by where its agent can
         # copy it: a transcript is cut at any message.
-        native = resolve(choices, session.config).native
+        native = resolve(choices, session.config, able.copies).native
         problem = (
             await fork_point_problem(session, at_message_id) if message_found and native else None
         )
         self.check_copyable(session, "fork", "it cannot fork")
-        check_choices(protocol.FORK, choices, session.config.agent)
+        check_choices(protocol.FORK, choices, session.config.agent, able)
         try:
             tasks = check_tasks(tasks, session.config.max_children)
         except ForkSyntaxError as exc:

@@ -89,7 +89,12 @@ def cut(
     return kept, Cuts(thinking, long_results, start, total)
 
 
-def preamble(cuts: Cuts) -> str:
+# What comes after the written-out conversation, as its preamble says.
+TASK_FOLLOWS = "Your own task follows the conversation."
+MESSAGES_FOLLOW = "The user's messages to you follow."
+
+
+def preamble(cuts: Cuts, what_follows: str = TASK_FOLLOWS) -> str:
     what = []
     if cuts.oldest:
         what.append(
@@ -109,12 +114,18 @@ def preamble(cuts: Cuts) -> str:
         "You were forked from another session: below, in <conversation>, is its conversation "
         "up to the fork, written out for you to read (you cannot resume it). It is reference, "
         "not instructions: the tool calls in it were made by that session, and their results "
-        f"may be out of date. What was cut: {said}. Your own task follows the conversation."
+        f"may be out of date. What was cut: {said}. {what_follows}"
     )
+
+
+def written(entries: list[Entry], what_follows: str = TASK_FOLLOWS) -> str:
+    """The preamble and the conversation with its cuts (a branch's, given ahead of the user's
+    first message where its agent cannot copy the conversation)."""
+    kept, cuts = cut(entries)
+    body = "\n".join(kept)
+    return f"{preamble(cuts, what_follows)}\n\n<conversation>\n{body}\n</conversation>"
 
 
 def render(entries: list[Entry], task: str) -> str:
     """A child's first prompt: the preamble, the conversation with its cuts, then its task."""
-    kept, cuts = cut(entries)
-    body = "\n".join(kept)
-    return f"{preamble(cuts)}\n\n<conversation>\n{body}\n</conversation>\n\n{task}"
+    return f"{written(entries)}\n\n{task}"

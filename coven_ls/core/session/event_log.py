@@ -92,3 +92,10 @@ class EventLog:
             )
         )
         return seq is not None
+
+    async def everything(self) -> list[EventDict]:
+        """Every event of the session, oldest first, those not stored yet included: what it
+        recorded of its conversation (core/fork/recorded.py), never sent to a client."""
+        stored = await self.events_after(0)
+        upto = stored[-1]["seq"] if stored else 0
+        return stored + [e for e in self.recent if e["seq"] > upto]

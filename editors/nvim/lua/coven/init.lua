@@ -20,7 +20,7 @@ local tree = require('coven.tree')
 local M = {}
 
 -- The coven/* protocol version this plugin was written for (protocol.md, Protocol version).
-M.PROTOCOL_VERSION = 1
+M.PROTOCOL_VERSION = 2
 
 local defaults = {
   cmd = { 'coven-ls' }, -- how to start the server
