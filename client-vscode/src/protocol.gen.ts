@@ -1747,11 +1747,11 @@ export interface ForkParams {
    */
   worktreeSetup?: string | null;
   /**
-   * what the children start from: `inherit` (the parent's conversation, resumed natively; the default for children of the parent's agent), `fresh` (a new session with only the child's brief and task) or `transcript` (a new session whose first prompt holds the parent's conversation written out, with cuts: thinking left out, tool results over 1,500 characters cut, the oldest messages cut past 100,000 tokens; the default for children of another agent)
+   * what the children start from: `inherit` (the parent's conversation, resumed natively; the default for children of the parent's agent where it can copy its conversation), `fresh` (a new session with only the child's brief and task) or `transcript` (a new session whose first prompt holds the parent's conversation written out, with cuts: thinking left out, tool results over 1,500 characters cut, the oldest messages cut past 100,000 tokens; the default for children of another agent, and of an ACP agent without `session/fork`, which cannot take `inherit`)
    */
   context?: ('fresh' | 'inherit' | 'transcript') | null;
   /**
-   * the agent every child runs: `claude` or `codex` (default: the parent's); another agent than the parent's cannot take `context: inherit`
+   * the agent every child runs: `claude`, `codex` or an ACP agent's name (default: the parent's); another agent than the parent's cannot take `context: inherit`
    */
   agent?: string | null;
   /**
@@ -1815,11 +1815,11 @@ export interface DecideForkParams {
    */
   worktreeSetup?: string | null;
   /**
-   * what the children start from: `inherit` (the parent's conversation, resumed natively; the default for children of the parent's agent), `fresh` (a new session with only the child's brief and task) or `transcript` (a new session whose first prompt holds the parent's conversation written out, with cuts: thinking left out, tool results over 1,500 characters cut, the oldest messages cut past 100,000 tokens; the default for children of another agent)
+   * what the children start from: `inherit` (the parent's conversation, resumed natively; the default for children of the parent's agent where it can copy its conversation), `fresh` (a new session with only the child's brief and task) or `transcript` (a new session whose first prompt holds the parent's conversation written out, with cuts: thinking left out, tool results over 1,500 characters cut, the oldest messages cut past 100,000 tokens; the default for children of another agent, and of an ACP agent without `session/fork`, which cannot take `inherit`)
    */
   context?: ('fresh' | 'inherit' | 'transcript') | null;
   /**
-   * the agent every child runs: `claude` or `codex` (default: the parent's); another agent than the parent's cannot take `context: inherit`
+   * the agent every child runs: `claude`, `codex` or an ACP agent's name (default: the parent's); another agent than the parent's cannot take `context: inherit`
    */
   agent?: string | null;
   /**
@@ -2199,13 +2199,34 @@ export interface CovenClientCapabilities {
  */
 export interface CovenServerCapabilities {
   /**
-   * the coven/* protocol's version (1 so far), raised on every breaking change: a client written for another version should say so rather than misread what it is sent
+   * the coven/* protocol's version (2 since `agents` became a list of objects), raised on every breaking change: a client written for another version should say so rather than misread what it is sent
    */
   protocolVersion: number;
   /**
-   * the agents whose binary this server finds for this client (its `claudePath`/`codexPath`, the environment, the bundled wheels, PATH), without running it: which ones a client may offer when it starts a session
+   * the agents whose binary this server finds for this client (its `claudePath`/`codexPath`, the environment, the bundled wheels, PATH; an ACP agent's command), without running it: which ones a client may offer when it starts a session, and what each can do
    */
-  agents?: string[] | null;
+  agents?: AgentOffer[] | null;
+}
+/**
+ * An agent a client may start sessions of (`capabilities.experimental.coven.agents`).
+ */
+export interface AgentOffer {
+  /**
+   * what `agent` takes: `claude`, `codex`, or an ACP agent's name
+   */
+  name: string;
+  /**
+   * what hosts it: Claude Code, Codex's app-server, or an agent that speaks ACP
+   */
+  kind: 'acp' | 'claude' | 'codex';
+  /**
+   * how its fork children of the same agent continue their parent's context by default: `inherit` (a native copy of the conversation), `transcript` (an ACP agent without `session/fork`: the conversation written into each child's first prompt; `inherit` is refused); null: not known yet (an ACP agent this server has not started: it is asked when a fork needs it)
+   */
+  fork: ('inherit' | 'transcript') | null;
+  /**
+   * whether its turns say what they cost (`costUsd`); null: not known until one of its turns has ended in this server
+   */
+  cost: boolean | null;
 }
 /**
  * `coven-ls doctor --json`: the exit code is 0 when `ok`, 1 otherwise.
