@@ -139,8 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", help="model for the session (default: the CLI's)")
     run.add_argument(
         "--agent",
-        choices=["claude", "codex"],
-        help="the agent that runs the session: claude (Claude Code, the default) or codex",
+        metavar="NAME",
+        help="the agent that runs the session: claude (Claude Code, the default), codex, or an "
+        "ACP agent the server offers (configured in initializationOptions.agents, or known and "
+        "on PATH: docs/agents.md)",
     )
     run.add_argument(
         "--fork-mode",
@@ -199,8 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--fork-agent",
-        choices=["claude", "codex"],
-        help="the agent that runs the children of a fork you approve (default: the session's)",
+        metavar="NAME",
+        help="the agent that runs the children of a fork you approve, any --agent takes "
+        "(default: the session's)",
     )
     run.add_argument(
         "-y",
@@ -272,8 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument(
         "--agent",
-        choices=["claude", "codex"],
-        help="the agent of new sessions: claude (Claude Code, the default) or codex (/agent)",
+        metavar="NAME",
+        help="the agent of new sessions: claude (Claude Code, the default), codex, or an ACP "
+        "agent the server offers (/agent lists them and switches)",
     )
     chat.add_argument(
         "--fork-mode",

@@ -45,6 +45,7 @@ from .. import protocol
 from ..protocol import Kind
 from ..protocol.describe import change_counts, one_line, summarize_input
 from ..protocol.types import Isolation, MergeMode, Usage
+from .agents import unknown_agent
 from .client import CovenClient, PermissionAnswer
 from .render import TreePrinter, estimate_lines, file_listing, merge_summary
 
@@ -282,6 +283,10 @@ class Runner:
         await self.client.start(
             Path(options.cwd), init_options=options.init_options(), own_session=True
         )
+        for flag, name in (("--agent", options.agent), ("--fork-agent", options.fork_agent)):
+            if name is not None and (problem := unknown_agent(name, self.client.agents)):
+                self._terminal.say(f"coven-ls run: {flag} {name}: {problem}")
+                return EXIT_NOT_STARTED
         params: dict[str, Any] = {"prompt": options.prompt, "cwd": options.cwd}
         for key, value in (
             ("forkMode", options.fork_mode),
