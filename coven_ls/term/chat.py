@@ -72,6 +72,7 @@ class ChatOptions:
     # The chat's own server's settings (never sent when attached): only what was given.
     merge_mode: MergeMode | None = None
     isolation: Isolation | None = None
+    agents: dict[str, Any] | None = None  # initializationOptions.agents (--agents)
 
     def init_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {}
@@ -79,6 +80,8 @@ class ChatOptions:
             options["mergeMode"] = self.merge_mode
         if self.isolation is not None:
             options["forkIsolation"] = self.isolation
+        if self.agents is not None:
+            options["agents"] = self.agents
         return options
 
     attach: tuple[str, int] | None = None  # a running `coven-ls --tcp` server's HOST, PORT

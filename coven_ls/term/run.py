@@ -103,6 +103,7 @@ class RunOptions:
         return choices
 
     fork_limits: dict[str, float | int] = field(default_factory=dict)  # forkLimits given
+    agents: dict[str, Any] | None = None  # initializationOptions.agents given (--agents)
 
     def init_options(self) -> dict[str, Any]:
         """The server's initializationOptions: only what was given, so its defaults apply."""
@@ -115,6 +116,8 @@ class RunOptions:
             options["worktreeSetup"] = self.worktree_setup
         if self.fork_limits:
             options["forkLimits"] = dict(self.fork_limits)
+        if self.agents is not None:
+            options["agents"] = self.agents
         return options
 
 
