@@ -1222,6 +1222,45 @@ vim.cmd('CovenStart ++agent=codex-acp Hello from nvim')
     assert model.requests == []
 
 
+def test_the_plugin_reads_the_servers_agents_in_either_shape(tmp_path: Path) -> None:
+    """`experimental.coven.agents`: a list of {name, kind, fork, cost} (JSON null as vim.NIL, a
+    false cost kept), or of names from a server of protocol version 1."""
+    script = tmp_path / "offers.lua"
+    out = tmp_path / "offers.json"
+    script.write_text(
+        f"vim.opt.runtimepath:prepend({lua_string(str(PLUGIN))})\n"
+        r"""
+local coven = require('coven')
+local v2 = vim.fn.json_decode('{"agents": [{"name": "claude", "kind": "claude", "fork": "inherit",'
+  .. ' "cost": true}, {"name": "codex-acp", "kind": "acp", "fork": "transcript", "cost": false},'
+  .. ' {"name": "opencode", "kind": "acp", "fork": null, "cost": null}]}')
+local seen = {
+  v2 = coven.offers_of(v2),
+  v1 = coven.offers_of({ agents = { 'claude', 'codex', 'mine' } }),
+  none = coven.offers_of({ protocolVersion = 1 }) == nil,
+}
+"""
+        f"vim.fn.writefile({{vim.fn.json_encode(seen)}}, {lua_string(str(out))})\n"
+        "vim.cmd('qall!')\n"
+    )
+    subprocess.run(
+        [NVIM, "--headless", "--noplugin", "-n", "-i", "NONE", "-u", str(script)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    seen = json.loads(out.read_text())
+    assert seen["v2"] == [
+        {"name": "claude", "kind": "claude", "fork": "inherit", "cost": True},
+        {"name": "codex-acp", "kind": "acp", "fork": "transcript", "cost": False},
+        {"name": "opencode", "kind": "acp"},
+    ]
+    assert seen["v1"] == [
+        {"name": "claude", "kind": "claude"},
+        {"name": "codex", "kind": "codex"},
+        {"name": "mine"},
+    ]
+    assert seen["none"] is True
+
+
 def test_the_tree_draws_a_recorded_codex_session_and_its_fork(tmp_path: Path) -> None:
     """The Codex fixture: its command asks to leave the sandbox, its fork's children are thread
     forks; the tree draws them as it draws Claude's."""
