@@ -174,7 +174,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       if (!fork) return;
       const reason = await vscode.window.showInputBox({
         title: 'Reject the fork',
-        prompt: 'Why? Claude is told (optional; Enter to reject, Escape to keep the proposal)',
+        prompt: `Why? ${agentName(model.session(fork.sessionId)?.agent)} is told (optional; Enter to reject, Escape to keep the proposal)`,
         ignoreFocusOut: true,
       });
       if (reason === undefined) return;
