@@ -54,8 +54,20 @@ process for the parent and every child, against a scripted Responses API), and w
 comparison sets their N_max/N=1 ratios and peak memory side by side. Codex's target: N_max
 within 1.2x of N=1.
 
+With ``--agent NAME`` for an agent that speaks ACP (``--agent claude,codex,codex-acp`` sets it
+beside Claude and Codex in the same run, round by round) the sessions run that agent: a known one
+found on PATH, or the program ``--acp-command`` names, against the scripted API ``--acp-api``
+says it speaks (``responses``: the Responses API through ``$CODEX_HOME``, as codex-acp;
+``messages``: the Messages API through ``ANTHROPIC_BASE_URL``, as claude-agent-acp). Its fork is
+asked for with ``coven/fork`` (``context: fresh``: each child a new session of the agent given
+only its task) after the parent's first turn, instead of a ``<fork>`` tag that resumes the
+parent's conversation: an agent without ``session/fork`` could not. The agent's processes (one
+per running session, each with what it starts) are its ``acp`` columns: ACP MiB is the median
+peak RSS of one of them, agt MiB the peak RSS sum of them all.
+
 Usage: python bench/fanout.py [--children 1,2,4,8] [--repeat 2] [--latency 3] [--warmup 1]
-                              [--agent claude|codex|both]
+                              [--agent claude|codex|both|NAME[,NAME...]]
+                              [--acp-command "PROGRAM ARGS"] [--acp-api responses|messages]
 """
 
 from __future__ import annotations
@@ -65,6 +77,7 @@ import itertools
 import os
 import queue
 import resource
+import shlex
 import statistics
 import sys
 import tempfile
@@ -151,20 +164,32 @@ def _read_stat(pid: str) -> tuple[int, str, int, int, int, int] | None:
 
 # The processes that are the agents: Claude's CLIs (one per session), or Codex's one app-server
 # with the sandboxes and commands it runs for every session.
+# Any other name is an ACP agent: its processes (one per running session) and what they start.
 AGENT_KINDS = {
     "claude": ("parent cli", "child cli"),
     "codex": ("app-server", "command"),
 }
+ACP_KINDS = ("acp", "acp tool")
 
 
-def kind_of(argv: list[bytes], parent: str | None) -> str:
+def agent_kinds(agent: str) -> tuple[str, ...]:
+    return AGENT_KINDS.get(agent, ACP_KINDS)
+
+
+def kind_of(argv: list[bytes], parent: str | None, acp_program: str | None = None) -> str:
     """What a process under the server is, from its argv and its parent's kind: a Claude CLI
     (a child resumes with --fork-session), Codex's app-server, or a process the app-server
     started (codex-linux-sandbox, bwrap, the shell and what it runs: Codex's commands, for all
-    its threads)."""
+    its threads); with `acp_program` (the ACP agent's program name), a process of that agent
+    (its program, or an interpreter running it: node, bun) or one it started."""
     if parent in ("app-server", "command"):
         return "command"
-    name = Path(argv[0].decode(errors="replace")).name if argv and argv[0] else ""
+    if parent in ACP_KINDS:
+        return "acp tool"
+    words = [Path(w.decode(errors="replace")).name for w in argv[:2] if w]
+    name = words[0] if words else ""
+    if acp_program is not None and acp_program in words:
+        return "acp"
     if name == "claude":
         return "child cli" if b"--fork-session" in argv else "parent cli"
     if name == "codex" and b"app-server" in argv:
@@ -172,14 +197,14 @@ def kind_of(argv: list[bytes], parent: str | None) -> str:
     return "other"
 
 
-def _classify(pid: int, server: int, parent: str | None) -> str:
+def _classify(pid: int, server: int, parent: str | None, acp_program: str | None) -> str:
     if pid == server:
         return "server"
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return "other"
-    return kind_of(argv, parent)
+    return kind_of(argv, parent, acp_program)
 
 
 def _pss(pid: int) -> int:
@@ -191,9 +216,12 @@ def _pss(pid: int) -> int:
 class Sampler:
     """Samples the server's process tree every SAMPLE_EVERY seconds in a thread."""
 
-    def __init__(self, server_pid: int, agent: str = "claude") -> None:
+    def __init__(
+        self, server_pid: int, agent: str = "claude", acp_program: str | None = None
+    ) -> None:
         self.server = server_pid
-        self.agent_kinds = AGENT_KINDS[agent]
+        self.agent_kinds = agent_kinds(agent)
+        self.acp_program = acp_program
         self.procs: dict[tuple[int, int], Proc] = {}
         self.peak_rss = 0
         self.peak_pss = 0
@@ -237,9 +265,10 @@ class Sampler:
             key = (pid, start)
             proc = self.procs.get(key)
             if proc is None:
-                proc = self.procs[key] = Proc(pid, _classify(pid, self.server, kinds.get(ppid)), at)
+                kind = _classify(pid, self.server, kinds.get(ppid), self.acp_program)
+                proc = self.procs[key] = Proc(pid, kind, at)
             elif proc.kind == "other":  # it may have exec'd the agent since (a launcher does)
-                proc.kind = _classify(pid, self.server, kinds.get(ppid))
+                proc.kind = _classify(pid, self.server, kinds.get(ppid), self.acp_program)
             kinds[pid] = proc.kind
             proc.last_seen = at
             if proc.kind in self.agent_kinds:
@@ -311,21 +340,29 @@ class Result:
     sampler_cpu: float
 
 
-def scripted_model(n: int, latency: float) -> ScriptedModel:
+def first_answer(n: int, tag: bool) -> str:
+    """The parent's answer to PROMPT: a `<fork>` tag of N labels, or (for an ACP agent, whose
+    fork the bench asks for itself) a plain one."""
+    if not tag:
+        return f"I will split this into {n}."
+    labelled = "\n".join(f"- {label}" for label in labels(n))
+    return f"I will split this into {n}.\n<fork>\n{labelled}\n</fork>"
+
+
+def scripted_model(n: int, latency: float, tag: bool = True) -> ScriptedModel:
     model = ScriptedModel()
     model.on("<fork-results>", "All tasks are done; here is the merged result.")
 
     def child(request: ModelRequest) -> Reply:
-        label = request.last_user_text.split(ASSIGNED, 1)[1].rstrip("'")
+        label = request.last_user_text.split(ASSIGNED, 1)[1].split("'", 1)[0]
         return Reply((Text(f"{label} is done."),), latency=latency)
 
     model.on(ASSIGNED, child)
-    tag = "\n".join(f"- {label}" for label in labels(n))
-    model.on(PROMPT, f"I will split this into {n}.\n<fork>\n{tag}\n</fork>")
+    model.on(PROMPT, first_answer(n, tag))
     return model
 
 
-def scripted_responses(n: int, latency: float) -> ScriptedResponses:
+def scripted_responses(n: int, latency: float, tag: bool = True) -> ScriptedResponses:
     """The same model for Codex: the Responses API, scripted alike."""
     model = ScriptedResponses()
     model.on("<fork-results>", "All tasks are done; here is the merged result.")
@@ -335,16 +372,48 @@ def scripted_responses(n: int, latency: float) -> ScriptedResponses:
         return Reply((Text(f"{label} is done."),), latency=latency)
 
     model.on(ASSIGNED, child)
-    tag = "\n".join(f"- {label}" for label in labels(n))
-    model.on(PROMPT, f"I will split this into {n}.\n<fork>\n{tag}\n</fork>")
+    model.on(PROMPT, first_answer(n, tag))
     return model
 
 
-def run_once(n: int, latency: float, claude: str, stderr: IO[bytes], agent: str) -> Result:
+@dataclass(frozen=True)
+class AcpAgent:
+    """How the bench runs an ACP agent: its name, the command (None: the known agent of that
+    name on PATH) and the scripted API it speaks."""
+
+    name: str
+    command: tuple[str, ...] | None
+    api: str  # "responses" or "messages"
+
+    @property
+    def program(self) -> str:
+        """The name its processes go by (known.py's command for a known agent)."""
+        if self.command is not None:
+            return Path(self.command[0]).name
+        from coven_ls.agents.acp.known import KNOWN
+
+        known = KNOWN.get(self.name)
+        return Path(known.command[0]).name if known is not None else self.name
+
+    def init_options(self) -> dict[str, Any]:
+        agents = {} if self.command is None else {self.name: {"command": list(self.command)}}
+        return {"agents": agents} if agents else {}
+
+
+def run_once(
+    n: int,
+    latency: float,
+    claude: str,
+    stderr: IO[bytes],
+    agent: str,
+    acp: AcpAgent | None = None,
+) -> Result:
+    """One fork of N children of `agent` (an ACP one when `acp` says how to run it)."""
     began = time.monotonic()
     usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    codex = agent == "codex"
-    scripted = scripted_responses(n, latency) if codex else scripted_model(n, latency)
+    responses = agent == "codex" or (acp is not None and acp.api == "responses")
+    tag = acp is None  # an ACP agent's fork is asked for with coven/fork
+    scripted = scripted_responses(n, latency, tag) if responses else scripted_model(n, latency, tag)
     # Leaving run_dirs waits for (or kills) whatever the run left, after the sampler stopped.
     with (
         scripted as model,
@@ -361,7 +430,7 @@ def run_once(n: int, latency: float, claude: str, stderr: IO[bytes], agent: str)
         else:
             env = dirs.environ(model, own_state=True)
         proc = spawn_server(dirs.workspace, env, stderr)
-        sampler = Sampler(proc.pid, agent)
+        sampler = Sampler(proc.pid, agent, acp.program if acp is not None else None)
         client = EventClient(proc, timeout=STEP_TIMEOUT)
         close_started = close_ended = 0.0
         try:
@@ -373,6 +442,7 @@ def run_once(n: int, latency: float, claude: str, stderr: IO[bytes], agent: str)
                     "forkMode": "auto",
                     "maxParallel": n,
                     "maxChildren": max(n, 8),
+                    **(acp.init_options() if acp is not None else {}),
                 },
             )
             client.notify("initialized", {})
@@ -380,6 +450,13 @@ def run_once(n: int, latency: float, claude: str, stderr: IO[bytes], agent: str)
 
             def on_parent(kind: str) -> Callable[[dict[str, Any]], bool]:
                 return lambda e: e["sessionId"] == sid and e["kind"] == kind
+
+            if acp is not None:
+                _, opening = client.wait_event(on_parent("turnResult"), "the parent's first turn")
+                if opening.get("isError"):
+                    raise RuntimeError(f"the parent's first turn failed: {opening}")
+                params = {"sessionId": sid, "tasks": labels(n), "context": "fresh"}
+                client.request("coven/fork", params)
 
             started_at, _ = client.wait_event(on_parent("forkStarted"), "forkStarted")
             finished_at, finished = client.wait_event(on_parent("forkFinished"), "forkFinished")
@@ -404,8 +481,9 @@ def run_once(n: int, latency: float, claude: str, stderr: IO[bytes], agent: str)
     replied = max(r.finished for r in asked if r.finished is not None)
     startup = max(last - started_at, SAMPLE_EVERY)
     child_clis = [p for p in sampler.procs.values() if p.kind == "child cli"]
-    # Codex runs no process per child: its one app-server stands for them.
-    per_child = child_clis or [p for p in sampler.procs.values() if p.kind == "app-server"]
+    # Codex runs no process per child: its one app-server stands for them. An ACP agent runs one
+    # per session, the parent's included.
+    per_child = child_clis or [p for p in sampler.procs.values() if p.kind in ("app-server", "acp")]
     parents = [
         p for p in sampler.procs.values() if p.kind == "parent cli" and p.first_seen < started_at
     ]
@@ -423,7 +501,7 @@ def run_once(n: int, latency: float, claude: str, stderr: IO[bytes], agent: str)
         machine=sampler.machine_busy(started_at, last),
         cpu_run=cpu_run,
         cli_rss=statistics.median(p.peak_rss for p in per_child) / MIB if per_child else 0.0,
-        cli_cpu=sampler.cpu_between(started_at, finished_at, "child cli", "app-server") / n,
+        cli_cpu=sampler.cpu_between(started_at, finished_at, "child cli", "app-server", "acp") / n,
         agent_rss=sampler.peak_agent_rss / MIB,
         agent_procs=sampler.peak_agent_count,
         parent_gone=max(p.last_seen for p in parents) - started_at if parents else None,
@@ -474,7 +552,8 @@ def report(by_n: dict[int, list[Result]], args: argparse.Namespace, agent: str) 
         f"{cores} CPUs, median of {args.repeat} run(s) per N"
     )
     codex = agent == "codex"
-    one = "app" if codex else "CLI"
+    acp = agent not in AGENT_KINDS
+    one = "app" if codex else "ACP" if acp else "CLI"
     print(
         f"{'N':>3}{'wall s':>8}{'ratio':>7}{'1st s':>7}{'last s':>7}{'tail s':>7}"
         f"{'peak MiB':>9}{'PSS MiB':>8}{'procs':>6}{'cpu fork':>9}{'busy':>6}{'mach':>6}"
@@ -493,6 +572,12 @@ def report(by_n: dict[int, list[Result]], args: argparse.Namespace, agent: str) 
             "  app MiB / app cpu = the one codex app-server (peak RSS; its CPU and its commands' "
             "in the fork / N); agt = it and the sandboxes and commands it runs"
         )
+    elif acp:
+        print(
+            f"  ACP MiB / ACP cpu = one {agent} process (median peak RSS; their CPU in the fork / "
+            f"N); agt = all of {agent}'s processes (one per running session) and what they start. "
+            "Children fresh, asked for with coven/fork"
+        )
     else:
         print("  agt MiB / agts = peak RSS sum and number of the claude CLIs")
     print(
@@ -506,10 +591,11 @@ def report(by_n: dict[int, list[Result]], args: argparse.Namespace, agent: str) 
             f"  parent's CLI last seen {statistics.median(parent):+.2f} s from forkStarted "
             f"(median, {SAMPLE_EVERY:g} s sampling): it is stopped as the children start"
         )
-    if codex:
-        # One app-server for the parent and every child: nothing grows by a process per child.
+    if codex or acp:
+        # Codex: one app-server for the parent and every child; ACP: a process per session.
+        what = "the app-server with its sandboxes and commands" if codex else f"{agent}'s"
         print(
-            "  peak processes (all / the app-server with its sandboxes and commands): "
+            f"  peak processes (all / {what}): "
             + ", ".join(f"N={n} {m.peak_procs}/{m.agent_procs}" for n, m in sorted(medians.items()))
         )
     else:
@@ -552,8 +638,15 @@ def analyse(
         "to forkFinished"
     )
     codex = agent == "codex"
-    used = "the app-server used" if codex else "a child CLI used"
-    per = " per child" if codex else ""
+    acp = agent not in AGENT_KINDS
+    used = (
+        "the app-server used"
+        if codex
+        else f"{agent}'s processes used"
+        if acp
+        else "a child CLI used"
+    )
+    per = " per child" if codex or acp else ""
     print(
         f"  start-up: {top.machine:.2f} of {cores} cores busy machine-wide ({top.busy:.2f} by "
         f"coven-ls's processes) until the last child's model call; {used} "
@@ -564,6 +657,9 @@ def analyse(
     peaks = (
         f"the app-server peaks at {top.cli_rss:.0f} MiB RSS, {top.agent_procs} codex processes"
         if codex
+        else f"one {agent} process peaks at {top.cli_rss:.0f} MiB RSS, all of them at "
+        f"{top.agent_rss:.0f} MiB over {top.agent_procs} processes"
+        if acp
         else f"a child CLI peaks at {top.cli_rss:.0f} MiB RSS"
     )
     print(
@@ -574,7 +670,13 @@ def analyse(
     )
     saturated = top.machine >= 0.9 * cores
     if saturated and top.busy >= 0.75 * top.machine:
-        starting = f"the app-server's {n} threads" if codex else f"the {n} CLIs"
+        starting = (
+            f"the app-server's {n} threads"
+            if codex
+            else f"{n} {agent} processes"
+            if acp
+            else f"the {n} CLIs"
+        )
         limit = f"CPU-bound start-up: {starting} starting at once saturate the {cores} cores"
     elif saturated:
         limit = (
@@ -600,7 +702,9 @@ def compare(by_agent: dict[str, dict[int, list[Result]]]) -> None:
         line = (
             f"{agent}: N={top.n} {top.wall:.2f} s vs N=1 {one.wall:.2f} s = {ratio:.2f}x; "
             f"peak {top.peak_rss:.0f} MiB RSS / {top.peak_pss:.0f} MiB PSS "
-            f"(N=1: {one.peak_rss:.0f} / {one.peak_pss:.0f}) over {top.peak_procs} processes"
+            f"(N=1: {one.peak_rss:.0f} / {one.peak_pss:.0f}) over {top.peak_procs} processes; "
+            f"the agent's processes {top.agent_rss:.0f} MiB RSS (N=1: {one.agent_rss:.0f}) over "
+            f"{top.agent_procs}"
         )
         if agent == "codex":
             print_target(
@@ -621,6 +725,18 @@ def _mem_total() -> int:
 # --------------------------------------------------------------------------- main
 
 
+def agents_of(spec: str, command: str | None, api: str) -> tuple[list[str], dict[str, AcpAgent]]:
+    """`--agent`'s agents in order (both: claude and codex), and how to run the ACP ones."""
+    agents: list[str] = []
+    for word in (w.strip() for w in spec.split(",")):
+        for name in ("claude", "codex") if word == "both" else (word,):
+            if name and name not in agents:
+                agents.append(name)
+    argv = tuple(shlex.split(command)) if command else None
+    acp = {a: AcpAgent(a, argv, api) for a in agents if a not in AGENT_KINDS}
+    return agents, acp
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument(
@@ -638,9 +754,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--claude", help="CLI to run (default: as coven-ls would pick it)")
     parser.add_argument(
         "--agent",
-        choices=("claude", "codex", "both"),
         default="claude",
-        help="the agent the sessions run; both: Claude's and Codex's in one run (default claude)",
+        help="the agents the sessions run, comma-separated, each in turn per round: claude, "
+        "codex, both (= claude,codex), or the name of an ACP agent (default claude)",
+    )
+    parser.add_argument(
+        "--acp-command",
+        help="the program and arguments that start the ACP agent (default: the known agent of "
+        "that name on PATH)",
+    )
+    parser.add_argument(
+        "--acp-api",
+        choices=("responses", "messages"),
+        default="responses",
+        help="the scripted model API the ACP agent speaks (default responses, as codex-acp)",
     )
     args = parser.parse_args(argv)
     try:
@@ -654,7 +781,9 @@ def main(argv: list[str] | None = None) -> int:
     idle_busy = busy_cores(1.0)
     print(f"before the runs: {idle_busy:.2f} cores busy machine-wide (1 s)", end="")
     print(": the machine is not quiet, figures will suffer" if idle_busy > 0.25 else "")
-    agents = ["claude", "codex"] if args.agent == "both" else [args.agent]
+    agents, acp = agents_of(args.agent, args.acp_command, args.acp_api)
+    if len([a for a in agents if a not in AGENT_KINDS]) > 1:
+        parser.error("--agent takes one ACP agent at a time (beside claude and codex)")
     by_agent: dict[str, dict[int, list[Result]]] = {a: {n: [] for n in counts} for a in agents}
     started = time.monotonic()
     # Round by round, each agent in turn: both meet the same machine load.
@@ -665,7 +794,7 @@ def main(argv: list[str] | None = None) -> int:
         label = "warm-up" if round_number is None else f"round {round_number + 1}"
         with tempfile.TemporaryFile(prefix="fanout-bench-stderr-") as stderr:
             try:
-                result = run_once(n, args.latency, claude, stderr, agent)
+                result = run_once(n, args.latency, claude, stderr, agent, acp.get(agent))
             except (RuntimeError, queue.Empty) as exc:
                 tail = stderr_tail(stderr, 2000)
                 problem = str(exc).splitlines()[0][:500] if str(exc) else "timed out"
@@ -677,7 +806,7 @@ def main(argv: list[str] | None = None) -> int:
         if round_number is not None:
             by_agent[agent][n].append(result)
         print(
-            f"{label:<8} {agent:<6} N={n}: wall {result.wall:.2f} s, last child call at "
+            f"{label:<8} {agent:<9} N={n}: wall {result.wall:.2f} s, last child call at "
             f"{result.last_request:.2f} s, peak {result.peak_rss:.0f} MiB RSS / "
             f"{result.peak_procs} procs, cpu fork {result.cpu_fork:.2f} s, busy "
             f"{result.busy:.2f} (machine {result.machine:.2f}) cores, "

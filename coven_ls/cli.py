@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 
@@ -139,8 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", help="model for the session (default: the CLI's)")
     run.add_argument(
         "--agent",
-        choices=["claude", "codex"],
-        help="the agent that runs the session: claude (Claude Code, the default) or codex",
+        metavar="NAME",
+        help="the agent that runs the session: claude (Claude Code, the default), codex, or an "
+        "ACP agent the server offers (configured in initializationOptions.agents, or known and "
+        "on PATH: docs/agents.md)",
     )
     run.add_argument(
         "--fork-mode",
@@ -198,9 +202,16 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     run.add_argument(
+        "--agents",
+        metavar="JSON",
+        help="as initializationOptions.agents: ACP agents by name, "
+        '\'{"opencode": {"command": ["opencode", "acp"]}}\' (docs/agents.md)',
+    )
+    run.add_argument(
         "--fork-agent",
-        choices=["claude", "codex"],
-        help="the agent that runs the children of a fork you approve (default: the session's)",
+        metavar="NAME",
+        help="the agent that runs the children of a fork you approve, any --agent takes "
+        "(default: the session's)",
     )
     run.add_argument(
         "-y",
@@ -272,8 +283,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument(
         "--agent",
-        choices=["claude", "codex"],
-        help="the agent of new sessions: claude (Claude Code, the default) or codex (/agent)",
+        metavar="NAME",
+        help="the agent of new sessions: claude (Claude Code, the default), codex, or an ACP "
+        "agent the server offers (/agent lists them and switches)",
+    )
+    chat.add_argument(
+        "--agents",
+        metavar="JSON",
+        help="the chat's own server: as initializationOptions.agents, ACP agents by name "
+        "(docs/agents.md)",
     )
     chat.add_argument(
         "--fork-mode",
@@ -301,12 +319,15 @@ def _chat(args: argparse.Namespace) -> int:
     if args.attach_token_file and not args.attach:
         print("coven-ls chat: --token-file goes with --tcp", file=sys.stderr)
         return 2
-    if args.attach and (args.merge or args.isolation):
+    if args.attach and (args.merge or args.isolation or args.agents):
         print(
-            "coven-ls chat: --merge and --isolation are settings of the chat's own server; "
-            "attached (--tcp), the server's own apply",
+            "coven-ls chat: --merge, --isolation and --agents are settings of the chat's own "
+            "server; attached (--tcp), the server's own apply",
             file=sys.stderr,
         )
+        return 2
+    agents = _agents(args.agents, "chat")
+    if agents is _BAD:
         return 2
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         print(
@@ -336,8 +357,29 @@ def _chat(args: argparse.Namespace) -> int:
             agent=args.agent,
             merge_mode=args.merge,
             isolation=args.isolation,
+            agents=agents,
         )
     )
+
+
+_BAD: dict[str, Any] = {}  # `_agents`' answer to a bad --agents (said on stderr)
+
+
+def _agents(text: str | None, command: str) -> dict[str, Any] | None:
+    """`--agents`: the JSON given, checked as initializationOptions.agents; `_BAD` (said why)
+    when it is not."""
+    if text is None:
+        return None
+    from .doctor.checks import parse_agents
+    from .protocol import CovenError
+
+    try:
+        parse_agents(text)
+    except CovenError as exc:
+        print(f"coven-ls {command}: --agents: {exc.message}", file=sys.stderr)
+        return _BAD
+    value: dict[str, Any] = json.loads(text)
+    return value
 
 
 def _setup_logging(args: argparse.Namespace) -> None:
@@ -365,6 +407,9 @@ def _run(args: argparse.Namespace) -> int:
     if not os.path.isdir(cwd):
         print(f"coven-ls run: --cwd {cwd} is not a directory", file=sys.stderr)
         return 2
+    agents = _agents(args.agents, "run")
+    if agents is _BAD:
+        return 2
     return run_session(
         RunOptions(
             prompt=" ".join(args.prompt),
@@ -378,6 +423,7 @@ def _run(args: argparse.Namespace) -> int:
             merge_mode=args.merge,
             isolation=args.isolation,
             agent=args.agent,
+            agents=agents,
             worktree_setup=args.worktree_setup,
             fork_context=args.fork_context,
             fork_agent=args.fork_agent,

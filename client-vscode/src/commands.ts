@@ -17,7 +17,7 @@ import {
   type SessionNode,
   type SubagentNode,
 } from './model';
-import { agentChoices, agentName } from './agentChoice';
+import { type AgentOffer, agentChoices, agentName } from './agentChoice';
 import { changesDescription } from './changes';
 import { deleteParams, discardQuestion, keptMessage, unappliedWork } from './deletion';
 import { type ForkChoice, forkChoices, withCosts } from './forkChoice';
@@ -60,11 +60,15 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
           ? folders[0]
           : await vscode.window.showWorkspaceFolderPick({ placeHolder: 'Which folder should the session work in?' });
       if (folder === undefined) return;
-      // Asked only when the server finds both agents; else the server's default (coven.agent) applies.
+      // Asked only when the server offers more than one agent; else the server's default (coven.agent) applies.
       const choices = agentChoices(server.agents, vscode.workspace.getConfiguration('coven').get<string>('agent'));
       let agent: string | undefined;
       if (choices.length > 0) {
-        const picked = await vscode.window.showQuickPick(choices, { title: 'New Coven Session: which agent?', placeHolder: 'Claude Code or Codex (coven.agent sets the default)' });
+        const picked = await vscode.window.showQuickPick(choices, {
+          title: 'New Coven Session: which agent?',
+          placeHolder: "The agents coven-ls offers (coven.agent sets the default; coven.agents adds ACP agents)",
+          matchOnDescription: true,
+        });
         if (picked === undefined) return;
         agent = picked.agent;
       }
@@ -80,7 +84,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       const { sessionId } = await server.request(Method.startSession, {
         prompt,
         cwd: folder.uri.fsPath,
-        ...(agent !== undefined ? { agent: agent as 'claude' | 'codex' } : {}),
+        ...(agent !== undefined ? { agent } : {}),
       });
       if (await sync.whenKnown(sessionId)) {
         const node = model.session(sessionId);
@@ -109,7 +113,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       if (!session) return;
       const tasks = await editTasks([], `Fork '${titleOf(session)}'`, 'Fork');
       if (!tasks) return;
-      const choice = await pickForkStart(session);
+      const choice = await pickForkStart(session, server.agents);
       if (!choice) return;
       await server.request(Method.fork, { sessionId: session.sessionId, tasks, ...choice });
     },
@@ -123,7 +127,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       const session = model.owningSession(node);
       const tasks = await editTasks([], `Fork '${session ? titleOf(session) : node.sessionId}' at "${firstLine(node.text).slice(0, 40)}"`, 'Fork');
       if (!tasks) return;
-      const choice = await pickForkStart(session);
+      const choice = await pickForkStart(session, server.agents);
       if (!choice) return;
       await server.request(Method.fork, { sessionId: node.sessionId, tasks, atMessageId: node.messageId, ...choice });
     },
@@ -159,7 +163,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
         const cost = forkCostOf(estimate);
         return cost !== undefined ? forkCostLines(cost)[1] : undefined;
       };
-      const choice = await pickForkStart(model.session(fork.sessionId), price);
+      const choice = await pickForkStart(model.session(fork.sessionId), server.agents, price);
       if (!choice) return;
       if (fork.state !== 'proposed') return alreadyDecided(fork);
       await decide({ forkId: fork.forkId, approve: true, tasks, ...choice });
@@ -170,7 +174,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       if (!fork) return;
       const reason = await vscode.window.showInputBox({
         title: 'Reject the fork',
-        prompt: 'Why? Claude is told (optional; Enter to reject, Escape to keep the proposal)',
+        prompt: `Why? ${agentName(model.session(fork.sessionId)?.agent)} is told (optional; Enter to reject, Escape to keep the proposal)`,
         ignoreFocusOut: true,
       });
       if (reason === undefined) return;
@@ -332,9 +336,10 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
 /** How the children start (context, agent), picked by the user; undefined when they pressed Escape. */
 async function pickForkStart(
   parent: SessionNode | undefined,
+  agents: readonly AgentOffer[],
   price?: (params: ForkChoice['params']) => Promise<string | undefined>,
 ): Promise<ForkChoice['params'] | undefined> {
-  let choices = forkChoices(parent?.agent);
+  let choices = forkChoices(parent?.agent, agents);
   if (price !== undefined) {
     // A choice the server cannot price (or refuses) is shown without a cost, never blocks the pick.
     choices = withCosts(choices, await Promise.all(choices.map((c) => price(c.params).catch(() => undefined))));

@@ -195,7 +195,7 @@ function watchSettings(server: CovenServer, sync: SessionSync): vscode.Disposabl
 
 /** Every `coven.*` setting except `coven.trace.server`, which the client applies live. */
 function affectsServer(e: vscode.ConfigurationChangeEvent): boolean {
-  const keys = ['server.command', 'server.tcp', 'server.tokenFile', 'claudePath', 'agent', 'codexPath', 'forkMode', 'maxChildren', 'maxParallel', 'maxDepth', 'model', 'permissionMode', 'stateDir'];
+  const keys = ['server.command', 'server.tcp', 'server.tokenFile', 'claudePath', 'agent', 'agents', 'codexPath', 'forkMode', 'maxChildren', 'maxParallel', 'maxDepth', 'model', 'permissionMode', 'stateDir'];
   return [...keys, 'forkIsolation', 'mergeMode', 'worktreeSetup', 'forkLimits'].some((key) => e.affectsConfiguration(`coven.${key}`));
 }
 

@@ -2,7 +2,10 @@
 // coven/decideFork's `context` and `agent`), as a list to pick from. Free of `vscode`, so it is
 // unit-tested in plain node; commands.ts shows it as a quick pick.
 
-export type ForkAgent = 'claude' | 'codex';
+import { agentName, type AgentOffer } from './agentChoice';
+
+/** An agent by name: claude, codex, or an ACP agent the server offers. */
+export type ForkAgent = string;
 export type ForkContext = 'inherit' | 'fresh' | 'transcript';
 
 export interface ForkChoice {
@@ -14,43 +17,67 @@ export interface ForkChoice {
   params: { agent?: ForkAgent; context?: ForkContext };
 }
 
-const AGENTS: Record<ForkAgent, string> = { claude: 'Claude', codex: 'Codex' };
+/** What a server that does not list its agents is taken to offer. */
+const CLAUDE_AND_CODEX: AgentOffer[] = [
+  { name: 'claude', kind: 'claude' },
+  { name: 'codex', kind: 'codex' },
+];
 
-function agentOf(name: string | undefined): ForkAgent {
-  return name === 'codex' ? 'codex' : 'claude';
-}
-
-/** The choices for children of a session run by `parentAgent` (`claude` when unknown), the default first. */
-export function forkChoices(parentAgent: string | undefined): ForkChoice[] {
-  const own = agentOf(parentAgent);
-  const other: ForkAgent = own === 'claude' ? 'codex' : 'claude';
-  return [
-    {
-      label: 'Continue the conversation',
-      description: `each ${AGENTS[own]} child resumes this conversation (default)`,
-      params: {},
-    },
-    {
-      label: 'Start fresh',
-      description: `each ${AGENTS[own]} child gets only its task: cheaper, for work that needs no context`,
-      params: { context: 'fresh' },
-    },
-    {
+/**
+ * The choices for children of a session run by `parentAgent` (`claude` when unknown), the
+ * default first, then children of each other agent in `offers` (the server's agents; when not
+ * given, Claude and Codex). A parent whose agent has no session/fork (`fork: transcript`) has no
+ * "continue" choice: its children get the conversation written out, which is the server's default.
+ */
+export function forkChoices(parentAgent: string | undefined, offers: readonly AgentOffer[] = CLAUDE_AND_CODEX): ForkChoice[] {
+  const own = parentAgent ?? 'claude';
+  const ownName = agentName(own);
+  const transcriptOnly = offers.find((o) => o.name === own)?.fork === 'transcript';
+  const choices: ForkChoice[] = transcriptOnly
+    ? [
+        {
+          label: 'Start from a transcript',
+          description: `each ${ownName} child gets this conversation written into its first prompt, cut to size (default: ${ownName} has no session/fork)`,
+          params: {},
+        },
+      ]
+    : [
+        {
+          label: 'Continue the conversation',
+          description: `each ${ownName} child resumes this conversation (default)`,
+          params: {},
+        },
+      ];
+  choices.push({
+    label: 'Start fresh',
+    description: `each ${ownName} child gets only its task: cheaper, for work that needs no context`,
+    params: { context: 'fresh' },
+  });
+  if (!transcriptOnly) {
+    choices.push({
       label: 'Start from a transcript',
-      description: `each ${AGENTS[own]} child gets this conversation written into its first prompt, cut to size`,
+      description: `each ${ownName} child gets this conversation written into its first prompt, cut to size`,
       params: { context: 'transcript' },
-    },
-    {
-      label: `${AGENTS[other]} children, from a transcript`,
-      description: `each child is a ${AGENTS[other]} session given this conversation written out`,
-      params: { agent: other, context: 'transcript' },
-    },
-    {
-      label: `${AGENTS[other]} children, fresh`,
-      description: `each child is a ${AGENTS[other]} session given only its task`,
-      params: { agent: other, context: 'fresh' },
-    },
-  ];
+    });
+  }
+  for (const other of offers) {
+    if (other.name === own) continue;
+    const name = agentName(other.name);
+    const cost = other.cost === false ? ' (it reports no cost)' : '';
+    choices.push(
+      {
+        label: `${name} children, from a transcript`,
+        description: `each child is a ${name} session given this conversation written out${cost}`,
+        params: { agent: other.name, context: 'transcript' },
+      },
+      {
+        label: `${name} children, fresh`,
+        description: `each child is a ${name} session given only its task${cost}`,
+        params: { agent: other.name, context: 'fresh' },
+      },
+    );
+  }
+  return choices;
 }
 
 /** The choices with what each would cost: `costs[i]` (a cost line, or undefined when unknown) for `choices[i]`. */

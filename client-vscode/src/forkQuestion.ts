@@ -6,6 +6,7 @@
 // Pure (no `vscode` import): forkPrompt.ts draws the questions; the tests drive this with the
 // model alone.
 
+import { agentName } from './agentChoice';
 import type { ForkNode, SessionNode } from './model';
 import { forkCostLines } from './present';
 
@@ -78,7 +79,7 @@ export function stillProposed(forks: ForkLookup, forkId: string): boolean {
 /** The question's words: who proposes what, in which session. */
 export function forkQuestionText(fork: ForkNode, session: SessionNode | undefined): string {
   const tasks = fork.tasks.map((t) => `“${t}”`).join(', ');
-  const agent = session?.agent === 'codex' ? 'Codex' : 'Claude';
+  const agent = agentName(session?.agent);
   const where = session ? ` '${session.title}'` : '';
   const question = `${agent} proposes to fork${where} into ${fork.tasks.length} ${fork.tasks.length === 1 ? 'task' : 'tasks'}: ${tasks}`;
   // The parent's context, the fork's cost and, past 80% of the window, the warning.

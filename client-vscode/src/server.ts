@@ -13,6 +13,7 @@ import {
   type StaticFeature,
 } from 'vscode-languageclient/node';
 
+import { type AgentOffer, offersOf } from './agentChoice';
 import { expand, type LaunchCommand, type LaunchProblem, preflight, resolveLaunchCommand } from './launch';
 import {
   type CovenClientCapabilities,
@@ -96,7 +97,13 @@ export function initializationOptions(config: vscode.WorkspaceConfiguration): In
   const claudePath = text('claudePath');
   if (claudePath) options.claudePath = claudePath;
   const agent = text('agent');
-  if (agent === 'claude' || agent === 'codex') options.agent = agent;
+  if (agent) options.agent = agent;
+  // Machine-scoped: each entry names a command to run. Sent as it is; the server says what is wrong
+  // with an entry (a reserved name, no command).
+  const agents = config.get<unknown>('agents');
+  if (typeof agents === 'object' && agents !== null && !Array.isArray(agents) && Object.keys(agents).length > 0) {
+    options.agents = agents as NonNullable<InitializationOptions['agents']>;
+  }
   const codexPath = text('codexPath');
   if (codexPath) options.codexPath = codexPath;
   const model = text('model');
@@ -186,7 +193,7 @@ export class CovenServer implements vscode.Disposable {
   private client: LanguageClient | undefined;
   private _state: ServerState = 'stopped';
   private _problem: string | undefined;
-  private _agents: readonly string[] = ['claude'];
+  private _agents: readonly AgentOffer[] = offersOf(undefined);
   private crashes: number[] = [];
   /** Whether the current client ever reached Running: a server that dies while starting is
    * broken, not crashed, and restarting it would only repeat the failure. */
@@ -255,18 +262,17 @@ export class CovenServer implements vscode.Disposable {
     this.output.show(true);
   }
 
-  /** The agents the running server finds a binary for (`capabilities.experimental.coven.agents`). */
-  get agents(): readonly string[] {
+  /** The agents the running server offers (`capabilities.experimental.coven.agents`). */
+  get agents(): readonly AgentOffer[] {
     return this._agents;
   }
 
   /** Says in the log which coven/* protocol the server speaks, and warns when it is not this client's. */
   private checkProtocolVersion(experimental: unknown): void {
     const coven = (experimental as { coven?: Partial<CovenServerCapabilities> } | undefined)?.coven;
-    // A server older than the field: only Claude for sure.
-    // Protocol 2 lists objects ({name, kind, fork, cost}); protocol 1 listed names.
-    const offered: unknown[] = Array.isArray(coven?.agents) ? coven.agents : [{ name: 'claude' }];
-    this._agents = offered.map((a) => (typeof a === 'string' ? a : String((a as { name?: unknown }).name)));
+    // Either shape (names, or {name, kind, fork, cost} from protocol version 2); a server older
+    // than the field offers only Claude for sure.
+    this._agents = offersOf(coven);
     const version = coven?.protocolVersion;
     this.log(`coven-ls speaks protocol version ${version ?? 'unknown'}`);
     if (version !== PROTOCOL_VERSION) {

@@ -24,6 +24,47 @@ test('a Codex session offers Claude children, and never another agent with inher
   }
 });
 
+test("an ACP agent's session offers children of each of the server's agents, by name", () => {
+  const offers = [
+    { name: 'claude', kind: 'claude', fork: 'inherit', cost: true },
+    { name: 'codex-acp', kind: 'acp', fork: 'transcript', cost: false },
+    { name: 'opencode', kind: 'acp', fork: 'inherit' },
+  ];
+  const choices = forkChoices('opencode', offers);
+  assert.match(choices[0]!.description, /each opencode child resumes this conversation \(default\)/);
+  assert.deepEqual(
+    choices.map((c) => c.params),
+    [
+      {},
+      { context: 'fresh' },
+      { context: 'transcript' },
+      { agent: 'claude', context: 'transcript' },
+      { agent: 'claude', context: 'fresh' },
+      { agent: 'codex-acp', context: 'transcript' },
+      { agent: 'codex-acp', context: 'fresh' },
+    ],
+  );
+  assert.equal(choices[5]!.label, 'codex-acp children, from a transcript');
+  assert.match(choices[5]!.description, /it reports no cost/);
+  assert.doesNotMatch(choices[3]!.description, /no cost/);
+});
+
+test('a session of an agent without session/fork offers no "continue": its default is a transcript', () => {
+  const offers = [
+    { name: 'claude', kind: 'claude', fork: 'inherit' },
+    { name: 'codex-acp', kind: 'acp', fork: 'transcript' },
+  ];
+  const choices = forkChoices('codex-acp', offers);
+  assert.deepEqual(choices[0]!.params, {}, 'the default sends nothing: the server makes it a transcript');
+  assert.equal(choices[0]!.label, 'Start from a transcript');
+  assert.match(choices[0]!.description, /codex-acp has no session\/fork/);
+  assert.ok(!choices.some((c) => c.label === 'Continue the conversation'));
+  assert.deepEqual(
+    choices.map((c) => c.params),
+    [{}, { context: 'fresh' }, { agent: 'claude', context: 'transcript' }, { agent: 'claude', context: 'fresh' }],
+  );
+});
+
 test('a session whose agent is not known yet is taken for a Claude one', () => {
   assert.deepEqual(forkChoices(undefined), forkChoices('claude'));
 });

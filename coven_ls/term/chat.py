@@ -50,6 +50,7 @@ from ..protocol.tokens import default_state_dir
 from ..protocol.types import Isolation, MergeMode
 from . import chat_commands as cmd
 from . import chat_dialogs as dialogs
+from .agents import Offer, unknown_agent
 from .client import CovenClient
 from .render import TreePrinter
 
@@ -71,6 +72,7 @@ class ChatOptions:
     # The chat's own server's settings (never sent when attached): only what was given.
     merge_mode: MergeMode | None = None
     isolation: Isolation | None = None
+    agents: dict[str, Any] | None = None  # initializationOptions.agents (--agents)
 
     def init_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {}
@@ -78,6 +80,8 @@ class ChatOptions:
             options["mergeMode"] = self.merge_mode
         if self.isolation is not None:
             options["forkIsolation"] = self.isolation
+        if self.agents is not None:
+            options["agents"] = self.agents
         return options
 
     attach: tuple[str, int] | None = None  # a running `coven-ls --tcp` server's HOST, PORT
@@ -123,17 +127,27 @@ class _Stdout:
 
 
 class _Commands(Completer):
-    """Completes a command's name at the start of the line."""
+    """Completes a command's name at the start of the line, and `/agent`'s name from the
+    server's agents."""
+
+    def __init__(self, agents: Callable[[], list[Offer] | None] = lambda: None) -> None:
+        self._agents = agents
 
     def get_completions(
         self, document: Document, complete_event: CompleteEvent
     ) -> Iterable[Completion]:
         typed = document.text_before_cursor
+        if typed.startswith("/agent ") and " " not in (name := typed.removeprefix("/agent ")):
+            for offer in self._agents() or []:
+                if offer.name.startswith(name):
+                    hints = ", ".join(offer.hints())
+                    yield Completion(offer.name, -len(name), display_meta=hints or None)
+            return
         if not typed.startswith("/") or " " in typed:
             return
-        for name in cmd.COMMANDS:
-            if name.startswith(typed):
-                yield Completion(name, start_position=-len(typed))
+        for command in cmd.COMMANDS:
+            if command.startswith(typed):
+                yield Completion(command, start_position=-len(typed))
 
 
 def history_path() -> Path:
@@ -237,6 +251,9 @@ class Chat:
         return True
 
     async def _begin(self) -> bool:
+        if self._agent is not None and (problem := unknown_agent(self._agent, self.client.agents)):
+            self.say(f"coven-ls chat: --agent {self._agent}: {problem}")
+            return False
         await self.refresh()
         if self._options.resume is not None:
             if not await self._resume(self._options.resume):
@@ -251,7 +268,7 @@ class Chat:
     async def _loop(self) -> None:
         self._input = PromptSession(
             history=FileHistory(str(history_path())),
-            completer=_Commands(),
+            completer=_Commands(lambda: self.client.agents),
             complete_while_typing=True,
             refresh_interval=0.5,  # the prompt shows the current session's status
         )
@@ -387,11 +404,20 @@ class Chat:
             self.say(f"Your next message starts a new session ({agent}).")
 
     def _set_agent(self, name: str | None) -> None:
+        offers = self.client.agents
         if name is None:
             default = "the server's default agent"
             self.say(f"New sessions run on {self._agent or default}.")
+            if offers:
+                self.say("This server's agents (/agent NAME picks one):")
+            for offer in offers or []:
+                mark = "▶" if offer.name == self._agent else " "
+                self.say(f"{mark} {offer.line()}")
             return
-        self._agent = name  # parse() checked it
+        if problem := unknown_agent(name, offers):
+            self.say(problem)
+            return
+        self._agent = name
         here = self.infos.get(self.current or "")
         stays = f"; this one stays on {here.get('agent') or 'claude'}" if here else ""
         more = " (/new starts one)" if here else ""

@@ -11,19 +11,21 @@ from dataclasses import dataclass, field
 # Every command, with what `/help` says of it, in the order `/help` lists them.
 COMMANDS: dict[str, str] = {
     "/fork": '"prompt": a branch with the whole conversation, switch to it, send it the prompt; '
-    "[--fresh|--transcript] [--claude|--codex] task one; task two: fork those tasks (stay here), "
-    "the children starting afresh or from the conversation written out, or of that agent",
+    "[--fresh|--transcript] [--claude|--codex|--agent NAME] task one; task two: fork those tasks "
+    "(stay here), the children starting afresh or from the conversation written out, or of that "
+    "agent",
     "/switch": "N|ID|parent|root: go to another session of the tree (N from /tree)",
     "/tree": "the current session's tree, numbered",
     "/sessions": "this workspace's sessions, from the store",
     "/resume": "ID: go to a stored session",
-    "/approve": "[--fresh|--transcript] [--claude|--codex] [task; …]: approve the proposed fork "
-    "(with these tasks instead, the children starting so, as in /fork)",
+    "/approve": "[--fresh|--transcript] [--claude|--codex|--agent NAME] [task; …]: approve the "
+    "proposed fork (with these tasks instead, the children starting so, as in /fork)",
     "/reject": "[reason]: reject the proposed fork (the model is told why)",
     "/cancel": "[N]: cancel the running turn or fork (of session N from /tree)",
     "/review": "apply or discard the current fork's children's changes",
     "/new": "leave this session (it goes on) for a new one, started by your next message",
-    "/agent": "claude|codex: the agent of the sessions started from now on (alone: which it is)",
+    "/agent": "NAME: the agent of the sessions started from now on (alone: the server's agents, "
+    "and which it is)",
     "/help": "this list",
     "/quit": "leave (Ctrl+D too); the sessions stay in the store",
 }
@@ -99,7 +101,6 @@ class Simple:
 Command = Message | Branch | Fork | Switch | Resume | Approve | Reject | Cancel | Agent | Simple
 
 _SIMPLE = ("/tree", "/sessions", "/review", "/new", "/help", "/quit")
-AGENTS = ("claude", "codex")
 
 
 def tasks_of(text: str) -> list[str]:
@@ -111,21 +112,32 @@ _AGENTS = {"--claude": "claude", "--codex": "codex"}
 
 
 def start_of(text: str) -> tuple[Start, str]:
-    """The leading `--fresh`/`--transcript`/`--inherit` and `--claude`/`--codex` options of a
-    /fork or /approve, and the rest (the tasks)."""
-    context = agent = None
+    """The leading `--fresh`/`--transcript`/`--inherit` and `--claude`/`--codex`/`--agent NAME`
+    options of a /fork or /approve, and the rest (the tasks)."""
+    context: str | None = None
+    agent: str | None = None
     rest = text
     while rest.startswith("--"):
         word, _, rest = rest.partition(" ")
         rest = rest.lstrip()
+        named = None
+        if word == "--agent":
+            named, _, rest = rest.partition(" ")
+            rest = rest.lstrip()
+        elif word.startswith("--agent="):
+            named = word.removeprefix("--agent=")
+        if named is not None and (not named or named.startswith("-")):
+            raise CommandError("--agent takes the agent's name: --agent NAME (/agent lists them).")
         if word in _CONTEXTS and context is None:
             context = _CONTEXTS[word]
         elif word in _AGENTS and agent is None:
             agent = _AGENTS[word]
+        elif named is not None and agent is None:
+            agent = named
         else:
             raise CommandError(
                 f"{word}: not an option here; use one of --fresh, --transcript, --inherit and "
-                "one of --claude, --codex, before the tasks."
+                "one of --claude, --codex, --agent NAME, before the tasks."
             )
     return Start(context, agent), rest
 
@@ -160,8 +172,9 @@ def parse(line: str) -> Command | None:
     if name == "/cancel":
         return Cancel(rest or None)
     if name == "/agent":
-        if rest and rest not in AGENTS:
-            raise CommandError(f"Usage: /agent {'|'.join(AGENTS)} (not {rest!r})")
+        # Which names there are is the server's to say (chat.py checks them against its list).
+        if len(rest.split()) > 1:
+            raise CommandError(f"Usage: /agent NAME, one name (not {rest!r}); /agent lists them.")
         return Agent(rest or None)
     raise AssertionError(name)  # pragma: no cover: every command is handled above
 

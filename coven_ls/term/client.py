@@ -17,6 +17,7 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 from .. import __version__, protocol
+from .agents import Offer, offers_of
 
 
 class _PermissionDecision(TypedDict):
@@ -129,6 +130,8 @@ class CovenClient:
         self.events = self._log.events
         # The server's last stderr lines, to explain a server that fails.
         self.server_stderr: deque[str] = deque(maxlen=40)
+        # The initialize answer's `capabilities.experimental.coven` (its protocol version, agents).
+        self.server_coven: dict[str, Any] = {}
         serve_coven(self._lsp, self._event, self._delta, self._permission)
 
         @self._lsp.feature(types.WINDOW_LOG_MESSAGE)
@@ -170,7 +173,7 @@ class CovenClient:
         await self._initialize(root, {"token": token})
 
     async def _initialize(self, root: Path, init_options: dict[str, Any]) -> None:
-        await self._lsp.initialize_async(
+        result = await self._lsp.initialize_async(
             types.InitializeParams(
                 process_id=os.getpid(),
                 root_uri=root.as_uri(),
@@ -186,7 +189,15 @@ class CovenClient:
                 initialization_options=init_options,
             )
         )
+        experimental = protocol.to_plain(result.capabilities.experimental)
+        coven = experimental.get("coven") if isinstance(experimental, dict) else None
+        self.server_coven = coven if isinstance(coven, dict) else {}
         self._lsp.initialized(types.InitializedParams())
+
+    @property
+    def agents(self) -> list[Offer] | None:
+        """The agents the server offers (None: it does not say)."""
+        return offers_of(self.server_coven)
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         return protocol.to_plain(await self._lsp.protocol.send_request_async(method, params))

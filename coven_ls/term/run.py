@@ -45,6 +45,7 @@ from .. import protocol
 from ..protocol import Kind
 from ..protocol.describe import change_counts, one_line, summarize_input
 from ..protocol.types import Isolation, MergeMode, Usage
+from .agents import unknown_agent
 from .client import CovenClient, PermissionAnswer
 from .render import TreePrinter, estimate_lines, file_listing, merge_summary
 
@@ -102,6 +103,7 @@ class RunOptions:
         return choices
 
     fork_limits: dict[str, float | int] = field(default_factory=dict)  # forkLimits given
+    agents: dict[str, Any] | None = None  # initializationOptions.agents given (--agents)
 
     def init_options(self) -> dict[str, Any]:
         """The server's initializationOptions: only what was given, so its defaults apply."""
@@ -114,6 +116,8 @@ class RunOptions:
             options["worktreeSetup"] = self.worktree_setup
         if self.fork_limits:
             options["forkLimits"] = dict(self.fork_limits)
+        if self.agents is not None:
+            options["agents"] = self.agents
         return options
 
 
@@ -282,6 +286,10 @@ class Runner:
         await self.client.start(
             Path(options.cwd), init_options=options.init_options(), own_session=True
         )
+        for flag, name in (("--agent", options.agent), ("--fork-agent", options.fork_agent)):
+            if name is not None and (problem := unknown_agent(name, self.client.agents)):
+                self._terminal.say(f"coven-ls run: {flag} {name}: {problem}")
+                return EXIT_NOT_STARTED
         params: dict[str, Any] = {"prompt": options.prompt, "cwd": options.cwd}
         for key, value in (
             ("forkMode", options.fork_mode),

@@ -5,11 +5,17 @@ client."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pexpect
 import pytest
 from pygls.exceptions import JsonRpcException
 
@@ -17,7 +23,7 @@ from coven_ls import protocol
 from coven_ls.testing.scripted_responses import ScriptedResponses, command
 
 from ..gitrepo import make_repo
-from ..harness import Coven, wait_until
+from ..harness import Coven, processes_with_env, wait_until
 
 CODEX_ACP = (
     Path(__file__).parent
@@ -269,3 +275,95 @@ async def test_a_worktree_fork_without_session_fork_gives_children_a_transcript_
     assert refused.value.code == protocol.ErrorCode.InvalidParams
     assert "has no session/fork" in str(refused.value)
     assert len(coven.of(sid, "forkStarted")) == 1
+
+
+def terminal_env(responses: ScriptedResponses, tmp_path: Path) -> dict[str, str]:
+    """A terminal whose PATH has codex-acp (a known agent: offered without configuration) and
+    whose codex settings send it to the scripted Responses API."""
+    return {
+        **os.environ,
+        **responses.codex_env(tmp_path / "codex-home"),
+        "PATH": f"{CODEX_ACP.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HOME": str(tmp_path / "home"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+    }
+
+
+def assert_no_agent_left(tmp_path: Path) -> None:
+    deadline = time.monotonic() + 30
+    while left := processes_with_env(str(tmp_path / "codex-home")):
+        assert time.monotonic() < deadline, f"left behind: {left}"
+        time.sleep(0.1)
+
+
+def test_run_agent_names_an_acp_agent_and_an_unknown_name_lists_the_servers(
+    responses, tmp_path: Path
+) -> None:
+    """`coven-ls run --agent codex-acp`: the session runs on the ACP agent found on PATH; an
+    agent the server does not offer is refused before any session, with the ones it does."""
+    responses.on("terminal", "Hello from codex-acp in the terminal.", chunk_chars=6)
+    env = terminal_env(responses, tmp_path)
+    work = tmp_path / "workspace"
+    work.mkdir()
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "coven_ls", "run", "--json", "--cwd", str(work), *args],
+            env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180,
+            check=False,
+        )  # fmt: skip
+
+    done = run("--agent", "codex-acp", "hello from the terminal")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    [result] = [e for e in lines if e.get("kind") == "turnResult"]
+    assert result["text"] == "Hello from codex-acp in the terminal." and not result["isError"]
+    assert [r for r in responses.requests if "hello from the terminal" in r.all_text]
+    assert_no_agent_left(tmp_path)
+
+    asked = len(responses.requests)
+    refused = run("--agent", "nosuch", "hello")
+    assert refused.returncode == 2
+    said = refused.stdout + refused.stderr
+    assert "--agent nosuch: Unknown agent 'nosuch': this server offers claude" in said, said
+    assert "codex-acp" in said and "initializationOptions.agents" in said
+    assert len(responses.requests) == asked, "no session started for an unknown agent"
+    assert_no_agent_left(tmp_path)
+
+
+def test_chat_agent_lists_the_servers_agents_and_switches_new_sessions_to_one(
+    responses, tmp_path: Path
+) -> None:
+    """`/agent` in `coven-ls chat`: alone it lists the server's agents (codex-acp found on
+    PATH among them); an unknown name is refused with them; a known one runs the next session."""
+    responses.on("hello acp", "Hi from codex-acp.")
+    work = tmp_path / "workspace"
+    work.mkdir()
+    env = {**terminal_env(responses, tmp_path), "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1"}
+    child = pexpect.spawn(
+        sys.executable, ["-m", "coven_ls", "chat", "--cwd", str(work)], env=env,
+        encoding="utf-8", timeout=120, dimensions=(50, 220),
+    )  # fmt: skip
+    child.logfile_read = (tmp_path / "terminal.log").open("a", encoding="utf-8")
+    try:
+        child.expect_exact("Type a message to start a session")
+        child.send("/agent\r")
+        child.expect_exact("This server's agents (/agent NAME picks one):")
+        child.expect_exact("codex-acp")
+        child.send("/agent nosuch\r")
+        child.expect_exact("Unknown agent 'nosuch': this server offers claude")
+        child.send("/agent codex-acp\r")
+        child.expect_exact("New sessions run on codex-acp.")
+        child.send("hello acp\r")
+        child.expect_exact("Hi from codex-acp.")
+        child.send("/sessions\r")
+        child.expect_exact("codex-acp hello acp")
+        child.send("/quit\r")
+        child.expect(pexpect.EOF, timeout=120)
+        child.close()
+        assert child.exitstatus == 0, child.before
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
+    assert [r for r in responses.requests if "hello acp" in r.all_text]
+    assert_no_agent_left(tmp_path)

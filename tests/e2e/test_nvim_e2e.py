@@ -1165,6 +1165,102 @@ vim.cmd('CovenStart ++agent=codex Hello from nvim')
     assert model.requests == []
 
 
+def test_covenstart_completes_the_servers_agents_and_runs_an_acp_one(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    """`:CovenStart ++agent=<Tab>` completes the agents the server offers (codex-acp, a known ACP
+    agent found on PATH, among them); a name it does not offer is refused with them, before any
+    request; `++agent=codex-acp` runs the session on it."""
+    from coven_ls.testing.scripted_responses import ScriptedResponses
+
+    from .test_acp_agents_e2e import CODEX_ACP
+
+    if not CODEX_ACP.is_file():
+        pytest.skip("codex-acp not installed (scripts/test.sh runs npm ci in tests/e2e/acp_agents)")
+    with ScriptedResponses() as responses:
+        responses.on("Hello from nvim", "codex-acp in Neovim.")
+
+        def prepare(workspace: Path, env: dict[str, str]) -> dict[str, str]:
+            path = f"{CODEX_ACP.parent}{os.pathsep}{env.get('PATH', '')}"
+            return {**env, **responses.codex_env(tmp_path / "codex-home"), "PATH": path}
+
+        lines = run_nvim(
+            tmp_path,
+            model,
+            r"""
+local said = {}
+vim.notify = function(message) table.insert(said, message) end
+-- A Tab before the server answered initialize starts it; once it has, the names complete.
+local early = coven.complete_start('++agent=')
+if not vim.wait(60000, function() return coven.agents() ~= nil end, 50) then finish('not ready') end
+local offered = vim.fn.getcompletion('CovenStart ++agent=codex-', 'cmdline')
+if not vim.tbl_contains(offered, '++agent=codex-acp') or vim.tbl_contains(offered, '++agent=claude')
+  or not vim.tbl_isempty(early) then
+  finish('completion: ' .. vim.inspect({ early, offered }))
+end
+local listed = {}
+for _, offer in ipairs(coven.agents() or {}) do listed[offer.name] = offer end
+if not (listed.claude and listed['codex-acp'] and listed['codex-acp'].kind ~= 'claude') then
+  finish('agents: ' .. vim.inspect(coven.agents()))
+end
+vim.cmd('CovenStart ++agent=nosuch Hello')
+local refusal = table.concat(said, '\n')
+if not refusal:find("unknown agent 'nosuch': this server offers claude", 1, true)
+  or not refusal:find('codex-acp', 1, true) then
+  finish('refusal: ' .. refusal)
+end
+coven.on_event(function(ev)
+  if ev.kind == 'turnResult' and ev.text == 'codex-acp in Neovim.' then finish_soon() end
+end)
+vim.cmd('CovenStart ++agent=codex-acp Hello from nvim')
+""",
+            prepare=prepare,
+        )
+    assert lines[0].startswith("● Hello from nvim"), lines
+    assert [r for r in responses.requests if "Hello from nvim" in r.all_text]
+    assert not [r for r in responses.requests if r.all_text.strip() == "Hello"]
+    assert model.requests == []
+
+
+def test_the_plugin_reads_the_servers_agents_in_either_shape(tmp_path: Path) -> None:
+    """`experimental.coven.agents`: a list of {name, kind, fork, cost} (JSON null as vim.NIL, a
+    false cost kept), or of names from a server of protocol version 1."""
+    script = tmp_path / "offers.lua"
+    out = tmp_path / "offers.json"
+    script.write_text(
+        f"vim.opt.runtimepath:prepend({lua_string(str(PLUGIN))})\n"
+        r"""
+local coven = require('coven')
+local v2 = vim.fn.json_decode('{"agents": [{"name": "claude", "kind": "claude", "fork": "inherit",'
+  .. ' "cost": true}, {"name": "codex-acp", "kind": "acp", "fork": "transcript", "cost": false},'
+  .. ' {"name": "opencode", "kind": "acp", "fork": null, "cost": null}]}')
+local seen = {
+  v2 = coven.offers_of(v2),
+  v1 = coven.offers_of({ agents = { 'claude', 'codex', 'mine' } }),
+  none = coven.offers_of({ protocolVersion = 1 }) == nil,
+}
+"""
+        f"vim.fn.writefile({{vim.fn.json_encode(seen)}}, {lua_string(str(out))})\n"
+        "vim.cmd('qall!')\n"
+    )
+    subprocess.run(
+        [NVIM, "--headless", "--noplugin", "-n", "-i", "NONE", "-u", str(script)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    seen = json.loads(out.read_text())
+    assert seen["v2"] == [
+        {"name": "claude", "kind": "claude", "fork": "inherit", "cost": True},
+        {"name": "codex-acp", "kind": "acp", "fork": "transcript", "cost": False},
+        {"name": "opencode", "kind": "acp"},
+    ]
+    assert seen["v1"] == [
+        {"name": "claude", "kind": "claude"},
+        {"name": "codex", "kind": "codex"},
+        {"name": "mine"},
+    ]
+    assert seen["none"] is True
+
+
 def test_the_tree_draws_a_recorded_codex_session_and_its_fork(tmp_path: Path) -> None:
     """The Codex fixture: its command asks to leave the sandbox, its fork's children are thread
     forks; the tree draws them as it draws Claude's."""

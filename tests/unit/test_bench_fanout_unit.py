@@ -105,3 +105,42 @@ def test_a_codex_runs_app_server_and_its_commands_are_the_agents_processes(
     claude = fanout.Sampler(server.pid, "claude")
     claude.stop()
     assert claude.peak_agent_count == 0 and claude.peak_count == 5
+
+
+def test_an_acp_agents_processes_are_its_program_or_an_interpreter_running_it(
+    fanout: ModuleType,
+) -> None:
+    kind_of = fanout.kind_of
+    native = argv("/opt/acp/node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp")
+    assert kind_of(native, "server", "codex-acp") == "acp"
+    node = argv("node", "/usr/lib/node_modules/.bin/claude-agent-acp", "--x")
+    assert kind_of(node, "server", "claude-agent-acp") == "acp"
+    # What the agent starts (its commands, a helper) is its too, at any depth.
+    assert kind_of(argv("/bin/bash", "-lc", "ls"), "acp", "codex-acp") == "acp tool"
+    assert kind_of(argv("ls"), "acp tool", "codex-acp") == "acp tool"
+    # Not the agent: another program, or the same argv without the agent in question.
+    assert kind_of(argv("/usr/bin/git", "status"), "server", "codex-acp") == "other"
+    assert kind_of(native, "server") == "other"
+    assert fanout.agent_kinds("codex-acp") == ("acp", "acp tool")
+    assert fanout.agent_kinds("codex") == ("app-server", "command")
+
+
+def test_agent_names_claude_codex_and_one_acp_agent_in_order(fanout: ModuleType) -> None:
+    agents, acp = fanout.agents_of("both,codex-acp", None, "responses")
+    assert agents == ["claude", "codex", "codex-acp"]
+    assert set(acp) == {"codex-acp"}
+    # A known agent on PATH: no configuration, its processes go by known.py's program.
+    assert acp["codex-acp"].init_options() == {} and acp["codex-acp"].program == "codex-acp"
+    assert fanout.AcpAgent("opencode", None, "responses").program == "opencode"
+    _, acp = fanout.agents_of("claude,mine", "/opt/mine/bin/agent --acp", "messages")
+    assert acp["mine"].init_options() == {
+        "agents": {"mine": {"command": ["/opt/mine/bin/agent", "--acp"]}}
+    }
+    assert acp["mine"].program == "agent" and acp["mine"].api == "messages"
+    assert fanout.agents_of("claude,claude", None, "responses") == (["claude"], {})
+
+
+def test_an_acp_parent_answers_without_a_fork_tag(fanout: ModuleType) -> None:
+    # The bench forks an ACP session with coven/fork: its answer must not fork by itself.
+    assert "<fork>" not in fanout.first_answer(4, tag=False)
+    assert fanout.first_answer(2, tag=True).endswith("<fork>\n- Task 1\n- Task 2\n</fork>")

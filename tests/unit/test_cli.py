@@ -6,6 +6,7 @@ import subprocess
 import sys
 from importlib.metadata import version
 
+import pytest
 from claude_agent_sdk._cli_version import __cli_version__
 
 import coven_ls
@@ -67,3 +68,30 @@ def test_run_refuses_a_bad_limit_saying_why() -> None:
             timeout=60,
         )
         assert done.returncode == 2 and problem in done.stderr, done.stderr
+
+
+def test_run_and_chat_take_acp_agents_as_json_and_refuse_bad_ones_saying_why(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from coven_ls.cli import main
+    from coven_ls.term.chat import ChatOptions
+    from coven_ls.term.run import RunOptions
+
+    agents = {"mine": {"command": ["/opt/mine/agent", "--acp"]}}
+    assert RunOptions("go", ".", agents=agents).init_options() == {"agents": agents}
+    assert ChatOptions(".", agents=agents).init_options() == {"agents": agents}
+    assert "agents" not in RunOptions("go", ".").init_options()
+    for argv, problem in (
+        (["run", "--agents", "{nope", "go"], "coven-ls run: --agents: --agents is not JSON"),
+        (
+            ["run", "--agents", '{"claude": {"command": ["x"]}}', "go"],
+            "'claude' is reserved for the agent coven-ls hosts itself",
+        ),
+        (["chat", "--agents", '{"a": {"command": []}}'], "agents.a.command must name a program"),
+        (
+            ["chat", "--tcp", "127.0.0.1:9", "--agents", "{}"],
+            "--merge, --isolation and --agents are settings of the chat's own server",
+        ),
+    ):
+        assert main(argv) == 2, argv
+        assert problem in capsys.readouterr().err, argv

@@ -45,6 +45,7 @@ local state = {
   client_id = nil,
   ready = false, -- the server answered `initialize`: requests may go out
   protocol_version = nil, -- what its `initialize` result said it speaks
+  agents = nil, -- the agents it offers ({ name, kind, fork, cost } each), from the same answer
   waiting = {}, -- what to do once it has
   tree = tree.new(),
   current = nil, -- the session :CovenSend / :CovenFork / :CovenCancel act on
@@ -272,6 +273,7 @@ local function start_server()
       local caps = client.server_capabilities or {}
       local coven = type(caps.experimental) == 'table' and caps.experimental.coven or nil
       state.protocol_version = type(coven) == 'table' and coven.protocolVersion or nil
+      state.agents = M.offers_of(coven)
       if state.protocol_version ~= M.PROTOCOL_VERSION then
         vim.schedule(function()
           notify(string.format('coven-ls speaks protocol version %s; this plugin was written for %d',
@@ -405,6 +407,81 @@ local function current_session()
   return state.current
 end
 
+-- The agents in initialize's `experimental.coven.agents`: a list of { name, kind, fork, cost }
+-- (protocol version 2), or of names (version 1); nil when the server does not say.
+function M.offers_of(coven)
+  local agents = type(coven) == 'table' and coven.agents or nil
+  if type(agents) ~= 'table' then
+    return nil
+  end
+  local offers = {}
+  for _, entry in ipairs(agents) do
+    if type(entry) == 'string' then
+      table.insert(offers, { name = entry, kind = (entry == 'claude' or entry == 'codex') and entry or nil })
+    elseif type(entry) == 'table' and type(entry.name) == 'string' then
+      -- JSON null arrives as vim.NIL: only strings and booleans are kept.
+      local function str(v) return type(v) == 'string' and v or nil end
+      local offer = { name = entry.name, kind = str(entry.kind), fork = str(entry.fork) }
+      if type(entry.cost) == 'boolean' then
+        offer.cost = entry.cost
+      end
+      table.insert(offers, offer)
+    end
+  end
+  return offers
+end
+
+-- The agents the server offers (nil before it answered `initialize`, or when it does not say).
+function M.agents()
+  return state.agents
+end
+
+-- An agent as listed: its name, and what sets it apart.
+local function offer_line(offer)
+  local hints = {}
+  if offer.kind == 'acp' then table.insert(hints, 'ACP') end
+  if offer.fork == 'transcript' then table.insert(hints, 'no fork: transcript children') end
+  if offer.cost == false then table.insert(hints, 'reports no cost') end
+  return #hints > 0 and (offer.name .. ' (' .. table.concat(hints, ', ') .. ')') or offer.name
+end
+
+-- Why `name` cannot run a session on this server (its agents listed), or nil when it can or
+-- the server has not said which it offers (then the server itself answers for the name).
+local function unknown_agent(name)
+  if not state.agents then
+    return nil
+  end
+  local lines = {}
+  for _, offer in ipairs(state.agents) do
+    if offer.name == name then
+      return nil
+    end
+    table.insert(lines, offer_line(offer))
+  end
+  return "unknown agent '" .. name .. "': this server offers " .. (#lines > 0 and table.concat(lines, ', ') or 'none')
+    .. ' (an agent that speaks ACP is added in init_options.agents; see docs/agents.md)'
+end
+
+-- :CovenStart's completion: `++agent=` and the server's agents. Before the server has answered
+-- `initialize` there are none yet: it is started, and a Tab once it has completes them (waiting
+-- here would not help: its answer is handled only after the completion returns).
+function M.complete_start(arglead)
+  if not arglead:match('^%+') then
+    return {}
+  end
+  if not state.ready and state.opts then
+    start_server()
+  end
+  local found = {}
+  for _, offer in ipairs(state.agents or {}) do
+    local option = '++agent=' .. offer.name
+    if option:sub(1, #arglead) == arglead then
+      table.insert(found, option)
+    end
+  end
+  return found
+end
+
 -- `:CovenStart ++agent=codex {prompt}`: the options before the prompt, as Vim's own `++opt`.
 local function start_options(args)
   local params = {}
@@ -424,14 +501,19 @@ function M.start_session(prompt, params)
   local options
   prompt, options = start_options(prompt)
   if vim.trim(prompt or '') == '' then
-    notify('usage: :CovenStart [++agent=claude|codex] {prompt}', vim.log.levels.WARN)
+    notify('usage: :CovenStart [++agent=NAME] {prompt}', vim.log.levels.WARN)
     return
   end
   for name in pairs(options) do
     if name ~= 'agent' then
-      notify('unknown option ++' .. name .. ' (:CovenStart takes ++agent=claude|codex)', vim.log.levels.WARN)
+      notify('unknown option ++' .. name .. ' (:CovenStart takes ++agent=NAME: Tab completes the names)', vim.log.levels.WARN)
       return
     end
+  end
+  local problem = options.agent and unknown_agent(options.agent)
+  if problem then
+    notify(problem, vim.log.levels.ERROR)
+    return
   end
   local p = vim.tbl_extend('force', params or {}, options, { prompt = prompt })
   if state.opts.open_tree then
@@ -839,12 +921,13 @@ end
 
 function M.setup(opts)
   state.opts = vim.tbl_deep_extend('force', defaults, opts or {})
-  local function command(name, fn, nargs, desc)
+  local function command(name, fn, nargs, desc, complete)
     vim.api.nvim_create_user_command(name, function(a)
       fn(a.args)
-    end, { nargs = nargs, desc = desc, force = true })
+    end, { nargs = nargs, desc = desc, force = true, complete = complete })
   end
-  command('CovenStart', M.start_session, '+', 'Start a session with this prompt (++agent=claude|codex first to pick the agent)')
+  command('CovenStart', M.start_session, '+', 'Start a session with this prompt (++agent=NAME first to pick the agent)',
+    M.complete_start)
   command('CovenSend', M.send, '+', 'Send a message to the current session')
   command('CovenFork', M.fork, '+', 'Fork the current session: tasks separated by ;')
   command('CovenBranch', M.branch_command, '*',
