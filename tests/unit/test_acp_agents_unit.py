@@ -235,11 +235,15 @@ async def test_a_copy_is_a_session_fork_where_the_agent_has_one(tmp_path: Path) 
     async with backend(fake) as b:
         agent = await b.open(AgentSpec(cwd=str(tmp_path), start=Copy("s7")), Asker())
         said = await turn(agent, "child")
+        again = await turn(agent, "child again")
         await agent.close()
     assert ("fork", "s7") in fake.calls
     assert said[0].conversation_id == "s1"  # the fork's own, not "s7"
-    # A forked session's cost is cumulative from its parent's: its first figure is the base.
-    assert said[-1].cost_usd == pytest.approx(0.0)
+    # A forked session's cost is cumulative from its parent's: its first figure is the base,
+    # and the turn that reported it has an unknown share (not a guessed 0); the next turn's
+    # figure is the running total since the base (the session makes the turn's share of it).
+    assert said[-1].cost_usd is None
+    assert again[-1].cost_usd == pytest.approx(0.25)
 
     fake = FakeAgent(fork=False)
     async with backend(fake) as b:

@@ -210,6 +210,8 @@ class AcpAgent:
                 )
             )
         self._in_turn = True
+        if self.translator is not None:
+            self.translator.turn_started()
         self._tg.start_soon(self._turn, text, name=f"ACP agent {self.name} turn")
 
     async def _turn(self, text: str) -> None:
