@@ -353,3 +353,41 @@ async def test_the_forks_cost_limit_also_stops_a_childs_own_fork(tmp_path: Path)
     assert (children["alpha"].status, deep.status) == ("cancelled", "cancelled")
     assert child_agents(rig.backend)["deep"].closed  # nothing of it left running
     assert '<task label="alpha" stopped="limit" limit="forkCostUsd"' in text
+
+
+def test_a_cost_limit_needs_an_agent_that_reports_its_cost() -> None:
+    limits = ForkLimits(childCostUsd=1.0)
+    assert spend.cost_limit_problem(limits, "opencode", True) is None
+    assert spend.cost_limit_problem(ForkLimits(childTokens=5), "codex-acp", False) is None
+    assert spend.cost_limit_problem(ForkLimits(childCostUsd=0), "codex-acp", False) is None
+    said = spend.cost_limit_problem(ForkLimits(forkCostUsd=2.0), "codex-acp", False)
+    assert said is not None and "'codex-acp' reports no cost" in said
+    said = spend.cost_limit_problem(limits, "my-agent", None)
+    assert said is not None and "has not reported a cost in USD yet" in said
+
+
+async def test_a_cost_limit_on_children_of_an_agent_without_a_cost_refuses_the_fork(
+    tmp_path: Path,
+) -> None:
+    # An ACP agent may report no cost (AcpBackend.reports_cost): a cost limit on its children
+    # could not be kept, so the fork is refused, by hand and when approved, with the reason.
+    cfg = settings(tmp_path, forkMode="approve", forkLimits=ForkLimits(childCostUsd=1.5))
+    async with running_hub(cfg) as rig:
+        rig.backend.reports_cost = lambda: False  # type: ignore[attr-defined]
+        parent = await start(rig)
+        proposed = await rig.client.wait_for(Kind.FORK_PROPOSED, parent)
+        with pytest.raises(protocol.CovenError) as refused:
+            rig.hub.forks.decide(proposed["forkId"], True)
+        assert refused.value.code == protocol.ErrorCode.InvalidParams
+        assert "reports no cost" in refused.value.message
+        assert refused.value.data == {"field": "limits"}
+        assert rig.hub.forks.get(proposed["forkId"]).state == "proposed"
+        # Without the cost limit (0: none) it is approved.
+        rig.hub.forks.decide(
+            proposed["forkId"], True, choices=ForkChoices(limits=ForkLimits(childCostUsd=0))
+        )
+        await rig.client.wait_for(Kind.FORK_STARTED, parent)
+        await rig.client.wait_for(Kind.STATUS, parent, status="idle")
+        with pytest.raises(protocol.CovenError) as by_hand:
+            await rig.hub.forks.fork_by_hand(parent, ["alpha"], None)
+        assert "reports no cost" in by_hand.value.message

@@ -44,9 +44,10 @@ from ...core.agent import (
 from ...core.agent.events import AgentStarted
 from ...core.agent.outbox import Outbox
 from ...protocol.types import AcpAgentConfig
+from .known import reports_cost as known_reports_cost
 from .process import Connect, Link, command_problem, initialize, process_connector
 from .purge import PurgeClient, purge_sessions
-from .translate import Translator
+from .translate import CostReports, Translator
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +138,7 @@ class AcpAgent:
         self._announced = False
         self._closed = False
         self._asking: set[anyio.CancelScope] = set()
+        self.costs = CostReports()  # the backend's, shared by its sessions
 
     # --- the ACP client
 
@@ -229,6 +231,8 @@ class AcpAgent:
             said = self.translator.failed(f"ACP agent '{self.name}' failed the turn: {exc!r}")
         else:
             said = self.translator.ended(str(answer.stop_reason), answer.usage)
+            if answer.stop_reason == "end_turn":
+                self.costs.saw(self.translator)
         finally:
             self._in_turn = False
 
@@ -292,6 +296,14 @@ class AcpBackend:
         self.config = config
         self._tg = task_group
         self._connect = connect  # a test's in-process agent; None: the configured command
+        self.costs = CostReports()
+
+    def reports_cost(self) -> bool | None:
+        """Whether this agent tells its cost in USD: as its sessions showed, else as the known
+        agents' table says, else not known (a fork's cost limit is then refused)."""
+        if self.costs.usd is not None:
+            return self.costs.usd
+        return known_reports_cost(self.name)
 
     def check(self) -> None:
         if self._connect is None:
@@ -306,6 +318,7 @@ class AcpBackend:
                 "supported yet."
             )
         agent = AcpAgent(self.name, spec, ask_permission, self._tg)
+        agent.costs = self.costs
         connect = self._connect or process_connector(
             self.name, self.config, spec.cwd, self._tg, dict(spec.env)
         )

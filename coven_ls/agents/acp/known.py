@@ -34,6 +34,9 @@ class KnownAgent:
     """variables it is started with unless the server's environment has them"""
     drop_env: tuple[str, ...] = ()
     """variables of the server's environment it must not inherit"""
+    reports_cost: bool | None = None
+    """whether its `usage_update` carries a cost (measured; None: not known), until its
+    sessions show it"""
 
     # No mode: the adapter already picks one that asks (`default` for claude-agent-acp and
     # qwen, whose own defaults decide permissions themselves), and naming one an agent's version
@@ -51,6 +54,7 @@ KNOWN: dict[str, KnownAgent] = {
             ("opencode", "acp"),
             "npm install -g opencode-ai",
             env=(("OPENCODE_DISABLE_AUTOUPDATE", "1"),),
+            reports_cost=True,
         ),
         KnownAgent(
             "claude-agent-acp",
@@ -58,24 +62,28 @@ KNOWN: dict[str, KnownAgent] = {
             ("claude-agent-acp",),
             "npm install -g @agentclientprotocol/claude-agent-acp",
             drop_env=("IS_SANDBOX",),
+            reports_cost=True,
         ),
         KnownAgent(
             "claude-code-acp",
             "Claude Code (ACP adapter, older package)",
             ("claude-code-acp",),
             "npm install -g @zed-industries/claude-code-acp",
+            reports_cost=False,
         ),
         KnownAgent(
             "codex-acp",
             "Codex (ACP adapter)",
             ("codex-acp",),
             "npm install -g @zed-industries/codex-acp",
+            reports_cost=False,
         ),
         KnownAgent(
             "qwen",
             "Qwen Code",
             ("qwen", "--acp"),
             "npm install -g @qwen-code/qwen-code",
+            reports_cost=False,
         ),
         KnownAgent(
             "gemini", "Gemini CLI", ("gemini", "--acp"), "npm install -g @google/gemini-cli"
@@ -113,6 +121,12 @@ def inherited_env(name: str, environ: Mapping[str, str]) -> dict[str, str]:
     for variable in known.drop_env:
         env.pop(variable, None)
     return env
+
+
+def reports_cost(name: str) -> bool | None:
+    """Whether the known agent `name` reports its cost in USD, as measured; None: unknown."""
+    known = KNOWN.get(name)
+    return None if known is None else known.reports_cost
 
 
 def install_hint(name: str) -> str | None:

@@ -112,6 +112,22 @@ def turn_usage(usage: Any) -> Usage | None:
     )
 
 
+@dataclass
+class CostReports:
+    """What one agent's sessions showed of its cost, for a fork's cost limits
+    (Backend.reports_cost): True once a finished turn had a cost in USD, False once one had
+    none (or another currency), None before any turn finished."""
+
+    usd: bool | None = None
+
+    def saw(self, translator: Translator) -> None:
+        """A turn of `translator`'s session finished."""
+        if translator.reports_cost and not translator.cost_unknown:
+            self.usd = True
+        elif self.usd is None or translator.cost_unknown:
+            self.usd = False
+
+
 # stopReason -> (outcome, subtype for clients; None: the outcome's name)
 STOP_REASONS: dict[str, tuple[agent.TurnOutcome, str | None]] = {
     "end_turn": ("success", None),

@@ -154,6 +154,17 @@ class Backend(Protocol):
         closed. What cannot be removed is logged, not raised: the sessions are gone already."""
 
 
+def reports_cost(backend: Backend) -> bool | None:
+    """Whether the backend's agent tells what its turns cost, in USD: True, False (never: a fork
+    cost limit cannot be kept on its children), None (not known yet). A backend without a
+    `reports_cost` method does (Claude reports it; Codex is priced from its tokens)."""
+    method = getattr(backend, "reports_cost", None)
+    if method is None:
+        return True
+    answer = method()
+    return None if answer is None else bool(answer)
+
+
 @dataclass(frozen=True)
 class Conversation:
     """An agent's own conversation (Claude's session id, Codex's thread id) and its folder."""
