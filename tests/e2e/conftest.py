@@ -76,6 +76,9 @@ def start_opencode(
     (opencode's own folders are the test's, shared by both)."""
     if not OPENCODE.is_file():
         pytest.skip(f"opencode {INSTALL}")
+    # Its title request comes first, with the first prompt as its last user message: a rule
+    # meant for the turn (`times=1`) must not be spent on it.
+    scripted_chat.on(lambda r: "title generator" in r.system_text, "A title")
 
     async def start(home: str = "ws", **kw: Any) -> Coven:
         env = {
@@ -96,15 +99,15 @@ def start_claude_agent_acp(
 ) -> Callable[..., Awaitable[Coven]]:
     """A coven-ls whose sessions run the real claude-agent-acp (the known agent, found on PATH)
     against the test's scripted Messages API (`model`, whose address the server's environment
-    already has). The server's `IS_SANDBOX`, if any, is inherited and must be dropped by the
-    known agent's entry (as root, any value but `1` fails its sessions). Its side requests (a
-    session title) get a title."""
+    already has). Its side requests (a session title) get a title."""
     if not CLAUDE_AGENT_ACP.is_file():
         pytest.skip(f"claude-agent-acp {INSTALL}")
     model.on(lambda r: "Write the title" in r.last_user_text, "A title")
 
     async def start(home: str = "ws", **kw: Any) -> Coven:
-        env = {"PATH": agents_path(tmp_path / "agents-bin")}
+        # Always some IS_SANDBOX other than `1`: as root its sessions fail unless the known
+        # agent's entry keeps it from the agent (elsewhere it changes nothing).
+        env = {"PATH": agents_path(tmp_path / "agents-bin"), "IS_SANDBOX": "yes"}
         options = {"agent": "claude-agent-acp", **kw.pop("init_options", {})}
         return await coven_factory(
             home=home, init_options=options, extra_env={**env, **kw.pop("extra_env", {})}, **kw

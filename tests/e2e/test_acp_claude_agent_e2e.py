@@ -2,9 +2,9 @@
 declares Node >= 22 and runs on the machine's Node 20) behind coven-ls as the known agent
 `claude-agent-acp`, against the scripted Messages API: streaming, a shell command asked about
 (in its mode `default`, which coven-ls picks) and answered from the client, usage and cost on the
-wire, cancel, and a restart of the server mid-conversation. The server's environment keeps any
-`IS_SANDBOX` of the machine's: the known agent's entry must keep it from the agent. Fixtures:
-tests/e2e/conftest.py (start_claude_agent_acp, model)."""
+wire, cancel, and a restart of the server mid-conversation. The server runs with
+`IS_SANDBOX=yes`: as root, the known agent's entry must keep it from the agent, or no session
+starts. Fixtures: tests/e2e/conftest.py (start_claude_agent_acp, model)."""
 
 from __future__ import annotations
 
