@@ -42,6 +42,7 @@ async def test_claude_agent_acp_streams_asks_before_a_command_and_reports_its_co
     gauge = first["contextUsage"]
     assert gauge["tokens"] > 0 and gauge["window"] and gauge["window"] > gauge["tokens"]
     assert first["costUsd"] > 0  # its usage_update's cost, in USD
+    assert first["usage"]["inputTokens"] > 0 and first["usage"]["outputTokens"] > 0
     await coven.wait_status(sid, "idle")
 
     await coven.request("coven/sendMessage", {"sessionId": sid, "text": "WRITE-ONE please"})

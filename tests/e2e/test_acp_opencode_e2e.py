@@ -42,6 +42,8 @@ async def test_opencode_streams_asks_before_a_command_and_reports_its_cost(
     # session's title request is opencode's own, not the session's).
     one_call = opencode_cost(usage.input_tokens, usage.output_tokens)
     assert first["costUsd"] == pytest.approx(one_call, rel=1e-3)
+    # The tokens are the prompt answer's `usage` (unstable in ACP), which opencode sends.
+    assert (first["usage"]["inputTokens"], first["usage"]["outputTokens"]) == (2000, 40)
     await coven.wait_status(sid, "idle")
 
     await coven.request("coven/sendMessage", {"sessionId": sid, "text": "WRITE-ONE please"})
