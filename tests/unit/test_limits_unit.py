@@ -391,3 +391,19 @@ async def test_a_cost_limit_on_children_of_an_agent_without_a_cost_refuses_the_f
         with pytest.raises(protocol.CovenError) as by_hand:
             await rig.hub.forks.fork_by_hand(parent, ["alpha"], None)
         assert "reports no cost" in by_hand.value.message
+
+
+async def test_a_models_auto_fork_with_a_cost_limit_it_cannot_keep_is_rejected_and_told(
+    tmp_path: Path,
+) -> None:
+    cfg = settings(tmp_path, forkMode="auto", forkLimits=ForkLimits(forkCostUsd=2.0))
+    async with running_hub(cfg) as rig:
+        rig.backend.reports_cost = lambda: None  # type: ignore[attr-defined]
+        parent = await start(rig)
+        rejected = await rig.client.wait_for(Kind.FORK_REJECTED, parent)
+        assert "has not reported a cost in USD yet" in rejected["reason"]
+        assert rig.hub.children_of(parent) == []
+        # The model is told why, and goes on without forking.
+        told = await rig.client.wait_for(Kind.PROMPT, parent, origin="forkRejected")
+        assert "could not start" in told["text"] and "cost limit" in told["text"]
+        await rig.client.wait_for(Kind.STATUS, parent, after=told["seq"], status="idle")
