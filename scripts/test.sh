@@ -56,7 +56,8 @@ fi
 # The ACP TypeScript SDK, whose client drives `coven-ls acp` in tests/e2e/test_acp_ts_e2e.py.
 if command -v npm >/dev/null 2>&1; then
     (cd tests/e2e/acp_ts && npm ci --no-audit --no-fund --loglevel=error)
-    # Real ACP agents (pinned) that tests/e2e/test_acp_agents_e2e.py runs behind coven-ls.
+    # Real ACP agents (pinned: codex-acp, opencode, claude-agent-acp; ~800 MB, about a minute)
+    # that tests/e2e/test_acp_*_e2e.py run behind coven-ls.
     (cd tests/e2e/acp_agents && npm ci --no-audit --no-fund --loglevel=error)
 fi
 

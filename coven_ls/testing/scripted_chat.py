@@ -101,6 +101,12 @@ class ChatRequest(OpenAIRequest):
     def all_text(self) -> str:
         return "\n".join(_content_text(m) for m in self.messages)
 
+    @property
+    def system_text(self) -> str:
+        """The text of its ``system`` messages: what tells an agent's side requests (opencode's
+        title generator) from its turns, whose last user message may be the same."""
+        return "\n".join(_content_text(m) for m in self.messages if m.get("role") == "system")
+
 
 def _content_text(message: dict[str, Any]) -> str:
     content = message.get("content")

@@ -131,6 +131,15 @@ async def test_a_session_streams_asks_permission_for_a_command_and_goes_on(
     assert third["text"] == "short answer"
     # The same ACP session: the model saw the whole conversation.
     assert "hello there" in responses.requests[-1].all_text
+    # codex-acp reports no cost, so a cost limit on its children could not be kept.
+    await coven.wait_status(sid, "idle", after_seq=third["seq"] - 1)
+    with pytest.raises(JsonRpcException) as refused:
+        await coven.request(
+            "coven/fork",
+            {"sessionId": sid, "tasks": ["a", "b"], "limits": {"childCostUsd": 1.0}},
+        )
+    assert refused.value.code == protocol.ErrorCode.InvalidParams
+    assert "'codex-acp' reports no cost" in str(refused.value)
     rss = peak_rss_kib(coven)
     print(f"codex-acp peak RSS: {rss / 1024:.0f} MiB")
     assert 0 < rss < 1024 * 1024

@@ -78,9 +78,11 @@ async def test_a_turn_streams_its_text_then_the_finished_message_and_ends(
 ) -> None:
     fake = FakeAgent()
     async with backend(fake) as b:
+        assert b.reports_cost() is None  # not a known agent, and no turn yet
         agent = await b.open(AgentSpec(cwd=str(tmp_path)), Asker())
         said = await turn(agent, "hello")
         await agent.close()
+        assert b.reports_cost() is True  # its turn had a cost in USD: a cost limit can hold
     assert fake.calls[0] == ("new", str(tmp_path))
     started, block = said[:2]
     assert isinstance(started, ev.AgentStarted) and started.conversation_id == "s1"
@@ -223,6 +225,7 @@ async def test_resume_prefers_session_resume_else_load_whose_replay_is_not_news(
         agent = await b.open(AgentSpec(cwd=str(tmp_path), start=Resume("s9")), Asker())
         said = await turn(agent, "again")
         await agent.close()
+        assert b.reports_cost() is False  # in EUR: no cost coven-ls can count
     assert ("load", "s9") in fake.calls
     texts = [p.text for m in of(ev.AgentMessage, said) for p in m.parts]
     assert texts == ["echo: again"]  # "old answer" was the replay
@@ -235,11 +238,15 @@ async def test_a_copy_is_a_session_fork_where_the_agent_has_one(tmp_path: Path) 
     async with backend(fake) as b:
         agent = await b.open(AgentSpec(cwd=str(tmp_path), start=Copy("s7")), Asker())
         said = await turn(agent, "child")
+        again = await turn(agent, "child again")
         await agent.close()
     assert ("fork", "s7") in fake.calls
     assert said[0].conversation_id == "s1"  # the fork's own, not "s7"
-    # A forked session's cost is cumulative from its parent's: its first figure is the base.
-    assert said[-1].cost_usd == pytest.approx(0.0)
+    # A forked session's cost is cumulative from its parent's: its first figure is the base,
+    # and the turn that reported it has an unknown share (not a guessed 0); the next turn's
+    # figure is the running total since the base (the session makes the turn's share of it).
+    assert said[-1].cost_usd is None
+    assert again[-1].cost_usd == pytest.approx(0.25)
 
     fake = FakeAgent(fork=False)
     async with backend(fake) as b:

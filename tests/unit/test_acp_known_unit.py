@@ -13,7 +13,7 @@ import pytest
 
 from coven_ls import agents, protocol
 from coven_ls.agents.acp import AcpBackend
-from coven_ls.agents.acp.known import KNOWN, on_path
+from coven_ls.agents.acp.known import KNOWN, inherited_env, on_path
 from coven_ls.protocol.types import AcpAgentConfig
 
 
@@ -30,6 +30,17 @@ def bin_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder.mkdir()
     monkeypatch.setenv("PATH", str(folder))
     return folder
+
+
+def test_claude_agent_acp_does_not_inherit_is_sandbox_and_opencode_does_not_update_itself() -> None:
+    server = {"IS_SANDBOX": "yes", "PATH": "/bin"}
+    # As root, an IS_SANDBOX other than `1` makes claude-agent-acp's sessions fail to start.
+    assert inherited_env("claude-agent-acp", server) == {"PATH": "/bin"}
+    assert inherited_env("opencode", server) == {**server, "OPENCODE_DISABLE_AUTOUPDATE": "1"}
+    # The user's own value wins over the table's default.
+    mine = {"OPENCODE_DISABLE_AUTOUPDATE": "0"}
+    assert inherited_env("opencode", mine) == mine
+    assert inherited_env("my-agent", server) == server
 
 
 def test_the_table_holds_the_commands_that_speak_acp() -> None:

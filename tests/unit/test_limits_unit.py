@@ -5,6 +5,7 @@ through the hub against the in-process fake backend, as test_hub_unit.py."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -353,3 +354,57 @@ async def test_the_forks_cost_limit_also_stops_a_childs_own_fork(tmp_path: Path)
     assert (children["alpha"].status, deep.status) == ("cancelled", "cancelled")
     assert child_agents(rig.backend)["deep"].closed  # nothing of it left running
     assert '<task label="alpha" stopped="limit" limit="forkCostUsd"' in text
+
+
+def test_a_cost_limit_needs_an_agent_that_reports_its_cost() -> None:
+    limits = ForkLimits(childCostUsd=1.0)
+    assert spend.cost_limit_problem(limits, "opencode", True) is None
+    assert spend.cost_limit_problem(ForkLimits(childTokens=5), "codex-acp", False) is None
+    assert spend.cost_limit_problem(ForkLimits(childCostUsd=0), "codex-acp", False) is None
+    said = spend.cost_limit_problem(ForkLimits(forkCostUsd=2.0), "codex-acp", False)
+    assert said is not None and "'codex-acp' reports no cost" in said
+    said = spend.cost_limit_problem(limits, "my-agent", None)
+    assert said is not None and "has not reported a cost in USD yet" in said
+
+
+async def test_a_cost_limit_on_children_of_an_agent_without_a_cost_refuses_the_fork(
+    tmp_path: Path,
+) -> None:
+    # An ACP agent may report no cost (Abilities.reports_cost): a cost limit on its children
+    # could not be kept, so the fork is refused, by hand and when approved, with the reason.
+    cfg = settings(tmp_path, forkMode="approve", forkLimits=ForkLimits(childCostUsd=1.5))
+    async with running_hub(cfg) as rig:
+        rig.backend.able = replace(rig.backend.able, reports_cost=False)
+        parent = await start(rig)
+        proposed = await rig.client.wait_for(Kind.FORK_PROPOSED, parent)
+        with pytest.raises(protocol.CovenError) as refused:
+            rig.hub.forks.decide(proposed["forkId"], True)
+        assert refused.value.code == protocol.ErrorCode.InvalidParams
+        assert "reports no cost" in refused.value.message
+        assert refused.value.data == {"field": "limits"}
+        assert rig.hub.forks.get(proposed["forkId"]).state == "proposed"
+        # Without the cost limit (0: none) it is approved.
+        rig.hub.forks.decide(
+            proposed["forkId"], True, choices=ForkChoices(limits=ForkLimits(childCostUsd=0))
+        )
+        await rig.client.wait_for(Kind.FORK_STARTED, parent)
+        await rig.client.wait_for(Kind.STATUS, parent, status="idle")
+        with pytest.raises(protocol.CovenError) as by_hand:
+            await rig.hub.forks.fork_by_hand(parent, ["alpha"], None)
+        assert "reports no cost" in by_hand.value.message
+
+
+async def test_a_models_auto_fork_with_a_cost_limit_it_cannot_keep_is_rejected_and_told(
+    tmp_path: Path,
+) -> None:
+    cfg = settings(tmp_path, forkMode="auto", forkLimits=ForkLimits(forkCostUsd=2.0))
+    async with running_hub(cfg) as rig:
+        rig.backend.able = replace(rig.backend.able, reports_cost=None)
+        parent = await start(rig)
+        rejected = await rig.client.wait_for(Kind.FORK_REJECTED, parent)
+        assert "has not reported a cost in USD yet" in rejected["reason"]
+        assert rig.hub.children_of(parent) == []
+        # The model is told why, and goes on without forking.
+        told = await rig.client.wait_for(Kind.PROMPT, parent, origin="forkRejected")
+        assert "could not start" in told["text"] and "cost limit" in told["text"]
+        await rig.client.wait_for(Kind.STATUS, parent, after=told["seq"], status="idle")

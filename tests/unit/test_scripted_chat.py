@@ -202,6 +202,20 @@ def test_rule_matches_the_last_user_text_only() -> None:
         (req,) = model.wait_for_requests(1)
     assert req.rule_index == 1
     assert req.last_user_text == "the second one"
+    assert req.system_text == "first of all, be brief"
+
+
+def test_a_side_request_is_told_from_a_turn_by_its_system_text() -> None:
+    # opencode's title request has the turn's prompt as its last user message.
+    with ScriptedChat() as model:
+        model.on(lambda r: "title generator" in r.system_text, "A title")
+        model.on("hello", "Hello!", times=1)
+        system = {"role": "system", "content": "You are a title generator."}
+        user = {"role": "user", "content": "hello there"}
+        title = {"model": "m", "messages": [system, user], "stream": True}
+        assert _text_of(_stream(model, title)) == "A title"
+        turn = {"model": "m", "messages": [user], "stream": True}
+        assert _text_of(_stream(model, turn)) == "Hello!"
 
 
 def test_no_rule_matched_gets_the_default_text() -> None:

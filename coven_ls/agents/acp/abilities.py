@@ -1,7 +1,8 @@
 """What an ACP agent can do with its sessions, as coven's core asks it (`Backend.abilities`): it
 is known only once the agent has answered `initialize` (whether it advertises `session/fork`)
-and ended a turn (whether its `usage_update`s carry a cost in USD), so each backend learns it
-from its sessions, and `probe` starts the agent once to ask where a fork needs it first.
+and ended a turn (whether its `usage_update`s carry a cost in USD: translate.CostReports), so
+each backend learns it from its sessions, and `probe` starts the agent once to ask where a fork
+needs it first.
 
 What every ACP agent shares: a copy (`session/fork`) is of a whole session, never up to an
 earlier message; and no agent gives a session's conversation back in a form coven could write
@@ -39,7 +40,6 @@ class Learned:
     """What one configured ACP agent said of itself in this server (None: not yet)."""
 
     copies: bool | None = None
-    reports_cost: bool | None = None
 
     def abilities(self, name: str) -> Abilities:
         return Abilities(
@@ -47,19 +47,12 @@ class Learned:
             copies=self.copies,
             copies_up_to_a_message=False,
             reads_conversations=False,
-            reports_cost=self.reports_cost,
+            reports_cost=None,  # the backend's (AcpBackend.reports_cost)
             no_copy_reason=None
             if self.copies is not False
             else f"ACP agent '{name}' cannot copy a session (it has no session/fork), so its "
             "children cannot inherit their parent's context.",
         )
-
-    def turn_cost(self, cost: float | None, unknown: bool) -> None:
-        """A turn ended: did the agent say what the session cost so far, in USD?"""
-        if cost is not None and not unknown:
-            self.reports_cost = True
-        elif self.reports_cost is None:
-            self.reports_cost = False
 
 
 async def probe(name: str, connect: Connect, learned: Learned) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncGenerator
+from dataclasses import replace
 from typing import Any, cast
 
 import anyio
@@ -47,9 +48,10 @@ from ...core.agent.outbox import Outbox
 from ...protocol.types import AcpAgentConfig
 from .abilities import Learned, advertises_fork, probe
 from .instructions import first_prompt_preamble
+from .known import reports_cost as known_reports_cost
 from .process import Connect, Link, command_problem, initialize, process_connector
 from .purge import PurgeClient, purge_sessions
-from .translate import Translator
+from .translate import CostReports, Translator
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +144,7 @@ class AcpAgent:
         self._asking: set[anyio.CancelScope] = set()
         # coven's instructions, ahead of the first prompt (instructions.py)
         self._preamble = first_prompt_preamble(spec)
-        self.learned: Learned | None = None  # its backend's, told what its turns cost
+        self.costs = CostReports()  # the backend's, shared by its sessions
 
     # --- the ACP client
 
@@ -218,6 +220,8 @@ class AcpAgent:
         if self._preamble is not None:
             text, self._preamble = self._preamble + text, None
         self._in_turn = True
+        if self.translator is not None:
+            self.translator.turn_started()
         self._tg.start_soon(self._turn, text, name=f"ACP agent {self.name} turn")
 
     async def _turn(self, text: str) -> None:
@@ -235,8 +239,8 @@ class AcpAgent:
             said = self.translator.failed(f"ACP agent '{self.name}' failed the turn: {exc!r}")
         else:
             said = self.translator.ended(str(answer.stop_reason), answer.usage)
-            if self.learned is not None:
-                self.learned.turn_cost(self.translator.cost, self.translator.cost_unknown)
+            if answer.stop_reason == "end_turn":
+                self.costs.saw(self.translator)
         finally:
             self._in_turn = False
 
@@ -301,9 +305,10 @@ class AcpBackend:
         self._tg = task_group
         self._connect = connect  # a test's in-process agent; None: the configured command
         self.learned = Learned()
+        self.costs = CostReports()
 
     def abilities(self) -> Abilities:
-        return self.learned.abilities(self.name)
+        return replace(self.learned.abilities(self.name), reports_cost=self.reports_cost())
 
     async def find_abilities(self) -> Abilities:
         if self.learned.copies is None:
@@ -311,6 +316,13 @@ class AcpBackend:
             connect = self._connect or process_connector(self.name, self.config, home, self._tg, {})
             await probe(self.name, connect, self.learned)
         return self.abilities()
+
+    def reports_cost(self) -> bool | None:
+        """Whether this agent tells its cost in USD: as its sessions showed, else as the known
+        agents' table says, else not known (a fork's cost limit is then refused)."""
+        if self.costs.usd is not None:
+            return self.costs.usd
+        return known_reports_cost(self.name)
 
     def check(self) -> None:
         if self._connect is None:
@@ -325,7 +337,7 @@ class AcpBackend:
                 "supported yet."
             )
         agent = AcpAgent(self.name, spec, ask_permission, self._tg)
-        agent.learned = self.learned
+        agent.costs = self.costs
         connect = self._connect or process_connector(
             self.name, self.config, spec.cwd, self._tg, dict(spec.env)
         )

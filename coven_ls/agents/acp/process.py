@@ -29,6 +29,7 @@ from acp.schema import (
 from ... import __version__, protocol
 from ...core.agent import AgentStartError, launcher_path
 from ...protocol.types import AcpAgentConfig
+from .known import inherited_env
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ def process_connector(
         problem = command_problem(name, config)
         if problem is not None:
             raise AgentStartError(problem.message)
-        merged = {**os.environ, **(config.env or {}), **env}
+        merged = {**inherited_env(name, os.environ), **(config.env or {}), **env}
         program = shutil.which(config.command[0], path=merged.get("PATH")) or config.command[0]
         args = [program, *config.command[1:]]
         launcher = await anyio.to_thread.run_sync(launcher_path)

@@ -6,8 +6,14 @@ another kind, or the turn's end, ends with the finished `AgentMessage` carrying 
 and the one that completes or fails it is also its `ToolResult`. `plan` and
 `current_mode_update` are `PlanUpdated` and `ModeChanged`; `usage_update` is a `ModelCall` that
 sets the context gauge (`used`/`size` are what is in the context, not tokens spent) and, when it
-carries a cost in USD, the session's running cost (ACP's cost is cumulative; any other currency
-makes it unknown). The prompt's `stopReason` ends the turn.
+carries a cost in USD, the session's running cost. The prompt's `stopReason` ends the turn.
+
+Cost: ACP's `cost` is the session's cumulative spend with a currency. A session coven-ls
+started counts from 0; one it took up (resumed, loaded, forked) counts from the first figure it
+reports, since what it had spent before is not coven's to know, and the turn in which that
+first figure arrives has an unknown share (it is not all of that turn's). Any currency but USD
+makes the session's cost unknown from then on: never converted, never guessed. An agent that
+never reports a cost leaves it unknown (the turn's `costUsd` absent).
 """
 
 from __future__ import annotations
@@ -106,6 +112,22 @@ def turn_usage(usage: Any) -> Usage | None:
     )
 
 
+@dataclass
+class CostReports:
+    """What one agent's sessions showed of its cost, for a fork's cost limits
+    (Backend.reports_cost): True once a finished turn had a cost in USD, False once one had
+    none (or another currency), None before any turn finished."""
+
+    usd: bool | None = None
+
+    def saw(self, translator: Translator) -> None:
+        """A turn of `translator`'s session finished."""
+        if translator.reports_cost and not translator.cost_unknown:
+            self.usd = True
+        elif self.usd is None or translator.cost_unknown:
+            self.usd = False
+
+
 # stopReason -> (outcome, subtype for clients; None: the outcome's name)
 STOP_REASONS: dict[str, tuple[agent.TurnOutcome, str | None]] = {
     "end_turn": ("success", None),
@@ -127,6 +149,9 @@ class Translator:
     cost_base: float | None = 0.0
     cost: float | None = None  # the latest cumulative cost in USD
     cost_unknown: bool = False  # a cost in another currency was reported
+    reports_cost: bool = False  # the agent reported a cost in USD at least once
+    # The turn under way started with a known base, so its share of the cost can be known.
+    _share_known: bool = True
     _blocks: int = 0
     _block: tuple[str, StreamKind] | None = None  # the open block: its id and kind
     _text: list[str] = field(default_factory=list)
@@ -254,15 +279,26 @@ class Translator:
 
     # --- usage, the end
 
+    def turn_started(self) -> None:
+        """A prompt is sent: its cost can be told only if the base was known before it."""
+        self._share_known = self.cost_base is not None
+
     def _usage(self, update: schema.UsageUpdate) -> list[agent.AgentEvent]:
         cost = update.cost
         if cost is not None:
             if cost.currency.upper() != "USD":
+                if not self.cost_unknown:
+                    log.info(
+                        "ACP agent %s reports its cost in %s: the session's cost is unknown",
+                        self.agent_name,
+                        cost.currency,
+                    )
                 self.cost_unknown = True
             else:
                 if self.cost_base is None:
                     self.cost_base = cost.amount
                 self.cost = cost.amount
+                self.reports_cost = True
         return [
             agent.ModelCall(
                 call_id=None,
@@ -274,9 +310,12 @@ class Translator:
         ]
 
     def running_cost(self) -> float | None:
-        """The session's spend since this process took it up, in USD; None: unknown."""
+        """The session's spend since this process took it up, in USD, as the turn that ends now
+        tells it (TurnEnded.cost_usd); None: unknown."""
         if self.cost_unknown or self.cost is None or self.cost_base is None:
             return None
+        if not self._share_known:
+            return None  # the base arrived in this turn: its share is not known
         return max(0.0, self.cost - self.cost_base)
 
     def ended(self, stop_reason: str, usage: Any = None) -> list[agent.AgentEvent]:

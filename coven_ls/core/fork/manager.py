@@ -19,14 +19,15 @@ from ... import protocol
 from ...protocol import events
 from ...protocol.types import Changes, ForkChoices, ForkEstimate, ForkSource, GetChangesResult
 from .. import failpoints
+from ..agent.interface import reports_cost
 from ..agent.missing import refuse_if_missing
 from ..session import Session
 from .ahead import Ahead
 from .bring_back import BringBack
 from .child_env import ChildEnvironments
 from .children import Children
+from .choices import ForkSettings, overlay, resolve
 from .choices import check as check_choices
-from .choices import overlay, resolve
 from .estimate import fork_estimate
 from .fork import Fork, active_fork
 from .host import ForkHost, ForkJournal, Spawn
@@ -34,6 +35,7 @@ from .limits import Limits
 from .recorded import last_message_id
 from .restart import Restart
 from .review import Review
+from .spend import cost_limit_problem
 from .tag import ForkSyntaxError, check_tasks, may_fork, parse_fork_tag, problem_message
 
 log = logging.getLogger(__name__)
@@ -102,6 +104,10 @@ class ForkManager:
             return
         fork = self._new_fork(session, tasks, source="model")
         if config.fork_mode == "auto":
+            problem = self.cost_problem(session, fork.settings)
+            if problem is not None:
+                self._reject(fork, problem, tell_model=True, failed=True)
+                return
             self._start(fork)
             return
         session.set_status("awaitingApproval")
@@ -185,6 +191,11 @@ class ForkManager:
                     fork.tasks = check_tasks(tasks, fork.parent.config.max_children)
                 except ForkSyntaxError as exc:
                     raise protocol.invalid_params(protocol.DECIDE_FORK, str(exc)) from exc
+            problem = self.cost_problem(
+                fork.parent, resolve(overlay(fork.choices, given), fork.parent.config)
+            )
+            if problem is not None:
+                raise protocol.invalid_params(protocol.DECIDE_FORK, problem, "limits")
             fork.decision = "approved"
             fork.choices = overlay(fork.choices, given)
             self._start(fork)
@@ -213,6 +224,18 @@ class ForkManager:
         if parent.status == "awaitingApproval" or (parent.status == "forking" and not told):
             parent.set_status("idle")
         parent.release()
+
+    def cost_problem(self, parent: Session, settings: ForkSettings) -> str | None:
+        """Why children with these settings cannot start: a cost limit on an agent that does
+        not report its cost (ACP agents may not); None: they can."""
+        limits = settings.limits
+        if limits is None or not (limits.childCostUsd or limits.forkCostUsd):
+            return None
+        try:
+            backend = self._host.child_backend(parent, settings.agent)
+        except protocol.CovenError:
+            return None  # no such agent: starting the children says so
+        return cost_limit_problem(limits, settings.agent, reports_cost(backend))
 
     def check_copyable(self, session: Session, verb: str, refused: str) -> str:
         """The session's agent conversation id, or InvalidState unless that conversation can be
@@ -283,6 +306,9 @@ class ForkManager:
             )
         if problem is not None:
             raise protocol.invalid_params(protocol.FORK, problem, "atMessageId")
+        problem = self.cost_problem(session, resolve(choices, session.config))
+        if problem is not None:
+            raise protocol.invalid_params(protocol.FORK, problem, "limits")
         fork = self._new_fork(
             session,
             tasks,

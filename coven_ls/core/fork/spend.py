@@ -35,6 +35,19 @@ def claude_cost(model: str | None, usage: Usage) -> float | None:
     ) / 1_000_000
 
 
+def cost_limit_problem(limits: ForkLimits | None, agent: str, reports: bool | None) -> str | None:
+    """Why a fork with these limits cannot start children of `agent`, whose reporting of its
+    cost is `reports` (Abilities.reports_cost): a cost limit is kept only with a cost to count,
+    and an agent that says none would let its children spend past it unseen. None: it can."""
+    if limits is None or not (limits.childCostUsd or limits.forkCostUsd) or reports:
+        return None
+    why = "reports no cost" if reports is False else "has not reported a cost in USD yet"
+    return (
+        f"the children's agent '{agent}' {why}, so a cost limit (childCostUsd, forkCostUsd) "
+        "cannot be kept; set it to 0, or limit childTokens or childSeconds instead"
+    )
+
+
 def total_tokens(usage: Usage) -> int:
     """Every kind of token the usage reports, added up (what `childTokens` counts)."""
     return (

@@ -1,0 +1,98 @@
+"""claude-agent-acp (`@agentclientprotocol/claude-agent-acp`, pinned in tests/e2e/acp_agents; it
+declares Node >= 22 and runs on the machine's Node 20) behind coven-ls as the known agent
+`claude-agent-acp`, against the scripted Messages API: streaming, a shell command asked about
+(in its mode `default`, which coven-ls picks) and answered from the client, usage and cost on the
+wire, cancel, and a restart of the server mid-conversation. The server runs with
+`IS_SANDBOX=yes`: as root, the known agent's entry must keep it from the agent, or no session
+starts. Fixtures: tests/e2e/conftest.py (start_claude_agent_acp, model)."""
+
+from __future__ import annotations
+
+import pytest
+
+from coven_ls.testing.scripted_model import ToolUse
+
+from ..harness import wait_until
+
+
+def streamed(coven, sid: str) -> str:
+    return "".join(d["text"] for d in coven.deltas if d["sessionId"] == sid and d["kind"] == "text")
+
+
+def after_tool(request) -> bool:
+    return "Bash completed" in request.last_user_text
+
+
+async def test_claude_agent_acp_streams_asks_before_a_command_and_reports_its_cost(
+    start_claude_agent_acp, model
+) -> None:
+    model.on("hello", "Hello from claude-agent-acp!", chunk_chars=4)
+    model.on("WRITE-ONE", ToolUse("Bash", {"command": "echo one > one.txt",
+             "description": "Writes one.txt"}), times=1)  # fmt: skip
+    model.on(after_tool, "the command ran")
+    coven = await start_claude_agent_acp()
+    assert "claude-agent-acp" in coven.init_result.capabilities.experimental["coven"]["agents"]
+    asked: list[dict] = []
+    coven.permission_answer = lambda request: asked.append(request) or {"allow": True}
+    sid = await coven.start("hello there")
+    first = await coven.wait_kind(sid, "turnResult")
+    assert first["text"] == "Hello from claude-agent-acp!" and not first["isError"], first
+    assert streamed(coven, sid) == "Hello from claude-agent-acp!"
+    assert len([d for d in coven.deltas if d["sessionId"] == sid]) > 1
+    gauge = first["contextUsage"]
+    assert gauge["tokens"] > 0 and gauge["window"] and gauge["window"] > gauge["tokens"]
+    assert first["costUsd"] > 0  # its usage_update's cost, in USD
+    assert first["usage"]["inputTokens"] > 0 and first["usage"]["outputTokens"] > 0
+    await coven.wait_status(sid, "idle")
+
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "WRITE-ONE please"})
+    second = await coven.wait_kind(sid, "turnResult", count=2)
+    assert second["text"] == "the command ran", coven.of(sid, "toolResult")
+    assert (coven.workspace / "one.txt").read_text() == "one\n"
+    [use] = coven.of(sid, "toolUse")
+    assert use["name"] == "Bash"
+    [question] = coven.of(sid, "permissionRequest")
+    assert question["toolUseId"] == use["toolUseId"] and use["seq"] < question["seq"]
+    assert asked and asked[0]["input"]["command"] == "echo one > one.txt"
+    [done] = coven.of(sid, "toolResult")
+    assert done["toolUseId"] == use["toolUseId"] and not done["isError"], done
+    assert second["costUsd"] > 0
+    await coven.wait_status(sid, "idle", after_seq=second["seq"] - 1)
+    [info] = (await coven.request("coven/listSessions", {}))["sessions"]
+    assert info["agent"] == "claude-agent-acp"
+    assert info["costUsd"] == pytest.approx(first["costUsd"] + second["costUsd"], rel=1e-3)
+
+
+async def test_claude_agent_acp_cancel_then_a_restart_resumes_the_session(
+    start_claude_agent_acp, model
+) -> None:
+    model.on("long", "word " * 200, chunk_chars=5, chunk_delay=0.05, times=1)
+    model.on("remember the word pineapple", "Noted: pineapple.")
+    model.on("Which word", "It was pineapple.")
+    first = await start_claude_agent_acp()
+    sid = await first.start("a long answer please")
+    await wait_until(lambda: len(streamed(first, sid)) >= 15, 120, "the answer to stream")
+    await first.request("coven/cancel", {"sessionId": sid})
+    cancelled = await first.wait_kind(sid, "turnResult")
+    assert cancelled["cancelled"] and not cancelled["isError"], cancelled
+    assert len(streamed(first, sid)) < len("word " * 200)
+    await first.wait_status(sid, "idle", after_seq=cancelled["seq"] - 1)
+    await first.request(
+        "coven/sendMessage", {"sessionId": sid, "text": "Please remember the word pineapple"}
+    )
+    noted = await first.wait_kind(sid, "turnResult", count=2)
+    assert noted["text"] == "Noted: pineapple."
+    await first.wait_status(sid, "idle", after_seq=noted["seq"] - 1)
+    await first.stop()
+
+    second = await start_claude_agent_acp()
+    [info] = (await second.request("coven/listSessions", {}))["sessions"]
+    assert info["agent"] == "claude-agent-acp"
+    assert info["agentSessionId"] == noted["agentSessionId"]
+    await second.request("coven/sendMessage", {"sessionId": sid, "text": "Which word was it?"})
+    result = await second.wait_kind(sid, "turnResult")
+    assert result["text"] == "It was pineapple.", result
+    assert result["agentSessionId"] == info["agentSessionId"]
+    # session/resume: the model saw the conversation from before the restart.
+    main = [r for r in model.requests if "Which word" in r.last_user_text]
+    assert main and "Noted: pineapple." in main[-1].all_text

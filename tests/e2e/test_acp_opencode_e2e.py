@@ -1,0 +1,102 @@
+"""opencode (`opencode acp`, the real binary, pinned in tests/e2e/acp_agents) behind coven-ls as
+the known agent `opencode`, against the scripted Chat Completions API: streaming, a shell command
+asked about and answered from the client, usage and cost on the wire, cancel, and a restart of
+the server mid-conversation. Fixtures: tests/e2e/conftest.py (start_opencode, scripted_chat)."""
+
+from __future__ import annotations
+
+import pytest
+
+from coven_ls.testing.scripted_chat import ToolUse, Usage
+
+from ..harness import wait_until
+from .acp_real import OPENCODE_WINDOW, opencode_cost
+
+
+def streamed(coven, sid: str) -> str:
+    return "".join(d["text"] for d in coven.deltas if d["sessionId"] == sid and d["kind"] == "text")
+
+
+async def test_opencode_streams_asks_before_a_command_and_reports_its_cost(
+    start_opencode, scripted_chat
+) -> None:
+    # Each model call reports these tokens; opencode prices them (acp_real.OPENCODE_PRICE).
+    usage = Usage(input_tokens=2000, output_tokens=40)
+    scripted_chat.on("hello", "Hello from opencode!", chunk_chars=4, usage=usage)
+    scripted_chat.on("WRITE-ONE", ToolUse("bash", {"command": "echo one > one.txt",
+            "description": "Writes one.txt"}), times=1, usage=usage)  # fmt: skip
+    scripted_chat.on(lambda r: r.last_is_tool_result, "the command ran", usage=usage)
+    coven = await start_opencode()
+    assert "opencode" in coven.init_result.capabilities.experimental["coven"]["agents"]
+    asked: list[dict] = []
+    coven.permission_answer = lambda request: asked.append(request) or {"allow": True}
+    sid = await coven.start("hello there")
+    first = await coven.wait_kind(sid, "turnResult")
+    assert first["text"] == "Hello from opencode!" and not first["isError"], first
+    assert streamed(coven, sid) == "Hello from opencode!"
+    assert len([d for d in coven.deltas if d["sessionId"] == sid]) > 1
+    # The gauge is opencode's usage_update: what is in the context, in the model's window.
+    assert first["contextUsage"]["tokens"] == usage.input_tokens
+    assert first["contextUsage"]["window"] == OPENCODE_WINDOW
+    # ACP's cost (cumulative, USD) is told as the turn's share: one model call's price (the
+    # session's title request is opencode's own, not the session's).
+    one_call = opencode_cost(usage.input_tokens, usage.output_tokens)
+    assert first["costUsd"] == pytest.approx(one_call, rel=1e-3)
+    # The tokens are the prompt answer's `usage` (unstable in ACP), which opencode sends.
+    assert (first["usage"]["inputTokens"], first["usage"]["outputTokens"]) == (2000, 40)
+    await coven.wait_status(sid, "idle")
+
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "WRITE-ONE please"})
+    second = await coven.wait_kind(sid, "turnResult", count=2)
+    assert second["text"] == "the command ran", coven.of(sid, "toolResult")
+    assert (coven.workspace / "one.txt").read_text() == "one\n"
+    [use] = coven.of(sid, "toolUse")
+    assert use["name"] == "Bash"
+    [question] = coven.of(sid, "permissionRequest")
+    assert question["toolUseId"] == use["toolUseId"] and use["seq"] < question["seq"]
+    assert asked and asked[0]["input"]["command"] == "echo one > one.txt"
+    [done] = coven.of(sid, "toolResult")
+    assert done["toolUseId"] == use["toolUseId"] and not done["isError"], done
+    # Two model calls: the command, then the answer after its output.
+    assert second["costUsd"] == pytest.approx(2 * one_call, rel=1e-3)
+    await coven.wait_status(sid, "idle", after_seq=second["seq"] - 1)
+    [info] = (await coven.request("coven/listSessions", {}))["sessions"]
+    assert info["agent"] == "opencode"
+    assert info["costUsd"] == pytest.approx(3 * one_call, rel=1e-3)
+
+
+async def test_opencode_cancel_then_a_restart_resumes_the_session(
+    start_opencode, scripted_chat
+) -> None:
+    scripted_chat.on("long", "word " * 200, chunk_chars=5, chunk_delay=0.05, times=1)
+    scripted_chat.on("remember the word pineapple", "Noted: pineapple.")
+    scripted_chat.on("Which word", "It was pineapple.")
+    first = await start_opencode()
+    sid = await first.start("a long answer please")
+    await wait_until(lambda: len(streamed(first, sid)) >= 15, 120, "the answer to stream")
+    await first.request("coven/cancel", {"sessionId": sid})
+    cancelled = await first.wait_kind(sid, "turnResult")
+    assert cancelled["cancelled"] and not cancelled["isError"], cancelled
+    assert len(streamed(first, sid)) < len("word " * 200)
+    await first.wait_status(sid, "idle", after_seq=cancelled["seq"] - 1)
+    await first.request(
+        "coven/sendMessage", {"sessionId": sid, "text": "Please remember the word pineapple"}
+    )
+    noted = await first.wait_kind(sid, "turnResult", count=2)
+    assert noted["text"] == "Noted: pineapple."
+    await first.wait_status(sid, "idle", after_seq=noted["seq"] - 1)
+    await first.stop()
+
+    second = await start_opencode()
+    [info] = (await second.request("coven/listSessions", {}))["sessions"]
+    assert info["agent"] == "opencode" and info["agentSessionId"] == noted["agentSessionId"]
+    await second.request("coven/sendMessage", {"sessionId": sid, "text": "Which word was it?"})
+    result = await second.wait_kind(sid, "turnResult")
+    assert (
+        result["text"] == "It was pineapple." and result["agentSessionId"] == info["agentSessionId"]
+    )
+    # session/resume: the model saw the conversation from before the restart.
+    assert "Noted: pineapple." in scripted_chat.requests[-1].all_text
+    # The resumed session's cumulative cost includes what it spent before: the first figure
+    # after the restart is its base, so this turn's share is unknown (absent), not guessed.
+    assert "costUsd" not in result, result
