@@ -144,24 +144,6 @@ def test_clone_is_used_or_a_plain_copy(tmp_path: Path) -> None:
         assert not dst.exists()  # nothing half-made: the caller copies
 
 
-def test_a_copied_venv_that_names_the_parent_is_reported(tmp_path: Path) -> None:
-    top = tmp_path / "repo"
-    venv = top / ".venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
-    (venv / "bin" / "pytest").write_text(f"#!{top}/.venv/bin/python\nimport pytest\n")
-    clean = top / "tools"
-    (clean / "bin").mkdir(parents=True)
-    (clean / "pyvenv.cfg").write_text("home = /usr/bin\n")
-    target = tmp_path / "wt"
-    target.mkdir()
-    for name in (".venv", "tools"):
-        worktree_env._copy_tree(top / name, target / name, worktree_env.CopyReport(), str(top))
-    notes = worktree_env.pointing_at_parent(target, [".venv/", "tools/"], top)
-    assert len(notes) == 1 and notes[0].startswith(".venv/ is a copy of a Python virtual")
-    assert "python -m venv .venv" in notes[0]
-
-
 # --- setup resolution ---------------------------------------------------------------------------
 
 
