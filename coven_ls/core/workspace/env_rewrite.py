@@ -65,6 +65,7 @@ class _Paths:
         self.child = os.fsencode(str(child.absolute()))
         self.child_real = os.path.realpath(child)
         self.parent_real = os.path.realpath(parent)
+        self._within: dict[str, bool] = {}
         self.pattern = re.compile(b"|".join(re.escape(p) for p in self.parent))
 
     def rewrite(self, data: bytes) -> tuple[bytes, list[bytes]]:
@@ -97,8 +98,15 @@ class _Paths:
         return os.path.lexists(os.path.join(self.child, relative))
 
     def within_child(self, path: Path) -> bool:
-        real = os.path.realpath(path)
-        return real == self.child_real or real.startswith(self.child_real.rstrip("/") + "/")
+        """Whether the folder `path`'s real path is in the child's worktree (asked of the folder
+        of each file: the same few folders, each resolved once)."""
+        key = str(path)
+        inside = self._within.get(key)
+        if inside is None:
+            real = os.path.realpath(path)
+            inside = real == self.child_real or real.startswith(self.child_real.rstrip("/") + "/")
+            self._within[key] = inside
+        return inside
 
 
 def rewrite_copies(
