@@ -280,8 +280,7 @@ def worktree_env(env: ev.WorktreeEnv) -> str:
         if env.copiedAhead:
             what += ", made ahead"
         parts.append(f"copied {', '.join(env.copied)} ({what})")
-    if env.rewritten:
-        parts.append("made the child's: " + "; ".join(env.rewritten))
+    parts += env.rewritten or []
     parts.append(f"port {env.port}")
     if env.setup:
         source = f" from {env.setupFile}" if env.setupFile else ""

@@ -336,6 +336,19 @@ def test_the_environment_events_read_as_one_line_each() -> None:
         "⌂ environment  copied .env, node_modules/ (3 files, 2 KB, 3 cloned) · port 34120 · "
         "setup from conductor.json: npm ci ⚠ x/ is left out"
     )
+    venv = {
+        "kind": "worktreeEnv",
+        "port": 34130,
+        "childIndex": 2,
+        "copied": [".venv/"],
+        "copiedFiles": 2782,
+        "copiedBytes": 24 * 1024 * 1024,
+        "rewritten": [".venv/: pyvenv.cfg, 53 scripts rewritten to name the child's worktree"],
+    }
+    assert describe(venv) == (
+        "⌂ environment  copied .venv/ (2782 files, 24.0 MB) · .venv/: pyvenv.cfg, 53 scripts "
+        "rewritten to name the child's worktree · port 34130"
+    )
     assert describe({"kind": "setupOutput", "text": "added 3 packages\n"}) == "  │ added 3 packages"
     failed = {"kind": "setupEnded", "ok": False, "durationMs": 10, "error": "it failed\nERR"}
     assert describe(failed) == "✗ worktree setup failed: it failed ERR"
