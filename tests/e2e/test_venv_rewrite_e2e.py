@@ -28,7 +28,7 @@ from coven_ls.core.workspace.snapshots import snapshot
 from coven_ls.testing.scripted_model import ScriptedModel
 
 from ..gitrepo import commit_all, init_repo
-from ..harness import Coven
+from ..harness import Coven, wait_until
 from .test_worktree_env_e2e import fork_in, script_child, session_in, tool_output
 
 pytestmark = pytest.mark.usefixtures("no_user_git_config")
@@ -164,9 +164,12 @@ def test_a_childs_copied_venv_runs_its_own_edit(tmp_path: Path, style: str) -> N
     assert "1 passed" in sh(CHECKS[3], repo)
 
 
+@pytest.mark.parametrize("start", ["cold", "warm"])
 async def test_a_fork_child_runs_its_own_edit_through_its_copied_venv(
-    coven_factory, model: ScriptedModel, tmp_path: Path
+    coven_factory, model: ScriptedModel, tmp_path: Path, isolated_state: Path, start: str
 ) -> None:
+    """cold: the server's first fork, the copies made on its path; warm: a pool's spare made
+    with the copies ahead (in the pool's folder), moved to the child's place, then rewritten."""
     repo = tmp_path / "repo"
     module = editable_project(repo, "setuptools-finder")
     before = tree_digest(repo / ".venv")
@@ -174,9 +177,15 @@ async def test_a_fork_child_runs_its_own_edit_through_its_copied_venv(
     checks = " && ".join((*CHECKS[:3], "EXPECT_WHO=child " + CHECKS[3]))
     env = "unset VIRTUAL_ENV PYTHONPATH; export PYTHONDONTWRITEBYTECODE=1"
     script_child(model, "Edit and test", f"{env}; {edit_it} && {checks}")
+    model.on("You were assigned 'Warm up'", "Nothing to do.")
 
-    coven: Coven = await coven_factory()
+    options = {"worktreePool": 1} if start == "warm" else {}
+    coven: Coven = await coven_factory(init_options=options)
     sid = await session_in(coven, repo)
+    if start == "warm":
+        await fork_in(coven, sid, ["Warm up"])
+        pool = isolated_state / "coven-ls" / "pool"
+        await wait_until(lambda: len(list(pool.glob("*/*.ready"))) == 1, 120, "a spare")
     _fork_id, [child], _results = await fork_in(coven, sid, ["Edit and test"])
 
     info = await coven.request("coven/listSessions", {})
@@ -185,6 +194,7 @@ async def test_a_fork_child_runs_its_own_edit_through_its_copied_venv(
     assert_runs_its_own(out, Path(tree), "code")
     [env_event] = coven.of(child, "worktreeEnv")
     assert env_event["copied"] == [".venv/"]
+    assert env_event.get("copiedAhead") is (True if start == "warm" else None)
     assert env_event["rewritten"][0].startswith(".venv/: pyvenv.cfg, 3 activate scripts, ")
     assert not env_event.get("notices")
 
