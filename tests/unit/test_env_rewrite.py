@@ -183,7 +183,7 @@ def test_paths_the_child_lacks_stay_and_are_said(tmp_path: Path) -> None:
     pth = (child / SITE / "__editable__.gen-0.1.pth").read_text()
     assert pth == f"{child}/src\n{p}/build/gen\n"  # what the child has is its own
     assert len(done.notices) == 1
-    assert done.notices[0].startswith(f".venv/ still names {parent} where the child's worktree")
+    assert done.notices[0].startswith(f".venv/ still points into {parent} where it could not")
     assert f"__editable__.gen-0.1.pth ({p}/build/gen)" in done.notices[0]
     # Another folder named like the parent, or with the parent's path inside its own: not it.
     assert (child / SITE / "neighbour.pth").read_text() == f"{p}-old/src\n/elsewhere{p}/src\n"
@@ -269,8 +269,9 @@ def test_a_link_the_child_lacks_the_target_of_is_said(tmp_path: Path) -> None:
     assert os.readlink(child / "node_modules" / "lib") == f"{parent}/packages/lib"
     assert done.files == 0
     assert done.notices == [
-        f"node_modules/ still names {parent} where the child's worktree has no such file: "
-        f"node_modules/lib → {parent}/packages/lib. Those paths run the parent's files."
+        f"node_modules/ still points into {parent} where it could not be made the child's (its "
+        "worktree has no such file, or the path leads there through a link): "
+        f"node_modules/lib → {parent}/packages/lib. Those paths use the parent's files."
     ]
 
 
@@ -290,3 +291,17 @@ def test_the_parent_named_through_a_link_of_its_own_is_followed(tmp_path: Path) 
     assert (child / SITE / "a.pth").read_text() == f"{child}/src\n"
     assert (child / SITE / "b.pth").read_text() == f"{child}/src\n"
     assert done.files == 2
+
+
+def test_a_link_into_the_parent_by_way_of_another_link_is_said(tmp_path: Path) -> None:
+    parent, child, alias = tmp_path / "repo", tmp_path / "child", tmp_path / "alias"
+    for tree in (parent, child):
+        write(tree / "packages" / "lib" / "index.js", "module.exports = 1;\n")
+    os.symlink(parent, alias)  # a name of the user's for the checkout, unknown to the server
+    (parent / "node_modules").mkdir()
+    os.symlink(f"{alias}/packages/lib", parent / "node_modules" / "lib")
+    report = copy(parent, child, ["node_modules/"])
+    done = env_rewrite.rewrite_copies(child, report.entries, parent, report.parent_links)
+    assert os.readlink(child / "node_modules" / "lib") == f"{alias}/packages/lib"
+    assert done.files == 0 and len(done.notices) == 1
+    assert f"node_modules/lib → {alias}/packages/lib" in done.notices[0]

@@ -150,8 +150,9 @@ def rewrite_copies(
             continue
         shown = "; ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         report.notices.append(
-            f"{where} still names {parent} where the child's worktree has no such file: {shown}. "
-            "Those paths run the parent's files."
+            f"{where} still points into {parent} where it could not be made the child's (its "
+            f"worktree has no such file, or the path leads there through a link): {shown}. "
+            "Those paths use the parent's files."
         )
     return report
 
