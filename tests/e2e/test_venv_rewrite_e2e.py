@@ -1,5 +1,5 @@
 """A copied virtual environment runs the child's code, end to end: a real project installed
-editable (`pip install -e .`: setuptools' static `.pth`, setuptools' finder, hatchling) in a
+editable (`pip install -e .`: setuptools' static `.pth`, setuptools' finder, hatchling, flit) in a
 `.venv` that `.worktreeinclude` lists; a child's worktree gets the copy, edits the package and
 runs it by `python -c`, by its console script, through `activate` and by pytest, and sees its own
 edit; the parent's venv stays byte for byte as it was.
@@ -50,6 +50,12 @@ STYLES = {
     ),
     "hatchling": (
         HATCHLING + PROJECT + '[tool.hatch.build.targets.wheel]\npackages = ["src/demo"]\n',
+        "src/demo",
+    ),
+    # As pallets' projects (itsdangerous, the issue's example) are built.
+    "flit": (
+        '[build-system]\nrequires = ["flit_core>=3.4"]\nbuild-backend = "flit_core.buildapi"\n'
+        + PROJECT.replace('version = "0.1"\n', 'version = "0.1"\ndescription = "demo"\n'),
         "src/demo",
     ),
 }
