@@ -59,6 +59,13 @@ The repository
     isolationReason) is reported and run again, up to MAX_FALLBACKS times in all: it is a
     finding about the server, not a figure.
 
+3. A copied virtual environment made the child's (``--measure venv``)
+    bench/venv_copy.py: a project's ``.venv`` (a real venv, ``--venv-packages`` installed
+    packages with their console scripts, the project editable) copied into a worktree as a fork
+    copies ``.worktreeinclude`` entries, and its paths into the parent's checkout rewritten to
+    the child's (coven_ls/core/workspace/env_rewrite.py); each timed, ``--rounds`` times, with
+    the rewrite's share of the copy. Part of ``all``, after the forks.
+
 How to read the output
     direct: milliseconds per step (per child for create, commit_all, merge, remove) and "x
     status" = that time / the ``git status`` of the same run. "on the fork's path" adds up what
@@ -84,7 +91,8 @@ How to read the output
     sizes are reported. No figure is asserted: the bench reports.
 
 Usage: python bench/isolation.py [--files 10000] [--children 4] [--rounds 3] [--warmup 1]
-           [--latency 3] [--measure all|direct|fork] [--start both|warm|cold]
+           [--latency 3] [--measure all|direct|fork|venv] [--start both|warm|cold]
+           [--venv-packages 50]
            [--include-files 20000 --include-mb 200] [--idle-limit 600] [--claude PATH]
            [--server-logs DIR]
 """
@@ -117,6 +125,7 @@ from common import (
     spawn_server,
     stderr_tail,
 )
+from venv_copy import run_venv
 
 from coven_ls.agents.claude import resolve_claude
 from coven_ls.core.workspace import commits, merge, repository, snapshots, worktrees
@@ -850,10 +859,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--measure",
-        choices=("all", "direct", "fork"),
+        choices=("all", "direct", "fork", "venv"),
         default="all",
-        help="the workspace's git layer alone, the fork through the server alone, or both "
-        "(default)",
+        help="the workspace's git layer alone, the fork through the server alone, a copied "
+        "venv's rewrite alone, or all three (default)",
+    )
+    parser.add_argument(
+        "--venv-packages",
+        type=int,
+        default=50,
+        help="packages in the venv of --measure venv (default 50)",
     )
     parser.add_argument(
         "--start",
@@ -891,6 +906,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--latency must not be negative")
     if args.include_files < 0 or args.include_mb < 1:
         parser.error("--include-files must not be negative, --include-mb at least 1")
+    if args.venv_packages < 0:
+        parser.error("--venv-packages must not be negative")
+    if args.measure == "venv":
+        run_venv(args.venv_packages, args.rounds)
+        return 0
     deps = (args.include_files, args.include_mb * 1_000_000) if args.include_files else None
     starts = STARTS if args.start == "both" else (args.start,)
 
@@ -994,6 +1014,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"the server ran {len(fell_back)} of {runs} worktree forks shared (each was run "
                 "again): " + " | ".join(sorted(set(fell_back)))
             )
+    if args.measure == "all":
+        run_venv(args.venv_packages, args.rounds)
     load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"(took {time.monotonic() - started:.0f} s; load average at the end {load})")
     return 0

@@ -1089,10 +1089,12 @@ export class CovenModel {
         // Before the child starts: what was copied in, what it lacks, and the setup that runs next.
         const copied = Array.isArray(e.copied) ? e.copied.filter((c): c is string => typeof c === 'string') : [];
         const notices = Array.isArray(e.notices) ? e.notices.filter((c): c is string => typeof c === 'string') : [];
+        // What in the copies now names the child's worktree (a venv's scripts, editable installs).
+        const rewritten = Array.isArray(e.rewritten) ? e.rewritten.filter((c): c is string => typeof c === 'string') : [];
         const setup = str(e.setup);
         const parts = [copied.length > 0 ? `copied ${copied.join(', ')}` : '', `port ${num(e.port) ?? '?'}`];
         if (setup !== undefined) parts.push(`setup${str(e.setupFile) ? ` from ${str(e.setupFile)}` : ''}: ${firstLine(setup)}`);
-        const detail = [setup ?? '', ...notices.map((n) => `⚠ ${n}`)].filter((line) => line !== '').join('\n') || undefined;
+        const detail = [setup ?? '', ...rewritten, ...notices.map((n) => `⚠ ${n}`)].filter((line) => line !== '').join('\n') || undefined;
         this.append(rec, undefined, note(node, e.seq, notices.length > 0 ? 'warning' : 'setup', `Environment: ${parts.filter((p) => p).join(' · ')}`, detail));
         if (setup !== undefined) this.append(rec, undefined, { ...note(node, e.seq, 'setup', 'Worktree setup running…', ''), key: `${node.sessionId}/setup` });
         return;

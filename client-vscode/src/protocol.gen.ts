@@ -1576,7 +1576,11 @@ export interface WorktreeEnvEvent {
    */
   copiedAhead?: boolean;
   /**
-   * for the user: what was left out that the child may need, a copy that still points at the parent's folder, why no setup runs
+   * what in the copies was made to name the child's worktree instead of the parent's folder (nothing reinstalled), a sentence per copied environment: a Python venv's editable installs, `direct_url.json` files, scripts' `#!` lines, `pyvenv.cfg` and activate scripts, and links (in `node_modules`, say) whose absolute targets pointed into the parent's folder
+   */
+  rewritten?: string[];
+  /**
+   * for the user: what was left out that the child may need, what in a copy still points at the parent's folder (the child's worktree has no such file), why no setup runs
    */
   notices?: string[];
   /**

@@ -256,7 +256,8 @@ describe('turns', () => {
       s.status('s-1', 'queued'),
       s.ev('s-1', 'worktreeEnv', {
         port: 34120, childIndex: 1, copied: ['.env', 'node_modules/'], copiedFiles: 3, copiedBytes: 120,
-        notices: ['.venv/ is a copy that still points at the parent'], setup: 'npm ci', setupSource: 'option',
+        rewritten: ['.venv/: pyvenv.cfg, 2 scripts rewritten to name the child\'s worktree'],
+        notices: ['.venv/ still names /p where the child\'s worktree has no such file'], setup: 'npm ci', setupSource: 'option',
       }),
       s.ev('s-1', 'setupOutput', { text: 'fetching\n' }),
       s.ev('s-1', 'setupOutput', { text: 'added 3 packages\n' }),
@@ -265,6 +266,10 @@ describe('turns', () => {
       '  Environment: copied .env, node_modules/ · port 34120 · setup: npm ci',
       '  Worktree setup: added 3 packages',
     ]);
+    assert.equal(
+      (model.session('s-1')!.items[0] as { detail?: string }).detail,
+      'npm ci\n.venv/: pyvenv.cfg, 2 scripts rewritten to name the child\'s worktree\n⚠ .venv/ still names /p where the child\'s worktree has no such file',
+    );
     const setupNote = model.session('s-1')!.items[1]!;
     assert.equal(present(setupNote).icon.id, 'tools');
     model.ingest([s.ev('s-1', 'setupEnded', { ok: false, durationMs: 1500, exitCode: 1, error: 'the worktree setup failed (exit code 1): npm ci\nERR' })]);

@@ -280,6 +280,7 @@ def worktree_env(env: ev.WorktreeEnv) -> str:
         if env.copiedAhead:
             what += ", made ahead"
         parts.append(f"copied {', '.join(env.copied)} ({what})")
+    parts += env.rewritten or []
     parts.append(f"port {env.port}")
     if env.setup:
         source = f" from {env.setupFile}" if env.setupFile else ""

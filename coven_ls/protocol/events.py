@@ -441,9 +441,14 @@ class WorktreeEnv(Payload, tag="worktreeEnv"):
     """true when the copies were made ahead, in the spare worktree the child got from the
     server's pool while it idled, and kept because the parent's files have not changed since:
     nothing was copied on the fork's path"""
+    rewritten: list[str] | None = None
+    """what in the copies was made to name the child's worktree instead of the parent's folder
+    (nothing reinstalled), a sentence per copied environment: a Python venv's editable installs,
+    `direct_url.json` files, scripts' `#!` lines, `pyvenv.cfg` and activate scripts, and links
+    (in `node_modules`, say) whose absolute targets pointed into the parent's folder"""
     notices: list[str] | None = None
-    """for the user: what was left out that the child may need, a copy that still points at the
-    parent's folder, why no setup runs"""
+    """for the user: what was left out that the child may need, what in a copy still points at
+    the parent's folder (the child's worktree has no such file), why no setup runs"""
     setup: str | None = None
     """the setup command that runs next"""
     setupSource: SetupSource | None = None

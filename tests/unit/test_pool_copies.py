@@ -5,11 +5,12 @@ parent's files are provably unchanged since, else copied again; never left stale
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from coven_ls.core.workspace import pool, worktree_env
+from coven_ls.core.workspace import env_rewrite, pool, worktree_env
 from coven_ls.core.workspace import worktrees as wt
 from coven_ls.core.workspace.commits import commit_all, copied_paths, own_git_dir
 from coven_ls.core.workspace.snapshots import snapshot
@@ -141,3 +142,20 @@ def test_the_record_says_what_the_copies_were_made_of(tmp_path: Path) -> None:
     assert record["source"] == worktree_env.manifest(top, entries)
     assert record["copy"] == worktree_env.manifest(spare, entries)
     assert (record["files"], record["bytes"]) == (6, 5 * len("module.exports = 0;\n") + 8)
+
+
+async def test_links_into_the_parent_in_a_spares_copies_are_made_the_childs(
+    tmp_path: Path,
+) -> None:
+    """A spare's copies are made before the child's place is known: which copied links point
+    into the parent is kept with them, and rewritten once the spare is the child's."""
+    top = with_dependencies(tmp_path)
+    os.symlink(f"{top}/src", top / "deps" / "src")
+    child = await adopted_child(tmp_path, top, str(tmp_path / "state"), 1)
+    entries, digest = plan_digest(top)
+    report = worktree_env.prepare_copies(top, child, entries, digest)
+    assert report.reused and report.parent_links == ["deps/src"]
+    done = env_rewrite.rewrite_copies(child, report.entries, top, report.parent_links)
+    assert os.readlink(child / "deps" / "src") == f"{child}/src"
+    assert os.readlink(top / "deps" / "src") == f"{top}/src"
+    assert done.rewritten == ["deps/: 1 link rewritten to name the child's worktree"]

@@ -144,24 +144,6 @@ def test_clone_is_used_or_a_plain_copy(tmp_path: Path) -> None:
         assert not dst.exists()  # nothing half-made: the caller copies
 
 
-def test_a_copied_venv_that_names_the_parent_is_reported(tmp_path: Path) -> None:
-    top = tmp_path / "repo"
-    venv = top / ".venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
-    (venv / "bin" / "pytest").write_text(f"#!{top}/.venv/bin/python\nimport pytest\n")
-    clean = top / "tools"
-    (clean / "bin").mkdir(parents=True)
-    (clean / "pyvenv.cfg").write_text("home = /usr/bin\n")
-    target = tmp_path / "wt"
-    target.mkdir()
-    for name in (".venv", "tools"):
-        worktree_env._copy_tree(top / name, target / name, worktree_env.CopyReport(), str(top))
-    notes = worktree_env.pointing_at_parent(target, [".venv/", "tools/"], top)
-    assert len(notes) == 1 and notes[0].startswith(".venv/ is a copy of a Python virtual")
-    assert "python -m venv .venv" in notes[0]
-
-
 # --- setup resolution ---------------------------------------------------------------------------
 
 
@@ -353,6 +335,19 @@ def test_the_environment_events_read_as_one_line_each() -> None:
     assert describe(env) == (
         "⌂ environment  copied .env, node_modules/ (3 files, 2 KB, 3 cloned) · port 34120 · "
         "setup from conductor.json: npm ci ⚠ x/ is left out"
+    )
+    venv = {
+        "kind": "worktreeEnv",
+        "port": 34130,
+        "childIndex": 2,
+        "copied": [".venv/"],
+        "copiedFiles": 2782,
+        "copiedBytes": 24 * 1024 * 1024,
+        "rewritten": [".venv/: pyvenv.cfg, 53 scripts rewritten to name the child's worktree"],
+    }
+    assert describe(venv) == (
+        "⌂ environment  copied .venv/ (2782 files, 24.0 MB) · .venv/: pyvenv.cfg, 53 scripts "
+        "rewritten to name the child's worktree · port 34130"
     )
     assert describe({"kind": "setupOutput", "text": "added 3 packages\n"}) == "  │ added 3 packages"
     failed = {"kind": "setupEnded", "ok": False, "durationMs": 10, "error": "it failed\nERR"}

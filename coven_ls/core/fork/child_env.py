@@ -27,7 +27,7 @@ import msgspec
 from ...protocol import events
 from ..session import Outcome, Session
 from ..store import default_state_dir
-from ..workspace import worktree_env, worktree_setup
+from ..workspace import env_rewrite, worktree_env, worktree_setup
 from ..workspace.commits import commit_all, own_git_dir
 from ..workspace.git import GitError
 from ..workspace.ports import PORTS, PortBlocks
@@ -120,9 +120,23 @@ class ChildEnvironments:
             )
             return False
         notices = list(plan.notices) + report.warnings
-        notices += await anyio.to_thread.run_sync(
-            worktree_env.pointing_at_parent, Path(tree.path), report.entries, top
-        )
+        try:
+            # The copies made the child's own: its venv runs its worktree's code, not the parent's.
+            rewrite = await anyio.to_thread.run_sync(
+                env_rewrite.rewrite_copies,
+                Path(tree.path),
+                report.entries,
+                top,
+                report.parent_links,
+            )
+        except OSError as exc:
+            rewrite = env_rewrite.RewriteReport(
+                notices=[
+                    f"The copies still point at {top} in places (their scripts and editable "
+                    f"installs may run the parent's code): rewriting them failed: {exc}"
+                ]
+            )
+        notices += rewrite.notices
         setup = plan.setup
         if setup is not None:
             variables.update(setup.tool_env(tree.repository, tree.path, port))
@@ -136,6 +150,7 @@ class ChildEnvironments:
                     copiedBytes=report.bytes if report.entries else None,
                     clonedFiles=report.cloned if report.entries else None,
                     copiedAhead=True if report.reused else None,
+                    rewritten=rewrite.rewritten or None,
                     notices=notices or None,
                     setup=setup.command if setup else None,
                     setupSource=setup.source if setup else None,
@@ -143,10 +158,11 @@ class ChildEnvironments:
                 )
             )
         log.info(
-            "child %s: environment in %.2f s (%s)",
+            "child %s: environment in %.2f s (%s, %s rewritten)",
             index,
             time.monotonic() - began,
             "copies made ahead" if report.reused else f"{report.files} files copied",
+            rewrite.files,
         )
         if setup is not None and not await self._set_up(child, setup, variables):
             return False

@@ -37,6 +37,7 @@ Over it, what a fork uses (async, git in worker threads):
     isolation.py      a fork's worktrees: planned, made, collected, merged or reviewed
     pool.py           spare worktrees made ahead, per repository
     worktree_env.py   the `.worktreeinclude` copies into a child's worktree
+    env_rewrite.py    those copies made the child's: paths into the parent's checkout rewritten
     worktree_setup.py the worktree setup command: where it comes from, approvals, running it
     ports.py          each child's block of ports
     prune.py          what `coven-ls prune` removes: worktrees and branches no session needs

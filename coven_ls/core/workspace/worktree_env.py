@@ -56,6 +56,9 @@ class CopyReport:
     cloned: int = 0
     """files cloned (sharing the parent's blocks until written) rather than copied"""
     warnings: list[str] = field(default_factory=list)
+    parent_links: list[str] = field(default_factory=list)
+    """the copied links whose absolute targets point into the parent's folder, relative to the
+    top (`env_rewrite` makes them point into the child's worktree)"""
     cannot_clone: bool = False
     """the file system refused a clone once: the rest is copied without trying"""
     reused: bool = False
@@ -200,6 +203,7 @@ def copy_into(source: Path, target: Path, entries: Iterable[str]) -> CopyReport:
         else:
             _copy_tree(src, dst, report, source_real)
         report.entries.append(entry)
+    report.parent_links = [os.path.relpath(p, target) for p in report.parent_links]
     record_copied(target, [e.rstrip("/") for e in report.entries])
     return report
 
@@ -237,9 +241,7 @@ def _copy_one(src: Path, dst: Path, report: CopyReport, source_real: str) -> Non
         target = os.readlink(src)
         os.symlink(target, dst)
         if os.path.isabs(target) and _within(os.path.realpath(target), source_real):
-            report.warnings.append(
-                f"{dst.name} (a link in the copy) points into the parent's folder: {target}"
-            )
+            report.parent_links.append(str(dst))  # made relative to the top by copy_into
         return
     if not stat.S_ISREG(info.st_mode):
         return  # sockets, fifos, devices: nothing a child can use from a copy
@@ -364,6 +366,7 @@ def keep_in_spare(source: Path, spare: Path, entries: Sequence[str]) -> bool:
         "bytes": report.bytes,
         "cloned": report.cloned,
         "warnings": report.warnings,
+        "parentLinks": report.parent_links,
     }
     path = own_git_dir(spare) / KEPT_RECORD
     scratch = path.with_name(path.name + ".tmp")
@@ -403,6 +406,7 @@ def prepare_copies(
             bytes=int(kept.get("bytes", 0)),
             cloned=int(kept.get("cloned", 0)),
             warnings=list(kept.get("warnings", [])),
+            parent_links=list(kept.get("parentLinks", [])),
             reused=True,
         )
     for entry in kept.get("entries", []):
@@ -410,57 +414,3 @@ def prepare_copies(
             _remove(target / entry.rstrip("/"))
     record_copied(target, [], replace=True)
     return copy_into(source, target, wanted)
-
-
-# --- copies that still point at the parent ------------------------------------------------------
-
-
-def pointing_at_parent(target: Path, entries: Sequence[str], parent: Path) -> list[str]:
-    """Copied Python virtual environments that still name the parent's folder (their scripts'
-    `#!` lines, `pyvenv.cfg`, editable installs' `.pth` files): a child running their tests
-    would run the parent's code. A sentence each, with the setup to use instead."""
-    needle = os.fsencode(os.path.realpath(parent))
-    plain = os.fsencode(str(parent))
-    notes = []
-    for entry in entries:
-        root = target / entry.rstrip("/")
-        for venv in _venvs(root):
-            if _names_any(venv, (needle, plain)):
-                name = venv.relative_to(target).as_posix()
-                notes.append(
-                    f"{name}/ is a copy of a Python virtual environment that still points at "
-                    f"{parent} (its scripts and editable installs run the parent's code): take "
-                    f"it out of {INCLUDE_FILE} and make it in a worktree setup instead, e.g. "
-                    f'"python -m venv {name} && {name}/bin/pip install -e ."'
-                )
-    return notes
-
-
-def _venvs(root: Path) -> list[Path]:
-    if not root.is_dir() or root.is_symlink():
-        return []
-    if (root / "pyvenv.cfg").is_file():
-        return [root]
-    try:
-        return [p for p in root.iterdir() if (p / "pyvenv.cfg").is_file() and not p.is_symlink()]
-    except OSError:
-        return []
-
-
-def _names_any(venv: Path, needles: Sequence[bytes]) -> bool:
-    looked: list[Path] = [venv / "pyvenv.cfg"]
-    scripts = venv / "bin"
-    if scripts.is_dir():
-        looked += [p for p in scripts.iterdir() if p.is_file() and not p.is_symlink()]
-    for site in venv.glob("lib*/python*/site-packages"):
-        looked += list(site.glob("*.pth"))
-        looked += list(site.glob("*.dist-info/direct_url.json"))
-    for path in looked:
-        try:
-            with open(path, "rb") as f:
-                head = f.read(4096)
-        except OSError:
-            continue
-        if any(n in head for n in needles):
-            return True
-    return False
