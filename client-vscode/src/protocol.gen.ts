@@ -899,6 +899,27 @@ export interface PermissionRequestEvent {
    * the `toolUse` it is about
    */
   toolUseId?: string;
+  /**
+   * the answers the agent offers (ACP agents; absent for Claude and Codex)
+   */
+  options?: PermissionOption[];
+}
+/**
+ * One of the answers an ACP agent offers to its permission question (ACP's `PermissionOption`); agents name them differently, their `kind` says what each means.
+ */
+export interface PermissionOption {
+  /**
+   * the agent's id for it, given back as the answer's `optionId`
+   */
+  optionId: string;
+  /**
+   * `allow_once`, `allow_always`, `reject_once` or `reject_always`
+   */
+  kind: 'allow_always' | 'allow_once' | 'reject_always' | 'reject_once';
+  /**
+   * what the agent calls it, to show the user
+   */
+  name: string;
 }
 /**
  * The answer to a permission request (from the user, or a timeout).
@@ -933,6 +954,10 @@ export interface PermissionDecisionEvent {
    * what the model is told when the tool is denied
    */
   message?: string;
+  /**
+   * the option picked, of the request's `options`
+   */
+  optionId?: string;
 }
 /**
  * The turn ended.
@@ -2014,6 +2039,10 @@ export interface RequestPermissionParams {
    * the `toolUseId` of the `toolUse` event it belongs to
    */
   toolUseId: string | null;
+  /**
+   * the answers the agent offers (ACP agents only; absent for Claude and Codex): the client shows them and answers with the one picked as `optionId`
+   */
+  options?: PermissionOption[] | null;
 }
 /**
  * The client's answer to `coven/requestPermission`.
@@ -2027,6 +2056,10 @@ export interface RequestPermissionResult {
    * what the model is told when the tool is denied
    */
   message?: string | null;
+  /**
+   * the option picked, one of the question's `options` (its kind then decides, whatever `allow` says); absent: `allow` means allow once or reject once, mapped by the options' kinds
+   */
+  optionId?: string | null;
 }
 /**
  * Server → client notifications: params of each.

@@ -29,6 +29,7 @@ from .types import (
     MergeMode,
     MergeState,
     Origin,
+    PermissionOption,
     SetupSource,
     Status,
     StreamKind,
@@ -195,6 +196,8 @@ class PermissionRequest(Payload, tag="permissionRequest"):
     """the tool's input, as the model wrote it"""
     toolUseId: str | None = None
     """the `toolUse` it is about"""
+    options: list[PermissionOption] | None = None
+    """the answers the agent offers (ACP agents; absent for Claude and Codex)"""
 
 
 class PermissionDecision(Payload, tag="permissionDecision"):
@@ -208,6 +211,8 @@ class PermissionDecision(Payload, tag="permissionDecision"):
     """the `toolUse` it is about"""
     message: str | None = None
     """what the model is told when the tool is denied"""
+    optionId: str | None = None
+    """the option picked, of the request's `options`"""
 
 
 class TurnResult(Payload, tag="turnResult"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -20,10 +20,10 @@ from anyio.abc import TaskGroup
 from coven_ls import agents, protocol
 from coven_ls.agents.acp import AcpAgent, AcpBackend
 from coven_ls.agents.acp import process as acp_process
-from coven_ls.core.agent import AgentSpec, AgentStartError, Copy, Resume
+from coven_ls.core.agent import AgentSpec, AgentStartError, Copy, Decision, Resume
 from coven_ls.core.agent import events as ev
 from coven_ls.protocol.codec import parse
-from coven_ls.protocol.types import AcpAgentConfig
+from coven_ls.protocol.types import AcpAgentConfig, PermissionOption
 
 from ..acp_fake_agent import FakeAgent, connector
 
@@ -32,22 +32,29 @@ CONFIG = AcpAgentConfig(command=["fake-acp"])
 
 
 class Asker:
-    """A PermissionAsker that answers `allow` and records the questions; `hold` makes it wait
-    until cancelled (an interrupt withdraws the question)."""
+    """A PermissionAsker that answers `allow` (or picks the option `pick`) and records the
+    questions and the options they offered; `hold` makes it wait until cancelled (an interrupt
+    withdraws the question)."""
 
-    def __init__(self, allow: bool = True, hold: bool = False) -> None:
-        self.allow, self.hold = allow, hold
+    def __init__(self, allow: bool = True, hold: bool = False, pick: str | None = None) -> None:
+        self.allow, self.hold, self.pick = allow, hold, pick
         self.questions: list[tuple[str, dict[str, Any], str | None]] = []
+        self.options: list[list[PermissionOption]] = []
         self.asked = anyio.Event()
 
     async def __call__(
-        self, name: str, tool_input: dict[str, Any], tool_id: str | None
-    ) -> tuple[bool, str]:
+        self,
+        name: str,
+        tool_input: dict[str, Any],
+        tool_id: str | None,
+        options: Sequence[PermissionOption] = (),
+    ) -> Decision:
         self.questions.append((name, tool_input, tool_id))
+        self.options.append(list(options))
         self.asked.set()
         if self.hold:
             await anyio.sleep_forever()
-        return self.allow, "" if self.allow else "denied"
+        return Decision(self.allow, "" if self.allow else "denied", self.pick)
 
 
 @asynccontextmanager
@@ -130,6 +137,14 @@ async def test_a_tool_call_asks_permission_and_maps_the_answer_by_kind(tmp_path:
         # By kind (allow_once / reject_once), not by the first option nor by id.
         assert fake.permission.option_id == option
         assert asker.questions == [("Bash", {"command": "ls -a", "description": "ls -a"}, "call-1")]
+        # The agent's options go with the question, as they are.
+        assert asker.options == [
+            [
+                PermissionOption(optionId="yes-always", kind="allow_always", name="Always"),
+                PermissionOption(optionId="yes", kind="allow_once", name="Allow"),
+                PermissionOption(optionId="no", kind="reject_once", name="Reject"),
+            ]
+        ]
         thinking, call_message = of(ev.AgentMessage, said)[:2]
         assert thinking.parts == (ev.ThinkingPart("I should look."),)
         (call,) = call_message.parts
@@ -155,6 +170,31 @@ async def test_a_tool_call_asks_permission_and_maps_the_answer_by_kind(tmp_path:
         assert said.index(call_message) < said.index(updates[0])
         assert of(ev.AgentMessage, said)[-1].parts == (ev.TextPart("Listed."),)
         assert said[-1].outcome == "success"
+
+
+async def test_an_option_the_user_picked_is_the_answer(tmp_path: Path) -> None:
+    fake = FakeAgent()
+    async with backend(fake) as b:
+        agent = await b.open(AgentSpec(cwd=str(tmp_path)), Asker(pick="yes-always"))
+        said = await turn(agent, "tool")
+        await agent.close()
+    assert fake.permission.option_id == "yes-always"
+    assert of(ev.ToolResult, said)[0].content == "a.txt"
+
+
+async def test_a_closing_session_is_closed_in_the_agent_where_it_has_session_close(
+    tmp_path: Path,
+) -> None:
+    for can_close in (True, False):
+        fake = FakeAgent(close=can_close)
+        async with backend(fake) as b:
+            agent = await b.open(AgentSpec(cwd=str(tmp_path)), Asker())
+            await turn(agent, "hello")
+            await agent.close()
+            await agent.close()  # once is enough
+        assert [c for c in fake.calls if c[0] == "close"] == (
+            [("close", "s1")] if can_close else []
+        )
 
 
 async def test_interrupt_cancels_the_turn_and_ends_its_open_tool_calls(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ from ...core.agent import (
     AgentStartError,
     Conversation,
     Copy,
+    Decision,
     Entry,
     New,
     PermissionAsker,
@@ -46,11 +47,14 @@ from ...core.agent.outbox import Outbox
 from ...protocol.types import AcpAgentConfig
 from .process import Connect, Link, command_problem, initialize, process_connector
 from .purge import PurgeClient, purge_sessions
+from .question import offered, question_input
 from .translate import Translator
 
 log = logging.getLogger(__name__)
 
 INITIALIZE_SECONDS = 60.0
+# How long a closing session's `session/close` may take before its process is ended anyway.
+CLOSE_SESSION_SECONDS = 5.0
 # Modes that ask before running a command, by the names agents give them, in order of
 # preference: claude-agent-acp's and qwen-code's `default`, @zed-industries/codex-acp's
 # `read-only`. An agent whose current mode is one of them keeps it.
@@ -137,6 +141,7 @@ class AcpAgent:
         self._announced = False
         self._closed = False
         self._asking: set[anyio.CancelScope] = set()
+        self.can_close = False  # the agent advertises session/close
 
     # --- the ACP client
 
@@ -149,19 +154,22 @@ class AcpAgent:
             self._put(event)
         await self._out.drained()
         name = self.translator.open_tools.get(str(tool_call.tool_call_id), "tool")
-        tool_input = self.translator.inputs.get(str(tool_call.tool_call_id), {})
-        if isinstance(tool_call.raw_input, dict):
-            tool_input = tool_call.raw_input
-        if tool_call.title and "description" not in tool_input:
-            tool_input = {**tool_input, "description": tool_call.title}
-        allow: bool | None = None
+        known = self.translator.inputs.get(str(tool_call.tool_call_id), {})
+        tool_input = question_input(name, tool_call, known)
+        answer: Decision | None = None
         with anyio.CancelScope() as scope:
             self._asking.add(scope)
             try:
-                allow, _message = await self._ask(name, tool_input, str(tool_call.tool_call_id))
+                answer = Decision(
+                    *await self._ask(
+                        name, tool_input, str(tool_call.tool_call_id), offered(options)
+                    )
+                )
             finally:
                 self._asking.discard(scope)
-        option = None if allow is None else chosen_option(options, allow)
+        option = None
+        if answer is not None:
+            option = answer.option_id or chosen_option(options, answer.allow)
         if option is None:
             # Interrupted, or the agent offers no option of that kind: ACP's "cancelled".
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
@@ -265,7 +273,21 @@ class AcpAgent:
         self._out.close()
         if self.link is not None:
             with anyio.CancelScope(shield=True):
+                await self._close_session()
                 await self.link.aclose()
+
+    async def _close_session(self) -> None:
+        """`session/close` where the agent has it: the agent frees the session before its process
+        is ended (a later `session/resume` or `session/load` still takes it up)."""
+        if not self.can_close or self.session_id is None or self.link is None:
+            return
+        if self.link.process is not None and self.link.process.returncode is not None:
+            return
+        try:
+            with anyio.fail_after(CLOSE_SESSION_SECONDS):
+                await self.link.conn.close_session(session_id=self.session_id)
+        except Exception as exc:
+            log.info("ACP agent %s: session/close of %s: %r", self.name, self.session_id, exc)
 
     def kill(self) -> None:
         self._out.close()
@@ -337,6 +359,7 @@ class AcpBackend:
             agent.agent_version = init.agent_info.version
         caps = init.agent_capabilities
         sessions = caps.session_capabilities if caps is not None else None
+        agent.can_close = sessions is not None and sessions.close is not None
         start = spec.start
         cwd = spec.cwd
         base: float | None = 0.0
