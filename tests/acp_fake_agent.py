@@ -3,7 +3,8 @@
 
 A prompt's text picks what it does: "tool" runs a shell tool that asks permission, "wait" streams
 a little and waits for `session/cancel`, "unknown" sends an update and a request coven-ls does
-not know; anything else answers "echo: <text>". Each turn ends with a `usage_update`. As a
+not know, "die" (as a process) says a word and exits with code 3 mid-turn; anything else
+answers "echo: <text>". Each turn ends with a `usage_update`. As a
 process: `--linger` (does not exit when its stdin closes), `--no-fork` (no session/fork),
 `--old-protocol` (answers `initialize` with protocol version 0).
 """
@@ -11,6 +12,7 @@ process: `--linger` (does not exit when its stdin closes), `--no-fork` (no sessi
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from typing import Any
 
@@ -190,6 +192,10 @@ class FakeAgent:
             await say(session_id, start_tool_call("call-2", "sleep 100", kind="execute"))
             await asyncio.wait_for(self.cancelled.wait(), 30)
             return PromptResponse(stop_reason="cancelled")
+        elif text == "die":
+            await say(session_id, update_agent_message_text("dying"))
+            await asyncio.sleep(0.2)  # the update is on its way before the process ends
+            os._exit(3)
         elif text == "unknown":
             await self.conn._conn.send_notification(
                 "session/update",

@@ -403,9 +403,8 @@ class FakeAgent:
                 answer: list[tuple[bool, str]] = []
 
                 async def ask(step: Ask = step, answer: list[tuple[bool, str]] = answer) -> None:
-                    answer.append(
-                        await self._ask(step.tool_name, step.tool_input, step.tool_use_id)
-                    )
+                    said = await self._ask(step.tool_name, step.tool_input, step.tool_use_id)
+                    answer.append((said[0], said[1]))  # allow, message: what Claude gets
 
                 if not await self._until_interrupted(ask):
                     break

@@ -41,6 +41,8 @@ export type Event =
   | ApiRetryEvent
   | TaskEvent
   | ErrorEvent
+  | ModeChangedEvent
+  | AgentRestartedEvent
   | ForkProposedEvent
   | ForkRejectedEvent
   | ForkStartedEvent
@@ -78,6 +80,8 @@ export type EventKind =
   | 'apiRetry'
   | 'task'
   | 'error'
+  | 'modeChanged'
+  | 'agentRestarted'
   | 'forkProposed'
   | 'forkRejected'
   | 'forkStarted'
@@ -1130,6 +1134,58 @@ export interface ErrorEvent {
    * what went wrong, for a person
    */
   message: string;
+}
+/**
+ * An ACP agent reports that its session is in another of its modes (ACP's `current_mode_update`: switched by the agent, or by coven-ls for a `permissionMode`).
+ */
+export interface ModeChangedEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'modeChanged';
+  /**
+   * the agent's own id of the mode (`plan`, `default`, `read-only`, …)
+   */
+  mode: string;
+}
+/**
+ * An ACP agent's process ended by itself and was started again, its session taken up again (`session/resume`, else `session/load`); a turn that was running ended failed before this.
+ */
+export interface AgentRestartedEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'agentRestarted';
+  /**
+   * how the process ended, for a person
+   */
+  reason: string;
+  /**
+   * which restart this is of the session's agent (1, 2, …)
+   */
+  restart: number;
+  /**
+   * how many it gets: once they are used up, the next end is an `error` event
+   */
+  maxRestarts: number;
 }
 /**
  * The model asked to fork (fork mode `approve`); the session is `awaitingApproval`.

@@ -295,6 +295,26 @@ class Error(Payload, tag="error"):
     """what went wrong, for a person"""
 
 
+class ModeChanged(Payload, tag="modeChanged"):
+    """An ACP agent reports that its session is in another of its modes (ACP's
+    `current_mode_update`: switched by the agent, or by coven-ls for a `permissionMode`)."""
+
+    mode: str
+    """the agent's own id of the mode (`plan`, `default`, `read-only`, …)"""
+
+
+class AgentRestarted(Payload, tag="agentRestarted"):
+    """An ACP agent's process ended by itself and was started again, its session taken up again
+    (`session/resume`, else `session/load`); a turn that was running ended failed before this."""
+
+    reason: str
+    """how the process ended, for a person"""
+    restart: int
+    """which restart this is of the session's agent (1, 2, …)"""
+    maxRestarts: int
+    """how many it gets: once they are used up, the next end is an `error` event"""
+
+
 class ForkProposed(Payload, tag="forkProposed"):
     """The model asked to fork (fork mode `approve`); the session is `awaitingApproval`."""
 
@@ -515,6 +535,8 @@ PAYLOADS: tuple[type[Payload], ...] = (
     ApiRetry,
     Task,
     Error,
+    ModeChanged,
+    AgentRestarted,
     ForkProposed,
     ForkRejected,
     ForkStarted,
@@ -557,6 +579,8 @@ class Kind:
     API_RETRY = kind_of(ApiRetry)
     TASK = kind_of(Task)
     ERROR = kind_of(Error)
+    MODE_CHANGED = kind_of(ModeChanged)
+    AGENT_RESTARTED = kind_of(AgentRestarted)
     FORK_PROPOSED = kind_of(ForkProposed)
     FORK_REJECTED = kind_of(ForkRejected)
     FORK_STARTED = kind_of(ForkStarted)

@@ -5,6 +5,8 @@ client."""
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -217,3 +219,44 @@ async def test_delete_with_purge_leaves_no_agent_process_behind(start_acp, respo
     deleted = await coven.request("coven/deleteSession", {"sessionId": sid, "purge": True})
     assert deleted["deletedSessionIds"] == [sid]
     await wait_until(lambda: not processes_of(coven), 30, "no codex-acp process left")
+
+
+async def test_an_agent_killed_while_idle_and_mid_turn_is_started_again(
+    start_acp, responses
+) -> None:
+    responses.on("remember the word pineapple", "Noted: pineapple.")
+    responses.on("long", "word " * 200, chunk_chars=5, chunk_delay=0.05, times=1)
+    responses.on("Which word", "It was pineapple.")
+    coven = await start_acp()
+    sid = await coven.start("Please remember the word pineapple")
+    first = await coven.wait_kind(sid, "turnResult")
+    await coven.wait_status(sid, "idle")
+
+    # Killed while idle: started again at once, its session taken up (session/resume).
+    [idle_pid] = processes_of(coven)
+    os.kill(idle_pid, signal.SIGKILL)
+    restarted = await coven.wait_kind(sid, "agentRestarted")
+    assert (restarted["restart"], restarted["maxRestarts"]) == (1, 3)
+    assert "'codex-acp' was killed by SIGKILL" in restarted["reason"]
+    await wait_until(lambda: processes_of(coven) not in ([], [idle_pid]), 30, "a new codex-acp")
+
+    # Killed mid-turn: the turn fails with the reason, and the agent is started again.
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "a long answer please"})
+    await wait_until(
+        lambda: len(streamed(coven, sid)) > len("Noted: pineapple.") + 10, 60, "a stream"
+    )
+    [busy_pid] = processes_of(coven)
+    os.kill(busy_pid, signal.SIGKILL)
+    failed = await coven.wait_kind(sid, "turnResult", count=2)
+    assert failed["isError"] and "'codex-acp' was killed by SIGKILL" in failed["text"]
+    again = await coven.wait_kind(sid, "agentRestarted", count=2)
+    assert again["restart"] == 2 and again["seq"] > failed["seq"]
+    assert coven.of(sid, "error") == []  # restarted, not failed
+
+    # The same conversation goes on in the new process.
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "Which word was it?"})
+    third = await coven.wait_kind(sid, "turnResult", count=3)
+    assert third["text"] == "It was pineapple." and not third["isError"]
+    assert third["agentSessionId"] == first["agentSessionId"]
+    assert "Noted: pineapple." in responses.requests[-1].all_text
+    assert busy_pid not in processes_of(coven)

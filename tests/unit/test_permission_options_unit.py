@@ -3,15 +3,22 @@ by its kind; one not offered is a denial), the wire shapes, and the terminal's n
 
 from __future__ import annotations
 
-import msgspec
+from pathlib import Path
 
+import msgspec
+from acp.schema import FileEditToolCallContent, ToolCallLocation, ToolCallUpdate
+
+from coven_ls.agents.acp.question import question_input
 from coven_ls.core.agent import Decision
 from coven_ls.core.session.permission import picked
+from coven_ls.core.workspace import isolation
 from coven_ls.protocol import events
+from coven_ls.protocol.describe import describe_payload
 from coven_ls.protocol.types import (
     PermissionOption,
     RequestPermissionParams,
     RequestPermissionResult,
+    Worktree,
 )
 from coven_ls.term import options as term_options
 
@@ -74,3 +81,46 @@ def test_the_terminal_numbers_the_options_and_answers_with_the_picked_one() -> N
     }
     assert term_options.rejecting(choices) == "3"
     assert term_options.offered({"toolName": "Bash"}) == []
+
+
+def test_an_acp_question_meets_the_worktree_checks_as_claudes_does(tmp_path: Path) -> None:
+    repo, tree = tmp_path / "repo", tmp_path / "wt"
+    worktree = Worktree(path=str(tree), branch="coven/f/1-x", base="abc", repository=str(repo))
+    # opencode names an edit's file `filePath`; the diff and the locations name it too.
+    edit = ToolCallUpdate(
+        tool_call_id="c1",
+        title="Edit a.py",
+        raw_input={"filePath": f"{repo}/a.py", "oldString": "x", "newString": "y"},
+        locations=[ToolCallLocation(path=f"{repo}/a.py")],
+    )
+    shown = question_input("Edit", edit, {})
+    assert shown["file_path"] == f"{repo}/a.py" and shown["description"] == "Edit a.py"
+    assert isolation.outside_write(worktree, "Edit", shown) == f"{tree}/a.py"
+    two = ToolCallUpdate(
+        tool_call_id="c2",
+        content=[FileEditToolCallContent(type="diff", path=f"{repo}/b.py", new_text="b")],
+        locations=[ToolCallLocation(path=f"{tree}/c.py")],
+    )
+    shown = question_input("Edit", two, {})
+    assert shown["changes"] == [{"path": f"{repo}/b.py"}, {"path": f"{tree}/c.py"}]
+    assert isolation.outside_write(worktree, "Edit", shown) == f"{tree}/b.py"
+    # A command given as its arguments (codex-acp) is checked as one line.
+    run = ToolCallUpdate(tool_call_id="c3", raw_input={"command": ["rm", "-rf", f"{repo}/build"]})
+    shown = question_input("Bash", run, {})
+    assert shown["command"] == f"rm -rf {repo}/build"
+    assert isolation.outside_command(worktree, "Bash", shown, str(tree)) == f"{tree}/build"
+
+
+def test_the_terminal_lines_of_options_modes_and_restarts() -> None:
+    asked = events.PermissionRequest(toolName="Bash", input={}, options=OPTIONS)
+    assert (
+        describe_payload(asked) == "? Bash asks for permission (Allow once / Always allow / Reject)"
+    )
+    picked_one = events.PermissionDecision(toolName="Bash", allow=True, optionId="always")
+    assert describe_payload(picked_one) == "  allowed Bash (always)"
+    assert describe_payload(events.PermissionDecision(toolName="Bash", allow=False)) == (
+        "  denied Bash"
+    )
+    assert describe_payload(events.ModeChanged(mode="plan")) == "◆ mode: plan"
+    restarted = events.AgentRestarted(reason="It was killed.", restart=1, maxRestarts=3)
+    assert describe_payload(restarted) == "↻ agent started again (1 of 3): It was killed."

@@ -236,7 +236,8 @@ class ChildEnvironments:
         if setup.script is not None:
             question["script"] = setup.content.split("\n", 1)[1]
         parent.emit(events.PermissionRequest(toolName=worktree_setup.APPROVAL_TOOL, input=question))
-        allow, message, _ = await self._ask(parent, worktree_setup.APPROVAL_TOOL, question, None)
+        answer = await self._ask(parent, worktree_setup.APPROVAL_TOOL, question, None)
+        allow, message = answer[0], answer[1]
         parent.emit(
             events.PermissionDecision(
                 toolName=worktree_setup.APPROVAL_TOOL,

@@ -227,9 +227,10 @@ class Session(SessionState):
 
     async def set_permission_mode(self, mode: PermissionMode) -> None:
         """From now on: the running CLI's next tool call, and every later start of it."""
-        self.config.permission_mode = mode
         if self.process.agent is not None:
+            # First: an agent that cannot take the mode refuses, and the session keeps its own.
             await self.process.agent.set_permission_mode(mode)
+        self.config.permission_mode = mode
 
     async def cancel(self) -> int:
         """Interrupt the running turn and drop queued ones; returns how many were dropped. The

@@ -249,6 +249,10 @@ function M.describe(ev)
     return task_line(ev)
   elseif kind == 'error' then
     return '✗ error: ' .. one_line(ev.message, 200)
+  elseif kind == 'modeChanged' then
+    return '◆ mode: ' .. tostring(ev.mode)
+  elseif kind == 'agentRestarted' then
+    return string.format('↻ agent started again (%s of %s): %s', tostring(ev.restart), tostring(ev.maxRestarts), one_line(ev.reason, 160))
   elseif kind == 'forkProposed' then
     local cost = type(ev.estimate) == 'table' and (' · ' .. fork_cost(ev.estimate)) or ''
     return '⑂ Fork proposed  ' .. plural(#ev.tasks, 'task') .. ': ' .. table.concat(ev.tasks, '; ')
