@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
+import msgspec
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
@@ -110,7 +111,7 @@ class CovenServer(LanguageServer):
                 "toolUseId": tool_use_id,
             }
             if options:
-                params["options"] = protocol.to_plain(list(options))
+                params["options"] = msgspec.to_builtins(list(options))
             answer = protocol.to_plain(await self.protocol.ask(protocol.REQUEST_PERMISSION, params))
             if not isinstance(answer, dict) or not isinstance(answer.get("allow"), bool):
                 return Decision(
@@ -126,7 +127,7 @@ class CovenServer(LanguageServer):
         if tool_name == protocol.WORKTREE_SETUP_TOOL:
             return Decision(*await self._ask_setup(tool_input))
         question = (
-            f"{session.config.agent.capitalize()} wants to use {tool_name} in session "
+            f"{_asker(session.config.agent)} wants to use {tool_name} in session "
             f"'{session.title}': {summarize_input(tool_input, 300)}"
         )
         if options:  # the agent's own answers, as buttons
@@ -229,6 +230,11 @@ class CovenServer(LanguageServer):
             ),
         )
         return getattr(choice, "title", None)
+
+
+def _asker(agent: str) -> str:
+    """Who asks, as the question names it: `Claude`, `Codex`, an ACP agent by its name."""
+    return agent.capitalize() if agent in ("claude", "codex") else agent
 
 
 def _settles_proposal(event: dict[str, Any]) -> bool:

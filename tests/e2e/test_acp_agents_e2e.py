@@ -87,7 +87,14 @@ async def test_a_session_streams_asks_permission_for_a_command_and_goes_on(
     responses.on("Process exited", "the command ran")
     responses.on("again", "short answer")
     coven = await start_acp()
-    coven.permission_answer = lambda request: {"allow": True}
+    questions: list[dict[str, Any]] = []
+
+    def pick_allow_once(request: dict[str, Any]) -> dict[str, Any]:
+        questions.append(request)
+        once = next(o for o in request["options"] if o["kind"] == "allow_once")
+        return {"allow": True, "optionId": once["optionId"]}
+
+    coven.permission_answer = pick_allow_once
     sid = await coven.start("hello there")
     first = await coven.wait_kind(sid, "turnResult")
     assert first["text"] == "Hello from codex-acp!" and not first["isError"]
@@ -113,6 +120,14 @@ async def test_a_session_streams_asks_permission_for_a_command_and_goes_on(
     assert use["name"] == "Bash"
     [asked] = coven.of(sid, "permissionRequest")
     assert asked["toolUseId"] == use["toolUseId"] and use["seq"] < asked["seq"]
+    # codex-acp's own options, by kind, on the event and in the question; the one picked.
+    kinds = {o["optionId"]: o["kind"] for o in asked["options"]}
+    assert kinds["approved"] == "allow_once" and "reject_once" in kinds.values()
+    [question] = questions
+    assert question["options"] == asked["options"]
+    assert question["input"]["command"] == "/bin/bash -lc 'echo one > one.txt'"
+    [decided] = coven.of(sid, "permissionDecision")
+    assert decided["allow"] and decided["optionId"] == "approved"
     # codex-acp 0.16.0 at times never says the command completed (its output arrives with the
     # turn's answer, or not at all): the call then ends with the turn, not as an error.
     [done] = coven.of(sid, "toolResult")

@@ -4,6 +4,8 @@ by its kind; one not offered is a denial), the wire shapes, and the terminal's n
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import msgspec
 from acp.schema import FileEditToolCallContent, ToolCallLocation, ToolCallUpdate
@@ -12,6 +14,7 @@ from coven_ls.agents.acp.question import question_input
 from coven_ls.core.agent import Decision
 from coven_ls.core.session.permission import picked
 from coven_ls.core.workspace import isolation
+from coven_ls.lsp.connection import CovenServer
 from coven_ls.protocol import events
 from coven_ls.protocol.describe import describe_payload
 from coven_ls.protocol.types import (
@@ -124,3 +127,41 @@ def test_the_terminal_lines_of_options_modes_and_restarts() -> None:
     assert describe_payload(events.ModeChanged(mode="plan")) == "◆ mode: plan"
     restarted = events.AgentRestarted(reason="It was killed.", restart=1, maxRestarts=3)
     assert describe_payload(restarted) == "↻ agent started again (1 of 3): It was killed."
+
+
+class AskingProtocol:
+    """CovenProtocol's `ask`, answered with `answer` and recorded (no connection)."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.asked: list[tuple[str, Any]] = []
+
+    async def ask(self, method: str, params: Any) -> Any:
+        self.asked.append((method, params))
+        return self.answer
+
+
+async def test_the_lsp_front_end_asks_with_the_options_both_ways() -> None:
+    server = CovenServer(cast(Any, None), lambda _code: None)
+    session = cast(Any, SimpleNamespace(id="s-1", title="T", config=SimpleNamespace(agent="oc")))
+    # coven/requestPermission: the options as JSON, the answer's optionId given back.
+    server.custom_permissions = True
+    asking = AskingProtocol({"allow": True, "optionId": "always"})
+    server.protocol = cast(Any, asking)
+    answer = await server.ask_permission(session, "Bash", {"command": "ls"}, "c1", OPTIONS)
+    assert answer == Decision(True, "", "always")
+    [(method, params)] = asking.asked
+    assert method == "coven/requestPermission"
+    assert params["options"][2] == {"optionId": "nope", "kind": "reject_once", "name": "Reject"}
+    # Claude's question has no options on the wire.
+    await server.ask_permission(session, "Bash", {"command": "ls"}, "c2")
+    assert "options" not in asking.asked[-1][1]
+    # window/showMessageRequest: the options' names are the actions; the title picked is its id.
+    server.custom_permissions = False
+    asking = AskingProtocol(SimpleNamespace(title="Reject"))
+    server.protocol = cast(Any, asking)
+    answer = await server.ask_permission(session, "Bash", {"command": "ls"}, "c3", OPTIONS)
+    assert answer == Decision(False, "", "nope")
+    [(_method, shown)] = asking.asked
+    assert [a.title for a in shown.actions] == ["Allow once", "Always allow", "Reject"]
+    assert shown.message.startswith("oc wants to use Bash in session 'T'")
