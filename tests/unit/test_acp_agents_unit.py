@@ -135,6 +135,8 @@ async def test_covens_permission_modes_map_to_the_agents_or_are_refused(
         agent = await b.open(AgentSpec(cwd=str(tmp_path), permission_mode="plan"), Asker())
         assert fake.calls[-1] == ("mode", "plan") and agent.mode == "plan"
         await agent.set_permission_mode("acceptEdits")
+        said = await next_of(agent, ev.ModeChanged)  # between turns: said by coven-ls
+        assert said == [ev.ModeChanged("acceptEdits")]
         await agent.set_permission_mode("default")  # the mode that asks
         with pytest.raises(protocol.CovenError, match=r"no mode matching .*'bypassPermissions'"):
             await agent.set_permission_mode("bypassPermissions")

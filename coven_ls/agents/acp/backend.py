@@ -44,7 +44,7 @@ from ...core.agent import (
     Resume,
     TaskNotRunning,
 )
-from ...core.agent.events import AgentStarted
+from ...core.agent.events import AgentStarted, ModeChanged
 from ...core.agent.outbox import Outbox
 from ...protocol.types import AcpAgentConfig
 from .modes import ASKING_MODES, matching_mode, refusal
@@ -340,6 +340,8 @@ class AcpAgent:
         if target != self.mode and self.link is not None and self.session_id is not None:
             await self.link.conn.set_session_mode(session_id=self.session_id, mode_id=target)
             self.mode = target
+            if not self._in_turn:  # the agent's own report of it comes outside a turn: dropped
+                self._put(ModeChanged(target))
         self.spec = dataclasses.replace(self.spec, permission_mode=mode)  # a restart keeps it
         log.info("ACP agent %s: session %s in mode %s", self.name, self.session_id, target)
 
