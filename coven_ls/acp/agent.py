@@ -215,7 +215,10 @@ class CovenAgent:
         if session_id in self._pending:
             self._pending[session_id].mode = mode_id
             return SetSessionModeResponse()
-        await self._session(session_id).set_permission_mode(mode_id)  # type: ignore[arg-type]
+        try:
+            await self._session(session_id).set_permission_mode(mode_id)  # type: ignore[arg-type]
+        except protocol.CovenError as exc:  # an ACP agent with no matching mode, say
+            raise RequestError(exc.code, exc.message, exc.data) from exc
         return SetSessionModeResponse()
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:

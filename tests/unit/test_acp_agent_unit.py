@@ -10,6 +10,7 @@ import pytest
 from acp import RequestError
 from acp.schema import AllowedOutcome, RequestPermissionResponse
 
+from coven_ls import protocol
 from coven_ls.acp.agent import CovenAgent, _Pending
 from coven_ls.core.hub import Hub
 from coven_ls.core.session import Session
@@ -133,3 +134,19 @@ async def test_a_hosted_acp_agents_own_options_are_passed_on_and_the_pick_given_
     # The agent remembers an "always" itself: the next question is put again.
     await acp.ask_permission(cast(Session, parent), "Bash", {"command": "ls"}, "call-2", offered)
     assert len(editor.asked) == 2
+
+
+async def test_a_mode_the_hosted_agent_cannot_take_is_an_invalid_params_error() -> None:
+    acp, parent, _, _ = rig("opencode", "allow_once")
+    refusal = protocol.CovenError(
+        protocol.ErrorCode.InvalidParams, "ACP agent 'opencode' has no mode matching 'plan'"
+    )
+
+    async def refuse(mode: str) -> None:
+        raise refusal
+
+    parent.set_permission_mode = refuse
+    with pytest.raises(RequestError) as refused:
+        await acp.set_session_mode("s-1", "plan")
+    assert refused.value.code == protocol.ErrorCode.InvalidParams
+    assert "no mode matching 'plan'" in str(refused.value)
