@@ -3,6 +3,7 @@ by its kind; one not offered is a denial), the wire shapes, and the terminal's n
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -24,6 +25,7 @@ from coven_ls.protocol.types import (
     Worktree,
 )
 from coven_ls.term import options as term_options
+from coven_ls.term.run import Runner, RunOptions, Terminal
 
 OPTIONS = [
     PermissionOption(optionId="once", kind="allow_once", name="Allow once"),
@@ -165,3 +167,31 @@ async def test_the_lsp_front_end_asks_with_the_options_both_ways() -> None:
     [(_method, shown)] = asking.asked
     assert [a.title for a in shown.actions] == ["Allow once", "Always allow", "Reject"]
     assert shown.message.startswith("oc wants to use Bash in session 'T'")
+
+
+async def test_run_asks_with_the_options_and_answers_with_the_one_typed() -> None:
+    out = io.StringIO()
+    terminal = Terminal(interactive=True, yes=False, out=out)
+    runner = Runner(RunOptions(prompt="p", cwd="/"), out, terminal)
+    request = {
+        "sessionId": "s-1",
+        "toolName": "Bash",
+        "input": {"command": "npm test"},
+        "toolUseId": "c1",
+        "options": [msgspec.to_builtins(o) for o in OPTIONS],
+    }
+    asked: list[tuple[str, str, str]] = []
+
+    async def typed(question: str, choices: str, default: str, **_: Any) -> str:
+        asked.append((question, choices, default))
+        return "2"
+
+    terminal.ask = typed  # type: ignore[method-assign]
+    assert await runner._on_permission(request) == {"allow": True, "optionId": "always"}
+    [(question, choices, default)] = asked
+    assert question.endswith("\n  1. Allow once  2. Always allow  3. Reject")
+    assert (choices, default) == ("123", "3")  # no terminal: the option that rejects
+    # --yes allows once, whatever the agent calls it.
+    yes = Terminal(interactive=False, yes=True, out=out)
+    runner = Runner(RunOptions(prompt="p", cwd="/"), out, yes)
+    assert await runner._on_permission(request) == {"allow": True}
