@@ -72,7 +72,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,12 +84,21 @@ from common import LspClient, percentile, print_target, proc_value, spawn_server
 
 from coven_ls import protocol
 from coven_ls.agents import REGISTRY
-from coven_ls.core.agent import Abilities, Agent, AgentSpec, Conversation, Entry, PermissionAsker
+from coven_ls.core.agent import (
+    Abilities,
+    Agent,
+    AgentSpec,
+    Conversation,
+    Decision,
+    Entry,
+    PermissionAsker,
+)
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.journal import SWITCH_INTERVAL
 from coven_ls.core.session import Session, SessionConfig
 from coven_ls.core.store import Store, database_path
 from coven_ls.protocol.events import Payload, Text, ToolResult, ToolUse
+from coven_ls.protocol.types import PermissionOption
 
 TARGET_RELAY_COST = 0.10  # the store may cost the relay under 10%
 # An event path that does not starve (issue #12): beside a CPU-bound thread, paced events are
@@ -233,9 +242,14 @@ class BenchClient:
         self.last_frame = self._sent_at
 
     async def ask_permission(
-        self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
-    ) -> tuple[bool, str]:
-        return False, "bench"
+        self,
+        session: Session,
+        tool_name: str,
+        tool_input: dict[str, Any],
+        tool_use_id: str | None,
+        options: Sequence[PermissionOption] = (),
+    ) -> Decision:
+        return Decision(False, "bench")
 
     async def ask_fork_approval(self, session: Session, tasks: list[str]) -> bool | None:
         return None

@@ -4,7 +4,8 @@
 A prompt's text picks what it does: "tool" runs a shell tool that asks permission, "wait" streams
 a little and waits for `session/cancel`, "unknown" sends an update and a request coven-ls does
 not know; a prompt that holds a key of `replies` answers its value (the first that matches);
-anything else answers "echo: <text>". Each turn ends with a `usage_update`. `fork=False`: no
+"die" (as a process) says a word and exits with code 3 mid-turn; anything else answers
+"echo: <text>". Each turn ends with a `usage_update`. `fork=False`: no
 session/fork. Every prompt is in `prompts` with its session, every session's cwd in `cwds`.
 In-process, each connection (a session's agent process) has its own view of the one fake. As a
 process: `--linger` (does not exit when its stdin closes), `--no-fork` (no session/fork),
@@ -14,6 +15,7 @@ process: `--linger` (does not exit when its stdin closes), `--no-fork` (no sessi
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from typing import Any
 
@@ -210,6 +212,10 @@ class FakeAgent:
             await say(session_id, start_tool_call("call-2", "sleep 100", kind="execute"))
             await asyncio.wait_for(self.cancelled.wait(), 30)
             return PromptResponse(stop_reason="cancelled")
+        elif text == "die":
+            await say(session_id, update_agent_message_text("dying"))
+            await asyncio.sleep(0.2)  # the update is on its way before the process ends
+            os._exit(3)
         elif text == "unknown":
             await conn._conn.send_notification(
                 "session/update",

@@ -404,9 +404,8 @@ class FakeAgent:
                 answer: list[tuple[bool, str]] = []
 
                 async def ask(step: Ask = step, answer: list[tuple[bool, str]] = answer) -> None:
-                    answer.append(
-                        await self._ask(step.tool_name, step.tool_input, step.tool_use_id)
-                    )
+                    said = await self._ask(step.tool_name, step.tool_input, step.tool_use_id)
+                    answer.append((said[0], said[1]))  # allow, message: what Claude gets
 
                 if not await self._until_interrupted(ask):
                     break
@@ -555,6 +554,7 @@ class RecordingSink:
         self.events: list[dict[str, Any]] = []
         self.deltas: list[Any] = []
         self.permission_calls: list[tuple[Any, str, dict[str, Any], str | None]] = []
+        self.permission_options: list[list[Any]] = []  # the options each question offered
         # answers, in order; the default when the list runs out. An exception is raised; a Gate
         # is waited on and then the default is given.
         self.answers: deque[tuple[bool, str] | BaseException | Gate] = deque()
@@ -572,9 +572,15 @@ class RecordingSink:
             self._changed.set()
 
     async def ask_permission(
-        self, session: Any, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
+        self,
+        session: Any,
+        tool_name: str,
+        tool_input: dict[str, Any],
+        tool_use_id: str | None,
+        options: Any = (),
     ) -> tuple[bool, str]:
         self.permission_calls.append((session, tool_name, tool_input, tool_use_id))
+        self.permission_options.append(list(options))
         answer = self.answers.popleft() if self.answers else self.default_answer
         if isinstance(answer, BaseException):
             raise answer

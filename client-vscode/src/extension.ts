@@ -3,10 +3,12 @@
 
 import * as vscode from 'vscode';
 
+import { agentName } from './agentChoice';
 import { registerCommands } from './commands';
 import { ForkPrompts } from './forkPrompt';
 import { onPythonInterpreterChange, pythonFromExtension } from './launch';
 import { type ForkNode, type Node, type SessionNode, pendingChildren } from './model';
+import { permissionAnswer, permissionButtons } from './permissionChoice';
 import { contextStatus, describeToolInput, summarize } from './present';
 import { type RequestPermissionParams, type RequestPermissionResult, WORKTREE_SETUP_TOOL } from './protocol';
 import { CHANGES_SCHEME, ChangesReview } from './review';
@@ -208,14 +210,13 @@ async function askPermission(
   const where = session ? ` in '${session.label ?? session.title}'` : '';
   const input = params.input !== null && typeof params.input === 'object' ? params.input : {};
   if (params.toolName === WORKTREE_SETUP_TOOL) return askSetupApproval(input as Record<string, unknown>, token);
+  // An ACP agent's question offers the agent's own answers (allow once, always, reject, ...).
   const choice = await vscode.window.showWarningMessage(
-    `Claude wants to use ${params.toolName}${where}: ${describeToolInput(input, 200)}`,
-    'Allow',
-    'Deny',
+    `${agentName(session?.agent)} wants to use ${params.toolName}${where}: ${describeToolInput(input, 200)}`,
+    ...permissionButtons(params.options),
   );
   if (token.isCancellationRequested) return { allow: false, message: 'The permission request was withdrawn.' };
-  if (choice === 'Allow') return { allow: true };
-  return { allow: false, message: choice === 'Deny' ? 'Denied by the user.' : 'Denied: the question was dismissed.' };
+  return permissionAnswer(params.options, choice);
 }
 
 /**

@@ -966,6 +966,16 @@ export class CovenModel {
         this.dropStreams(rec, () => true);
         return this.append(rec, undefined, note(node, e.seq, 'error', firstLine(message), message));
       }
+      case 'modeChanged': {
+        // An ACP agent's own mode (its id: `plan`, `default`, `read-only`, …).
+        const mode = str(e.mode) ?? '?';
+        return this.append(rec, undefined, note(node, e.seq, 'warning', `Mode: ${mode}`, undefined));
+      }
+      case 'agentRestarted': {
+        const reason = str(e.reason) ?? 'its process ended';
+        const text = `Agent started again (${num(e.restart) ?? '?'} of ${num(e.maxRestarts) ?? '?'}): ${firstLine(reason)}`;
+        return this.append(rec, undefined, note(node, e.seq, 'warning', text, reason));
+      }
       case 'apiRetry': {
         const retry: ApiRetry = {
           attempt: num(e.attempt) ?? 0,

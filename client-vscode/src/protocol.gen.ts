@@ -41,6 +41,8 @@ export type Event =
   | ApiRetryEvent
   | TaskEvent
   | ErrorEvent
+  | ModeChangedEvent
+  | AgentRestartedEvent
   | ForkProposedEvent
   | ForkRejectedEvent
   | ForkStartedEvent
@@ -78,6 +80,8 @@ export type EventKind =
   | 'apiRetry'
   | 'task'
   | 'error'
+  | 'modeChanged'
+  | 'agentRestarted'
   | 'forkProposed'
   | 'forkRejected'
   | 'forkStarted'
@@ -899,6 +903,27 @@ export interface PermissionRequestEvent {
    * the `toolUse` it is about
    */
   toolUseId?: string;
+  /**
+   * the answers the agent offers (ACP agents; absent for Claude and Codex)
+   */
+  options?: PermissionOption[];
+}
+/**
+ * One of the answers an ACP agent offers to its permission question (ACP's `PermissionOption`); agents name them differently, their `kind` says what each means.
+ */
+export interface PermissionOption {
+  /**
+   * the agent's id for it, given back as the answer's `optionId`
+   */
+  optionId: string;
+  /**
+   * `allow_once`, `allow_always`, `reject_once` or `reject_always`
+   */
+  kind: 'allow_always' | 'allow_once' | 'reject_always' | 'reject_once';
+  /**
+   * what the agent calls it, to show the user
+   */
+  name: string;
 }
 /**
  * The answer to a permission request (from the user, or a timeout).
@@ -933,6 +958,10 @@ export interface PermissionDecisionEvent {
    * what the model is told when the tool is denied
    */
   message?: string;
+  /**
+   * the option picked, of the request's `options`
+   */
+  optionId?: string;
 }
 /**
  * The turn ended.
@@ -1105,6 +1134,58 @@ export interface ErrorEvent {
    * what went wrong, for a person
    */
   message: string;
+}
+/**
+ * An ACP agent reports that its session is in another of its modes (ACP's `current_mode_update`: switched by the agent, or by coven-ls for a `permissionMode`).
+ */
+export interface ModeChangedEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'modeChanged';
+  /**
+   * the agent's own id of the mode (`plan`, `default`, `read-only`, …)
+   */
+  mode: string;
+}
+/**
+ * An ACP agent's process ended by itself and was started again, its session taken up again (`session/resume`, else `session/load`); a turn that was running ended failed before this.
+ */
+export interface AgentRestartedEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'agentRestarted';
+  /**
+   * how the process ended, for a person
+   */
+  reason: string;
+  /**
+   * which restart this is of the session's agent (1, 2, …)
+   */
+  restart: number;
+  /**
+   * how many it gets: once they are used up, the next end is an `error` event
+   */
+  maxRestarts: number;
 }
 /**
  * The model asked to fork (fork mode `approve`); the session is `awaitingApproval`.
@@ -2018,6 +2099,10 @@ export interface RequestPermissionParams {
    * the `toolUseId` of the `toolUse` event it belongs to
    */
   toolUseId: string | null;
+  /**
+   * the answers the agent offers (ACP agents only; absent for Claude and Codex): the client shows them and answers with the one picked as `optionId`
+   */
+  options?: PermissionOption[] | null;
 }
 /**
  * The client's answer to `coven/requestPermission`.
@@ -2031,6 +2116,10 @@ export interface RequestPermissionResult {
    * what the model is told when the tool is denied
    */
   message?: string | null;
+  /**
+   * the option picked, one of the question's `options` (its kind then decides, whatever `allow` says); absent: `allow` means allow once or reject once, mapped by the options' kinds
+   */
+  optionId?: string | null;
 }
 /**
  * Server → client notifications: params of each.

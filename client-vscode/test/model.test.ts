@@ -247,6 +247,24 @@ describe('turns', () => {
     assert.deepEqual(outline(model), ['T [failed · $0.0100]', '  hi', '    hello', '  The Claude Code process ended.']);
   });
 
+  test("an ACP agent's mode changes and restarts are notes", () => {
+    const s = new Stream();
+    const model = new CovenModel();
+    model.applySessions([info('s-1', { title: 'T' })]);
+    model.ingest([
+      ...s.turn('s-1', 'hi', 'hello'),
+      s.ev('s-1', 'modeChanged', { mode: 'plan' }),
+      s.ev('s-1', 'agentRestarted', { reason: "The ACP agent 'opencode' was killed by SIGKILL.", restart: 1, maxRestarts: 3 }),
+    ]);
+    assert.deepEqual(outline(model), [
+      'T [done · $0.0100]',
+      '  hi',
+      '    hello',
+      '  Mode: plan',
+      "  Agent started again (1 of 3): The ACP agent 'opencode' was killed by SIGKILL.",
+    ]);
+  });
+
   test("a worktree child's environment and setup are notes, the setup's growing with its output", () => {
     // Hand-built: the recorded scenarios run no worktree setup (it needs a repository's files).
     const s = new Stream();

@@ -8,6 +8,7 @@ import asyncio
 import logging
 import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,7 @@ from acp.schema import (
 )
 
 from .. import __version__, agents, protocol
+from ..core.agent import Decision
 from ..core.fork.estimate import fork_estimate
 from ..core.hub import ClientSettings, Hub
 from ..core.session import Session
@@ -58,6 +60,7 @@ from ..protocol.describe import fork_cost
 from ..protocol.events import Delta, StatusChanged, TurnResult
 from ..protocol.tree import decode
 from ..protocol.types import AgentName, ForkChoices, ForkContext
+from ..protocol.types import PermissionOption as OfferedOption
 from . import updates
 
 log = logging.getLogger(__name__)
@@ -212,7 +215,10 @@ class CovenAgent:
         if session_id in self._pending:
             self._pending[session_id].mode = mode_id
             return SetSessionModeResponse()
-        await self._session(session_id).set_permission_mode(mode_id)  # type: ignore[arg-type]
+        try:
+            await self._session(session_id).set_permission_mode(mode_id)  # type: ignore[arg-type]
+        except protocol.CovenError as exc:  # an ACP agent with no matching mode, say
+            raise RequestError(exc.code, exc.message, exc.data) from exc
         return SetSessionModeResponse()
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
@@ -402,21 +408,37 @@ class CovenAgent:
                     rest.set_result(stop)
 
     async def ask_permission(
-        self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
-    ) -> tuple[bool, str]:
+        self,
+        session: Session,
+        tool_name: str,
+        tool_input: dict[str, Any],
+        tool_use_id: str | None,
+        options: Sequence[OfferedOption] = (),
+    ) -> Decision:
         asked = self._asked_in(session)
-        if (asked, tool_name) in self._always:
-            return True, ""
+        if not options and (asked, tool_name) in self._always:
+            return Decision(True, "")
+        tool_call = ToolCallUpdate(
+            tool_call_id=tool_use_id or f"permission-{uuid.uuid4().hex[:8]}",
+            title=updates.tool_title(tool_name, tool_input),
+            kind=updates.tool_kind(tool_name),
+            status="pending",
+            raw_input=tool_input,
+            locations=updates.tool_locations(tool_input),
+        )
+        if options:
+            # The hosted ACP agent's own answers, passed on: it remembers an "always" itself.
+            choice = await self._ask(
+                asked,
+                tool_call,
+                [PermissionOption(option_id=o.optionId, name=o.name, kind=o.kind) for o in options],
+            )
+            if choice is None:
+                return Decision(False, "Denied: the permission request was dismissed.")
+            return Decision(False, "Denied by the user.", choice)  # its kind decides
         choice = await self._ask(
             asked,
-            ToolCallUpdate(
-                tool_call_id=tool_use_id or f"permission-{uuid.uuid4().hex[:8]}",
-                title=updates.tool_title(tool_name, tool_input),
-                kind=updates.tool_kind(tool_name),
-                status="pending",
-                raw_input=tool_input,
-                locations=updates.tool_locations(tool_input),
-            ),
+            tool_call,
             [
                 PermissionOption(option_id=ALLOW_ONCE, name="Allow", kind="allow_once"),
                 PermissionOption(option_id=ALLOW_ALWAYS, name="Always allow", kind="allow_always"),
@@ -426,10 +448,10 @@ class CovenAgent:
         if choice == ALLOW_ALWAYS:
             self._always.add((asked, tool_name))
         if choice in (ALLOW_ONCE, ALLOW_ALWAYS):
-            return True, ""
+            return Decision(True, "")
         if choice == REJECT:
-            return False, "Denied by the user."
-        return False, "Denied: the permission request was dismissed."
+            return Decision(False, "Denied by the user.")
+        return Decision(False, "Denied: the permission request was dismissed.")
 
     async def ask_fork_approval(self, session: Session, tasks: list[str]) -> bool | None:
         """Asked in the nearest session the client has open; approved, the fork starts as that

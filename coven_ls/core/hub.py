@@ -13,6 +13,7 @@ import os
 import sqlite3
 import stat
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,9 +25,9 @@ from msgspec import to_builtins
 
 from .. import protocol
 from ..protocol import EventDict, Status, events
-from ..protocol.types import KeptBranch, Usage
+from ..protocol.types import KeptBranch, PermissionOption, Usage
 from . import failpoints, keep
-from .agent import Abilities, AgentSpec, Backend, Conversation
+from .agent import Abilities, AgentSpec, Backend, Conversation, Decision
 from .agent.missing import MissingBackend, refuse_if_missing
 from .agent_registry import AgentRegistry
 from .fork.branching import branch_spec, copies_there, written_conversation
@@ -86,8 +87,13 @@ class Client(Protocol):
         """Tell the user something about the server itself (the store, say)."""
 
     async def ask_permission(
-        self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
-    ) -> tuple[bool, str]: ...
+        self,
+        session: Session,
+        tool_name: str,
+        tool_input: dict[str, Any],
+        tool_use_id: str | None,
+        options: Sequence[PermissionOption] = (),
+    ) -> Decision: ...
 
     async def ask_fork_approval(self, session: Session, tasks: list[str]) -> bool | None:
         """Ask the user to approve a proposed fork; None means the client has its own fork UI
@@ -178,35 +184,48 @@ class Hub:
                 log.warning("could not tell a client about the store", exc_info=True)
 
     async def ask_permission(
-        self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
-    ) -> tuple[bool, str]:
+        self,
+        session: Session,
+        tool_name: str,
+        tool_input: dict[str, Any],
+        tool_use_id: str | None,
+        options: Sequence[PermissionOption] = (),
+    ) -> Decision:
         if session.worktree is not None:
             instead = isolation.outside_write(session.worktree, tool_name, tool_input)
             if instead is not None:
-                return False, (
+                return Decision(
+                    False,
                     "Denied: you work in your own worktree, "
                     f"{session.worktree.path}; that file belongs to the conversation you were "
-                    f"forked from. Write {instead} instead."
+                    f"forked from. Write {instead} instead.",
                 )
             instead = isolation.outside_command(
                 session.worktree, tool_name, tool_input, session.config.cwd
             )
             if instead is not None:
-                return False, (
+                return Decision(
+                    False,
                     "Denied: you work in your own worktree, "
                     f"{session.worktree.path}; this command reaches into "
                     f"{session.worktree.repository}, which belongs to the conversation you were "
-                    f"forked from. Work on {instead} instead."
+                    f"forked from. Work on {instead} instead.",
                 )
         client = self.client_for(session)
         if client is None:
-            return False, "Denied: no editor is connected to coven-ls to approve this tool use."
+            return Decision(
+                False, "Denied: no editor is connected to coven-ls to approve this tool use."
+            )
         await self.flushed()  # the permissionRequest event reaches clients before the question
         timeout = client.settings.options.permissionTimeoutSeconds
         with anyio.move_on_after(timeout):
-            return await client.ask_permission(session, tool_name, tool_input, tool_use_id)
-        return False, (
-            f"Denied: the user did not answer the permission request within {timeout:g} seconds."
+            # A client of before options may answer with a bare (allow, message).
+            return Decision(
+                *await client.ask_permission(session, tool_name, tool_input, tool_use_id, options)
+            )
+        return Decision(
+            False,
+            f"Denied: the user did not answer the permission request within {timeout:g} seconds.",
         )
 
     def client_for(self, session: Session) -> Client | None:

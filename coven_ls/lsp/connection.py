@@ -7,22 +7,23 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import anyio
+import msgspec
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from .. import __version__, protocol
-from ..core.agent import Abilities
+from ..core.agent import Abilities, Decision
 from ..core.fork.estimate import fork_estimate
 from ..core.hub import ClientSettings, Hub
 from ..core.session import Session
 from ..core.store import Store
 from ..protocol.describe import fork_cost, summarize_input
 from ..protocol.events import Delta
-from ..protocol.types import AgentOffer
+from ..protocol.types import AgentOffer, PermissionOption
 from .jsonrpc import CovenProtocol
 from .standard import StandardLsp
 
@@ -100,39 +101,54 @@ class CovenServer(LanguageServer):
             self.standard.observe(event)
 
     async def ask_permission(
-        self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
-    ) -> tuple[bool, str]:
+        self,
+        session: Session,
+        tool_name: str,
+        tool_input: dict[str, Any],
+        tool_use_id: str | None,
+        options: Sequence[PermissionOption] = (),
+    ) -> Decision:
         if self.custom_permissions:
-            answer = protocol.to_plain(
-                await self.protocol.ask(
-                    protocol.REQUEST_PERMISSION,
-                    {
-                        "sessionId": session.id,
-                        "toolName": tool_name,
-                        "input": tool_input,
-                        "toolUseId": tool_use_id,
-                    },
-                )
-            )
+            params: dict[str, Any] = {
+                "sessionId": session.id,
+                "toolName": tool_name,
+                "input": tool_input,
+                "toolUseId": tool_use_id,
+            }
+            if options:
+                params["options"] = msgspec.to_builtins(list(options))
+            answer = protocol.to_plain(await self.protocol.ask(protocol.REQUEST_PERMISSION, params))
             if not isinstance(answer, dict) or not isinstance(answer.get("allow"), bool):
-                return False, "Denied: the editor's answer to the permission request was malformed."
+                return Decision(
+                    False, "Denied: the editor's answer to the permission request was malformed."
+                )
             message = answer.get("message")
+            option_id = answer.get("optionId")
+            option_id = option_id if isinstance(option_id, str) else None
             if answer["allow"]:
-                return True, ""
-            return False, message if isinstance(message, str) and message else "Denied by the user."
+                return Decision(True, "", option_id)
+            said = message if isinstance(message, str) and message else "Denied by the user."
+            return Decision(False, said, option_id)
         if tool_name == protocol.WORKTREE_SETUP_TOOL:
-            return await self._ask_setup(tool_input)
-        title = await self._choose(
-            types.MessageType.Warning,
-            f"Claude wants to use {tool_name} in session '{session.title}': "
-            f"{summarize_input(tool_input, 300)}",
-            ["Allow", "Deny"],
+            return Decision(*await self._ask_setup(tool_input))
+        question = (
+            f"{_asker(session.config.agent)} wants to use {tool_name} in session "
+            f"'{session.title}': {summarize_input(tool_input, 300)}"
         )
+        if options:  # the agent's own answers, as buttons
+            title = await self._choose(
+                types.MessageType.Warning, question, [o.name for o in options]
+            )
+            chosen = next((o for o in options if o.name == title), None)
+            if chosen is None:
+                return Decision(False, "Denied: the permission request was dismissed.")
+            return Decision(chosen.kind.startswith("allow"), "", chosen.optionId)
+        title = await self._choose(types.MessageType.Warning, question, ["Allow", "Deny"])
         if title == "Allow":
-            return True, ""
+            return Decision(True, "")
         if title == "Deny":
-            return False, "Denied by the user."
-        return False, "Denied: the permission request was dismissed."
+            return Decision(False, "Denied by the user.")
+        return Decision(False, "Denied: the permission request was dismissed.")
 
     async def _ask_setup(self, setup: dict[str, Any]) -> tuple[bool, str]:
         """A repository's worktree setup, shown whole (its script too) before anything runs it."""
@@ -219,6 +235,11 @@ class CovenServer(LanguageServer):
             ),
         )
         return getattr(choice, "title", None)
+
+
+def _asker(agent: str) -> str:
+    """Who asks, as the question names it: `Claude`, `Codex`, an ACP agent by its name."""
+    return agent.capitalize() if agent in ("claude", "codex") else agent
 
 
 def _settles_proposal(event: dict[str, Any]) -> bool:

@@ -218,10 +218,12 @@ def describe_payload(payload: ev.Payload) -> str | None:
             return f"⚙ {name}  {summarize_input(tool_input)}"
         case ev.ToolResult(content=content, isError=failed):
             return f"  {'✗' if failed else '↳'} {one_line(content, 90)}"
-        case ev.PermissionRequest(toolName=tool):
-            return f"? {tool} asks for permission"
-        case ev.PermissionDecision(toolName=tool, allow=allow):
-            return f"  {'allowed' if allow else 'denied'} {tool}"
+        case ev.PermissionRequest(toolName=tool, options=options):
+            offered = f" ({' / '.join(o.name for o in options)})" if options else ""
+            return f"? {tool} asks for permission{offered}"
+        case ev.PermissionDecision(toolName=tool, allow=allow, optionId=option):
+            line = f"  {'allowed' if allow else 'denied'} {tool}"
+            return f"{line} ({option})" if option else line
         case ev.TurnResult(cancelled=True):
             return "■ turn cancelled"
         case ev.TurnResult(isError=failed, durationMs=duration, costUsd=cost, contextUsage=ctx):
@@ -236,6 +238,10 @@ def describe_payload(payload: ev.Payload) -> str | None:
             return queue_position(position)
         case ev.Error(message=message):
             return f"✗ error: {message}"
+        case ev.ModeChanged(mode=mode):
+            return f"◆ mode: {mode}"
+        case ev.AgentRestarted(reason=reason, restart=restart, maxRestarts=most):
+            return f"↻ agent started again ({restart} of {most}): {one_line(reason, 160)}"
         case ev.ForkProposed(tasks=tasks, estimate=estimate):
             line = f"⑂ Fork proposed  {plural(len(tasks), 'task')}: {'; '.join(tasks)}"
             return f"{line} · {fork_cost_brief(estimate)}" if estimate else line

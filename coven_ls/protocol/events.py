@@ -29,6 +29,7 @@ from .types import (
     MergeMode,
     MergeState,
     Origin,
+    PermissionOption,
     SetupSource,
     Status,
     StreamKind,
@@ -195,6 +196,8 @@ class PermissionRequest(Payload, tag="permissionRequest"):
     """the tool's input, as the model wrote it"""
     toolUseId: str | None = None
     """the `toolUse` it is about"""
+    options: list[PermissionOption] | None = None
+    """the answers the agent offers (ACP agents; absent for Claude and Codex)"""
 
 
 class PermissionDecision(Payload, tag="permissionDecision"):
@@ -208,6 +211,8 @@ class PermissionDecision(Payload, tag="permissionDecision"):
     """the `toolUse` it is about"""
     message: str | None = None
     """what the model is told when the tool is denied"""
+    optionId: str | None = None
+    """the option picked, of the request's `options`"""
 
 
 class TurnResult(Payload, tag="turnResult"):
@@ -288,6 +293,26 @@ class Error(Payload, tag="error"):
 
     message: str
     """what went wrong, for a person"""
+
+
+class ModeChanged(Payload, tag="modeChanged"):
+    """An ACP agent reports that its session is in another of its modes (ACP's
+    `current_mode_update`: switched by the agent, or by coven-ls for a `permissionMode`)."""
+
+    mode: str
+    """the agent's own id of the mode (`plan`, `default`, `read-only`, …)"""
+
+
+class AgentRestarted(Payload, tag="agentRestarted"):
+    """An ACP agent's process ended by itself and was started again, its session taken up again
+    (`session/resume`, else `session/load`); a turn that was running ended failed before this."""
+
+    reason: str
+    """how the process ended, for a person"""
+    restart: int
+    """which restart this is of the session's agent (1, 2, …)"""
+    maxRestarts: int
+    """how many it gets: once they are used up, the next end is an `error` event"""
 
 
 class ForkProposed(Payload, tag="forkProposed"):
@@ -515,6 +540,8 @@ PAYLOADS: tuple[type[Payload], ...] = (
     ApiRetry,
     Task,
     Error,
+    ModeChanged,
+    AgentRestarted,
     ForkProposed,
     ForkRejected,
     ForkStarted,
@@ -557,6 +584,8 @@ class Kind:
     API_RETRY = kind_of(ApiRetry)
     TASK = kind_of(Task)
     ERROR = kind_of(Error)
+    MODE_CHANGED = kind_of(ModeChanged)
+    AGENT_RESTARTED = kind_of(AgentRestarted)
     FORK_PROPOSED = kind_of(ForkProposed)
     FORK_REJECTED = kind_of(ForkRejected)
     FORK_STARTED = kind_of(ForkStarted)

@@ -422,7 +422,22 @@ class GetEventsParams(Wire):
     means that the log ends there"""
 
 
-class RequestPermissionParams(Wire):
+PermissionOptionKind = Literal["allow_once", "allow_always", "reject_once", "reject_always"]
+
+
+class PermissionOption(Wire):
+    """One of the answers an ACP agent offers to its permission question (ACP's
+    `PermissionOption`); agents name them differently, their `kind` says what each means."""
+
+    optionId: str
+    """the agent's id for it, given back as the answer's `optionId`"""
+    kind: PermissionOptionKind
+    """`allow_once`, `allow_always`, `reject_once` or `reject_always`"""
+    name: str
+    """what the agent calls it, to show the user"""
+
+
+class RequestPermissionParams(Wire, omit_defaults=True):
     """`coven/requestPermission` (server → client)."""
 
     sessionId: str
@@ -433,6 +448,9 @@ class RequestPermissionParams(Wire):
     """the tool's input as the model wrote it"""
     toolUseId: str | None
     """the `toolUseId` of the `toolUse` event it belongs to"""
+    options: list[PermissionOption] | None = None
+    """the answers the agent offers (ACP agents only; absent for Claude and Codex): the client
+    shows them and answers with the one picked as `optionId`"""
 
 
 # --- results -------------------------------------------------------------------------------------
@@ -756,6 +774,9 @@ class RequestPermissionResult(Wire):
     """the tool may run"""
     message: str | None = None
     """what the model is told when the tool is denied"""
+    optionId: str | None = None
+    """the option picked, one of the question's `options` (its kind then decides, whatever
+    `allow` says); absent: `allow` means allow once or reject once, mapped by the options' kinds"""
 
 
 # --- coven-ls doctor --json ----------------------------------------------------------------------

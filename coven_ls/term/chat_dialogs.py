@@ -13,6 +13,7 @@ from pygls.exceptions import JsonRpcException
 from .. import protocol
 from ..protocol.describe import change_counts, one_line, summarize_input
 from . import chat_commands as cmd
+from . import options
 from .client import CovenClient, PermissionAnswer
 from .render import estimate_lines, file_listing
 from .run import applied_line
@@ -44,13 +45,19 @@ class DialogHost(Protocol):
 async def ask_permission(chat: DialogHost, request: dict[str, Any]) -> PermissionAnswer:
     info = chat.infos.get(request["sessionId"]) or {}
     name = one_line(info.get("label") or info.get("title") or request["sessionId"], 40)
-    answer = await chat.ask(
+    question = (
         f"Allow {request['toolName']} in '{name}': "
-        f"{summarize_input(request.get('input') or {}, 120)}?",
-        "yn",
+        f"{summarize_input(request.get('input') or {}, 120)}?"
+    )
+    choices = options.offered(request)
+    answer = await chat.ask(
+        f"{question}\n  {options.listing(choices)}" if choices else question,
+        options.KEYS[: len(choices)] if choices else "yn",
         ("permission", request["sessionId"], str(request.get("toolUseId"))),
         gone="the permission request was withdrawn: its turn ended",
     )
+    if choices and answer is not None:
+        return options.answer(choices, answer)
     if answer == "y":
         return {"allow": True}
     if answer is None:

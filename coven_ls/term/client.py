@@ -25,9 +25,11 @@ class _PermissionDecision(TypedDict):
 
 
 class PermissionAnswer(_PermissionDecision, total=False):
-    """The answer to `coven/requestPermission`; `message` tells the model why it was denied."""
+    """The answer to `coven/requestPermission`; `message` tells the model why it was denied,
+    `optionId` names the option picked of those an ACP agent offered."""
 
     message: str
+    optionId: str
 
 
 EventHandler = Callable[[dict[str, Any]], None]

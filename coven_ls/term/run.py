@@ -45,6 +45,7 @@ from .. import protocol
 from ..protocol import Kind
 from ..protocol.describe import change_counts, one_line, summarize_input
 from ..protocol.types import Isolation, MergeMode, Usage
+from . import options
 from .agents import unknown_agent
 from .client import CovenClient, PermissionAnswer
 from .render import TreePrinter, estimate_lines, file_listing, merge_summary
@@ -487,6 +488,21 @@ class Runner:
             f"Allow {request['toolName']} in '{one_line(name, 40)}': "
             f"{summarize_input(request.get('input') or {}, 120)}?"
         )
+        choices = options.offered(request)
+        if choices:
+            # The agent's own answers; no terminal picks the first that rejects.
+            keys = options.KEYS[: len(choices)]
+            async with self._terminal.lock:
+                answer = await self._terminal.ask(
+                    f"{question}\n  {options.listing(choices)}", keys, options.rejecting(choices)
+                )
+            if answer == "y":  # --yes: allow once
+                return {"allow": True}
+            if answer is None:
+                return {"allow": False, "message": "Denied: the user pressed Ctrl+C."}
+            if not self._terminal.interactive:
+                return {"allow": False, "message": NO_TERMINAL_DENIAL}
+            return options.answer(choices, answer)
         async with self._terminal.lock:
             answer = await self._terminal.ask(question, "yn", default="n")
         if answer == "y":

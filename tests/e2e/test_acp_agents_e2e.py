@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -93,7 +94,14 @@ async def test_a_session_streams_asks_permission_for_a_command_and_goes_on(
     responses.on("Process exited", "the command ran")
     responses.on("again", "short answer")
     coven = await start_acp()
-    coven.permission_answer = lambda request: {"allow": True}
+    questions: list[dict[str, Any]] = []
+
+    def pick_allow_once(request: dict[str, Any]) -> dict[str, Any]:
+        questions.append(request)
+        once = next(o for o in request["options"] if o["kind"] == "allow_once")
+        return {"allow": True, "optionId": once["optionId"]}
+
+    coven.permission_answer = pick_allow_once
     sid = await coven.start("hello there")
     first = await coven.wait_kind(sid, "turnResult")
     assert first["text"] == "Hello from codex-acp!" and not first["isError"]
@@ -120,6 +128,14 @@ async def test_a_session_streams_asks_permission_for_a_command_and_goes_on(
     assert use["name"] == "Bash"
     [asked] = coven.of(sid, "permissionRequest")
     assert asked["toolUseId"] == use["toolUseId"] and use["seq"] < asked["seq"]
+    # codex-acp's own options, by kind, on the event and in the question; the one picked.
+    kinds = {o["optionId"]: o["kind"] for o in asked["options"]}
+    assert kinds["approved"] == "allow_once" and "reject_once" in kinds.values()
+    [question] = questions
+    assert question["options"] == asked["options"]
+    assert question["input"]["command"] == "/bin/bash -lc 'echo one > one.txt'"
+    [decided] = coven.of(sid, "permissionDecision")
+    assert decided["allow"] and decided["optionId"] == "approved"
     # codex-acp 0.16.0 at times never says the command completed (its output arrives with the
     # turn's answer, or not at all): the call then ends with the turn, not as an error.
     [done] = coven.of(sid, "toolResult")
@@ -376,3 +392,44 @@ def test_chat_agent_lists_the_servers_agents_and_switches_new_sessions_to_one(
             child.terminate(force=True)
     assert [r for r in responses.requests if "hello acp" in r.all_text]
     assert_no_agent_left(tmp_path)
+
+
+async def test_an_agent_killed_while_idle_and_mid_turn_is_started_again(
+    start_acp, responses
+) -> None:
+    responses.on("remember the word pineapple", "Noted: pineapple.")
+    responses.on("long", "word " * 200, chunk_chars=5, chunk_delay=0.05, times=1)
+    responses.on("Which word", "It was pineapple.")
+    coven = await start_acp()
+    sid = await coven.start("Please remember the word pineapple")
+    first = await coven.wait_kind(sid, "turnResult")
+    await coven.wait_status(sid, "idle")
+
+    # Killed while idle: started again at once, its session taken up (session/resume).
+    [idle_pid] = processes_of(coven)
+    os.kill(idle_pid, signal.SIGKILL)
+    restarted = await coven.wait_kind(sid, "agentRestarted")
+    assert (restarted["restart"], restarted["maxRestarts"]) == (1, 3)
+    assert "'codex-acp' was killed by SIGKILL" in restarted["reason"]
+    await wait_until(lambda: processes_of(coven) not in ([], [idle_pid]), 30, "a new codex-acp")
+
+    # Killed mid-turn: the turn fails with the reason, and the agent is started again.
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "a long answer please"})
+    await wait_until(
+        lambda: len(streamed(coven, sid)) > len("Noted: pineapple.") + 10, 60, "a stream"
+    )
+    [busy_pid] = processes_of(coven)
+    os.kill(busy_pid, signal.SIGKILL)
+    failed = await coven.wait_kind(sid, "turnResult", count=2)
+    assert failed["isError"] and "'codex-acp' was killed by SIGKILL" in failed["text"]
+    again = await coven.wait_kind(sid, "agentRestarted", count=2)
+    assert again["restart"] == 2 and again["seq"] > failed["seq"]
+    assert coven.of(sid, "error") == []  # restarted, not failed
+
+    # The same conversation goes on in the new process.
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "Which word was it?"})
+    third = await coven.wait_kind(sid, "turnResult", count=3)
+    assert third["text"] == "It was pineapple." and not third["isError"]
+    assert third["agentSessionId"] == first["agentSessionId"]
+    assert "Noted: pineapple." in responses.requests[-1].all_text
+    assert busy_pid not in processes_of(coven)

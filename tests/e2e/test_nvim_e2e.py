@@ -1063,6 +1063,30 @@ def test_the_tree_shows_retries_tasks_and_queue_positions(tmp_path: Path) -> Non
     assert shot["started"][-1] == "    ⑂ Fix the bugs  ▶ running"
 
 
+def test_the_tree_shows_an_acp_agents_options_modes_and_restarts(tmp_path: Path) -> None:
+    s = Steps()
+    s.event("prompt", text="Run the tests", origin="user")
+    options = [
+        {"optionId": "once", "kind": "allow_once", "name": "Allow once"},
+        {"optionId": "always", "kind": "allow_always", "name": "Always allow"},
+        {"optionId": "reject", "kind": "reject_once", "name": "Reject"},
+    ]
+    s.event("permissionRequest", toolName="Bash", input={"command": "npm test"}, options=options)
+    s.event("permissionDecision", toolName="Bash", allow=True, optionId="always")
+    s.event("modeChanged", mode="plan")
+    reason = "The ACP agent 'opencode' was killed by SIGKILL."
+    s.event("agentRestarted", reason=reason, restart=1, maxRestarts=3).snapshot("after")
+
+    shot = feed_tree(tmp_path, s.steps)
+
+    assert shot["after"][2:] == [
+        "  ? Bash asks for permission (Allow once / Always allow / Reject)",
+        "    allowed Bash (always)",
+        "  ◆ mode: plan",
+        f"  ↻ agent started again (1 of 3): {reason}",
+    ]
+
+
 def worktree_changes(merge: str, *files: tuple[str, int, int]) -> dict:
     listed = [
         {"path": p, "status": "modified", "oldPath": None, "binary": False}

@@ -10,10 +10,11 @@ import pytest
 from acp import RequestError
 from acp.schema import AllowedOutcome, RequestPermissionResponse
 
+from coven_ls import protocol
 from coven_ls.acp.agent import CovenAgent, _Pending
 from coven_ls.core.hub import Hub
 from coven_ls.core.session import Session
-from coven_ls.protocol.types import ForkChoices
+from coven_ls.protocol.types import ForkChoices, PermissionOption
 
 
 class FakeForks:
@@ -45,6 +46,7 @@ class FakeEditor:
 
     async def request_permission(self, session_id: str, tool_call: Any, options: Any) -> Any:
         self.asked.append((session_id, tool_call))
+        self.options = options
         return RequestPermissionResponse(
             outcome=AllowedOutcome(outcome="selected", option_id=self.choice)
         )
@@ -115,3 +117,40 @@ async def test_fork_context_takes_only_its_values() -> None:
     assert bad.value.code == -32602
     with pytest.raises(RequestError):
         await acp.set_config_option("temperature", "s-2", "hot")
+
+
+async def test_a_hosted_acp_agents_own_options_are_passed_on_and_the_pick_given_back() -> None:
+    acp, parent, _, editor = rig("opencode", "always")
+    offered = [
+        PermissionOption(optionId="once", kind="allow_once", name="Allow once"),
+        PermissionOption(optionId="always", kind="allow_always", name="Always allow"),
+        PermissionOption(optionId="reject", kind="reject_once", name="Reject"),
+    ]
+    answer = await acp.ask_permission(
+        cast(Session, parent), "Bash", {"command": "ls"}, "call-1", offered
+    )
+    assert answer.option_id == "always"  # its kind decides (core/session/permission.py)
+    assert [(o.option_id, o.kind, o.name) for o in editor.options] == [
+        ("once", "allow_once", "Allow once"),
+        ("always", "allow_always", "Always allow"),
+        ("reject", "reject_once", "Reject"),
+    ]
+    # The agent remembers an "always" itself: the next question is put again.
+    await acp.ask_permission(cast(Session, parent), "Bash", {"command": "ls"}, "call-2", offered)
+    assert len(editor.asked) == 2
+
+
+async def test_a_mode_the_hosted_agent_cannot_take_is_an_invalid_params_error() -> None:
+    acp, parent, _, _ = rig("opencode", "allow_once")
+    refusal = protocol.CovenError(
+        protocol.ErrorCode.InvalidParams, "ACP agent 'opencode' has no mode matching 'plan'"
+    )
+
+    async def refuse(mode: str) -> None:
+        raise refusal
+
+    parent.set_permission_mode = refuse
+    with pytest.raises(RequestError) as refused:
+        await acp.set_session_mode("s-1", "plan")
+    assert refused.value.code == protocol.ErrorCode.InvalidParams
+    assert "no mode matching 'plan'" in str(refused.value)

@@ -7,12 +7,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from acp import RequestError
 from anyio.abc import TaskGroup
@@ -20,10 +21,10 @@ from anyio.abc import TaskGroup
 from coven_ls import agents, protocol
 from coven_ls.agents.acp import AcpAgent, AcpBackend
 from coven_ls.agents.acp import process as acp_process
-from coven_ls.core.agent import AgentSpec, AgentStartError, Copy, Resume
+from coven_ls.core.agent import AgentSpec, AgentStartError, Copy, Decision, Resume
 from coven_ls.core.agent import events as ev
 from coven_ls.protocol.codec import parse
-from coven_ls.protocol.types import AcpAgentConfig
+from coven_ls.protocol.types import AcpAgentConfig, PermissionOption
 
 from ..acp_fake_agent import FakeAgent, connector
 
@@ -32,22 +33,29 @@ CONFIG = AcpAgentConfig(command=["fake-acp"])
 
 
 class Asker:
-    """A PermissionAsker that answers `allow` and records the questions; `hold` makes it wait
-    until cancelled (an interrupt withdraws the question)."""
+    """A PermissionAsker that answers `allow` (or picks the option `pick`) and records the
+    questions and the options they offered; `hold` makes it wait until cancelled (an interrupt
+    withdraws the question)."""
 
-    def __init__(self, allow: bool = True, hold: bool = False) -> None:
-        self.allow, self.hold = allow, hold
+    def __init__(self, allow: bool = True, hold: bool = False, pick: str | None = None) -> None:
+        self.allow, self.hold, self.pick = allow, hold, pick
         self.questions: list[tuple[str, dict[str, Any], str | None]] = []
+        self.options: list[list[PermissionOption]] = []
         self.asked = anyio.Event()
 
     async def __call__(
-        self, name: str, tool_input: dict[str, Any], tool_id: str | None
-    ) -> tuple[bool, str]:
+        self,
+        name: str,
+        tool_input: dict[str, Any],
+        tool_id: str | None,
+        options: Sequence[PermissionOption] = (),
+    ) -> Decision:
         self.questions.append((name, tool_input, tool_id))
+        self.options.append(list(options))
         self.asked.set()
         if self.hold:
             await anyio.sleep_forever()
-        return self.allow, "" if self.allow else "denied"
+        return Decision(self.allow, "" if self.allow else "denied", self.pick)
 
 
 @asynccontextmanager
@@ -121,6 +129,46 @@ async def test_a_mode_that_asks_is_chosen_and_a_configured_one_must_exist(
     assert ("mode", "careful") in fake.calls
 
 
+async def test_covens_permission_modes_map_to_the_agents_or_are_refused(
+    tmp_path: Path,
+) -> None:
+    fake = FakeAgent(modes=("auto", "default", "acceptEdits", "plan"))
+    async with backend(fake) as b:
+        agent = await b.open(AgentSpec(cwd=str(tmp_path), permission_mode="plan"), Asker())
+        assert fake.calls[-1] == ("mode", "plan") and agent.mode == "plan"
+        await agent.set_permission_mode("acceptEdits")
+        said = await next_of(agent, ev.ModeChanged)  # between turns: said by coven-ls
+        assert said == [ev.ModeChanged("acceptEdits")]
+        await agent.set_permission_mode("default")  # the mode that asks
+        with pytest.raises(protocol.CovenError, match=r"no mode matching .*'bypassPermissions'"):
+            await agent.set_permission_mode("bypassPermissions")
+        await agent.close()
+    modes = [c[1] for c in fake.calls if c[0] == "mode"]
+    assert modes == ["plan", "acceptEdits", "default"] and agent.mode == "default"
+
+    # A permission mode the agent cannot match at the start: the mode that asks.
+    fake = FakeAgent(modes=("auto", "default"))
+    async with backend(fake) as b:
+        spec = AgentSpec(cwd=str(tmp_path), permission_mode="bypassPermissions")
+        agent = await b.open(spec, Asker())
+        await agent.close()
+    assert [c for c in fake.calls if c[0] == "mode"] == [("mode", "default")]
+
+    # codex-acp's names; an agent without modes refuses every one.
+    fake = FakeAgent(modes=("read-only", "auto", "full-access"))
+    async with backend(fake) as b:
+        agent = await b.open(AgentSpec(cwd=str(tmp_path)), Asker())
+        await agent.set_permission_mode("bypassPermissions")
+        await agent.close()
+    assert [c for c in fake.calls if c[0] == "mode"] == [("mode", "full-access")]
+    fake = FakeAgent(modes=())
+    async with backend(fake) as b:
+        agent = await b.open(AgentSpec(cwd=str(tmp_path)), Asker())
+        with pytest.raises(protocol.CovenError, match="lists no session modes"):
+            await agent.set_permission_mode("plan")
+        await agent.close()
+
+
 async def test_a_tool_call_asks_permission_and_maps_the_answer_by_kind(tmp_path: Path) -> None:
     for allow, option, outcome in ((True, "yes", "completed"), (False, "no", "failed")):
         fake = FakeAgent()
@@ -132,6 +180,14 @@ async def test_a_tool_call_asks_permission_and_maps_the_answer_by_kind(tmp_path:
         # By kind (allow_once / reject_once), not by the first option nor by id.
         assert fake.permission.option_id == option
         assert asker.questions == [("Bash", {"command": "ls -a", "description": "ls -a"}, "call-1")]
+        # The agent's options go with the question, as they are.
+        assert asker.options == [
+            [
+                PermissionOption(optionId="yes-always", kind="allow_always", name="Always"),
+                PermissionOption(optionId="yes", kind="allow_once", name="Allow"),
+                PermissionOption(optionId="no", kind="reject_once", name="Reject"),
+            ]
+        ]
         thinking, call_message = of(ev.AgentMessage, said)[:2]
         assert thinking.parts == (ev.ThinkingPart("I should look."),)
         (call,) = call_message.parts
@@ -157,6 +213,31 @@ async def test_a_tool_call_asks_permission_and_maps_the_answer_by_kind(tmp_path:
         assert said.index(call_message) < said.index(updates[0])
         assert of(ev.AgentMessage, said)[-1].parts == (ev.TextPart("Listed."),)
         assert said[-1].outcome == "success"
+
+
+async def test_an_option_the_user_picked_is_the_answer(tmp_path: Path) -> None:
+    fake = FakeAgent()
+    async with backend(fake) as b:
+        agent = await b.open(AgentSpec(cwd=str(tmp_path)), Asker(pick="yes-always"))
+        said = await turn(agent, "tool")
+        await agent.close()
+    assert fake.permission.option_id == "yes-always"
+    assert of(ev.ToolResult, said)[0].content == "a.txt"
+
+
+async def test_a_closing_session_is_closed_in_the_agent_where_it_has_session_close(
+    tmp_path: Path,
+) -> None:
+    for can_close in (True, False):
+        fake = FakeAgent(close=can_close)
+        async with backend(fake) as b:
+            agent = await b.open(AgentSpec(cwd=str(tmp_path)), Asker())
+            await turn(agent, "hello")
+            await agent.close()
+            await agent.close()  # once is enough
+        assert [c for c in fake.calls if c[0] == "close"] == (
+            [("close", "s1")] if can_close else []
+        )
 
 
 async def test_interrupt_cancels_the_turn_and_ends_its_open_tool_calls(tmp_path: Path) -> None:
@@ -327,18 +408,71 @@ async def test_a_real_process_runs_a_turn_and_one_that_lingers_is_ended(
             assert not alive(pid)
 
 
-async def test_a_process_that_dies_ends_the_stream_with_its_reason(tmp_path: Path) -> None:
+async def next_of(agent: AcpAgent, kind: type) -> list[Any]:
+    """The agent's events up to and including the next of `kind`."""
+    said: list[Any] = []
+    with anyio.fail_after(LIMIT):
+        async for event in agent.messages():
+            said.append(event)
+            if isinstance(event, kind):
+                return said
+    raise AssertionError(f"the stream ended before a {kind.__name__}: {said}")
+
+
+async def test_a_process_killed_while_idle_is_started_again_a_bounded_number_of_times(
+    tmp_path: Path,
+) -> None:
     async with process_backend(fake_command()) as (b, _tg):
         agent = await b.open(AgentSpec(cwd=str(tmp_path)), Asker())
+        assert agent.max_restarts == 3  # protocol.md says so
+        agent.max_restarts = 2
+        assert (await turn(agent, "hi"))[-1].text == "echo: hi"
+        pids = []
+        for restart in (1, 2):
+            assert agent.link is not None and agent.link.process is not None
+            pids.append(agent.link.process.pid)
+            agent.link.process.kill()
+            (restarted,) = await next_of(agent, ev.Restarted)
+            assert "'fake' was killed by SIGKILL" in restarted.reason
+            assert (restarted.restart, restarted.max_restarts) == (restart, 2)
+            # The same session, taken up again by a new process (session/resume).
+            assert agent.session_id == "s1" and not alive(pids[-1])
+            said = await turn(agent, "again")
+            assert said[-1].outcome == "success" and said[-1].text == "echo: again"
         assert agent.link is not None and agent.link.process is not None
-        agent.link.process.kill()
+        assert agent.link.process.pid not in pids
+        agent.link.process.kill()  # the restarts are used up: the session hears the end
         with (
             anyio.fail_after(LIMIT),
-            pytest.raises(Exception, match="'fake' was killed by SIGKILL"),
+            pytest.raises(Exception, match=r"killed by SIGKILL.*started again 2 times already"),
         ):
             async for _ in agent.messages():
                 pass
         await agent.close()
+
+
+async def test_a_process_that_dies_mid_turn_fails_the_turn_and_is_started_again(
+    tmp_path: Path,
+) -> None:
+    async with process_backend(fake_command()) as (b, _tg):
+        agent = await b.open(AgentSpec(cwd=str(tmp_path)), Asker())
+        said = await turn(agent, "die")
+        assert [d.text for d in of(ev.Delta, said)] == ["dying"]
+        end = said[-1]
+        assert end.outcome == "error" and "'fake' exited with code 3" in end.text
+        (restarted,) = await next_of(agent, ev.Restarted)
+        assert restarted.restart == 1 and "exited with code 3" in restarted.reason
+        assert (await turn(agent, "hi"))[-1].text == "echo: hi"
+        await agent.close()
+
+
+def test_a_process_that_ends_while_closing_is_not_started_again() -> None:
+    agent = AcpAgent("fake", AgentSpec(cwd="/"), Asker(), None)  # type: ignore[arg-type]
+    agent.session_id = "s1"
+    agent.reopen = lambda: anyio.lowlevel.checkpoint()
+    agent.kill()
+    agent.gone("The ACP agent 'fake' was killed by SIGKILL.")
+    assert agent.restarts == 0 and agent._ready.is_set()
 
 
 async def test_a_command_not_found_or_failing_to_initialize_says_so(tmp_path: Path) -> None:

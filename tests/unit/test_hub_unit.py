@@ -116,7 +116,12 @@ class RecordingClient:
         self._changed = anyio.Event()
 
     async def ask_permission(
-        self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
+        self,
+        session: Session,
+        tool_name: str,
+        tool_input: dict[str, Any],
+        tool_use_id: str | None,
+        options: Any = (),
     ) -> tuple[bool, str]:
         if self.permission_gate is not None:
             await self.permission_gate.pass_through()  # a user who takes their time

@@ -13,10 +13,12 @@ import pytest
 
 from coven_ls import protocol
 from coven_ls.core.hub import ClientSettings, Hub
+from coven_ls.protocol import Kind
 from coven_ls.protocol.types import AcpAgentConfig
 
+from ..fakes import Gate
 from .test_agents_unit import LIMIT, Factory, run
-from .test_hub_unit import RecordingClient
+from .test_hub_unit import RecordingClient, running_hub, settings, start_fork
 
 
 def options(tmp_path: Path, **agents: AcpAgentConfig) -> ClientSettings:
@@ -83,3 +85,47 @@ async def test_a_session_of_a_removed_agent_is_kept_refused_and_deletable(
         assert hub.list_sessions() == []  # the deletion was stored
 
     await run(configured, Factory(), third)
+
+
+async def test_a_restored_fork_whose_children_ran_a_removed_agent_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A fork cut off by a restart, its children running an ACP agent that the restarted
+    server's configuration no longer names: resuming it is the same clear refusal, nothing
+    moves, and abandoning it still gives the parent what finished."""
+    state = str(tmp_path / "state")
+    agent = AcpAgentConfig(command=[sys.executable])
+    cfg = settings(tmp_path, forkMode="auto", stateDir=state, agents={"oc": agent}, agent="oc")
+    gates = {"beta": Gate()}
+    async with running_hub(cfg, gates=gates) as rig:
+        parent, children = await start_fork(rig)
+        assert {c.config.agent for c in children.values()} == {"oc"}
+        await rig.client.wait_for(Kind.STATUS, children["alpha"], status="idle")
+        await gates["beta"].wait_reached()
+        await rig.hub.flushed()
+        await rig.kill()
+    for store in rig.hub.stores.values():
+        store.close()
+    fork_id = next(e["forkId"] for e in rig.client.of(parent) if e["kind"] == Kind.FORK_STARTED)
+
+    async with running_hub(settings(tmp_path, forkMode="auto", stateDir=state)) as rig:
+        hub = rig.hub
+        restored = hub.get(parent.id)
+        await hub.flushed()
+        assert hub.forks.get(fork_id).state == "interrupted"
+        beta = children["beta"].id
+        assert hub.get(beta).info().agent == "oc"
+        with pytest.raises(protocol.CovenError) as refused:
+            hub.forks.resume(fork_id)
+        assert refused.value.code == protocol.ErrorCode.ClaudeUnavailable
+        assert refused.value.data == {"agent": "oc", "sessionId": parent.id}
+        assert "initializationOptions.agents" in refused.value.message
+        # Nothing moved: the fork is still interrupted, nothing was started.
+        assert hub.forks.get(fork_id).state == "interrupted"
+        assert hub.get(beta).status == "interrupted" and rig.backend.agents == []
+        hub.forks.abandon(fork_id)
+        finished = await rig.client.wait_for(Kind.FORK_FINISHED, restored)
+        assert [(r["label"], r["ok"]) for r in finished["results"]] == [
+            ("alpha", True),
+            ("beta", False),
+        ]

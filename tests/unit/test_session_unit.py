@@ -1012,11 +1012,13 @@ async def test_a_turn_of_agent_events_that_claude_never_sends() -> None:
             Kind.TEXT,
             Kind.TOOL_USE,
             Kind.TOOL_RESULT,
+            Kind.MODE_CHANGED,
             Kind.TURN_RESULT,
             Kind.STATUS,
         ]
         [text] = sink.of(Kind.TEXT)
         assert text["blockId"] == "b1" and text["messageId"] == "m1"
+        assert [e["mode"] for e in sink.of(Kind.MODE_CHANGED)] == ["plan"]
         assert [d.text for d in sink.deltas] == ["Hel"]
         assert turn["costUsd"] == 0.25 and turn["subtype"] == "success"
         assert turn["contextUsage"] == {"tokens": 900, "window": 4000, "model": "some-model"}

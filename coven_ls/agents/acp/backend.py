@@ -11,9 +11,10 @@ Claude Code and Codex do, and the editor's unsaved buffers are not coven's to of
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any, cast
 
@@ -38,28 +39,33 @@ from ...core.agent import (
     AgentStartError,
     Conversation,
     Copy,
+    Decision,
     Entry,
     New,
     PermissionAsker,
+    Resume,
     TaskNotRunning,
 )
-from ...core.agent.events import AgentStarted
+from ...core.agent.events import AgentStarted, ModeChanged
 from ...core.agent.outbox import Outbox
 from ...protocol.types import AcpAgentConfig
 from .abilities import Learned, advertises_fork, probe
 from .instructions import first_prompt_preamble
 from .known import reports_cost as known_reports_cost
+from .modes import ASKING_MODES, matching_mode, refusal
 from .process import Connect, Link, command_problem, initialize, process_connector
 from .purge import PurgeClient, purge_sessions
+from .question import offered, question_input
+from .restart import MAX_RESTARTS, revive
 from .translate import CostReports, Translator
 
 log = logging.getLogger(__name__)
 
 INITIALIZE_SECONDS = 60.0
-# Modes that ask before running a command, by the names agents give them, in order of
-# preference: claude-agent-acp's and qwen-code's `default`, @zed-industries/codex-acp's
-# `read-only`. An agent whose current mode is one of them keeps it.
-ASKING_MODES = ("default", "read-only", "ask")
+# How long a turn whose connection broke waits to hear how the process ended.
+DEATH_WAIT_SECONDS = 2.0
+# How long a closing session's `session/close` may take before its process is ended anyway.
+CLOSE_SESSION_SECONDS = 5.0
 # What a permission answer becomes, by ACP's option kind (ids differ from agent to agent).
 ALLOW_KINDS = ("allow_once", "allow_always")
 REJECT_KINDS = ("reject_once", "reject_always")
@@ -127,10 +133,16 @@ class AcpAgent:
     reports_ended_tasks = False  # ACP has no turn of the agent's own
 
     def __init__(
-        self, name: str, spec: AgentSpec, ask: PermissionAsker, task_group: TaskGroup
+        self,
+        name: str,
+        spec: AgentSpec,
+        ask: PermissionAsker,
+        task_group: TaskGroup,
+        configured_mode: str | None = None,
     ) -> None:
         self.name = name
-        self._spec = spec
+        self._configured_mode = configured_mode
+        self.spec = spec
         self._ask = ask
         self._tg = task_group
         self.link: Link | None = None
@@ -145,6 +157,19 @@ class AcpAgent:
         # coven's instructions, ahead of the first prompt (instructions.py)
         self._preamble = first_prompt_preamble(spec)
         self.costs = CostReports()  # the backend's, shared by its sessions
+        self.can_close = False  # the agent advertises session/close
+        # Starting the process again after it ended by itself (restart.py).
+        self.reopen: Callable[[], Awaitable[None]] | None = None
+        self.restarts = 0
+        self.max_restarts = MAX_RESTARTS
+        self._ready = anyio.Event()
+        self._ready.set()
+        self._died = anyio.Event()
+        self._death: str | None = None
+        self._turn_scope: anyio.CancelScope | None = None
+        self._turn_ended = anyio.Event()
+        self.mode_ids: list[str] = []  # the session's modes, as the agent lists them
+        self.mode: str | None = None  # the one it is in
 
     # --- the ACP client
 
@@ -157,19 +182,22 @@ class AcpAgent:
             self._put(event)
         await self._out.drained()
         name = self.translator.open_tools.get(str(tool_call.tool_call_id), "tool")
-        tool_input = self.translator.inputs.get(str(tool_call.tool_call_id), {})
-        if isinstance(tool_call.raw_input, dict):
-            tool_input = tool_call.raw_input
-        if tool_call.title and "description" not in tool_input:
-            tool_input = {**tool_input, "description": tool_call.title}
-        allow: bool | None = None
+        known = self.translator.inputs.get(str(tool_call.tool_call_id), {})
+        tool_input = question_input(name, tool_call, known)
+        answer: Decision | None = None
         with anyio.CancelScope() as scope:
             self._asking.add(scope)
             try:
-                allow, _message = await self._ask(name, tool_input, str(tool_call.tool_call_id))
+                answer = Decision(
+                    *await self._ask(
+                        name, tool_input, str(tool_call.tool_call_id), offered(options)
+                    )
+                )
             finally:
                 self._asking.discard(scope)
-        option = None if allow is None else chosen_option(options, allow)
+        option = None
+        if answer is not None:
+            option = answer.option_id or chosen_option(options, answer.allow)
         if option is None:
             # Interrupted, or the agent offers no option of that kind: ACP's "cancelled".
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
@@ -181,6 +209,8 @@ class AcpAgent:
         if session_id != self.session_id or self.translator is None:
             return
         kind = getattr(update, "session_update", None)
+        if kind == "current_mode_update":
+            self.mode = str(update.current_mode_id)
         if kind in TURN_UPDATES and not self._in_turn:
             log.debug("ACP agent %s: %s outside a turn, not shown", self.name, kind)
             return
@@ -195,9 +225,48 @@ class AcpAgent:
         log.info("ACP agent %s sent _%s, which coven-ls does not know", self.name, method)
 
     def gone(self, reason: str) -> None:
-        """The process ended by itself: the session's stream ends with the reason."""
-        self._put(AgentFailed(reason))
+        """The process ended by itself: it is started again (restart.py), else the session's
+        stream ends with the reason."""
+        if self._closed:
+            return
+        self._death = reason
+        self._died.set()
+        limit = self.max_restarts
+        if self.reopen is None or self.session_id is None or self.restarts >= limit:
+            if self.reopen is not None and self.restarts >= limit:
+                reason += f" It was started again {limit} times already: not again."
+            self._put(AgentFailed(reason))
+            self._out.close()
+            return
+        if self._turn_scope is not None:
+            self._turn_scope.cancel()  # the turn ends failed with the reason
+        for scope in list(self._asking):
+            scope.cancel()  # nobody is left to hear the answer
+        self._ready = anyio.Event()
+        self._tg.start_soon(
+            revive, self, reason, self.reopen, self._ready, name=f"ACP agent {self.name} restart"
+        )
+
+    # --- restart.Revivable
+
+    def put(self, item: object) -> None:
+        self._out.put(item)
+
+    def end(self) -> None:
         self._out.close()
+
+    async def turn_over(self) -> None:
+        if self._in_turn:
+            await self._turn_ended.wait()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def revived(self) -> None:
+        """A new process is being started: its end is news again."""
+        self._died = anyio.Event()
+        self._death = None
 
     # --- Agent
 
@@ -212,8 +281,8 @@ class AcpAgent:
             self._put(
                 AgentStarted(
                     conversation_id=self.session_id,
-                    cwd=self._spec.cwd,
-                    permission_mode=self._spec.permission_mode,
+                    cwd=self.spec.cwd,
+                    permission_mode=self.spec.permission_mode,
                     agent_version=self.agent_version,
                 )
             )
@@ -222,30 +291,46 @@ class AcpAgent:
         self._in_turn = True
         if self.translator is not None:
             self.translator.turn_started()
+        self._turn_ended = anyio.Event()
         self._tg.start_soon(self._turn, text, name=f"ACP agent {self.name} turn")
 
     async def _turn(self, text: str) -> None:
-        assert self.link is not None and self.translator is not None
         try:
-            answer = await self.link.conn.prompt(
-                session_id=self.session_id, prompt=[text_block(text)]
-            )
-        except RequestError as exc:
-            said = self.translator.failed(f"ACP agent '{self.name}' failed the turn: {exc}")
-        except Exception as exc:  # the connection broke: the process's end says why
-            if self.link.closing or self._closed:
-                return
-            log.info("ACP agent %s: prompt failed: %r", self.name, exc)
-            said = self.translator.failed(f"ACP agent '{self.name}' failed the turn: {exc!r}")
-        else:
-            said = self.translator.ended(str(answer.stop_reason), answer.usage)
-            if answer.stop_reason == "end_turn":
-                self.costs.saw(self.translator)
+            await self._ready.wait()  # a process being started again
+            for event in await self._prompt(text):
+                self._put(event)
         finally:
             self._in_turn = False
+            self._turn_ended.set()
 
-        for event in said:
-            self._put(event)
+    async def _prompt(self, text: str) -> list[AgentEvent]:
+        """The turn's end as the agent's answer to `session/prompt` says it, or its failure."""
+        link, translator = self.link, self.translator
+        if link is None or translator is None:
+            return []
+        failed = f"ACP agent '{self.name}' failed the turn:"
+        with anyio.CancelScope() as scope:
+            self._turn_scope = scope  # cancelled when the process ends (`gone`)
+            try:
+                answer = await link.conn.prompt(
+                    session_id=self.session_id, prompt=[text_block(text)]
+                )
+            except RequestError as exc:
+                return translator.failed(f"{failed} {exc}")
+            except Exception as exc:  # the connection broke: the process's end says why
+                if link.closing or self._closed:
+                    return []
+                log.info("ACP agent %s: prompt failed: %r", self.name, exc)
+                with anyio.move_on_after(DEATH_WAIT_SECONDS):
+                    await self._died.wait()
+                return translator.failed(f"{failed} {self._death or repr(exc)}")
+            finally:
+                self._turn_scope = None
+            said = translator.ended(str(answer.stop_reason), answer.usage)
+            if answer.stop_reason == "end_turn":
+                self.costs.saw(translator)
+            return said
+        return translator.failed(f"{failed} {self._death}")  # the process ended meanwhile
 
     async def messages(self) -> AsyncGenerator[AgentEvent, None]:
         async for item in self._out:
@@ -263,9 +348,17 @@ class AcpAgent:
         raise TaskNotRunning(f"ACP agent '{self.name}' runs no background task '{task_id}'.")
 
     async def set_permission_mode(self, mode: Any) -> None:
-        # The agent's own modes decide (the one that asks was chosen when it opened); coven's
-        # permission modes have no mapping onto them yet.
-        log.info("ACP agent %s: permission mode %s is not passed on", self.name, mode)
+        """The agent's mode that matches coven's permission mode; none is a refusal."""
+        target = matching_mode(str(mode), self.mode_ids, self._configured_mode)
+        if target is None:
+            raise refusal(self.name, str(mode), self.mode_ids)
+        if target != self.mode and self.link is not None and self.session_id is not None:
+            await self.link.conn.set_session_mode(session_id=self.session_id, mode_id=target)
+            self.mode = target
+            if not self._in_turn:  # the agent's own report of it comes outside a turn: dropped
+                self._put(ModeChanged(target))
+        self.spec = dataclasses.replace(self.spec, permission_mode=mode)  # a restart keeps it
+        log.info("ACP agent %s: session %s in mode %s", self.name, self.session_id, target)
 
     async def close(self) -> None:
         if self._closed:
@@ -279,9 +372,24 @@ class AcpAgent:
         self._out.close()
         if self.link is not None:
             with anyio.CancelScope(shield=True):
+                await self._close_session()
                 await self.link.aclose()
 
+    async def _close_session(self) -> None:
+        """`session/close` where the agent has it: the agent frees the session before its process
+        is ended (a later `session/resume` or `session/load` still takes it up)."""
+        if not self.can_close or self.session_id is None or self.link is None:
+            return
+        if self.link.process is not None and self.link.process.returncode is not None:
+            return
+        try:
+            with anyio.fail_after(CLOSE_SESSION_SECONDS):
+                await self.link.conn.close_session(session_id=self.session_id)
+        except Exception as exc:
+            log.info("ACP agent %s: session/close of %s: %r", self.name, self.session_id, exc)
+
     def kill(self) -> None:
+        self._closed = True  # its end is no news: not started again
         self._out.close()
         if self.link is not None:
             self.link.kill()
@@ -336,19 +444,45 @@ class AcpBackend:
                 f"ACP agent '{self.name}': a copy of a session up to one of its messages is not "
                 "supported yet."
             )
-        agent = AcpAgent(self.name, spec, ask_permission, self._tg)
+        agent = AcpAgent(self.name, spec, ask_permission, self._tg, self.config.mode)
         agent.costs = self.costs
-        connect = self._connect or process_connector(
-            self.name, self.config, spec.cwd, self._tg, dict(spec.env)
-        )
-        agent.link = await connect(cast(Client, agent), agent.gone)
+        agent.link = await self._connector(spec)(cast(Client, agent), agent.gone)
         try:
             await self._start(agent, spec)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await agent.close()
             raise
+        agent.reopen = lambda: self._reopen(agent)
         return agent
+
+    def _connector(self, spec: AgentSpec) -> Connect:
+        return self._connect or process_connector(
+            self.name, self.config, spec.cwd, self._tg, dict(spec.env)
+        )
+
+    async def _reopen(self, agent: AcpAgent) -> None:
+        """A new process for `agent`, whose process ended: its session taken up again."""
+        assert agent.session_id is not None
+        old = agent.link
+        if old is not None:
+            old.closing = True
+            with anyio.CancelScope(shield=True):
+                await old.aclose()
+        if agent.closed:
+            return  # closed meanwhile: nothing to take up
+        agent.revived()
+        spec = dataclasses.replace(agent.spec, start=Resume(agent.session_id))
+        link = agent.link = await self._connector(spec)(cast(Client, agent), agent.gone)
+        try:
+            await self._start(agent, spec)
+            if agent.closed:
+                raise AgentStartError(f"ACP agent '{self.name}': the session closed meanwhile.")
+        except BaseException:
+            link.closing = True
+            with anyio.CancelScope(shield=True):
+                await link.aclose()
+            raise
 
     def _failed(self, agent: AcpAgent, what: str, exc: BaseException) -> AgentStartError:
         tail = agent.stderr_tail().strip().splitlines()[-3:]
@@ -372,6 +506,7 @@ class AcpBackend:
         caps = init.agent_capabilities
         sessions = caps.session_capabilities if caps is not None else None
         self.learned.copies = advertises_fork(init)
+        agent.can_close = sessions is not None and sessions.close is not None
         start = spec.start
         cwd = spec.cwd
         base: float | None = 0.0
@@ -408,13 +543,37 @@ class AcpBackend:
             raise self._failed(agent, f"to open its session in {cwd}", exc) from exc
         agent.session_id = session_id
         agent.translator = Translator(session_id, self.name, cost_base=base)
-        mode = asking_mode(self.name, getattr(answer, "modes", None), self.config.mode)
+        modes: SessionModeState | None = getattr(answer, "modes", None)
+        mode = self._first_mode(agent, spec, modes)
         if mode is not None:
             try:
                 await conn.set_session_mode(session_id=session_id, mode_id=mode)
             except RequestError as exc:
                 raise self._failed(agent, f"to switch to its mode '{mode}'", exc) from exc
             log.info("ACP agent %s: session %s in mode %s", self.name, session_id, mode)
+            agent.mode = mode
+
+    def _first_mode(
+        self, agent: AcpAgent, spec: AgentSpec, modes: SessionModeState | None
+    ) -> str | None:
+        """The mode a session opens in (None: the one it is in): the agent's match for coven's
+        permission mode when that is not `default`, else one that asks (`asking_mode`)."""
+        if modes is not None:
+            agent.mode_ids = [m.id for m in modes.available_modes]
+            agent.mode = modes.current_mode_id
+        wanted = spec.permission_mode
+        if wanted is not None and wanted != "default":
+            target = matching_mode(wanted, agent.mode_ids, self.config.mode)
+            if target is not None:
+                return None if target == agent.mode else target
+            log.warning(
+                "ACP agent %s has no mode matching permission mode %s (its modes: %s): it is put "
+                "in a mode that asks",
+                self.name,
+                wanted,
+                ", ".join(agent.mode_ids) or "none",
+            )
+        return asking_mode(self.name, modes, self.config.mode)
 
     async def conversation(
         self, agent_session_id: str, cwd: str, up_to: str | None = None

@@ -217,7 +217,7 @@ class ClaudeBackend:
         async def can_use_tool(
             name: str, tool_input: dict[str, Any], context: ToolPermissionContext
         ) -> PermissionResult:
-            allow, message = await ask_permission(name, tool_input, context.tool_use_id)
+            allow, message, _ = await ask_permission(name, tool_input, context.tool_use_id)
             if allow:
                 return PermissionResultAllow()
             return PermissionResultDeny(message=message)

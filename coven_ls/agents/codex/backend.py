@@ -208,7 +208,7 @@ class CodexAgent:
         with anyio.CancelScope() as scope:
             self._asking.add(scope)
             try:
-                allow, _message = await self._ask(name, tool_input, item_id)
+                allow, _message, _ = await self._ask(name, tool_input, item_id)
             finally:
                 self._asking.discard(scope)
         return {"decision": "accept" if allow else "decline"}

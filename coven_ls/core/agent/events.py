@@ -9,9 +9,9 @@ updated while it runs (`ToolCallUpdate`), and ends with its result (`ToolResult`
 `TurnEnded`. core/session/mapping.py makes coven events (protocol/events.py) of them,
 core/session/streaming.py makes `coven/delta` of the deltas.
 
-An agent that has no such thing simply never sends it: `ToolCallUpdate`, `PlanUpdated` and
-`ModeChanged` are what an ACP agent sends and Claude and Codex do not (yet); the core reads them
-but has no coven event for them so far.
+An agent that has no such thing simply never sends it: `ToolCallUpdate`, `PlanUpdated`,
+`ModeChanged` and `Restarted` are what an ACP agent sends and Claude and Codex do not (yet); the
+core has no coven event for the first two so far (`modeChanged` and `agentRestarted` are shown).
 
 `parent_tool_call_id` is, on every event that has it, the tool call of the subagent that says it
 (Claude's Task tool), or None for the session's own agent.
@@ -236,9 +236,18 @@ class PlanUpdated:
 
 @dataclass(frozen=True)
 class ModeChanged:
-    """The agent switched its mode by itself (ACP's `current_mode_update`)."""
+    """The agent's session is in another mode (ACP's `current_mode_update`)."""
 
     mode: str
+
+
+@dataclass(frozen=True)
+class Restarted:
+    """The agent's process ended by itself and was started again on the same conversation."""
+
+    reason: str  # how it ended
+    restart: int  # which restart this is (1, 2, ...)
+    max_restarts: int
 
 
 @dataclass(frozen=True)
@@ -275,5 +284,6 @@ AgentEvent = (
     | TaskEnded
     | PlanUpdated
     | ModeChanged
+    | Restarted
     | TurnEnded
 )

@@ -9,15 +9,35 @@ Which agent a session runs is `SessionConfig.agent`; coven_ls/agents has the reg
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
-from ...protocol.types import PermissionMode
+from ...protocol.types import PermissionMode, PermissionOption
 from .events import AgentEvent
 
-# tool name, tool input, tool use id -> (allow, message for the model when denied)
-PermissionAsker = Callable[[str, dict[str, Any], "str | None"], Awaitable[tuple[bool, str]]]
+
+class Decision(NamedTuple):
+    """The user's answer to a permission question."""
+
+    allow: bool
+    message: str  # what the model is told when the tool is denied
+    # The option picked, of those the question offered (an ACP agent's); None: the answer was
+    # only allow or deny (the agent maps it by the options' kinds).
+    option_id: str | None = None
+
+
+class PermissionAsker(Protocol):
+    """Asks the user whether a tool may run: its name, input and tool use id, and the options the
+    agent offers (ACP agents' `allow once`, `always`, `reject`, ...; none for Claude and Codex)."""
+
+    def __call__(
+        self,
+        tool_name: str,
+        tool_input: dict[str, Any],
+        tool_use_id: str | None,
+        options: Sequence[PermissionOption] = (),
+    ) -> Awaitable[Decision]: ...
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ import anyio
 import msgspec
 
 from ...protocol import events
+from ..agent import Decision
 from ..session import Outcome, Session
 from ..store import default_state_dir
 from ..workspace import env_rewrite, worktree_env, worktree_setup
@@ -35,7 +36,7 @@ from ..workspace.ports import PORTS, PortBlocks
 log = logging.getLogger(__name__)
 
 # Asks the user a yes/no question as a tool permission (the hub's `ask_permission`).
-Asker = Callable[[Session, str, dict[str, Any], str | None], Awaitable[tuple[bool, str]]]
+Asker = Callable[[Session, str, dict[str, Any], str | None], Awaitable[Decision]]
 
 # In a worktree's own git folder once its environment is made: a resumed child is not set up twice.
 READY_RECORD = "coven-env-ready"
@@ -251,7 +252,8 @@ class ChildEnvironments:
         if setup.script is not None:
             question["script"] = setup.content.split("\n", 1)[1]
         parent.emit(events.PermissionRequest(toolName=worktree_setup.APPROVAL_TOOL, input=question))
-        allow, message = await self._ask(parent, worktree_setup.APPROVAL_TOOL, question, None)
+        answer = await self._ask(parent, worktree_setup.APPROVAL_TOOL, question, None)
+        allow, message = answer[0], answer[1]
         parent.emit(
             events.PermissionDecision(
                 toolName=worktree_setup.APPROVAL_TOOL,

@@ -5,11 +5,11 @@ journal satisfy them without importing this room's manager, nor it them."""
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, Protocol
 
-from ...protocol.types import AgentName
-from ..agent import AgentSpec, Backend
+from ...protocol.types import AgentName, PermissionOption
+from ..agent import AgentSpec, Backend, Decision
 from ..session import Session
 from .fork import Fork
 
@@ -41,8 +41,13 @@ class ForkHost(Protocol):
         back through `apply_changes` / `discard_changes`."""
 
     async def ask_permission(
-        self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
-    ) -> tuple[bool, str]:
+        self,
+        session: Session,
+        tool_name: str,
+        tool_input: dict[str, Any],
+        tool_use_id: str | None,
+        options: Sequence[PermissionOption] = (),
+    ) -> Decision:
         """Ask the user a yes/no question as a tool permission (a worktree setup from the
         repository); a message starting with "Denied:" means nobody answered."""
 

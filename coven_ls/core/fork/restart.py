@@ -13,6 +13,7 @@ from ... import protocol
 from ...protocol import Kind, events
 from ...protocol.types import FORK_STATES, ForkState
 from ..agent import AgentStartError
+from ..agent.missing import refuse_if_missing
 from ..session import Outcome, Session
 from ..store import Store
 from ..workspace import isolation
@@ -105,6 +106,11 @@ class Restart:
         """Run again the children of an interrupted fork that had not finished (fresh forks of
         the parent), then reintegrate as usual."""
         fork = self._interrupted(fork_id, protocol.RESUME_FORK)
+        # Children whose agent was removed from the configuration cannot run again: refused
+        # before anything moves (coven/abandonFork still gives the parent what finished).
+        refuse_if_missing(fork.parent.backend, fork.parent.id)
+        for child in unfinished(fork):
+            refuse_if_missing(child.backend, child.id)
         if fork.parent.agent_session_id is None:
             raise protocol.CovenError(
                 protocol.ErrorCode.InvalidState,

@@ -10,7 +10,7 @@ from ..agent import events as agent
 
 def to_payloads(event: agent.AgentEvent) -> list[events.Payload]:
     """The coven events one agent event produces, in order. Events coven has no event for yet
-    (a tool call's update, a plan, a mode change, streaming) produce none."""
+    (a tool call's update, a plan, streaming) produce none."""
     match event:
         case agent.AgentMessage():
             return message_payloads(event)
@@ -57,6 +57,14 @@ def to_payloads(event: agent.AgentEvent) -> list[events.Payload]:
                     totalTokens=event.total_tokens,
                     toolUses=event.tool_uses,
                     durationMs=event.duration_ms,
+                )
+            ]
+        case agent.ModeChanged():
+            return [events.ModeChanged(mode=event.mode)]
+        case agent.Restarted():
+            return [
+                events.AgentRestarted(
+                    reason=event.reason, restart=event.restart, maxRestarts=event.max_restarts
                 )
             ]
         case agent.ApiRetry():

@@ -12,15 +12,15 @@ No pygls here: events leave through the `Sink` the session is given.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import anyio
 
 from ... import protocol
 from ...protocol import EventDict, PermissionMode, Status, events
-from ...protocol.types import BranchedFrom, Origin
-from ..agent import AgentSpec, Backend, TaskNotRunning
+from ...protocol.types import BranchedFrom, Origin, PermissionOption
+from ..agent import AgentSpec, Backend, Decision, TaskNotRunning
 from ..agent.missing import refuse_if_missing
 from . import record as session_record
 from .config import SessionConfig
@@ -40,8 +40,13 @@ class Sink(EventSink, Protocol):
     """Where a session's events and questions go (the hub, in the server)."""
 
     async def ask_permission(
-        self, session: Session, tool_name: str, tool_input: dict[str, Any], tool_use_id: str | None
-    ) -> tuple[bool, str]: ...
+        self,
+        session: Session,
+        tool_name: str,
+        tool_input: dict[str, Any],
+        tool_use_id: str | None,
+        options: Sequence[PermissionOption] = (),
+    ) -> Decision: ...
 
 
 class Session(SessionState):
@@ -83,7 +88,10 @@ class Session(SessionState):
         self.on_spend: Callable[[Session], None] | None = None
         self._publisher = AgentEventPublisher(self, self._spent)
         questions = PermissionQuestions(
-            self, lambda tool, given, call: sink.ask_permission(self, tool, given, call)
+            self,
+            lambda tool, given, call, options: sink.ask_permission(
+                self, tool, given, call, options
+            ),
         )
         self._runner = Runner(
             self,
@@ -219,9 +227,10 @@ class Session(SessionState):
 
     async def set_permission_mode(self, mode: PermissionMode) -> None:
         """From now on: the running CLI's next tool call, and every later start of it."""
-        self.config.permission_mode = mode
         if self.process.agent is not None:
+            # First: an agent that cannot take the mode refuses, and the session keeps its own.
             await self.process.agent.set_permission_mode(mode)
+        self.config.permission_mode = mode
 
     async def cancel(self) -> int:
         """Interrupt the running turn and drop queued ones; returns how many were dropped. The

@@ -13,7 +13,7 @@
 -- for :CovenApply / :CovenDiscard per child (:CovenChanges lists a child's files in the
 -- quickfix list, :CovenDiff shows one). It does not declare `permissions`, so a tool that needs
 -- permission is asked about with the standard window/showMessageRequest, which Neovim answers
--- with its own prompt.
+-- with its own prompt (an ACP agent's question: the agent's options as its actions).
 
 local tree = require('coven.tree')
 

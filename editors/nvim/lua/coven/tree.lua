@@ -224,9 +224,19 @@ function M.describe(ev)
   elseif kind == 'toolResult' then
     return '  ' .. (ev.isError and '✗' or '↳') .. ' ' .. one_line(ev.content, 90)
   elseif kind == 'permissionRequest' then
-    return '? ' .. tostring(ev.toolName) .. ' asks for permission'
+    local line = '? ' .. tostring(ev.toolName) .. ' asks for permission'
+    if type(ev.options) == 'table' and #ev.options > 0 then
+      -- An ACP agent's own answers (the prompt offers them as its actions).
+      local names = {}
+      for _, option in ipairs(ev.options) do
+        names[#names + 1] = tostring(option.name)
+      end
+      line = line .. ' (' .. table.concat(names, ' / ') .. ')'
+    end
+    return line
   elseif kind == 'permissionDecision' then
-    return '  ' .. (ev.allow and 'allowed' or 'denied') .. ' ' .. tostring(ev.toolName)
+    local line = '  ' .. (ev.allow and 'allowed' or 'denied') .. ' ' .. tostring(ev.toolName)
+    return ev.optionId and (line .. ' (' .. tostring(ev.optionId) .. ')') or line
   elseif kind == 'turnResult' then
     if ev.cancelled then
       return '■ turn cancelled'
@@ -239,6 +249,10 @@ function M.describe(ev)
     return task_line(ev)
   elseif kind == 'error' then
     return '✗ error: ' .. one_line(ev.message, 200)
+  elseif kind == 'modeChanged' then
+    return '◆ mode: ' .. tostring(ev.mode)
+  elseif kind == 'agentRestarted' then
+    return string.format('↻ agent started again (%s of %s): %s', tostring(ev.restart), tostring(ev.maxRestarts), one_line(ev.reason, 160))
   elseif kind == 'forkProposed' then
     local cost = type(ev.estimate) == 'table' and (' · ' .. fork_cost(ev.estimate)) or ''
     return '⑂ Fork proposed  ' .. plural(#ev.tasks, 'task') .. ': ' .. table.concat(ev.tasks, '; ')
