@@ -16,7 +16,8 @@ from acp.interfaces import Client
 from ..agents.acp.known import KNOWN, on_path
 from ..agents.acp.process import Link, command_problem, initialize, process_connector
 from ..core.agent import AgentStartError
-from ..protocol.types import AcpAgentConfig, Finding, FindingStatus
+from ..protocol.doctor import Finding, FindingStatus
+from ..protocol.types import AcpAgentConfig
 
 INITIALIZE_SECONDS = 30.0
 FINDING_ID = "acpAgent"

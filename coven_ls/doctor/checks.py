@@ -23,7 +23,8 @@ from ..core.store import SCHEMA_VERSION, database_path
 from ..core.workspace import pool
 from ..core.workspace.git import MIN_GIT_VERSION, git_version
 from ..protocol.codec import parse
-from ..protocol.types import AcpAgentConfig, DoctorReport, Finding, InitializationOptions
+from ..protocol.doctor import DoctorReport, Finding
+from ..protocol.types import AcpAgentConfig, InitializationOptions
 from .acp_agents import check_agents
 
 PACKAGES = ("claude-agent-sdk", "pygls", "lsprotocol", "anyio", "msgspec", "agent-client-protocol")

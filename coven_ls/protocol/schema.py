@@ -19,7 +19,7 @@ from typing import Any, get_args
 
 import msgspec
 
-from . import events, types
+from . import doctor, events, types
 from .errors import ErrorCode
 from .methods import DELTA, EVENT, REQUESTS, SERVER_REQUESTS
 
@@ -52,7 +52,12 @@ def member_docs(cls: type) -> dict[str, str]:
     """Docstrings written under class attributes (`name: T` or `NAME = v` then a string)."""
     docs: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
-        if klass.__module__ in (types.__name__, events.__name__, ErrorCode.__module__):
+        if klass.__module__ in (
+            types.__name__,
+            doctor.__name__,
+            events.__name__,
+            ErrorCode.__module__,
+        ):
             docs.update(_module_docs(klass.__module__).get(klass.__name__, {}))
     return docs
 
@@ -99,7 +104,7 @@ def _describe(defs: dict[str, Any], classes: list[type[msgspec.Struct]]) -> None
 def _wire_classes() -> list[type[msgspec.Struct]]:
     return [
         cls
-        for module in (types, events)
+        for module in (types, doctor, events)
         for cls in vars(module).values()
         if isinstance(cls, type)
         and issubclass(cls, msgspec.Struct)
@@ -201,7 +206,7 @@ def build_schema() -> dict[str, Any]:
         types.CovenClientCapabilities,
         types.CovenServerCapabilities,
         types.SessionInfo,
-        types.DoctorReport,
+        doctor.DoctorReport,
         events.Envelope,
         events.ChildRef,
         events.TaskOutcome,

@@ -15,7 +15,7 @@ import msgspec
 import pytest
 
 from coven_ls.doctor.checks import sandbox_finding
-from coven_ls.protocol import types
+from coven_ls.protocol.doctor import DoctorReport, Finding
 from coven_ls.testing.scripted_model import ScriptedModel
 
 from ..gitrepo import init_repo, make_repo
@@ -24,7 +24,7 @@ from ..harness import Coven
 
 def doctor(
     tmp_path: Path, model: ScriptedModel, *args: str, env: dict[str, str] | None = None
-) -> tuple[int, dict[str, types.Finding], types.DoctorReport]:
+) -> tuple[int, dict[str, Finding], DoctorReport]:
     """Run `coven-ls doctor --json` in a clean home with the scripted model's key."""
     base = {**model.cli_environ(tmp_path / "claude-config"), "HOME": str(tmp_path / "home")}
     base["XDG_STATE_HOME"] = str(tmp_path / "state")
@@ -32,7 +32,7 @@ def doctor(
         [sys.executable, "-m", "coven_ls", "doctor", "--json", "--root", str(tmp_path), *args],
         env={**base, **(env or {})}, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
-    report = msgspec.json.decode(done.stdout, type=types.DoctorReport)
+    report = msgspec.json.decode(done.stdout, type=DoctorReport)
     assert done.returncode == (0 if report.ok else 1), done.stderr
     return done.returncode, {f.id: f for f in report.findings}, report
 
