@@ -29,6 +29,7 @@ from .types import (
     MergeMode,
     MergeState,
     Origin,
+    Sandbox,
     SetupSource,
     Status,
     StreamKind,
@@ -60,11 +61,13 @@ class Envelope(Wire):
     """UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`"""
 
 
-class ChildRef(Wire):
+class ChildRef(Wire, omit_defaults=True):
     sessionId: str
     """the child's session"""
     label: str
     """its task (also the child's `title`)"""
+    sandbox: Sandbox | None = None
+    """how the operating system holds it (see Child sandbox)"""
 
 
 class TaskOutcome(Wire, omit_defaults=True):

@@ -74,6 +74,9 @@ Isolation = Literal["worktree", "shared"]
 ForkContext = Literal["inherit", "fresh", "transcript"]
 # How a worktree fork's changes come back: merged at once, or after the user's review.
 MergeMode = Literal["auto", "review"]
+# Whether fork children run fenced by their agent's sandbox; what their commands reach.
+ChildSandbox = Literal["auto", "required", "off"]
+SandboxNetwork = Literal["full", "loopback", "none"]
 # What became of a worktree child's changes: `pending` (not brought back yet: merged when the
 # fork ends in merge mode auto, reviewed by the user in review mode), `applied` (in the
 # parent's working tree), `conflict` (not applied: they clash with what is there; kept on the
@@ -194,6 +197,12 @@ class InitializationOptions(Wire, omit_defaults=True):
     mergeMode: MergeMode = "auto"
     """how a worktree fork's changes come back: `auto` (merged when the fork ends) or `review`
     (the fork waits, `reviewing`, until the user applies or discards each child's changes)"""
+    childSandbox: ChildSandbox = "auto"
+    """whether fork children run fenced by the operating system (see Child sandbox): `auto`
+    (where their agent's sandbox is available, else unfenced, saying why), `required` (a fork
+    whose children cannot be fenced fails) or `off`"""
+    childSandboxNetwork: SandboxNetwork = "full"
+    """what a fenced child's commands reach: `full`, `loopback` (their own) or `none`"""
     worktreeSetup: str = "auto"
     """a shell command (`sh -c`) run in each fork child's new worktree, after the
     `.worktreeinclude` copies and before the child starts; `auto`: the setup the repository has
@@ -317,6 +326,10 @@ class ForkChoices(Wire, kw_only=True):
     than the parent's cannot take `context: inherit`"""
     limits: ForkLimits | None = None
     """for this fork: each limit given replaces `initializationOptions.forkLimits`' (0: none)"""
+    childSandbox: ChildSandbox | None = None
+    """for this fork: `initializationOptions.childSandbox`'s instead"""
+    childSandboxNetwork: SandboxNetwork | None = None
+    """for this fork: `initializationOptions.childSandboxNetwork`'s instead"""
 
     def choices(self) -> ForkChoices:
         """Only the fork's choices (of params that extend them)."""
@@ -567,6 +580,19 @@ class ConflictFile(Wire):
     """e.g. "changed on the same lines in the working tree and by the child" """
 
 
+class Sandbox(Wire):
+    """How the operating system holds a fork child (see Child sandbox)."""
+
+    fenced: bool
+    """true: its commands write only its worktree and its own temporary folder"""
+    by: str | None
+    """what holds it: `claude` (Claude Code's sandbox), `codex` (codex's); null when unfenced"""
+    reason: str | None
+    """why it is unfenced; else null"""
+    network: SandboxNetwork | None = None
+    """a fenced child's: what its commands reach"""
+
+
 class Worktree(Wire):
     """A fork child's git worktree."""
 
@@ -686,6 +712,8 @@ class SessionInfo(Wire):
     contextUsage: ContextUsage | None = None
     """how full its context is (its last model request against its model's window); null
     before its first model request"""
+    sandbox: Sandbox | None = None
+    """a fork child's: how the operating system holds it; else null"""
 
 
 class ListSessionsResult(Wire):
