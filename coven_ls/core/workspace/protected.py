@@ -1,8 +1,7 @@
 """The files of a parent's repository that a fenced worktree child must not write, though its
 sandbox lets it write the git folder it shares with the parent (its commits go there): the
-parent's HEAD, index, configuration and checked-out branch, and the lock files git writes them
-through. The object store stays writable (the child's commits add objects to it); refs of other
-branches too."""
+parent's HEAD, index, configuration and checked-out branch. The object store stays writable
+(the child's commits add objects to it); refs of other branches too."""
 
 from __future__ import annotations
 
@@ -13,8 +12,11 @@ from .git import git
 
 
 def protected_git_files(repository: str) -> list[str]:
-    """Absolute paths (existing files, and the `.lock` name of each: git writes a file by
-    renaming its lock over it, so a lock it cannot create keeps the file as it is). Blocking."""
+    """Absolute paths of those that exist. Each is mounted read-only over itself, so git cannot
+    rename its lock over it either (a mount point is busy). Not their `.lock` names: a sandbox
+    makes a missing path it mounts over exist in the host's folder while its command runs, and
+    a `main.lock` there would stop the user's own git (and other children's sandboxes) for that
+    long. Blocking."""
     done = git(
         repository,
         "rev-parse",
@@ -29,10 +31,5 @@ def protected_git_files(repository: str) -> list[str]:
     branch = git(repository, "symbolic-ref", "-q", "HEAD", ok=(0, 1)).stdout.decode().strip()
     if branch.startswith("refs/"):
         files.append(common_dir / branch)
-    paths: list[str] = []
-    for file in files:
-        real = Path(os.path.realpath(file))
-        if real.is_file():
-            paths.append(str(real))
-        paths.append(str(real) + ".lock")
-    return paths
+    real = (Path(os.path.realpath(file)) for file in files)
+    return [str(path) for path in real if path.is_file()]
