@@ -5,7 +5,6 @@ part of that work. Blocking: call from a worker thread."""
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,7 +38,6 @@ def commit_all(worktree: str | os.PathLike[str], message: str) -> str | None:
         )
         ignored = {os.fsdecode(p) for p in done.stdout.split(b"\0") if p}
     excluded = [f":(exclude,literal){p}" for p in known if p not in ignored]
-    excluded += [f":(exclude,literal){p}" for p in special_files(where)]
     hint = "Check that its files are readable."
     git(where, "add", "-A", "--", ".", *excluded, what=what, hint=hint)
     if copied:
@@ -52,25 +50,6 @@ def commit_all(worktree: str | os.PathLike[str], message: str) -> str | None:
     # Compare-and-swap on the old value: a commit the child makes at this very moment is not lost.
     git(where, "update-ref", "-m", "coven-ls: commit_all", "HEAD", commit, head, what=what)
     return commit
-
-
-def special_files(worktree: Path) -> list[str]:
-    """New files in the worktree that are no files git can hold (`git add` refuses them): a
-    device, a pipe, a socket. Claude Code's sandbox mounts /dev/null over the dot-files a child's
-    cwd lacks (`.bashrc`, `.gitconfig`, `.mcp.json`, ...); one left behind is never its work."""
-    done = git(worktree, "ls-files", "-z", "--others", "--exclude-standard", what="git ls-files")
-    special = []
-    for name in done.stdout.split(b"\0"):
-        if not name:
-            continue
-        path = os.fsdecode(name)
-        try:
-            mode = (worktree / path).lstat().st_mode
-        except OSError:
-            continue
-        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode) or stat.S_ISDIR(mode)):
-            special.append(path)
-    return special
 
 
 COPIED_RECORD = "coven-copied"
