@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import anyio
@@ -140,3 +141,15 @@ def test_doctor_says_how_to_get_the_claude_sandbox(tmp_path: Path, model: Script
     finding = found["claudeSandbox"]
     assert finding.status == "warning" and "bubblewrap (bwrap) not found" in finding.found
     assert finding.fix is not None and "apt install bubblewrap socat" in finding.fix
+
+
+@pytest.mark.skipif(shutil.which("socat") is None, reason="socat is not installed")
+def test_the_socat_a_fenced_cli_finds_first_is_the_real_one_tied_to_its_parent() -> None:
+    """Claude Code's sandbox starts its network bridges with the `socat` on PATH; a killed CLI
+    left them running (and a killed server's agents never all ended)."""
+    folder = claude_fence.socat_wrapper()
+    assert folder is not None
+    wrapper = Path(folder) / "socat"
+    assert os.access(wrapper, os.X_OK) and "PDEATHSIG" in wrapper.read_text()
+    done = subprocess.run([str(wrapper), "-V"], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and "socat version" in done.stdout

@@ -260,6 +260,10 @@ class ClaudeBackend:
             temp = await anyio.to_thread.run_sync(fence.make_temp)
             fenced = fence.options(spec, spec.fence, temp)
             env.update(dict.fromkeys(TEMP_VARIABLES, temp))
+            wrapper = await anyio.to_thread.run_sync(fence.socat_wrapper)
+            if wrapper is not None:
+                path = env.get("PATH") or os.environ.get("PATH", "")
+                env["PATH"] = os.pathsep.join(filter(None, [wrapper, path]))
         launcher = await anyio.to_thread.run_sync(launcher_path)
         if launcher is not None:
             env.update(COVEN_REAL_CLAUDE=cli_path, COVEN_PARENT_PID=str(os.getpid()))

@@ -22,6 +22,7 @@ Code 2.1.332 against the scripted Messages API (issue #31):
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -105,6 +106,33 @@ def make_temp() -> str:
     ):
         base = "/tmp"
     return tempfile.mkdtemp(prefix="coven-", dir=base)
+
+
+_SOCAT_WRAPPER = """#!{python}
+# Written by coven-ls: Claude Code's sandbox starts its network bridges with `socat`, which
+# outlive a CLI that is killed; this one dies with the CLI that started it.
+import ctypes, os, signal
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+os.execv({socat!r}, [{socat!r}, *__import__("sys").argv[1:]])
+"""
+
+
+def socat_wrapper() -> str | None:
+    """A folder holding a `socat` that dies with its parent, for the front of a fenced CLI's
+    PATH; None off Linux or without socat. Blocking."""
+    socat = shutil.which("socat")
+    if socat is None or not sys.platform.startswith("linux"):
+        return None
+    text = _SOCAT_WRAPPER.format(python=sys.executable, socat=socat)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    folder = Path(tempfile.gettempdir()) / f"coven-ls-{os.getuid()}" / f"socat-{digest}"
+    if not (folder / "socat").exists():
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        partial = folder / f"socat.{os.getpid()}.tmp"
+        partial.write_text(text)
+        partial.chmod(0o700)
+        partial.replace(folder / "socat")  # atomic: another server may be writing it too
+    return str(folder)
 
 
 def options(spec: AgentSpec, fence: Fence, temp: str) -> dict[str, Any]:
