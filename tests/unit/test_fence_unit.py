@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import anyio
@@ -153,3 +154,18 @@ def test_the_socat_a_fenced_cli_finds_first_is_the_real_one_tied_to_its_parent()
     assert os.access(wrapper, os.X_OK) and "PDEATHSIG" in wrapper.read_text()
     done = subprocess.run([str(wrapper), "-V"], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0 and "socat version" in done.stdout
+
+
+def test_the_temporary_folders_a_killed_server_left_are_removed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    short = Path(tempfile.mkdtemp(prefix="t", dir="/tmp"))  # short enough to be used as it is
+    try:
+        monkeypatch.setattr("tempfile.tempdir", str(short))
+        dead = short / "coven-999999999-abcdefgh"  # no such process
+        dead.mkdir()
+        mine = Path(claude_fence.make_temp())
+        assert mine.parent == short and mine.name.startswith(f"coven-{os.getpid()}-")
+        assert not dead.exists()
+    finally:
+        shutil.rmtree(short)

@@ -99,13 +99,42 @@ _SOCKET_PATH_MAX = 107
 def make_temp() -> str:
     """A fenced child's own temporary folder (its CLI's TMPDIR), short enough for the sandbox's
     sockets: in the server's temporary folder, else in /tmp when that one's path is too long (so
-    not `AgentSpec.temp_dir`, deep in the state folder). Blocking."""
+    not `AgentSpec.temp_dir`, deep in the state folder). Named after this server's process, so
+    that those a killed server left are removed by the next. Blocking."""
     base = tempfile.gettempdir()
-    if len(base) + len("/coven-12345678") + _SOCKET_NAME > _SOCKET_PATH_MAX and os.path.isdir(
+    prefix = f"coven-{os.getpid()}-"
+    if len(base) + len(f"/{prefix}12345678") + _SOCKET_NAME > _SOCKET_PATH_MAX and os.path.isdir(
         "/tmp"
     ):
         base = "/tmp"
-    return tempfile.mkdtemp(prefix="coven-", dir=base)
+    _sweep(base)
+    return tempfile.mkdtemp(prefix=prefix, dir=base)
+
+
+_swept: set[str] = set()
+
+
+def _sweep(base: str) -> None:
+    """Remove the temporary folders of fenced children whose server has ended (once a folder)."""
+    if base in _swept:
+        return
+    _swept.add(base)
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        parts = name.split("-")
+        if len(parts) != 3 or parts[0] != "coven" or not parts[1].isdigit():
+            continue
+        try:
+            os.kill(int(parts[1]), 0)
+            continue  # its server runs
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue  # another user's
+        shutil.rmtree(os.path.join(base, name), ignore_errors=True)
 
 
 _SOCAT_WRAPPER = """#!{python}
