@@ -35,9 +35,11 @@ The repository
     bundled ``claude`` CLI against a scripted model served by threads of this process. The
     parent's first turn answers at once; then ``coven/fork`` with ``--children`` tasks and
     ``isolation`` "worktree" or "shared" (initializationOptions.forkIsolation says the same;
-    mergeMode "auto", maxParallel = the child count). A child's two model replies (the Bash
-    call, then its answer) each take ``--latency`` seconds. Tool permission is asked of the
-    client, which allows it (bypassPermissions is refused when running as root), in both modes.
+    mergeMode "auto", maxParallel = the child count; childSandbox ``--child-sandbox``, off by
+    default, so that worktree children are as unfenced as shared ones). A child's two model
+    replies (the Bash call, then its answer) each take ``--latency`` seconds. Tool permission is
+    asked of the client, which allows it (bypassPermissions is refused when running as root), in
+    both modes.
     Each run has a fresh server, CLAUDE_CONFIG_DIR, stateDir, HOME, TMPDIR, workspace copy and
     model; it checks that every child succeeded (in worktree mode, that every merge was
     "applied"), that the parent's folder ends with every child's edit and every user's edit,
@@ -578,6 +580,7 @@ def run_fork(
     idle_limit: float,
     included: bool,
     server_logs: Path | None = None,
+    child_sandbox: str = "off",
 ) -> ForkRun:
     targets = template.targets(n)
     # Leaving run_dirs waits for (or kills) whatever the run left.
@@ -602,6 +605,7 @@ def run_fork(
                     "maxChildren": max(n, 8),
                     "stateDir": str(dirs.state),
                     "forkIsolation": mode,
+                    "childSandbox": child_sandbox,
                     "mergeMode": "auto",
                     "worktreePool": n,
                 },
@@ -895,6 +899,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--claude", help="CLI to run (default: as coven-ls would pick it)")
     parser.add_argument(
+        "--child-sandbox",
+        choices=("off", "auto"),
+        default="off",
+        help="initializationOptions.childSandbox of the fork runs (default off: worktree "
+        "children unfenced, as shared ones are; auto: fenced by Claude Code's sandbox)",
+    )
+    parser.add_argument(
         "--server-logs",
         type=Path,
         help="write each run's server log (INFO: the fork's phases, timed) into this folder",
@@ -963,6 +974,7 @@ def main(argv: list[str] | None = None) -> int:
                             args.idle_limit,
                             deps is not None,
                             args.server_logs,
+                            args.child_sandbox,
                         )
                     except FellBack as exc:
                         # A finding, not a figure: said, counted, and the run made again, at

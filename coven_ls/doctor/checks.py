@@ -43,6 +43,7 @@ def check(
     findings.append(found[0])
     if found[1] is not None:
         findings.append(auth(found[1]))
+        findings.append(claude_sandbox())
     codex_found, codex_path = codex_cli(codex)
     findings.append(codex_found)
     if codex_path is not None:
@@ -212,6 +213,45 @@ def sandbox_finding(
             f"(`sudo apt install bubblewrap`, `sudo dnf install bubblewrap`); see {SANDBOX_DOCS}."
         )
     return Finding("codexSandbox", "warning", SANDBOX_TITLE, found, fix)
+
+
+CLAUDE_SANDBOX_TITLE = "Claude Code's sandbox (fencing fork children)"
+
+
+def claude_sandbox() -> Finding:
+    """Whether worktree children of Claude can run fenced (`childSandbox`): bubblewrap and socat
+    on Linux, able to make a sandbox here (user namespaces), Seatbelt on macOS. A warning when
+    not: `auto` runs the children unfenced, `required` forks fail."""
+    from ..agents.claude import fence
+
+    problem = fence.support().problem
+    if problem is None:
+        if sys.platform == "darwin":
+            return Finding("claudeSandbox", "ok", CLAUDE_SANDBOX_TITLE, "Seatbelt (sandbox-exec)")
+        found = f"bubblewrap {shutil.which('bwrap')} and socat {shutil.which('socat')} work"
+        return Finding("claudeSandbox", "ok", CLAUDE_SANDBOX_TITLE, found)
+    found = (
+        f"{problem}. Until it is fixed, worktree children of Claude run unfenced "
+        "(childSandbox auto) and forks with childSandbox required fail"
+    )
+    if "not found on PATH" in problem:
+        fix = (
+            "Install them: `sudo apt install bubblewrap socat` (Debian, Ubuntu, and WSL 2 "
+            "inside its distribution), `sudo dnf install bubblewrap socat` (Fedora). WSL 1 has no "
+            "sandbox: move the distribution to WSL 2 (`wsl --set-version <distro> 2`)."
+        )
+    elif "user namespaces" in problem:
+        fix = (
+            "bubblewrap needs unprivileged user namespaces. Ubuntu 23.10+ restricts them with "
+            "AppArmor: `sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` (or an "
+            "AppArmor profile for bwrap); Debian: `sudo sysctl -w "
+            "kernel.unprivileged_userns_clone=1`. In a container without them (Docker's default "
+            "seccomp profile), run it with `--security-opt seccomp=unconfined --security-opt "
+            "apparmor=unconfined`, or set childSandbox to off there."
+        )
+    else:
+        fix = "Claude Code's sandbox runs on Linux (bubblewrap, socat) and macOS only."
+    return Finding("claudeSandbox", "warning", CLAUDE_SANDBOX_TITLE, found, fix)
 
 
 def auth(claude: str) -> Finding:

@@ -14,9 +14,9 @@ class Finding(Wire, omit_defaults=True):
     """One thing `coven-ls doctor` checked."""
 
     id: str
-    """what was checked: `python`, `packages`, `claude`, `auth`, `codex`, `codexSandbox`,
-    `acpAgent` (one per ACP agent, named in `title`), `git`, `stateDir`, `database`,
-    `worktreePool`"""
+    """what was checked: `python`, `packages`, `claude`, `auth`, `claudeSandbox`, `codex`,
+    `codexSandbox`, `acpAgent` (one per ACP agent, named in `title`), `git`, `stateDir`,
+    `database`, `worktreePool`"""
     status: FindingStatus
     """`error`: a session cannot run until it is fixed; `warning`: sessions run, something is
     missing (worktrees, saving)"""

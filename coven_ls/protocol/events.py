@@ -30,6 +30,7 @@ from .types import (
     MergeState,
     Origin,
     PermissionOption,
+    Sandbox,
     SetupSource,
     Status,
     StreamKind,
@@ -61,11 +62,13 @@ class Envelope(Wire):
     """UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`"""
 
 
-class ChildRef(Wire):
+class ChildRef(Wire, omit_defaults=True):
     sessionId: str
     """the child's session"""
     label: str
     """its task (also the child's `title`)"""
+    sandbox: Sandbox | None = None
+    """how the operating system holds it (see Child sandbox)"""
 
 
 class TaskOutcome(Wire, omit_defaults=True):

@@ -7,83 +7,13 @@ the generated TypeScript's doc comments): read this file as the reference.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 import msgspec
 
+# The enumerations live in enums.py; every wire type's module imports them from here.
+from .enums import *  # noqa: F403
 from .errors import invalid_params
-
-# --- enumerations --------------------------------------------------------------------------------
-
-Status = Literal[
-    "queued",
-    "starting",
-    "running",
-    "idle",
-    "awaitingApproval",
-    "forking",
-    "reviewing",
-    "failed",
-    "cancelled",
-    "closed",
-    "interrupted",
-]
-STATUSES: tuple[Status, ...] = get_args(Status)
-
-# A session in one of these takes no more messages. (`cancelled` is a fork child the user
-# stopped, or one that reached a fork limit; a cancelled top-level turn leaves its session `idle`.)
-FinalStatus = Literal["cancelled", "closed"]
-FINAL_STATUSES: frozenset[str] = frozenset(get_args(FinalStatus))
-
-# A fork child in one of these has stopped working on its task (for now: `idle` and `failed`
-# children may be sent follow-ups, `interrupted` ones resumed).
-SettledStatus = Literal["idle", "failed", "cancelled", "closed", "interrupted"]
-SETTLED_STATUSES: frozenset[str] = frozenset(get_args(SettledStatus))
-
-# A session in one of these when the server stopped comes back `interrupted`.
-BusyStatus = Literal["queued", "starting", "running", "forking", "awaitingApproval"]
-BUSY_STATUSES: frozenset[str] = frozenset(get_args(BusyStatus))
-
-ForkMode = Literal["auto", "approve", "off"]
-# An agent by name: `claude`, `codex`, or a name of `initializationOptions.agents` (an ACP agent).
-AgentName = str
-# Names `initializationOptions.agents` cannot take: the agents coven-ls hosts itself.
-RESERVED_AGENT_NAMES = ("claude", "codex")
-PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"]
-ForkSource = Literal["model", "user"]
-SetupSource = Literal["option", "cursor", "conductor"]
-# A fork's state, the one vocabulary of the server, its events and its clients (protocol.md, Fork
-# states; the moves between them are core/fork/state.py's table): `proposed` (the model asked,
-# the user decides), `running` (its children work), `reviewing` (they have ended; their changes
-# wait for the user), `rejected` (declined, withdrawn, or it could not start), `finished` (the
-# parent was given the results), `interrupted` (the server stopped while it ran: resume or
-# abandon it).
-ForkState = Literal["proposed", "running", "reviewing", "rejected", "finished", "interrupted"]
-FORK_STATES: tuple[ForkState, ...] = get_args(ForkState)
-# Who wrote a turn's message; `task`: the CLI started the turn itself, to report on a background
-# task (a subagent of its Agent tool) that finished.
-Origin = Literal["user", "fork", "forkResults", "forkError", "forkRejected", "task"]
-# A background task's state, as the CLI reports it.
-TaskStatus = Literal["started", "running", "completed", "failed", "stopped"]
-StreamKind = Literal["text", "thinking"]
-# Where a fork's children work: a git worktree each, or the parent's own folder.
-Isolation = Literal["worktree", "shared"]
-# What a fork child starts from: the parent's conversation resumed natively (`inherit`), nothing
-# but its brief and task (`fresh`), or the parent's conversation written into its first prompt
-# (`transcript`: the way into another agent, which cannot resume it).
-ForkContext = Literal["inherit", "fresh", "transcript"]
-# How a worktree fork's changes come back: merged at once, or after the user's review.
-MergeMode = Literal["auto", "review"]
-# What became of a worktree child's changes: `pending` (not brought back yet: merged when the
-# fork ends in merge mode auto, reviewed by the user in review mode), `applied` (in the
-# parent's working tree), `conflict` (not applied: they clash with what is there; kept on the
-# branch), `discarded` (the user said no; kept on the branch), `kept` (the child failed or was
-# cancelled: its partial work stays on the branch), `unchanged` (it changed no file).
-MergeState = Literal["pending", "applied", "conflict", "discarded", "kept", "unchanged"]
-FileStatus = Literal["added", "modified", "deleted", "renamed"]
-# Which of a fork's limits stopped a child (see ForkLimits).
-LimitName = Literal["childTokens", "childCostUsd", "childSeconds", "forkCostUsd"]
-LIMIT_NAMES: tuple[LimitName, ...] = get_args(LimitName)
 
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
@@ -194,6 +124,12 @@ class InitializationOptions(Wire, omit_defaults=True):
     mergeMode: MergeMode = "auto"
     """how a worktree fork's changes come back: `auto` (merged when the fork ends) or `review`
     (the fork waits, `reviewing`, until the user applies or discards each child's changes)"""
+    childSandbox: ChildSandbox = "auto"
+    """whether fork children run fenced by the operating system (see Child sandbox): `auto`
+    (where their agent's sandbox is available, else unfenced, saying why), `required` (a fork
+    whose children cannot be fenced fails) or `off`"""
+    childSandboxNetwork: SandboxNetwork = "full"
+    """what a fenced child's commands reach: `full`, `loopback` (their own) or `none`"""
     worktreeSetup: str = "auto"
     """a shell command (`sh -c`) run in each fork child's new worktree, after the
     `.worktreeinclude` copies and before the child starts; `auto`: the setup the repository has
@@ -337,6 +273,10 @@ class ForkChoices(Wire, kw_only=True):
     parent's); another agent than the parent's cannot take `context: inherit`"""
     limits: ForkLimits | None = None
     """for this fork: each limit given replaces `initializationOptions.forkLimits`' (0: none)"""
+    childSandbox: ChildSandbox | None = None
+    """for this fork: `initializationOptions.childSandbox`'s instead"""
+    childSandboxNetwork: SandboxNetwork | None = None
+    """for this fork: `initializationOptions.childSandboxNetwork`'s instead"""
 
     def choices(self) -> ForkChoices:
         """Only the fork's choices (of params that extend them)."""
@@ -605,6 +545,19 @@ class ConflictFile(Wire):
     """e.g. "changed on the same lines in the working tree and by the child" """
 
 
+class Sandbox(Wire):
+    """How the operating system holds a fork child (see Child sandbox)."""
+
+    fenced: bool
+    """true: its commands write only its worktree and its own temporary folder"""
+    by: str | None
+    """what holds it: `claude` (Claude Code's sandbox), `codex` (codex's); null when unfenced"""
+    reason: str | None
+    """why it is unfenced; else null"""
+    network: SandboxNetwork | None = None
+    """a fenced child's: what its commands reach"""
+
+
 class Worktree(Wire):
     """A fork child's git worktree."""
 
@@ -724,6 +677,8 @@ class SessionInfo(Wire):
     contextUsage: ContextUsage | None = None
     """how full its context is (its last model request against its model's window); null
     before its first model request"""
+    sandbox: Sandbox | None = None
+    """a fork child's: how the operating system holds it; else null"""
 
 
 class ListSessionsResult(Wire):

@@ -286,7 +286,8 @@ async def test_a_child_that_writes_the_parents_files_by_path_is_redirected(
     coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
     repo = user_repo(tmp_path / "repo")
-    coven = await coven_factory()
+    # Unfenced: a fenced child's write is refused before it is asked about (test_fence_e2e.py).
+    coven = await coven_factory(init_options={"childSandbox": "off"})
     target = repo / "stray.txt"  # new: the CLI's Write needs no Read of it first
     model.on(assigned("Stray"), ToolUse("Write", {"file_path": str(target), "content": "oops\n"}))
     model.on("Write ", "Understood, I will use my worktree.", times=1)

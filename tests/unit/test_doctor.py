@@ -52,8 +52,8 @@ def test_a_working_set_up_is_ready(tmp_path: Path, model: ScriptedModel) -> None
     code, found, report = doctor(tmp_path, model, env=codex_home(tmp_path))
     assert code == 0 and report.ok
     assert set(found) == {
-        "python", "packages", "claude", "auth", "codex", "codexSandbox", "git", "stateDir",
-        "database", "worktreePool",
+        "python", "packages", "claude", "auth", "claudeSandbox", "codex", "codexSandbox", "git",
+        "stateDir", "database", "worktreePool",
     }  # fmt: skip
     assert "codex-cli" in found["codex"].found and "model provider" in found["codex"].found
     assert found["worktreePool"].found == "no spare worktrees"

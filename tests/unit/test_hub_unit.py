@@ -583,7 +583,8 @@ async def test_restart_mid_fork_then_resume(tmp_path: Path) -> None:
         with pytest.raises(protocol.CovenError) as again:
             hub.forks.resume(stopped.fork_id)
 
-    assert resumed["children"] == [{"sessionId": beta, "label": "beta"}]
+    assert [(c["sessionId"], c["label"]) for c in resumed["children"]] == [(beta, "beta")]
+    assert resumed["children"][0]["sandbox"]["fenced"] is False  # shared: nothing to fence
     assert (resumed["state"], finished["state"]) == ("running", "finished")
     assert [(r["label"], r["ok"]) for r in finished["results"]] == [("alpha", True), ("beta", True)]
     # Only beta ran again, as a fresh fork of the parent; alpha's answer came from the store.

@@ -31,9 +31,11 @@ from ...core.agent import (
     Resume,
     launcher_path,
 )
+from ...core.fork.fence import SandboxSupport
 from ...protocol.types import PermissionMode
 from .. import binary
 from ..binary import BinarySource
+from . import fence
 from .conversation import read_conversation
 from .failure import ClaudeFailed, describe_failure
 
@@ -46,6 +48,9 @@ if TYPE_CHECKING:
     from claude_agent_sdk.types import SystemPromptPreset
 
 log = logging.getLogger(__name__)
+
+# The variables a command reads for its temporary folder (mktemp, Python's tempfile, pip, npm).
+TEMP_VARIABLES = ("TMPDIR", "TMP", "TEMP")
 
 INSTALL_HINT = (
     "Install it with `pip install claude-agent-sdk` (its wheel bundles the CLI) or "
@@ -96,9 +101,15 @@ class ClaudeAgent:
 
     reports_ended_tasks = True
 
-    def __init__(self, client: ClaudeSDKClient, stderr_lines: collections.deque[str]) -> None:
+    def __init__(
+        self,
+        client: ClaudeSDKClient,
+        stderr_lines: collections.deque[str],
+        temp: str | None = None,
+    ) -> None:
         self._client = client
         self._stderr = stderr_lines
+        self._temp = temp  # a fenced child's temporary folder
 
     async def send(self, text: str) -> None:
         await self._client.query(text)
@@ -131,7 +142,12 @@ class ClaudeAgent:
         await self._client.set_permission_mode(mode)
 
     async def close(self) -> None:
-        await self._client.disconnect()
+        try:
+            await self._client.disconnect()
+        finally:
+            if self._temp is not None:
+                temp, self._temp = self._temp, None
+                await anyio.to_thread.run_sync(lambda: shutil.rmtree(temp, ignore_errors=True))
 
     def kill(self) -> None:
         # The SDK has no public handle on its process, and its disconnect() gives a process 5 s
@@ -176,6 +192,9 @@ class ClaudeBackend:
 
     async def aclose(self) -> None:
         return None  # nothing shared: each session's process ends with its agent
+
+    def sandbox_support(self) -> SandboxSupport:
+        return fence.support()
 
     async def fork_point_problem(self, conversation: str, message_id: str) -> str | None:
         return None  # the CLI copies a conversation up to any of its messages
@@ -240,6 +259,18 @@ class ClaudeBackend:
             # system_prompt=None would mean an EMPTY system prompt, not Claude Code's own.
             system_prompt = {"type": "preset", "preset": "claude_code"}
         cli_path, env = shutil.which(self.cli_path) or self.cli_path, dict(spec.env)
+        fenced: dict[str, Any] = {}
+        temp: str | None = None
+        if spec.fence is not None:
+            # A temporary folder of its own (the sandbox's is $TMPDIR/claude-<uid>, shared by
+            # every child otherwise); removed when the agent closes.
+            temp = await anyio.to_thread.run_sync(fence.make_temp)
+            fenced = fence.options(spec, spec.fence, temp)
+            env.update(dict.fromkeys(TEMP_VARIABLES, temp))
+            wrapper = await anyio.to_thread.run_sync(fence.socat_wrapper)
+            if wrapper is not None:
+                path = env.get("PATH") or os.environ.get("PATH", "")
+                env["PATH"] = os.pathsep.join(filter(None, [wrapper, path]))
         launcher = await anyio.to_thread.run_sync(launcher_path)
         if launcher is not None:
             env.update(COVEN_REAL_CLAUDE=cli_path, COVEN_PARENT_PID=str(os.getpid()))
@@ -257,6 +288,7 @@ class ClaudeBackend:
             # Token by token, as the CLI itself shows it; and a subagent's own words too.
             include_partial_messages=True,
             forward_subagent_text=True,
+            **fenced,
         )
         client = ClaudeSDKClient(options)
         try:
@@ -265,8 +297,10 @@ class ClaudeBackend:
             # The reason is on stderr, which is read apart from the exit: give it a moment.
             with anyio.move_on_after(STDERR_GRACE_SECONDS):
                 await said.wait()
+            if temp is not None:
+                shutil.rmtree(temp, ignore_errors=True)
             raise AgentStartError(describe_failure(exc, "\n".join(stderr_lines))) from exc
-        return ClaudeAgent(client, stderr_lines)
+        return ClaudeAgent(client, stderr_lines, temp)
 
 
 def start_options(spec: AgentSpec) -> dict[str, Any]:

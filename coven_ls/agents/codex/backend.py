@@ -27,6 +27,7 @@ from ...core.agent import (
     TaskNotRunning,
 )
 from ...core.agent.outbox import Outbox
+from ...core.fork.fence import SandboxSupport
 from .. import binary
 from ..binary import BinarySource
 from .appserver import AppServer, AppServerGone, CodexRpcError
@@ -542,6 +543,12 @@ class CodexBackend:
             agent.rollout = RolloutTail(self._rollouts[thread_id])
         server.listen(thread_id, agent)
         return agent
+
+    def sandbox_support(self) -> SandboxSupport:
+        """codex runs every command in its own sandbox (read-only or workspace-write, by the
+        permission mode; a worktree child's narrowed to its worktree: `sandbox_policy`), but
+        bypassPermissions' danger-full-access."""
+        return SandboxSupport(by="codex", always_on=True, unfenced_modes=("bypassPermissions",))
 
     async def fork_point_problem(self, conversation: str, message_id: str) -> str | None:
         try:

@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator, Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
-from ...protocol.types import PermissionMode, PermissionOption
+from ...protocol.types import PermissionMode, PermissionOption, SandboxNetwork
 from .events import AgentEvent
 
 
@@ -74,6 +74,17 @@ Start = New | Resume | Copy
 
 
 @dataclass(frozen=True)
+class Fence:
+    """An agent asked to run its commands in the operating system's sandbox (a fenced worktree
+    child, core/fork/fence.py): they write only its cwd and its `temp_dir`; its file tools write
+    nothing under `read_only_roots` but there; and the parent's git files it shares the git
+    folder with (`protected`: HEAD, index, config, branch, their locks) stay as they are."""
+
+    network: SandboxNetwork = "full"
+    protected: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class AgentSpec:
     """Everything needed to start one agent process."""
 
@@ -92,6 +103,9 @@ class AgentSpec:
     # repository); that agent makes it and points its commands' TMPDIR at it. The core removes
     # it with the worktree.
     temp_dir: str | None = None
+    # Set: run fenced by the agent's own sandbox (an agent whose sandbox is always on, codex's,
+    # needs nothing more).
+    fence: Fence | None = None
     # What the conversation is called where the user meets it outside coven (codex's own
     # `codex resume` list): a fork child's label, else the session's title. Only for a new
     # conversation or a copy; a resumed one keeps its name.

@@ -11,13 +11,13 @@ import uuid
 import anyio
 
 from ...protocol import events
-from ...protocol.types import ForkChoices, Worktree
+from ...protocol.types import ForkChoices, Isolation, Sandbox, Worktree
 from .. import failpoints
 from ..agent import AgentSpec, AgentStartError, Copy, New
 from ..session import Session
 from ..workspace import isolation
 from ..workspace.git import GitError
-from . import recorded, transcript
+from . import fence, recorded, transcript
 from .ahead import Ahead
 from .bring_back import BringBack
 from .child_env import ChildEnvironments
@@ -72,6 +72,10 @@ class Children:
                 )
             fork.choices = overlay(fork.choices, ForkChoices(context="transcript"))
             chosen = fork.settings
+        support = await anyio.to_thread.run_sync(fence.support_of, backend)
+        if chosen.child_sandbox == "required":
+            # Before any worktree is made: an agent that cannot be fenced here fails at once.
+            self._fence(fork, "worktree", None, support)
         await self.read_conversation(fork)
         started = time.monotonic()
         trees = await isolation.plan(
@@ -105,6 +109,7 @@ class Children:
                     f"the worktrees could not be made: {reason}", trees.merge_mode
                 )
         fork.trees = trees
+        sandbox = self._fence(fork, trees.mode, trees.reason, support)
         log.info(
             "fork %s: %s; snapshot %.2f s, worktrees %.2f s",
             fork.id,
@@ -119,6 +124,7 @@ class Children:
                 parent, fork.id, label, self.child_spec(fork, cwd), chosen.agent
             )
             child.isolation, child.isolation_reason = trees.mode, trees.reason
+            child.sandbox = sandbox
             child.worktree = tree
             fork.children.append(child)
         self._journal.fork_changed(fork)
@@ -142,6 +148,21 @@ class Children:
         )
         for child in fork.children:
             self._host.launch(child)
+
+    @staticmethod
+    def _fence(
+        fork: Fork, mode: Isolation, reason: str | None, support: fence.SandboxSupport | None
+    ) -> Sandbox:
+        chosen = fork.settings
+        return fence.decide(
+            chosen.child_sandbox,
+            chosen.child_sandbox_network,
+            mode,
+            reason,
+            chosen.agent,
+            support,
+            fork.parent.config.permission_mode,
+        )
 
     async def read_conversation(self, fork: Fork) -> None:
         """The parent's conversation, for `transcript` children (once per fork and server)."""
@@ -243,4 +264,6 @@ class Children:
 
 
 def refs(children: list[Session]) -> list[events.ChildRef]:
-    return [events.ChildRef(sessionId=c.id, label=c.label or "") for c in children]
+    return [
+        events.ChildRef(sessionId=c.id, label=c.label or "", sandbox=c.sandbox) for c in children
+    ]

@@ -18,11 +18,13 @@ import msgspec
 from ... import protocol
 from ...protocol.types import (
     AgentName,
+    ChildSandbox,
     ForkChoices,
     ForkContext,
     ForkLimits,
     Isolation,
     MergeMode,
+    SandboxNetwork,
 )
 from ..agent import Abilities
 from ..session import SessionConfig
@@ -40,6 +42,8 @@ class ForkSettings:
     context: ForkContext
     limits: ForkLimits | None  # None: no limit
     own_agent: bool  # the children run the parent's agent
+    child_sandbox: ChildSandbox = "auto"  # whether the children run fenced (fork/fence.py)
+    child_sandbox_network: SandboxNetwork = "full"
 
     @property
     def native(self) -> bool:
@@ -69,6 +73,8 @@ def resolve(
         context=choices.context or ("inherit" if own and copies is not False else "transcript"),
         limits=merge_limits(config.fork_limits, choices.limits),
         own_agent=own,
+        child_sandbox=choices.childSandbox or config.child_sandbox,
+        child_sandbox_network=choices.childSandboxNetwork or config.child_sandbox_network,
     )
 
 

@@ -29,6 +29,7 @@ from .children import Children
 from .choices import ForkSettings, overlay, resolve
 from .choices import check as check_choices
 from .estimate import fork_estimate
+from .fence import FenceRequired
 from .fork import Fork, active_fork
 from .host import ForkHost, ForkJournal, Spawn
 from .limits import Limits
@@ -352,9 +353,13 @@ class ForkManager:
             await failpoints.reached("approved")
             await self.children.prepare(fork)
         except Exception as exc:
-            # A bug or a broken state folder: the parent must not wait for children that will
-            # never exist, so the fork ends as refused, and the model and the user are told why.
-            log.exception("fork %s could not start", fork.id)
+            # A bug or a broken state folder (or children that cannot be fenced as required):
+            # the parent must not wait for children that will never exist, so the fork ends as
+            # refused, and the model and the user are told why.
+            if isinstance(exc, FenceRequired):
+                log.warning("fork %s could not start: %s", fork.id, exc)
+            else:
+                log.exception("fork %s could not start", fork.id)
             fork.parent.emit(events.Error(message=f"The fork could not start: {exc}"))
             self._reject(
                 fork,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from ... import protocol
 from ...protocol import ForkMode, InitializationOptions, PermissionMode
-from ...protocol.types import ForkLimits, Isolation, MergeMode
+from ...protocol.types import ChildSandbox, ForkLimits, Isolation, MergeMode, SandboxNetwork
 from ..fork.spend import merge_limits
 
 _DEFAULTS = InitializationOptions()  # the options' defaults, for sessions built without options
@@ -28,6 +28,8 @@ class SessionConfig:
     env: dict[str, str] = field(default_factory=dict)
     fork_isolation: Isolation | None = _DEFAULTS.forkIsolation  # None: worktree in a git repo
     merge_mode: MergeMode = _DEFAULTS.mergeMode
+    child_sandbox: ChildSandbox = _DEFAULTS.childSandbox
+    child_sandbox_network: SandboxNetwork = _DEFAULTS.childSandboxNetwork
     state_dir: str | None = None  # where forks' worktrees go (None: the default state folder)
     worktree_pool: int = _DEFAULTS.worktreePool  # spare worktrees per repository that forked
     child_idle_timeout: float = _DEFAULTS.childIdleTimeoutSeconds  # for its fork children; 0: off
@@ -64,6 +66,8 @@ class SessionConfig:
             fork_limits=merge_limits(None, options.forkLimits),
             fork_isolation=options.forkIsolation,
             merge_mode=options.mergeMode,
+            child_sandbox=options.childSandbox,
+            child_sandbox_network=options.childSandboxNetwork,
             state_dir=options.stateDir,
             worktree_pool=options.worktreePool,
             child_idle_timeout=options.childIdleTimeoutSeconds,

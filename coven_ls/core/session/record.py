@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from ... import protocol
-from ...protocol.types import LIMIT_NAMES, Changes, ContextUsage, Usage, Worktree
+from ...protocol.types import LIMIT_NAMES, Changes, ContextUsage, Sandbox, Usage, Worktree
 from ..agent import Copy
 from ..fork.spend import limits_row
 from .state import Outcome, SessionState
@@ -54,6 +54,7 @@ def record(session: SessionState) -> dict[str, Any]:
             "worktree": msgspec.to_builtins(session.worktree),
             "changes": msgspec.to_builtins(session.changes),
             "since": session.changes_since,
+            "sandbox": None if session.sandbox is None else msgspec.to_builtins(session.sandbox),
         },
         "branched_from": None if session.branched_from is None else _branch_row(session),
         "fork_limits": limits_row(session.config.fork_limits),
@@ -103,5 +104,7 @@ def restore(session: SessionState, row: dict[str, Any]) -> None:
         if isolation.get("changes"):
             session.changes = msgspec.convert(isolation["changes"], Changes)
         session.changes_since = isolation.get("since")
+        if isolation.get("sandbox"):
+            session.sandbox = msgspec.convert(isolation["sandbox"], Sandbox)
     if session.status in protocol.BUSY_STATUSES:
         session.set_status("interrupted")

@@ -19,10 +19,12 @@ import anyio
 
 from ... import protocol
 from ...protocol import Status, events
+from ...protocol.types import Worktree
 from ..agent import (
     Agent,
     AgentFailed,
     AgentSpec,
+    Fence,
     New,
     PermissionAsker,
     Resume,
@@ -31,6 +33,7 @@ from ..agent import (
 from ..agent import events as agent_events
 from ..agent.events import AgentEvent
 from ..workspace import worktrees
+from ..workspace.protected import protected_git_files
 from .inbox import Turn
 from .process import ChildIdle, StreamEnded
 from .publishing import AgentEventPublisher
@@ -195,6 +198,14 @@ class Runner:
                 await inbox.wait()
             inbox.rearm()
 
+    async def _fence(self, tree: Worktree) -> Fence | None:
+        """The fence a worktree child's agent runs in, as its fork decided (core/fork/fence.py)."""
+        sandbox = self._session.sandbox
+        if sandbox is None or not sandbox.fenced:
+            return None
+        protected = await anyio.to_thread.run_sync(protected_git_files, tree.repository)
+        return Fence(network=sandbox.network or "full", protected=tuple(protected))
+
     async def _give_back_slot(self) -> None:
         await self._slot.give_back(self.close_agent)
 
@@ -240,6 +251,7 @@ class Runner:
                                 spec,
                                 read_only_roots=(session.worktree.repository,),
                                 temp_dir=str(worktrees.temp_folder(session.worktree.path)),
+                                fence=await self._fence(session.worktree),
                             )
                         agent = await session.process.open(spec, self._ask_permission)
                     session.set_status("running")

@@ -22,6 +22,7 @@ from ...protocol.types import (
     ContextUsage,
     Isolation,
     LimitName,
+    Sandbox,
     Usage,
     Worktree,
 )
@@ -108,6 +109,8 @@ class SessionState:
         self.isolation: Isolation | None = None
         self.isolation_reason: str | None = None
         self.worktree: Worktree | None = None
+        # A fork child's: how the operating system holds it (core/fork/fence.py).
+        self.sandbox: Sandbox | None = None
         self.changes: Changes | None = None
         # The commit its `changes` count from: None for the fork's snapshot (`worktree.base`);
         # after its changes were applied or discarded and it worked on (a follow-up), that
@@ -156,6 +159,7 @@ class SessionState:
             isolation=self.isolation,
             isolationReason=self.isolation_reason,
             worktree=self.worktree,
+            sandbox=self.sandbox,
             changes=self.changes,
             branchedFrom=self.branched_from,
         )

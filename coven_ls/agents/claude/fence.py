@@ -1,0 +1,271 @@
+"""A fenced worktree child under Claude Code's own sandbox (bubblewrap and socat on Linux,
+Seatbelt on macOS), turned on for its process alone through `--settings`. Checked with Claude
+Code 2.1.332 against the scripted Messages API (issue #31):
+
+- `failIfUnavailable`: a machine without the sandbox fails the command instead of running it
+  unfenced; `allowUnsandboxedCommands: false`: no command leaves it (`dangerouslyDisableSandbox`
+  otherwise escapes it in bypassPermissions).
+- Its commands write only the cwd (the worktree, and the git folder a worktree shares with its
+  parent, so that its commits work) and `allowWrite` (the child's own TMPDIR). In the shared git
+  folder, `denyWrite` holds the parent's HEAD, index, config and branch (and their `.lock`
+  names): existing files or lock names only, as a missing path becomes an unreadable stub.
+- The sandbox covers Bash only: the file tools (Write, Edit, ...) are held by a PreToolUse hook,
+  which the CLI runs in every permission mode. A `permissions.deny` rule `Edit(//REPO/**)`
+  would hold them too, but it also becomes a sandbox `denyWrite` of the shared git folder, which
+  blocks the child's own commits.
+- A user's `sandbox.filesystem.allowWrite` in their settings files is merged into the child's
+  and widens it: such a settings file is not loaded for a fenced child (`--setting-sources`).
+- Turned on, the sandbox adds an `allowed_domains` parameter to the Bash tool's schema: a fenced
+  child's tools differ from its parent's (the prompt cache's prefix starts with the tools).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...core.agent import AgentSpec, Fence
+from ...core.fork.fence import SandboxSupport
+
+if TYPE_CHECKING:
+    from claude_agent_sdk import HookContext, HookInput, HookJSONOutput
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = (
+    "Install bubblewrap and socat (Debian/Ubuntu: `sudo apt install bubblewrap socat`; Fedora: "
+    "`sudo dnf install bubblewrap socat`)"
+)
+# The file tools and the input naming the file each writes.
+WRITING_TOOLS = {
+    "Edit": "file_path",
+    "MultiEdit": "file_path",
+    "Write": "file_path",
+    "NotebookEdit": "notebook_path",
+}
+SETTING_SOURCES = ("user", "project", "local")
+# bubblewrap as Claude Code runs it: its own user, pid and network namespaces.
+_PROBE = ("--ro-bind", "/", "/", "--dev", "/dev", "--unshare-all", "--die-with-parent", "true")
+
+
+def support() -> SandboxSupport:
+    """Whether Claude Code's sandbox can run here (blocking: it starts bubblewrap once)."""
+    return SandboxSupport(
+        by="claude", problem=_problem(shutil.which("bwrap"), shutil.which("socat"))
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _problem(bwrap: str | None, socat: str | None) -> str | None:
+    if sys.platform == "darwin":
+        return None if Path("/usr/bin/sandbox-exec").exists() else "sandbox-exec is missing"
+    if not sys.platform.startswith("linux"):
+        return f"Claude Code's sandbox runs on Linux and macOS only, not {sys.platform}"
+    missing = [name for name, path in (("bubblewrap (bwrap)", bwrap), ("socat", socat)) if not path]
+    if missing:
+        return f"{' and '.join(missing)} not found on PATH: {INSTALL_HINT}"
+    assert bwrap is not None
+    try:
+        done = subprocess.run(
+            [bwrap, *_PROBE], capture_output=True, timeout=10, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap could not be run: {exc}"
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip().splitlines()
+        return (
+            f"bubblewrap cannot make a sandbox here ({said[-1] if said else done.returncode}): "
+            "user namespaces are off or restricted (a container without them, or AppArmor's "
+            "kernel.apparmor_restrict_unprivileged_userns; see `coven-ls doctor`)"
+        )
+    return None
+
+
+# The sandbox's network bridges are Unix sockets in the CLI's TMPDIR
+# (`claude-http-<16 hex digits>.sock`), whose paths may not pass 107 bytes.
+_SOCKET_NAME = len("/claude-socks-0123456789abcdef.sock")
+_SOCKET_PATH_MAX = 107
+
+
+def make_temp() -> str:
+    """A fenced child's own temporary folder (its CLI's TMPDIR), short enough for the sandbox's
+    sockets: in the server's temporary folder, else in /tmp when that one's path is too long (so
+    not `AgentSpec.temp_dir`, deep in the state folder). Named after this server's process, so
+    that those a killed server left are removed by the next. Blocking."""
+    base = tempfile.gettempdir()
+    prefix = f"coven-{os.getpid()}-"
+    if len(base) + len(f"/{prefix}12345678") + _SOCKET_NAME > _SOCKET_PATH_MAX and os.path.isdir(
+        "/tmp"
+    ):
+        base = "/tmp"
+    _sweep(base)
+    return tempfile.mkdtemp(prefix=prefix, dir=base)
+
+
+_swept: set[str] = set()
+
+
+def _sweep(base: str) -> None:
+    """Remove the temporary folders of fenced children whose server has ended (once a folder)."""
+    if base in _swept:
+        return
+    _swept.add(base)
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        parts = name.split("-")
+        if len(parts) != 3 or parts[0] != "coven" or not parts[1].isdigit():
+            continue
+        try:
+            os.kill(int(parts[1]), 0)
+            continue  # its server runs
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue  # another user's
+        shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+
+
+_SOCAT_WRAPPER = """#!{python}
+# Written by coven-ls: Claude Code's sandbox starts its network bridges with `socat`, which
+# outlive a CLI that is killed; this one dies with the CLI that started it.
+import ctypes, os, signal
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+os.execv({socat!r}, [{socat!r}, *__import__("sys").argv[1:]])
+"""
+
+
+def socat_wrapper() -> str | None:
+    """A folder holding a `socat` that dies with its parent, for the front of a fenced CLI's
+    PATH; None off Linux or without socat. Blocking."""
+    socat = shutil.which("socat")
+    if socat is None or not sys.platform.startswith("linux"):
+        return None
+    text = _SOCAT_WRAPPER.format(python=sys.executable, socat=socat)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    folder = Path(tempfile.gettempdir()) / f"coven-ls-{os.getuid()}" / f"socat-{digest}"
+    if not (folder / "socat").exists():
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        partial = folder / f"socat.{os.getpid()}.tmp"
+        partial.write_text(text)
+        partial.chmod(0o700)
+        partial.replace(folder / "socat")  # atomic: another server may be writing it too
+    return str(folder)
+
+
+def options(spec: AgentSpec, fence: Fence, temp: str) -> dict[str, Any]:
+    """The CLI options of a fenced child: its settings, the settings files it may load and the
+    hook holding its file tools; `temp` is its TMPDIR."""
+    from claude_agent_sdk import HookMatcher
+
+    filesystem: dict[str, Any] = {"allowWrite": [temp]}
+    if fence.protected:
+        filesystem["denyWrite"] = list(fence.protected)
+    sandbox: dict[str, Any] = {
+        "enabled": True,
+        "failIfUnavailable": True,
+        "allowUnsandboxedCommands": False,
+        "filesystem": filesystem,
+    }
+    if fence.network == "full":
+        sandbox["network"] = {"allowedDomains": ["*"]}
+    else:
+        # Each command has a network namespace of its own: its loopback is there whatever the
+        # settings (what it starts itself, on COVEN_PORT, it reaches); every host is denied.
+        sandbox["network"] = {"deniedDomains": ["*"]}
+    settings = {"sandbox": sandbox}
+    guard = _FileGuard(spec.cwd, temp, spec.read_only_roots)
+    out: dict[str, Any] = {
+        "settings": json.dumps(settings),
+        "hooks": {"PreToolUse": [HookMatcher(matcher="|".join(WRITING_TOOLS), hooks=[guard])]},
+    }
+    sources = loadable_sources(spec.cwd, spec.env)
+    if sources != list(SETTING_SOURCES):
+        out["setting_sources"] = sources
+    return out
+
+
+def loadable_sources(cwd: str, env: dict[str, str]) -> list[str]:
+    """The settings files a fenced child loads: each but those whose `allowWrite` would widen
+    its fence (the CLI merges them into the child's)."""
+    config = env.get("CLAUDE_CONFIG_DIR") or os.environ.get("CLAUDE_CONFIG_DIR")
+    files = {
+        "user": Path(config or os.path.expanduser("~/.claude")) / "settings.json",
+        "project": Path(cwd) / ".claude" / "settings.json",
+        "local": Path(cwd) / ".claude" / "settings.local.json",
+    }
+    sources = []
+    for source in SETTING_SOURCES:
+        widening = _allow_write(files[source])
+        if widening:
+            log.warning(
+                "%s widens the sandbox's writable folders (%s): a fenced child does not load it",
+                files[source],
+                ", ".join(widening),
+            )
+        else:
+            sources.append(source)
+    return sources
+
+
+def _allow_write(file: Path) -> list[str]:
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []  # none, or one the CLI itself will complain about
+    sandbox = data.get("sandbox") if isinstance(data, dict) else None
+    filesystem = sandbox.get("filesystem") if isinstance(sandbox, dict) else None
+    allow = filesystem.get("allowWrite") if isinstance(filesystem, dict) else None
+    return [str(p) for p in allow] if isinstance(allow, list) else []
+
+
+class _FileGuard:
+    """A PreToolUse hook: a file tool's write under a read-only root (the parent's checkout) is
+    refused unless it lands in the child's own worktree or temporary folder. Paths are resolved
+    (symbolic links followed), so a link out of the worktree does not lead the write out."""
+
+    def __init__(self, cwd: str, temp: str | None, roots: tuple[str, ...]) -> None:
+        self._mine = [os.path.realpath(p) for p in (cwd, temp) if p]
+        self._roots = [os.path.realpath(r) for r in roots]
+        self._cwd = cwd
+
+    async def __call__(
+        self, data: HookInput, tool_use_id: str | None, context: HookContext
+    ) -> HookJSONOutput:
+        tool_input: Any = data.get("tool_input") or {}
+        key = WRITING_TOOLS.get(str(data.get("tool_name")))
+        value = tool_input.get(key) if key and isinstance(tool_input, dict) else None
+        if not isinstance(value, str):
+            return {}
+        target = os.path.realpath(os.path.join(self._cwd, value))
+        if any(_within(target, m) for m in self._mine):
+            return {}
+        root = next((r for r in self._roots if _within(target, r)), None)
+        if root is None:
+            return {}
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": (
+                    f"Denied by coven-ls's fence: {value} is in {root}, the checkout of the "
+                    f"conversation you were forked from; you work in your own worktree, "
+                    f"{self._cwd}. Write there instead (your changes are merged back)."
+                ),
+            }
+        }
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)

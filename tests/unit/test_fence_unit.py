@@ -1,0 +1,171 @@
+"""Fenced fork children (issue #31): how a fork decides (core/fork/fence.py), what a Claude child
+is started with (agents/claude/fence.py), the parent's git files it must not write, the devices
+a sandbox leaves behind kept out of its commit, and doctor's finding."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import anyio
+import pytest
+
+from coven_ls.agents.claude import fence as claude_fence
+from coven_ls.core.agent import AgentSpec, Fence
+from coven_ls.core.fork.fence import FenceRequired, SandboxSupport, decide
+from coven_ls.core.workspace.commits import commit_all
+from coven_ls.core.workspace.protected import protected_git_files
+from coven_ls.protocol.types import Sandbox
+from coven_ls.testing.scripted_model import ScriptedModel
+
+from ..e2e.conftest import path_without
+from ..gitrepo import git, make_repo
+from .test_doctor import doctor
+
+CLAUDE = SandboxSupport(by="claude")
+CODEX = SandboxSupport(by="codex", always_on=True, unfenced_modes=("bypassPermissions",))
+NO_BWRAP = SandboxSupport(by="claude", problem="bubblewrap (bwrap) not found on PATH")
+
+
+def test_a_worktree_child_is_fenced_by_its_agents_sandbox() -> None:
+    fenced = decide("auto", "loopback", "worktree", None, "claude", CLAUDE, "bypassPermissions")
+    assert fenced == Sandbox(fenced=True, by="claude", reason=None, network="loopback")
+    # codex's own sandbox holds its children whatever childSandbox says, but not in bypass.
+    assert decide("off", "full", "worktree", None, "codex", CODEX, None).by == "codex"
+    bypass = decide("auto", "full", "worktree", None, "codex", CODEX, "bypassPermissions")
+    assert not bypass.fenced and "bypassPermissions" in (bypass.reason or "")
+
+
+@pytest.mark.parametrize(
+    ("isolation", "support", "says"),
+    [
+        ("shared", CLAUDE, "share the parent's folder (not a git repository)"),
+        ("worktree", None, "the agent 'opencode' has no sandbox"),
+        ("worktree", NO_BWRAP, "bubblewrap (bwrap) not found"),
+    ],
+)
+def test_auto_runs_unfenced_and_says_why_required_fails(
+    isolation: str, support: SandboxSupport | None, says: str
+) -> None:
+    reason = "not a git repository" if isolation == "shared" else None
+    args = (isolation, reason, "opencode", support, None)
+    unfenced = decide("auto", "full", *args)  # type: ignore[arg-type]
+    assert not unfenced.fenced and unfenced.by is None and says in (unfenced.reason or "")
+    with pytest.raises(FenceRequired, match="childSandbox is required"):
+        decide("required", "full", *args)  # type: ignore[arg-type]
+    assert decide("off", "full", "worktree", None, "claude", CLAUDE, None).reason == (
+        "childSandbox is off"
+    )
+
+
+def test_the_parents_head_index_config_and_branch_are_protected(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    real = Path(os.path.realpath(repo / ".git"))
+    own = [str(real / "HEAD"), str(real / "index"), str(real / "config")]
+    assert protected_git_files(str(repo)) == [*own, str(real / "refs/heads/main")]
+    git(repo, "pack-refs", "--all")  # the branch only in packed-refs now
+    assert protected_git_files(str(repo)) == [*own, str(real / "packed-refs")]
+    # A linked worktree (a child's, forking in turn): its own HEAD and index, the shared rest.
+    git(repo, "worktree", "add", "-q", "-b", "side", str(tmp_path / "wt"))
+    linked = protected_git_files(str(tmp_path / "wt"))
+    assert linked[:2] == [str(real / "worktrees/wt/HEAD"), str(real / "worktrees/wt/index")]
+    assert linked[-1] == str(real / "refs/heads/side")
+
+
+def test_a_fenced_claude_child_gets_its_settings_its_hook_and_not_a_widening_settings_file(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "settings.json").write_text(
+        json.dumps({"sandbox": {"filesystem": {"allowWrite": ["/"]}}})
+    )
+    spec = AgentSpec(
+        cwd=str(tmp_path / "wt"),
+        read_only_roots=(str(tmp_path / "repo"),),
+        env={"CLAUDE_CONFIG_DIR": str(config)},
+    )
+    options = claude_fence.options(spec, Fence("none", ("/r/.git/HEAD",)), "/tmp/coven-x")
+    sandbox = json.loads(options["settings"])["sandbox"]
+    assert sandbox["failIfUnavailable"] is True and sandbox["allowUnsandboxedCommands"] is False
+    assert sandbox["filesystem"] == {"allowWrite": ["/tmp/coven-x"], "denyWrite": ["/r/.git/HEAD"]}
+    assert sandbox["network"] == {"deniedDomains": ["*"]}
+    assert options["setting_sources"] == ["project", "local"]  # the user's file widens it
+    [matcher] = options["hooks"]["PreToolUse"]
+    [guard] = matcher.hooks
+
+    async def ask(path: str) -> dict:
+        return await guard({"tool_name": "Write", "tool_input": {"file_path": path}}, None, {})
+
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "wt").mkdir()
+    (tmp_path / "wt" / "out").symlink_to(tmp_path / "repo")
+    refused = anyio.run(ask, str(tmp_path / "repo" / "x.txt"))
+    assert refused["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "Denied by coven-ls's fence" in refused["hookSpecificOutput"]["permissionDecisionReason"]
+    assert anyio.run(ask, "out/x.txt")["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert anyio.run(ask, "x.txt") == {}  # its own worktree
+    assert anyio.run(ask, "/elsewhere/x.txt") == {}  # not the parent's checkout
+
+
+def test_a_fenced_childs_temporary_folder_is_short_enough_for_the_sandboxs_sockets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = tmp_path / ("d" * 90)
+    deep.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(deep))
+    made = claude_fence.make_temp()
+    try:
+        assert len(made) + len("/claude-socks-0123456789abcdef.sock") <= 107
+    finally:
+        shutil.rmtree(made)
+
+
+def test_a_device_the_sandbox_left_in_the_worktree_is_not_committed(tmp_path: Path) -> None:
+    """git lists no device, pipe or socket as untracked, so `add -A` never takes one: a
+    sandbox's stub left behind stays out of the child's commit (and so out of the merge)."""
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    os.mkfifo(repo / ".bashrc")  # as a sandbox's /dev/null stub: no file git can hold
+    (repo / "b.txt").write_text("b\n")
+    commit = commit_all(repo, "work")
+    assert commit is not None
+    assert git(repo, "show", "--name-only", "--format=", commit).split() == ["b.txt"]
+
+
+def test_doctor_says_how_to_get_the_claude_sandbox(tmp_path: Path, model: ScriptedModel) -> None:
+    path = path_without("bwrap", os.environ.get("PATH", ""), tmp_path / "shadows")
+    _, found, _ = doctor(tmp_path, model, env={"PATH": path})
+    finding = found["claudeSandbox"]
+    assert finding.status == "warning" and "bubblewrap (bwrap) not found" in finding.found
+    assert finding.fix is not None and "apt install bubblewrap socat" in finding.fix
+
+
+@pytest.mark.skipif(shutil.which("socat") is None, reason="socat is not installed")
+def test_the_socat_a_fenced_cli_finds_first_is_the_real_one_tied_to_its_parent() -> None:
+    """Claude Code's sandbox starts its network bridges with the `socat` on PATH; a killed CLI
+    left them running (and a killed server's agents never all ended)."""
+    folder = claude_fence.socat_wrapper()
+    assert folder is not None
+    wrapper = Path(folder) / "socat"
+    assert os.access(wrapper, os.X_OK) and "PDEATHSIG" in wrapper.read_text()
+    done = subprocess.run([str(wrapper), "-V"], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and "socat version" in done.stdout
+
+
+def test_the_temporary_folders_a_killed_server_left_are_removed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    short = Path(tempfile.mkdtemp(prefix="t", dir="/tmp"))  # short enough to be used as it is
+    try:
+        monkeypatch.setattr("tempfile.tempdir", str(short))
+        dead = short / "coven-999999999-abcdefgh"  # no such process
+        dead.mkdir()
+        mine = Path(claude_fence.make_temp())
+        assert mine.parent == short and mine.name.startswith(f"coven-{os.getpid()}-")
+        assert not dead.exists()
+    finally:
+        shutil.rmtree(short)
