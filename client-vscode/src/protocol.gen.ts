@@ -448,6 +448,10 @@ export interface SessionInfo {
    * how full its context is (its last model request against its model's window); null before its first model request
    */
   contextUsage?: ContextUsage | null;
+  /**
+   * a fork child's: how the operating system holds it; else null
+   */
+  sandbox?: Sandbox | null;
 }
 /**
  * Tokens, as the CLI counts them (its result's `usage`).
@@ -597,6 +601,27 @@ export interface ContextUsage {
    * the model that served that request, as the agent reports it
    */
   model: string | null;
+}
+/**
+ * How the operating system holds a fork child (see Child sandbox).
+ */
+export interface Sandbox {
+  /**
+   * true: its commands write only its worktree and its own temporary folder
+   */
+  fenced: boolean;
+  /**
+   * what holds it: `claude` (Claude Code's sandbox), `codex` (codex's); null when unfenced
+   */
+  by: string | null;
+  /**
+   * why it is unfenced; else null
+   */
+  reason: string | null;
+  /**
+   * a fenced child's: what its commands reach
+   */
+  network?: ('full' | 'loopback' | 'none') | null;
 }
 export interface GetEventsParams {
   /**
@@ -1375,6 +1400,10 @@ export interface ChildRef {
    * its task (also the child's `title`)
    */
   label: string;
+  /**
+   * how the operating system holds it (see Child sandbox)
+   */
+  sandbox?: Sandbox | null;
 }
 /**
  * What a fork's children may spend. Each is optional: absent (or null) takes the session's setting (`initializationOptions.forkLimits`), 0 means no limit. A child that reaches a limit is stopped (status `cancelled`): its task is reported with `stopped: "limit"` and the limit's name, its file changes stay on its branch, and the parent goes on with what the others did.
@@ -1843,6 +1872,14 @@ export interface ForkParams {
    * for this fork: each limit given replaces `initializationOptions.forkLimits`' (0: none)
    */
   limits?: ForkLimits | null;
+  /**
+   * for this fork: `initializationOptions.childSandbox`'s instead
+   */
+  childSandbox?: ('auto' | 'off' | 'required') | null;
+  /**
+   * for this fork: `initializationOptions.childSandboxNetwork`'s instead
+   */
+  childSandboxNetwork?: ('full' | 'loopback' | 'none') | null;
 }
 export interface ForkResult {
   /**
@@ -1911,6 +1948,14 @@ export interface DecideForkParams {
    * for this fork: each limit given replaces `initializationOptions.forkLimits`' (0: none)
    */
   limits?: ForkLimits | null;
+  /**
+   * for this fork: `initializationOptions.childSandbox`'s instead
+   */
+  childSandbox?: ('auto' | 'off' | 'required') | null;
+  /**
+   * for this fork: `initializationOptions.childSandboxNetwork`'s instead
+   */
+  childSandboxNetwork?: ('full' | 'loopback' | 'none') | null;
 }
 export interface EstimateForkParams {
   /**
@@ -2231,6 +2276,14 @@ export interface InitializationOptions {
    */
   mergeMode?: 'auto' | 'review';
   /**
+   * whether fork children run fenced by the operating system (see Child sandbox): `auto` (where their agent's sandbox is available, else unfenced, saying why), `required` (a fork whose children cannot be fenced fails) or `off`
+   */
+  childSandbox?: 'auto' | 'off' | 'required';
+  /**
+   * what a fenced child's commands reach: `full`, `loopback` (their own) or `none`
+   */
+  childSandboxNetwork?: 'full' | 'loopback' | 'none';
+  /**
    * a shell command (`sh -c`) run in each fork child's new worktree, after the `.worktreeinclude` copies and before the child starts; `auto`: the setup the repository has for another tool (`.cursor/worktrees.json`, then `conductor.json`), once the user allowed it; `""`: none
    */
   worktreeSetup?: string;
@@ -2343,7 +2396,7 @@ export interface DoctorReport {
  */
 export interface Finding {
   /**
-   * what was checked: `python`, `packages`, `claude`, `auth`, `codex`, `codexSandbox`, `acpAgent` (one per ACP agent, named in `title`), `git`, `stateDir`, `database`, `worktreePool`
+   * what was checked: `python`, `packages`, `claude`, `auth`, `claudeSandbox`, `codex`, `codexSandbox`, `acpAgent` (one per ACP agent, named in `title`), `git`, `stateDir`, `database`, `worktreePool`
    */
   id: string;
   /**
