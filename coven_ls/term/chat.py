@@ -161,7 +161,9 @@ class Chat:
         self._printer = TreePrinter(self._out, full_text=True)  # type: ignore[arg-type]
         self.current: str | None = None
         self.infos: dict[str, dict[str, Any]] = {}  # sessionId -> SessionInfo, kept current
-        self._unplaced: list[dict[str, Any]] = []  # events of sessions not known yet
+        # Events and streamed pieces (is it a delta, params) of sessions not known yet, in the
+        # order they came: a new session's first pieces can beat listSessions' answer.
+        self._unplaced: list[tuple[bool, dict[str, Any]]] = []
         self.proposed: dict[str, str] = {}  # sessionId -> the forkId awaiting a decision
         self._questions: deque[_Question] = deque()
         self._asking: _Question | None = None  # the question on the input line now
@@ -433,9 +435,7 @@ class Chat:
 
     async def _enter(self, session_id: str) -> None:
         """Make a session the current one, once its info is known."""
-        await self.refresh()
-        self.current = session_id
-        self._place_in_tree(session_id)
+        await self.refresh(enter=session_id)
 
     async def _switch(self, target: str) -> None:
         await self.refresh()
@@ -506,12 +506,17 @@ class Chat:
 
     # --- the tree --------------------------------------------------------------------------------
 
-    async def refresh(self) -> None:
+    async def refresh(self, enter: str | None = None) -> None:
+        """Know the sessions again; `enter`: make that one the current session before what came
+        early for it is printed (its tree's events and pieces are shown, the others' not)."""
         listed = await self.client.request(protocol.LIST_SESSIONS, {})
         self.infos = {s["sessionId"]: s for s in listed["sessions"]}
+        if enter is not None:
+            self.current = enter
+            self._place_in_tree(enter)
         waiting, self._unplaced = self._unplaced, []
-        for event in waiting:
-            self._take(event)
+        for is_delta, params in waiting:
+            (self._take_delta if is_delta else self._take)(params)  # still unknown: dropped
 
     def _root(self, session_id: str) -> str:
         seen = session_id
@@ -548,13 +553,21 @@ class Chat:
     # --- events ----------------------------------------------------------------------------------
 
     def _on_delta(self, delta: dict[str, Any]) -> None:
-        """A streamed piece of text or thinking: printed as it comes, for the current tree."""
+        """A streamed piece of text or thinking: printed as it comes, for the current tree.
+        A piece of a session not known yet waits with its events: dropped, the block's later
+        pieces would print without its beginning, and its whole text again under them."""
+        if delta["sessionId"] not in self.infos:
+            self._unplaced.append((True, delta))
+            return
+        self._take_delta(delta)
+
+    def _take_delta(self, delta: dict[str, Any]) -> None:
         if delta["sessionId"] in self.infos and self._in_tree(delta["sessionId"]):
             self._printer.delta(delta)
 
     def _on_event(self, event: dict[str, Any]) -> None:
         if event["sessionId"] not in self.infos:
-            self._unplaced.append(event)  # placed once listSessions knows the session
+            self._unplaced.append((False, event))  # placed once listSessions knows the session
             return
         self._take(event)
 
