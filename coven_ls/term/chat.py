@@ -14,7 +14,9 @@ session's tree does prints above it as it happens.
 - A permission, a proposed fork (y/n, e: edit its tasks) or a fork child's changes are asked
   inline (`chat_dialogs`): the line being typed is put aside and given back once the question
   is answered, or once it goes away because it was settled elsewhere (another client decided
-  the fork or the changes; the server withdrew its permission request).
+  the fork or the changes; the server withdrew its permission request). A line entered just
+  before its question came (a lone y, n or e up to ANSWER_GRACE_SECONDS before; anything while
+  a question waits) is not sent: it is given back too, and Enter again sends it.
 - `--tcp HOST:PORT` attaches to a running server (an editor's) instead of starting one: nothing
   but the token is sent at `initialize`, so none of its settings change, and quitting only
   disconnects.
@@ -54,6 +56,10 @@ from .client import CovenClient
 from .render import TreePrinter
 
 EXIT_OK, EXIT_NOT_STARTED = 0, 2
+# A one-letter line that answers questions (y, n, e) waits this long for a question to come
+# before it is sent as a message: typed for a question about to appear, it stays typed.
+ANSWER_LETTERS = frozenset("yne")
+ANSWER_GRACE_SECONDS = 0.6
 HISTORY_FILE = "chat-history"
 BUSY = frozenset(protocol.BUSY_STATUSES)
 ENDED = frozenset(protocol.FINAL_STATUSES | {"failed"})
@@ -166,6 +172,7 @@ class Chat:
         self._unplaced: list[tuple[bool, dict[str, Any]]] = []
         self.proposed: dict[str, str] = {}  # sessionId -> the forkId awaiting a decision
         self._questions: deque[_Question] = deque()
+        self._question_came = asyncio.Event()  # set by each question asked
         self._asking: _Question | None = None  # the question on the input line now
         self._agent = options.agent  # of the sessions started from now on (`/agent`)
         self.reviewed: set[str] = set()  # fork children whose changes were applied or discarded
@@ -275,9 +282,27 @@ class Chat:
                 break
             if line is _ASIDE:
                 continue  # a question came: asked first, then the draft comes back
-            self._draft = ""
             self._armed = False
+            if await self._meant_for_a_question(line):
+                self._draft = line  # back on the input line once the question is answered
+                continue
+            self._draft = ""
             await self._line(line)
+
+    async def _meant_for_a_question(self, line: str) -> bool:
+        """A line entered as a question came (its Enter beat the question to the input line),
+        or an answer's letter entered just before one came: it was typed for the question, not
+        as a message. It is not sent; it stays on the input line until Enter is pressed again."""
+        if self._questions:
+            return True
+        if len(line.strip()) != 1 or line.strip().lower() not in ANSWER_LETTERS:
+            return False
+        self._question_came.clear()
+        try:
+            await asyncio.wait_for(self._question_came.wait(), ANSWER_GRACE_SECONDS)
+        except TimeoutError:
+            return False
+        return True
 
     def _prompt(self) -> str:
         info = self.infos.get(self.current or "")
@@ -640,8 +665,11 @@ class Chat:
         future = asyncio.get_running_loop().create_future()
         question = _Question(text, choices, future, key, default, gone)
         self._questions.append(question)
+        self._question_came.set()
         app = self._input.app if self._input is not None else None
-        if app is not None and app.is_running:
+        # An Enter may have ended the input line already (its line is kept: _loop sees the
+        # question waiting); exiting it again would fail.
+        if app is not None and app.is_running and not (app.future and app.future.done()):
             self._draft = app.current_buffer.text
             app.exit(result=_ASIDE)
         try:
