@@ -119,9 +119,24 @@ class Hub:
     # --- clients ---------------------------------------------------------------------------------
 
     def attach(self, client: Client) -> None:
+        client.settings = self._settings_of(client.settings)
         self.clients.append(client)
         if "maxParallel" in client.settings.given:
             self.slots.limit = client.settings.options.maxParallel
+
+    def _settings_of(self, settings: ClientSettings) -> ClientSettings:
+        """A client that names no option but its token (a terminal attached to an editor's
+        server: `coven-ls chat --tcp`) runs its sessions as the editor that owns the server runs
+        its own, not with the defaults: it takes the options of the earliest client still
+        connected that named any (fork mode, isolation, merge mode, setup, limits, ...). What it
+        named (`given`) stays as it was: it still changes none of the server-wide settings."""
+        if settings.given - {"token"}:
+            return settings
+        owner = next((c for c in self.clients if c.settings.given - {"token"}), None)
+        if owner is None:
+            return settings
+        options = msgspec.structs.replace(owner.settings.options, token=settings.options.token)
+        return dataclasses.replace(settings, options=options)
 
     def detach(self, client: Client) -> None:
         if client in self.clients:

@@ -18,8 +18,8 @@ session's tree does prints above it as it happens.
   before its question came (a lone y, n or e up to ANSWER_GRACE_SECONDS before; anything while
   a question waits) is not sent: it is given back too, and Enter again sends it.
 - `--tcp HOST:PORT` attaches to a running server (an editor's) instead of starting one: nothing
-  but the token is sent at `initialize`, so none of its settings change, and quitting only
-  disconnects.
+  but the token is sent at `initialize`, so none of its settings change (the sessions started
+  here take the editor's options: they fork as the editor's do), and quitting only disconnects.
 - Ctrl+C clears a typed line; on an empty line it cancels the current session's running turn or
   fork; twice on an idle, empty prompt it quits, as Ctrl+D and `/quit` do. Quitting shuts the
   server down in order (every CLI process ends); the sessions stay in the store for

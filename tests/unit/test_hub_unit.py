@@ -478,6 +478,42 @@ async def test_a_client_that_names_no_options_changes_none_of_the_servers(
         assert rig.hub.slots.limit == 2
 
 
+async def test_sessions_of_a_client_that_names_no_options_fork_as_the_editors_do(
+    tmp_path: Path,
+) -> None:
+    """A terminal attached to an editor's server starts sessions with the editor's fork
+    settings, not the server's defaults; a client that names options of its own keeps them."""
+    limits = {"childTokens": 5000, "forkCostUsd": 2.5}
+    editor = settings(
+        tmp_path,
+        forkMode="auto",
+        mergeMode="review",
+        forkIsolation="shared",
+        worktreeSetup="make setup",
+        maxChildren=3,
+        forkLimits=protocol.ForkLimits(**limits),
+        token="editor-token",
+    )
+    async with running_hub(editor) as rig:
+        attached = RecordingClient(ClientSettings.parse({"token": "t"}, str(tmp_path)), None)
+        rig.hub.attach(attached)
+        own = RecordingClient(ClientSettings.parse({"forkMode": "off"}, str(tmp_path)), None)
+        rig.hub.attach(own)
+        params = protocol.StartSessionParams(prompt="hello")
+        config = (await rig.hub.start_session(attached, params)).config
+        assert (config.fork_mode, config.merge_mode, config.fork_isolation) == (
+            "auto",
+            "review",
+            "shared",
+        )
+        assert (config.worktree_setup, config.max_children) == ("make setup", 3)
+        assert config.fork_limits == protocol.ForkLimits(**limits)
+        assert attached.settings.options.token == "t"  # its own, never the editor's
+        assert attached.settings.given == frozenset({"token"})
+        config = (await rig.hub.start_session(own, params)).config
+        assert (config.fork_mode, config.merge_mode, config.fork_limits) == ("off", "auto", None)
+
+
 async def test_max_parallel_is_one_limit_for_every_fork_of_the_server(tmp_path: Path) -> None:
     """Two parents fork at once: their children share the server's maxParallel slots, and the
     ones that wait are told their place in the line as it moves."""
