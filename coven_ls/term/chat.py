@@ -52,6 +52,7 @@ from ..protocol.tokens import default_state_dir
 from ..protocol.types import Isolation, MergeMode
 from . import chat_commands as cmd
 from . import chat_dialogs as dialogs
+from .chat_clock import WorkClock
 from .client import CovenClient
 from .render import TreePrinter
 
@@ -173,6 +174,7 @@ class Chat:
         self.proposed: dict[str, str] = {}  # sessionId -> the forkId awaiting a decision
         self._questions: deque[_Question] = deque()
         self._question_came = asyncio.Event()  # set by each question asked
+        self.clock = WorkClock()  # how long each fork child has been at work
         self._asking: _Question | None = None  # the question on the input line now
         self._agent = options.agent  # of the sessions started from now on (`/agent`)
         self.reviewed: set[str] = set()  # fork children whose changes were applied or discarded
@@ -309,7 +311,7 @@ class Chat:
         if info is None:
             return "coven > "
         status = info["status"]
-        state = "" if status == "idle" else f"({status}) "
+        state = "" if status == "idle" else f"({status}{self.clock.elapsed(info)}) "
         return f"{state}{self._place(info)} > "
 
     def _place(self, info: dict[str, Any]) -> str:
@@ -390,7 +392,8 @@ class Chat:
             for n, (info, depth) in enumerate(self._numbered(), 1):
                 mark = "▶" if info["sessionId"] == self.current else " "
                 self.say(
-                    f"{mark}{n:>3}. {'  ' * depth}{self._place(info)} [{info['status']}] "
+                    f"{mark}{n:>3}. {'  ' * depth}{self._place(info)} "
+                    f"[{info['status']}{self.clock.elapsed(info)}] "
                     f"{info['sessionId']}"
                 )
         elif name == "/sessions":
@@ -603,6 +606,7 @@ class Chat:
             return
         if kind == Kind.STATUS:
             info["status"] = event["status"]
+            self.clock.status(sid, event["status"], event["time"])
         elif kind == Kind.FORK_STARTED:
             for child in event["children"]:
                 self.infos.setdefault(
