@@ -13,6 +13,8 @@ import os
 import sqlite3
 import stat
 import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -437,6 +439,20 @@ class Hub:
             session.send(prompt)
         return session
 
+    @asynccontextmanager
+    async def _child_turns(
+        self, session_id: str, on_position: Callable[[int | None], None]
+    ) -> AsyncIterator[None]:
+        """What a fork child holds while its agent runs: one of the server's slots, and its
+        block of ports (one of its own again for a turn after its fork's work is over)."""
+        async with self.slots.hold(session_id, on_position):
+            child = self.sessions.get(session_id)
+            if child is None:
+                yield
+                return
+            async with self.forks.envs.later_turn(child):
+                yield
+
     def _new_session(
         self,
         backend: Backend,
@@ -454,7 +470,7 @@ class Hub:
             backend,
             self,
             status=status,
-            turn_gate=self.slots.hold if kw.get("fork_id") else None,
+            turn_gate=self._child_turns if kw.get("fork_id") else None,
             created_at=protocol.now_iso(),
             on_turn_end=self.forks.on_turn_end,
             **kw,
