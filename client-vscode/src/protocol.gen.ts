@@ -1584,9 +1584,9 @@ export interface WorktreeEnvEvent {
    */
   setup?: string;
   /**
-   * where it comes from: the `worktreeSetup` setting (`option`), `.cursor/worktrees.json` (`cursor`) or `conductor.json` (`conductor`)
+   * where it comes from: the `worktreeSetup` setting (`option`), `.cursor/worktrees.json` (`cursor`), `conductor.json` (`conductor`) or `.codex/environments/environment.toml` (`codex`)
    */
-  setupSource?: 'conductor' | 'cursor' | 'option';
+  setupSource?: 'codex' | 'conductor' | 'cursor' | 'option';
   /**
    * with a setup from the repository: its file, relative to the repository's top
    */
@@ -2138,7 +2138,7 @@ export interface InitializationOptions {
    */
   mergeMode?: 'auto' | 'review';
   /**
-   * a shell command (`sh -c`) run in each fork child's new worktree, after the `.worktreeinclude` copies and before the child starts; `auto`: the setup the repository has for another tool (`.cursor/worktrees.json`, then `conductor.json`), once the user allowed it; `""`: none
+   * a shell command (`sh -c`) run in each fork child's new worktree, after the `.worktreeinclude` copies and before the child starts; `auto`: the setup the repository has for another tool (`.cursor/worktrees.json`, then `conductor.json`, then `.codex/environments/environment.toml`), once the user allowed it; `""`: none
    */
   worktreeSetup?: string;
   /**

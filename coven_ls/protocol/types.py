@@ -51,7 +51,7 @@ AgentName = str
 RESERVED_AGENT_NAMES = ("claude", "codex")
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"]
 ForkSource = Literal["model", "user"]
-SetupSource = Literal["option", "cursor", "conductor"]
+SetupSource = Literal["option", "cursor", "conductor", "codex"]
 # A fork's state, the one vocabulary of the server, its events and its clients (protocol.md, Fork
 # states; the moves between them are core/fork/state.py's table): `proposed` (the model asked,
 # the user decides), `running` (its children work), `reviewing` (they have ended; their changes
@@ -197,8 +197,8 @@ class InitializationOptions(Wire, omit_defaults=True):
     worktreeSetup: str = "auto"
     """a shell command (`sh -c`) run in each fork child's new worktree, after the
     `.worktreeinclude` copies and before the child starts; `auto`: the setup the repository has
-    for another tool (`.cursor/worktrees.json`, then `conductor.json`), once the user allowed it;
-    `""`: none"""
+    for another tool (`.cursor/worktrees.json`, then `conductor.json`, then
+    `.codex/environments/environment.toml`), once the user allowed it; `""`: none"""
     worktreeSetupTimeoutSeconds: NonNegativeFloat = 600.0
     """a worktree setup still running after this long is stopped (its process group killed) and
     fails its child (0: never)"""
