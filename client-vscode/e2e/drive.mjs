@@ -431,7 +431,7 @@ try {
   if (STORIES.includes('live')) await liveStory();
   if (STORIES.includes('isolation')) await isolationStory();
   if (STORIES.includes('questions')) {
-    await questionsStory({ page, log, screenshot, runCommand, newSession: startSession, sidebar, row, rowWith, topRow, waitForRow, clickInline, treeRows, subtree, format });
+    await questionsStory({ page, log, screenshot, runCommand, newSession: startSession, sidebar, row, rowWith, topRow, waitForRow, clickInline, treeRows, subtree, format, workspace: WORKSPACE });
   }
   log('PASS');
 } catch (error) {

@@ -21,8 +21,9 @@ import { type AgentOffer, agentChoices, agentName } from './agentChoice';
 import { changesDescription } from './changes';
 import { deleteParams, discardQuestion, keptMessage, unappliedWork } from './deletion';
 import { type ForkChoice, forkChoices, withCosts } from './forkChoice';
+import { LIMITS_EXAMPLE, parseLimits } from './forkLimits';
 import { forkCostLines, forkStateText, sessionStatusText } from './present';
-import { type DecideForkParams, ErrorCode, Method } from './protocol';
+import { type DecideForkParams, ErrorCode, type ForkLimits, Method } from './protocol';
 import type { ChangesReview } from './review';
 import type { CovenServer } from './server';
 import { showSetupCheck } from './setup';
@@ -165,8 +166,10 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       };
       const choice = await pickForkStart(model.session(fork.sessionId), server.agents, price);
       if (!choice) return;
+      const limits = await askLimits();
+      if (!limits) return;
       if (fork.state !== 'proposed') return alreadyDecided(fork);
-      await decide({ forkId: fork.forkId, approve: true, tasks, ...choice });
+      await decide({ forkId: fork.forkId, approve: true, tasks, ...choice, ...(Object.keys(limits).length > 0 ? { limits } : {}) });
     },
 
     'coven.rejectFork': async (target) => {
@@ -350,6 +353,23 @@ async function pickForkStart(
     ignoreFocusOut: true,
   });
   return picked?.params;
+}
+
+/** What this fork's children may spend (coven/decideFork's `limits`); undefined when the user pressed Escape. */
+async function askLimits(): Promise<ForkLimits | undefined> {
+  const text = await vscode.window.showInputBox({
+    title: 'Limits for this fork',
+    prompt: "What its children may spend, name=value; 0: no limit; a limit left out (or all: Enter) keeps the session's",
+    placeHolder: LIMITS_EXAMPLE,
+    ignoreFocusOut: true,
+    validateInput: (typed) => {
+      const parsed = parseLimits(typed);
+      return 'error' in parsed ? parsed.error : undefined;
+    },
+  });
+  if (text === undefined) return undefined;
+  const parsed = parseLimits(text);
+  return 'limits' in parsed ? parsed.limits : undefined;
 }
 
 function titleOf(session: SessionNode): string {

@@ -220,7 +220,7 @@ async function askPermission(
 }
 
 /**
- * A repository's worktree setup (`.cursor/worktrees.json`, `conductor.json`) runs commands nobody typed before each fork
+ * A repository's worktree setup (`.cursor/worktrees.json`, `conductor.json`, `.codex/environments/environment.toml`) runs commands nobody typed before each fork
  * child starts: shown whole, its script included, in a modal question. The server remembers the answer per repository
  * and content.
  */

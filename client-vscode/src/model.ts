@@ -72,6 +72,10 @@ export interface SessionNode extends NodeBase {
   changes: ChildChanges | undefined;
   /** A fork child with limits: what it has spent so far (its latest `spend` event). */
   spend: Spend | undefined;
+  /** When it first started work (ms since the epoch; its time queued does not count): its clock before any `spend`. */
+  startedAt: number | undefined;
+  /** When it last stopped working (left CLOCK_RUNS), until it works again: where its clock stands still. */
+  stoppedAt: number | undefined;
   /** Highest seq applied; everything up to it has been applied, in order. */
   lastSeq: number;
   /**
@@ -201,6 +205,8 @@ export interface Spend {
   usage: TokenUsage;
   costUsd: number;
   seconds: number;
+  /** When the event was sent (ms since the epoch): its `seconds` were spent by then. */
+  at: number;
 }
 
 export interface ApiRetry {
@@ -313,6 +319,8 @@ export type Node = SessionNode | TurnNode | ItemNode | ForkNode | TaskNode;
  * Statuses in which the session is doing something (spinner, counts as running). Not the schema's
  * BusyStatus: `awaitingApproval` waits for the user, which the tree shows differently.
  */
+/** The statuses in which a fork child's clock runs (`childSeconds` counts them; not `queued`). */
+export const CLOCK_RUNS: ReadonlySet<string> = new Set<Status>(['starting', 'running', 'forking']);
 export const BUSY_STATUSES: ReadonlySet<string> = new Set<Status>(['starting', 'running', 'forking', 'queued']);
 /**
  * Whether a fork child settled in each status (the schema's SettledStatus: it has stopped working
@@ -385,6 +393,11 @@ interface Stream {
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+/** An event's `time` in ms since the epoch; now when it has none a clock can read. */
+const timeOf = (v: unknown): number => {
+  const ms = typeof v === 'string' ? Date.parse(v) : Number.NaN;
+  return Number.isFinite(ms) ? ms : Date.now();
+};
 const obj = (v: unknown): Record<string, unknown> =>
   v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
 const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
@@ -805,6 +818,8 @@ export class CovenModel {
         worktree: undefined,
         changes: undefined,
         spend: undefined,
+        startedAt: undefined,
+        stoppedAt: undefined,
         lastSeq: 0,
         items: [],
       };
@@ -838,8 +853,13 @@ export class CovenModel {
     node.lastSeq = e.seq;
     this.changedSessions.add(node);
     switch (e.kind) {
-      case 'status':
+      case 'status': {
+        const works = CLOCK_RUNS.has(str(e.status) ?? '');
+        if (works) node.startedAt ??= timeOf(e.time);
+        if (works) node.stoppedAt = undefined;
+        else if (CLOCK_RUNS.has(node.status)) node.stoppedAt = timeOf(e.time);
         return this.onStatus(rec, str(e.status));
+      }
       case 'prompt': {
         const text = str(e.text) ?? '';
         // A session seen only in events gets a readable name until listSessions answers.
@@ -856,7 +876,7 @@ export class CovenModel {
       case 'spend': {
         const usage = tokenUsage(e.usage);
         if (usage === undefined) return;
-        node.spend = { usage, costUsd: num(e.costUsd) ?? 0, seconds: num(e.seconds) ?? 0 };
+        node.spend = { usage, costUsd: num(e.costUsd) ?? 0, seconds: num(e.seconds) ?? 0, at: timeOf(e.time) };
         return;
       }
       case 'queuePosition':

@@ -8,6 +8,7 @@ import {
   type ContextGauge,
   type ForkCost,
   BUSY_STATUSES,
+  CLOCK_RUNS,
   type CovenModel,
   type ForkNode,
   forkProgress,
@@ -79,10 +80,10 @@ const RETRY_ICON: Icon = { id: 'sync~spin', color: 'charts.yellow' };
 /** A status in words (coven_ls/protocol/labels.json's, shared with the other clients). */
 export const STATUS_TEXT: Readonly<Record<string, string>> = statusLabels;
 
-export function present(node: Node): Presentation {
+export function present(node: Node, now: number = Date.now()): Presentation {
   switch (node.kind) {
     case 'session':
-      return presentSession(node);
+      return presentSession(node, now);
     case 'turn': {
       const look = PROMPT_ORIGINS[node.origin] ?? { icon: 'account', description: node.origin };
       const stateIcons: Partial<Record<TurnNode['state'], Icon>> = {
@@ -224,7 +225,7 @@ function subagentStats(node: SubagentNode): string[] {
   return stats;
 }
 
-function presentSession(node: SessionNode): Presentation {
+function presentSession(node: SessionNode, now: number): Presentation {
   const child = node.parentId !== undefined;
   const merge = child ? mergeStateOf(node) : undefined;
   const mode = child ? mergeModeOf(node) : undefined;
@@ -233,7 +234,7 @@ function presentSession(node: SessionNode): Presentation {
   else if (merge !== undefined) parts.push(mergeText(merge, mode));
   if (node.retry !== undefined) parts.push(retryText(node.retry));
   if (node.queuedMessages > 0) parts.push(`${node.queuedMessages} queued`);
-  const limits = child ? childLimits(node) : [];
+  const limits = child ? childLimits(node, now) : [];
   // While it runs against limits, its spend against each (the cost among them) says more.
   if (limits.length > 0 && !SETTLED.has(node.status)) parts.push(...limits.map((l) => l.short));
   else if (node.costUsd > 0) parts.push(formatCost(node.costUsd));
@@ -322,11 +323,29 @@ function stoppedAt(node: SessionNode): string | undefined {
   return result?.stopped === 'limit' ? (result.limit ?? undefined) : undefined;
 }
 
+/** A fork child whose row shows a clock that moves: it works, against a time limit (tree.ts redraws it each second). */
+export function ticks(node: Node): boolean {
+  return node.kind === 'session' && node.parent?.kind === 'fork' && !!node.parent.limits?.childSeconds && CLOCK_RUNS.has(node.status);
+}
+
+/**
+ * How long a fork child has worked at `now`, in seconds: its latest `spend` event's, and while it
+ * works the time since (from its start before any spend), so that its row's clock moves every second.
+ */
+export function elapsedSeconds(node: SessionNode, now: number): number {
+  const spent = node.spend?.seconds ?? 0;
+  const since = node.spend?.at ?? node.startedAt;
+  if (since === undefined) return spent;
+  const until = CLOCK_RUNS.has(node.status) ? now : (node.stoppedAt ?? since);
+  return spent + Math.max(0, until - since) / 1000;
+}
+
 /**
  * A fork child's spend against each of its fork's limits: `short` for its row ("3.2k/5k tokens"),
- * `long` for its tooltip. Its spend is its latest `spend` event's (else what its turns said).
+ * `long` for its tooltip. Its spend is its latest `spend` event's (else what its turns said); its
+ * time goes on at `now` while it works.
  */
-export function childLimits(node: SessionNode): Array<{ short: string; long: string }> {
+export function childLimits(node: SessionNode, now: number = Date.now()): Array<{ short: string; long: string }> {
   const fork = node.parent?.kind === 'fork' ? node.parent : undefined;
   const limits = fork?.limits;
   if (limits === undefined || limits === null) return [];
@@ -347,10 +366,10 @@ export function childLimits(node: SessionNode): Array<{ short: string; long: str
     });
   }
   if (limits.childSeconds) {
-    const seconds = Math.round(spend?.seconds ?? 0);
+    const seconds = Math.floor(elapsedSeconds(node, now));
     shown.push({
       short: `${seconds}s/${Math.round(limits.childSeconds)}s`,
-      long: `Time: ${seconds} s of ${limits.childSeconds} s (as of its last model call)`,
+      long: `Time: ${seconds} s of ${limits.childSeconds} s`,
     });
   }
   if (limits.forkCostUsd) {

@@ -4,7 +4,7 @@
 import * as vscode from 'vscode';
 
 import type { Changes, CovenModel, Node } from './model';
-import { present } from './present';
+import { present, ticks } from './present';
 import { RefreshThrottle } from './throttle';
 
 /** Fork rows carry a resourceUri in this scheme so that a FileDecoration can colour their label. */
@@ -24,7 +24,28 @@ export class SessionTree implements vscode.TreeDataProvider<Node>, vscode.FileDe
   /** Paced so that VS Code's own debounce never swallows a stream of them (see throttle.ts). */
   private readonly throttle = new RefreshThrottle((root, nodes) => this.treeEmitter.fire(root ? undefined : nodes));
 
+  /** Rows drawn with a clock that moves (a fork child at work against a time limit): redrawn each second. */
+  private readonly ticking = new Set<Node>();
+  private readonly clock = setInterval(() => this.tick(), 1000);
+
   constructor(private readonly model: CovenModel) {}
+
+  /** Each second, the rows whose clock moved: drawn again, once more after it stops (its final time). */
+  private tick(): void {
+    if (this.ticking.size === 0) return;
+    const nodes: Node[] = [];
+    for (const node of this.ticking) {
+      if (!ticks(node)) this.ticking.delete(node);
+      // A session gone from the tree (deleted, the server restarted) is not drawn again.
+      if (node.kind === 'session' && this.model.session(node.sessionId) !== node) {
+        this.ticking.delete(node);
+        continue;
+      }
+      this.items.delete(node);
+      nodes.push(node);
+    }
+    if (nodes.length > 0) this.treeEmitter.fire(nodes);
+  }
 
   /** One refresh for a coalesced batch: the root if the top level changed, else just the changed nodes. */
   apply(changes: Changes): void {
@@ -43,6 +64,7 @@ export class SessionTree implements vscode.TreeDataProvider<Node>, vscode.FileDe
     const cached = this.items.get(node);
     if (cached?.version === node.version) return cached.item;
     const p = present(node);
+    if (ticks(node)) this.ticking.add(node);
     const item = new vscode.TreeItem(p.label, COLLAPSIBLE[p.collapsible]);
     item.id = node.key;
     item.description = p.description;
@@ -61,6 +83,7 @@ export class SessionTree implements vscode.TreeDataProvider<Node>, vscode.FileDe
   }
 
   dispose(): void {
+    clearInterval(this.clock);
     this.throttle.dispose();
     this.treeEmitter.dispose();
   }

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
 import { CovenModel, firstLine, type ForkNode, type Node, tokenUsage, type ToolNode, totalTokens, type TurnNode } from '../src/model';
-import { forkStateText, formatCost, formatDuration, formatTokens, present, summarize } from '../src/present';
+import { forkStateText, formatCost, formatDuration, formatTokens, present, summarize, ticks } from '../src/present';
 import type { CovenEvent, SessionInfo } from '../src/protocol';
 import { renderTranscript } from '../src/transcript';
 import { info, Stream } from './events';
@@ -887,8 +887,9 @@ describe('fork limits', () => {
       s.ev('s-c', 'spend', { usage: { inputTokens: 1000, outputTokens: 200, cacheReadTokens: 2000, cacheCreationTokens: 0 }, costUsd: 0.25, seconds: 12.4 }),
     ]);
     const child = model.session('s-c')!;
-    assert.equal(present(child).description, 'running · 3.2k/5k tokens · 12s/60s · fork $0.2500/$2.00');
-    assert.match(present(child).tooltip, /Tokens: 3,200 of 5,000/);
+    const spentAt = child.spend!.at;
+    assert.equal(present(child, spentAt).description, 'running · 3.2k/5k tokens · 12s/60s · fork $0.2500/$2.00');
+    assert.match(present(child, spentAt).tooltip, /Tokens: 3,200 of 5,000/);
     assert.match(present(child).tooltip, /The whole fork: \$0\.2500 of \$2\.00/);
     model.ingest([
       s.status('s-c', 'cancelled'),
@@ -899,5 +900,38 @@ describe('fork limits', () => {
     ]);
     assert.doesNotMatch(present(child).description, /tokens/);
     assert.match(present(child).tooltip, /Stopped: it reached its token limit \(`childTokens`\)/);
+  });
+
+  test("a working child's clock moves each second between its spend events, from its start before any", () => {
+    const s = new Stream();
+    const model = new CovenModel();
+    model.applySessions([info('s-p', { title: 'Parent' })]);
+    model.ingest([
+      ...s.turn('s-p', 'plan', 'ready'),
+      s.ev('s-p', 'forkStarted', {
+        forkId: 'f-1', state: 'running', source: 'user', tasks: ['Loop'], children: [{ sessionId: 's-c', label: 'Loop' }],
+        limits: { childSeconds: 60 },
+      }),
+      s.status('s-c', 'queued'),
+      s.status('s-c', 'starting'),
+    ]);
+    const child = model.session('s-c')!;
+    const started = child.startedAt!;
+    assert.ok(ticks(child), 'a child at work against a time limit ticks');
+    assert.equal(present(child, started + 3_400).description, 'starting · 3s/60s', 'before any spend: from its start');
+    model.ingest([
+      s.status('s-c', 'running'),
+      s.ev('s-c', 'spend', { usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 }, costUsd: 0, seconds: 12.4 }),
+    ]);
+    const at = child.spend!.at;
+    assert.equal(present(child, at).description, 'running · 12s/60s');
+    assert.equal(present(child, at + 1_000).description, 'running · 13s/60s');
+    assert.equal(present(child, at + 2_000).description, 'running · 14s/60s');
+    assert.match(present(child, at + 2_000).tooltip, /Time: 14 s of 60 s/);
+    const idle = s.status('s-c', 'idle');
+    model.ingest([idle]);
+    assert.ok(!ticks(child), 'a child that stopped working does not tick');
+    const worked = Math.floor(12.4 + (Date.parse(idle.time) - at) / 1000);
+    assert.match(present(child, at + 60_000).tooltip, new RegExp(`Time: ${worked} s of 60 s`), 'its clock stands where it stopped');
   });
 });

@@ -13,7 +13,8 @@ import os
 import sqlite3
 import stat
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -126,9 +127,24 @@ class Hub:
     # --- clients ---------------------------------------------------------------------------------
 
     def attach(self, client: Client) -> None:
+        client.settings = self._settings_of(client.settings)
         self.clients.append(client)
         if "maxParallel" in client.settings.given:
             self.slots.limit = client.settings.options.maxParallel
+
+    def _settings_of(self, settings: ClientSettings) -> ClientSettings:
+        """A client that names no option but its token (a terminal attached to an editor's
+        server: `coven-ls chat --tcp`) runs its sessions as the editor that owns the server runs
+        its own, not with the defaults: it takes the options of the earliest client still
+        connected that named any (fork mode, isolation, merge mode, setup, limits, ...). What it
+        named (`given`) stays as it was: it still changes none of the server-wide settings."""
+        if settings.given - {"token"}:
+            return settings
+        owner = next((c for c in self.clients if c.settings.given - {"token"}), None)
+        if owner is None:
+            return settings
+        options = msgspec.structs.replace(owner.settings.options, token=settings.options.token)
+        return dataclasses.replace(settings, options=options)
 
     def detach(self, client: Client) -> None:
         if client in self.clients:
@@ -452,6 +468,20 @@ class Hub:
             session.send(prompt)
         return session
 
+    @asynccontextmanager
+    async def _child_turns(
+        self, session_id: str, on_position: Callable[[int | None], None]
+    ) -> AsyncIterator[None]:
+        """What a fork child holds while its agent runs: one of the server's slots, and its
+        block of ports (one of its own again for a turn after its fork's work is over)."""
+        async with self.slots.hold(session_id, on_position):
+            child = self.sessions.get(session_id)
+            if child is None:
+                yield
+                return
+            async with self.forks.envs.later_turn(child):
+                yield
+
     def _new_session(
         self,
         backend: Backend,
@@ -469,7 +499,7 @@ class Hub:
             backend,
             self,
             status=status,
-            turn_gate=self.slots.hold if kw.get("fork_id") else None,
+            turn_gate=self._child_turns if kw.get("fork_id") else None,
             created_at=protocol.now_iso(),
             on_turn_end=self.forks.on_turn_end,
             **kw,

@@ -72,7 +72,7 @@ AgentName = str
 RESERVED_AGENT_NAMES = ("claude", "codex")
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"]
 ForkSource = Literal["model", "user"]
-SetupSource = Literal["option", "cursor", "conductor"]
+SetupSource = Literal["option", "cursor", "conductor", "codex"]
 # A fork's state, the one vocabulary of the server, its events and its clients (protocol.md, Fork
 # states; the moves between them are core/fork/state.py's table): `proposed` (the model asked,
 # the user decides), `running` (its children work), `reviewing` (they have ended; their changes

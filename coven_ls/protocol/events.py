@@ -481,7 +481,8 @@ class WorktreeEnv(Payload, tag="worktreeEnv"):
     """the setup command that runs next"""
     setupSource: SetupSource | None = None
     """where it comes from: the `worktreeSetup` setting (`option`), `.cursor/worktrees.json`
-    (`cursor`) or `conductor.json` (`conductor`)"""
+    (`cursor`), `conductor.json` (`conductor`) or `.codex/environments/environment.toml`
+    (`codex`)"""
     setupFile: str | None = None
     """with a setup from the repository: its file, relative to the repository's top"""
 

@@ -133,8 +133,8 @@ class InitializationOptions(Wire, omit_defaults=True):
     worktreeSetup: str = "auto"
     """a shell command (`sh -c`) run in each fork child's new worktree, after the
     `.worktreeinclude` copies and before the child starts; `auto`: the setup the repository has
-    for another tool (`.cursor/worktrees.json`, then `conductor.json`), once the user allowed it;
-    `""`: none"""
+    for another tool (`.cursor/worktrees.json`, then `conductor.json`, then
+    `.codex/environments/environment.toml`), once the user allowed it; `""`: none"""
     worktreeSetupTimeoutSeconds: NonNegativeFloat = 600.0
     """a worktree setup still running after this long is stopped (its process group killed) and
     fails its child (0: never)"""

@@ -14,10 +14,12 @@ session's tree does prints above it as it happens.
 - A permission, a proposed fork (y/n, e: edit its tasks) or a fork child's changes are asked
   inline (`chat_dialogs`): the line being typed is put aside and given back once the question
   is answered, or once it goes away because it was settled elsewhere (another client decided
-  the fork or the changes; the server withdrew its permission request).
+  the fork or the changes; the server withdrew its permission request). A line entered just
+  before its question came (a lone y, n or e up to ANSWER_GRACE_SECONDS before; anything while
+  a question waits) is not sent: it is given back too, and Enter again sends it.
 - `--tcp HOST:PORT` attaches to a running server (an editor's) instead of starting one: nothing
-  but the token is sent at `initialize`, so none of its settings change, and quitting only
-  disconnects.
+  but the token is sent at `initialize`, so none of its settings change (the sessions started
+  here take the editor's options: they fork as the editor's do), and quitting only disconnects.
 - Ctrl+C clears a typed line; on an empty line it cancels the current session's running turn or
   fork; twice on an idle, empty prompt it quits, as Ctrl+D and `/quit` do. Quitting shuts the
   server down in order (every CLI process ends); the sessions stay in the store for
@@ -51,10 +53,15 @@ from ..protocol.types import Isolation, MergeMode
 from . import chat_commands as cmd
 from . import chat_dialogs as dialogs
 from .agents import Offer, unknown_agent
+from .chat_clock import WorkClock
 from .client import CovenClient
 from .render import TreePrinter
 
 EXIT_OK, EXIT_NOT_STARTED = 0, 2
+# A one-letter line that answers questions (y, n, e) waits this long for a question to come
+# before it is sent as a message: typed for a question about to appear, it stays typed.
+ANSWER_LETTERS = frozenset("yne")
+ANSWER_GRACE_SECONDS = 0.6
 HISTORY_FILE = "chat-history"
 BUSY = frozenset(protocol.BUSY_STATUSES)
 ENDED = frozenset(protocol.FINAL_STATUSES | {"failed"})
@@ -175,9 +182,13 @@ class Chat:
         self._printer = TreePrinter(self._out, full_text=True)  # type: ignore[arg-type]
         self.current: str | None = None
         self.infos: dict[str, dict[str, Any]] = {}  # sessionId -> SessionInfo, kept current
-        self._unplaced: list[dict[str, Any]] = []  # events of sessions not known yet
+        # Events and streamed pieces (is it a delta, params) of sessions not known yet, in the
+        # order they came: a new session's first pieces can beat listSessions' answer.
+        self._unplaced: list[tuple[bool, dict[str, Any]]] = []
         self.proposed: dict[str, str] = {}  # sessionId -> the forkId awaiting a decision
         self._questions: deque[_Question] = deque()
+        self._question_came = asyncio.Event()  # set by each question asked
+        self.clock = WorkClock()  # how long each fork child has been at work
         self._asking: _Question | None = None  # the question on the input line now
         self._agent = options.agent  # of the sessions started from now on (`/agent`)
         self.reviewed: set[str] = set()  # fork children whose changes were applied or discarded
@@ -290,16 +301,34 @@ class Chat:
                 break
             if line is _ASIDE:
                 continue  # a question came: asked first, then the draft comes back
-            self._draft = ""
             self._armed = False
+            if await self._meant_for_a_question(line):
+                self._draft = line  # back on the input line once the question is answered
+                continue
+            self._draft = ""
             await self._line(line)
+
+    async def _meant_for_a_question(self, line: str) -> bool:
+        """A line entered as a question came (its Enter beat the question to the input line),
+        or an answer's letter entered just before one came: it was typed for the question, not
+        as a message. It is not sent; it stays on the input line until Enter is pressed again."""
+        if self._questions:
+            return True
+        if len(line.strip()) != 1 or line.strip().lower() not in ANSWER_LETTERS:
+            return False
+        self._question_came.clear()
+        try:
+            await asyncio.wait_for(self._question_came.wait(), ANSWER_GRACE_SECONDS)
+        except TimeoutError:
+            return False
+        return True
 
     def _prompt(self) -> str:
         info = self.infos.get(self.current or "")
         if info is None:
             return "coven > "
         status = info["status"]
-        state = "" if status == "idle" else f"({status}) "
+        state = "" if status == "idle" else f"({status}{self.clock.elapsed(info)}) "
         return f"{state}{self._place(info)} > "
 
     def _place(self, info: dict[str, Any]) -> str:
@@ -380,7 +409,8 @@ class Chat:
             for n, (info, depth) in enumerate(self._numbered(), 1):
                 mark = "▶" if info["sessionId"] == self.current else " "
                 self.say(
-                    f"{mark}{n:>3}. {'  ' * depth}{self._place(info)} [{info['status']}] "
+                    f"{mark}{n:>3}. {'  ' * depth}{self._place(info)} "
+                    f"[{info['status']}{self.clock.elapsed(info)}] "
                     f"{info['sessionId']}"
                 )
         elif name == "/sessions":
@@ -459,9 +489,7 @@ class Chat:
 
     async def _enter(self, session_id: str) -> None:
         """Make a session the current one, once its info is known."""
-        await self.refresh()
-        self.current = session_id
-        self._place_in_tree(session_id)
+        await self.refresh(enter=session_id)
 
     async def _switch(self, target: str) -> None:
         await self.refresh()
@@ -532,12 +560,17 @@ class Chat:
 
     # --- the tree --------------------------------------------------------------------------------
 
-    async def refresh(self) -> None:
+    async def refresh(self, enter: str | None = None) -> None:
+        """Know the sessions again; `enter`: make that one the current session before what came
+        early for it is printed (its tree's events and pieces are shown, the others' not)."""
         listed = await self.client.request(protocol.LIST_SESSIONS, {})
         self.infos = {s["sessionId"]: s for s in listed["sessions"]}
+        if enter is not None:
+            self.current = enter
+            self._place_in_tree(enter)
         waiting, self._unplaced = self._unplaced, []
-        for event in waiting:
-            self._take(event)
+        for is_delta, params in waiting:
+            (self._take_delta if is_delta else self._take)(params)  # still unknown: dropped
 
     def _root(self, session_id: str) -> str:
         seen = session_id
@@ -574,13 +607,21 @@ class Chat:
     # --- events ----------------------------------------------------------------------------------
 
     def _on_delta(self, delta: dict[str, Any]) -> None:
-        """A streamed piece of text or thinking: printed as it comes, for the current tree."""
+        """A streamed piece of text or thinking: printed as it comes, for the current tree.
+        A piece of a session not known yet waits with its events: dropped, the block's later
+        pieces would print without its beginning, and its whole text again under them."""
+        if delta["sessionId"] not in self.infos:
+            self._unplaced.append((True, delta))
+            return
+        self._take_delta(delta)
+
+    def _take_delta(self, delta: dict[str, Any]) -> None:
         if delta["sessionId"] in self.infos and self._in_tree(delta["sessionId"]):
             self._printer.delta(delta)
 
     def _on_event(self, event: dict[str, Any]) -> None:
         if event["sessionId"] not in self.infos:
-            self._unplaced.append(event)  # placed once listSessions knows the session
+            self._unplaced.append((False, event))  # placed once listSessions knows the session
             return
         self._take(event)
 
@@ -591,6 +632,7 @@ class Chat:
             return
         if kind == Kind.STATUS:
             info["status"] = event["status"]
+            self.clock.status(sid, event["status"], event["time"])
         elif kind == Kind.FORK_STARTED:
             for child in event["children"]:
                 self.infos.setdefault(
@@ -653,8 +695,11 @@ class Chat:
         future = asyncio.get_running_loop().create_future()
         question = _Question(text, choices, future, key, default, gone)
         self._questions.append(question)
+        self._question_came.set()
         app = self._input.app if self._input is not None else None
-        if app is not None and app.is_running:
+        # An Enter may have ended the input line already (its line is kept: _loop sees the
+        # question waiting); exiting it again would fail.
+        if app is not None and app.is_running and not (app.future and app.future.done()):
             self._draft = app.current_buffer.text
             app.exit(result=_ASIDE)
         try:

@@ -8,7 +8,8 @@ shell (a login, `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, ...) works here.
   end, the tokens and cost of the whole tree. With `--json`, one `coven/event` per line instead
   (and with `--deltas`, the streamed pieces as `{"delta": …}` lines among them); the usage line
   then goes to stderr.
-- A proposed fork asks y/n/e (e: type a new task list); a tool that needs permission asks y/n;
+- A proposed fork asks y/n/e/l (e: type a new task list; l: limits for this fork, as
+  coven/decideFork takes them); a tool that needs permission asks y/n;
   with `--merge review`, each fork child whose changes wait asks y/n (apply them to the working
   tree, or discard them: they stay on the child's branch). Questions go to stderr, one at a time,
   and are answered with a line on stdin.
@@ -48,6 +49,7 @@ from ..protocol.types import Isolation, MergeMode, Usage
 from . import options
 from .agents import unknown_agent
 from .client import CovenClient, PermissionAnswer
+from .limits import EXAMPLE, LimitsError, limits_text, parse_limits
 from .render import TreePrinter, estimate_lines, file_listing, merge_summary
 
 T = TypeVar("T")
@@ -174,6 +176,17 @@ class Terminal:
             if answer and answer in choices:
                 return answer
             self.say(f"Please answer {' or '.join(choices)}.")
+
+    async def read_line(self, prompt: str) -> str | None:
+        """One line of text (None after Ctrl+C or at end of input)."""
+        self.say(prompt)
+        self._before()
+        self._out.write("  > ")
+        self._out.flush()
+        line = await self._readline()
+        if line is None:
+            self.say("")
+        return line
 
     async def read_list(self, prompt: str) -> list[str] | None:
         """Lines up to an empty one (None after Ctrl+C)."""
@@ -553,19 +566,33 @@ class Runner:
         name = self._names.get(event["sessionId"], event["sessionId"])
         tasks: list[str] = list(event["tasks"])
         edited = False
+        limits: dict[str, int | float] = {}  # for this fork, over the session's (l)
         async with self._terminal.lock:
             while True:
                 listing = "\n".join(f"  {n}. {task}" for n, task in enumerate(tasks, 1))
                 count = f"{len(tasks)} parallel task{'s' if len(tasks) != 1 else ''}"
+                limited = f"Limits for this fork: {limits_text(limits)}\n" if limits else ""
                 answer = await self._terminal.ask(
                     f"Claude proposes to fork '{one_line(name, 40)}' into {count}:\n{listing}\n"
-                    f"{await self._cost_lines(event, tasks, edited)}"
-                    "Approve the fork? (e: edit the tasks)",
-                    "yne",
+                    f"{await self._cost_lines(event, tasks, edited)}{limited}"
+                    "Approve the fork? (e: edit the tasks, l: set its limits)",
+                    "ynel",
                     default="n",
                 )
                 if answer is None:
                     return  # Ctrl+C: the cancel that follows withdraws the proposal
+                if answer == "l":
+                    typed_limits = await self._terminal.read_line(
+                        "Limits for this fork's children, name=value (e.g. "
+                        f"{EXAMPLE}; 0: no limit; one left out: the session's):"
+                    )
+                    if typed_limits is None:
+                        return
+                    try:
+                        limits.update(parse_limits(typed_limits))
+                    except LimitsError as exc:
+                        self._terminal.say(str(exc))
+                    continue
                 if answer == "e":
                     typed = await self._terminal.read_list(
                         "Type the tasks, one per line; an empty line ends the list:"
@@ -580,6 +607,8 @@ class Runner:
                     params["tasks"] = tasks
                 if answer == "y":
                     params.update(self._options.approval())
+                if answer == "y" and limits:
+                    params["limits"] = limits
                 if answer == "n":
                     params["reason"] = (
                         "rejected in the terminal"

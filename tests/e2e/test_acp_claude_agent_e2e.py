@@ -31,7 +31,8 @@ async def test_claude_agent_acp_streams_asks_before_a_command_and_reports_its_co
              "description": "Writes one.txt"}), times=1)  # fmt: skip
     model.on(after_tool, "the command ran")
     coven = await start_claude_agent_acp()
-    assert "claude-agent-acp" in coven.init_result.capabilities.experimental["coven"]["agents"]
+    offered = coven.init_result.capabilities.experimental["coven"]["agents"]
+    assert any(a["name"] == "claude-agent-acp" and a["kind"] == "acp" for a in offered), offered
     asked: list[dict] = []
     coven.permission_answer = lambda request: asked.append(request) or {"allow": True}
     sid = await coven.start("hello there")

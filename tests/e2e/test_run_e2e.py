@@ -384,7 +384,11 @@ def test_run_on_a_terminal_asks_edits_the_fork_and_draws_the_tree(
     )
     term.type("y\n")
     at = term.expect(r"into 2 parallel tasks:\n  1\. Write the docs\n  2\. Fix the bugs\n", at)
-    at = term.expect(cost(2, "1.7M") + r"Approve the fork\? \(e: edit the tasks\) \[y/n/e\] ", at)
+    at = term.expect(
+        cost(2, "1.7M")
+        + r"Approve the fork\? \(e: edit the tasks, l: set its limits\) \[y/n/e/l\] ",
+        at,
+    )
     term.type("e\n")
     at = term.expect(r"an empty line ends the list:", at)
     term.type("Only the docs\n\n")

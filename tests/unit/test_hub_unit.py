@@ -32,6 +32,7 @@ from coven_ls.core.session import Session
 from coven_ls.core.session import event_log as session_log
 from coven_ls.core.store import Store, database_path
 from coven_ls.core.workspace import isolation, worktrees
+from coven_ls.core.workspace.ports import PORTS
 from coven_ls.core.workspace.repository import RepoInfo, inspect
 from coven_ls.protocol import Kind, events
 from coven_ls.protocol.types import ForkChoices, Usage
@@ -481,6 +482,68 @@ async def test_a_client_that_names_no_options_changes_none_of_the_servers(
         # One that names it still sets it, as the last to connect.
         rig.hub.attach(RecordingClient(ClientSettings.parse({"maxParallel": 2}, "/"), None))
         assert rig.hub.slots.limit == 2
+
+
+async def test_sessions_of_a_client_that_names_no_options_fork_as_the_editors_do(
+    tmp_path: Path,
+) -> None:
+    """A terminal attached to an editor's server starts sessions with the editor's fork
+    settings, not the server's defaults; a client that names options of its own keeps them."""
+    limits = {"childTokens": 5000, "forkCostUsd": 2.5}
+    editor = settings(
+        tmp_path,
+        forkMode="auto",
+        mergeMode="review",
+        forkIsolation="shared",
+        worktreeSetup="make setup",
+        maxChildren=3,
+        forkLimits=protocol.ForkLimits(**limits),
+        token="editor-token",
+    )
+    async with running_hub(editor) as rig:
+        attached = RecordingClient(ClientSettings.parse({"token": "t"}, str(tmp_path)), None)
+        rig.hub.attach(attached)
+        own = RecordingClient(ClientSettings.parse({"forkMode": "off"}, str(tmp_path)), None)
+        rig.hub.attach(own)
+        params = protocol.StartSessionParams(prompt="hello")
+        config = (await rig.hub.start_session(attached, params)).config
+        assert (config.fork_mode, config.merge_mode, config.fork_isolation) == (
+            "auto",
+            "review",
+            "shared",
+        )
+        assert (config.worktree_setup, config.max_children) == ("make setup", 3)
+        assert config.fork_limits == protocol.ForkLimits(**limits)
+        assert attached.settings.options.token == "t"  # its own, never the editor's
+        assert attached.settings.given == frozenset({"token"})
+        config = (await rig.hub.start_session(own, params)).config
+        assert (config.fork_mode, config.merge_mode, config.fork_limits) == ("off", "auto", None)
+
+
+async def test_a_later_turn_of_a_fork_child_gets_a_block_of_ports_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """A follow-up to a child after its fork ended: the block it had was freed then (another
+    child may hold it now), so its agent gets a block of its own, given back with the agent."""
+    async with running_hub(settings(tmp_path, forkMode="auto")) as rig:
+        parent, children = await start_fork(rig)
+        await results_turn(rig, parent)
+        child = children["alpha"]
+        freed = int(child.config.env["COVEN_PORT"])
+        assert freed not in PORTS.reserved
+        opening = Gate()
+        rig.backend.open_plan.append(opening)
+        after = child.last_seq
+        child.send("one more thing")
+        await opening.wait_reached(LIMIT)
+        port = int(rig.backend.specs[-1].env["COVEN_PORT"])
+        assert port in PORTS.reserved  # held by this child while its agent runs
+        opening.open()
+        await rig.client.wait_for(Kind.STATUS, child, after=after, status="idle")
+        with anyio.fail_after(LIMIT):
+            # Given back once its agent has stopped (nothing signals it: polled).
+            while port in PORTS.reserved:  # noqa: ASYNC110
+                await anyio.sleep(0.01)
 
 
 async def test_max_parallel_is_one_limit_for_every_fork_of_the_server(tmp_path: Path) -> None:

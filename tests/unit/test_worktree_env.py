@@ -178,6 +178,61 @@ def test_setup_resolution(tmp_path: Path) -> None:
     assert conductor.tool_env("/r", "/w", 4000)["CONDUCTOR_PORT"] == "4000"
 
 
+def test_the_codex_apps_local_environment_is_a_setup_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    top = tmp_path
+    codex = top / ".codex" / "environments"
+    codex.mkdir(parents=True)
+    (codex / "environment.toml").write_text(
+        "version = 1\nname = \"project\"\n\n[setup]\nscript = '''\nnpm ci\n"
+        'cp "$CODEX_SOURCE_TREE_PATH/.env" .env\n\'\'\'\n\n[setup.darwin]\nscript = "brew bundle"\n'
+        '\n[[actions]]\nname = "Run"\nicon = "run"\ncommand = "npm start"\n'
+    )
+    monkeypatch.setattr(worktree_setup.sys, "platform", "linux")
+    setup = worktree_setup.resolve("auto", top)
+    assert setup is not None
+    assert (setup.source, setup.file) == ("codex", ".codex/environments/environment.toml")
+    assert setup.command == setup.content == 'npm ci\ncp "$CODEX_SOURCE_TREE_PATH/.env" .env\n'
+    assert setup.from_repository  # asked about, as Cursor's and Conductor's are
+    assert setup.tool_env("/r", "/w", 4000) == {
+        "CODEX_SOURCE_TREE_PATH": "/r",
+        "CODEX_WORKTREE_PATH": "/w",
+    }
+    monkeypatch.setattr(worktree_setup.sys, "platform", "darwin")
+    mac = worktree_setup.resolve("auto", top)
+    assert mac is not None and mac.command == "brew bundle"  # its platform's script wins
+    # Cursor's and Conductor's files come first.
+    (top / "conductor.json").write_text(json.dumps({"scripts": {"setup": "make"}}))
+    first = worktree_setup.resolve("auto", top)
+    assert first is not None and first.source == "conductor"
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("[setup\nscript = 1", r"environment\.toml could not be read as TOML"),
+        ("version = 2\n[setup]\nscript = 'x'", r"is version 2; coven-ls reads version 1"),
+        ("setup = 'npm ci'", r"setup must be a table"),
+        ("[setup]\nscript = ['npm ci']", r"setup\.script must be a script"),
+    ],
+)
+def test_a_broken_codex_environment_is_a_clear_error(tmp_path: Path, text: str, said: str) -> None:
+    (tmp_path / ".codex" / "environments").mkdir(parents=True)
+    (tmp_path / ".codex" / "environments" / "environment.toml").write_text(text)
+    with pytest.raises(SetupFileError, match=said):
+        worktree_setup.resolve("auto", tmp_path)
+
+
+def test_a_codex_environment_without_a_setup_is_none(tmp_path: Path) -> None:
+    (tmp_path / ".codex" / "environments").mkdir(parents=True)
+    toml = tmp_path / ".codex" / "environments" / "environment.toml"
+    toml.write_text('version = 1\nname = "p"\n[[actions]]\nname = "Run"\ncommand = "x"\n')
+    assert worktree_setup.resolve("auto", tmp_path) is None
+    toml.write_text("[setup]\nscript = '  '\n")
+    assert worktree_setup.resolve("auto", tmp_path) is None
+
+
 def test_a_broken_setup_file_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "conductor.json").write_text("{not json")
     with pytest.raises(SetupFileError, match=r"conductor\.json"):

@@ -6,7 +6,8 @@ variables its setup and its agent get:
 - `COVEN_ROOT_PATH`: the parent's repository (its top folder)
 - `COVEN_WORKTREE_PATH`: the child's worktree
 - `COVEN_CHILD_INDEX`: its task's number, from 1
-- `COVEN_PORT`: the first of the 10 ports reserved for it while it runs
+- `COVEN_PORT`: the first of the 10 ports reserved for it while it runs (a turn sent to it after
+  its fork's work is over gets a block of its own for as long as its agent runs: `later_turn`)
 
 What the repository's environment holds (the copies, the notices, which setup) is decided once
 per fork, for all its children; the copies and the setup run per child, side by side.
@@ -16,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,6 +187,29 @@ class ChildEnvironments:
         port = self._held.pop(child.id, None)
         if port is not None:
             self._ports.release(port)
+
+    @asynccontextmanager
+    async def later_turn(self, child: Session) -> AsyncIterator[None]:
+        """A turn of a child whose fork work is over (a follow-up sent to it later): its block was
+        freed when that work ended, and another child may hold it now, so it gets a block of its
+        own while its agent runs (`COVEN_PORT`, and the variables of the tool its setup came from
+        that follow it), given back with the agent. A child still at its fork's work keeps its
+        block."""
+        if child.id in self._held:
+            yield
+            return
+        port = await anyio.to_thread.run_sync(self._ports.reserve)
+        self._held[child.id] = port
+        try:
+            variables = {"COVEN_PORT": str(port)}
+            tree = child.worktree
+            made = None if tree is None else await anyio.to_thread.run_sync(_made, tree.path)
+            if tree is not None and made is not None:
+                variables.update(worktree_setup.tool_env(made, tree.repository, tree.path, port))
+            child.add_env(variables)
+            yield
+        finally:
+            self.release(child)
 
     def forget(self, fork_id: str) -> None:
         self._plans.pop(fork_id, None)

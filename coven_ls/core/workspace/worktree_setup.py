@@ -4,7 +4,9 @@
 Where it comes from (`resolve`): the `worktreeSetup` option (the user's own setting, run as is),
 or with `"auto"` (the default) the setup the user already wrote for another tool, when the
 repository has one: `.cursor/worktrees.json` (`setup-worktree-unix`, else `setup-worktree`: a list
-of commands or a script's path), then `conductor.json` (`scripts.setup`). `""` turns setup off.
+of commands or a script's path), then `conductor.json` (`scripts.setup`), then the Codex app's
+local environment, `.codex/environments/environment.toml` (`[setup] script`, or this platform's
+`[setup.linux]`/`[setup.darwin]` one). `""` turns setup off.
 
 A setup found in the repository runs without any tool-permission prompt, so it needs the user's
 yes first, for that exact setup (`Approvals`: per repository and content, the script a file names
@@ -21,6 +23,7 @@ import hashlib
 import json
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +38,9 @@ from ...protocol.types import SetupSource
 
 CURSOR_FILE = ".cursor/worktrees.json"
 CONDUCTOR_FILE = "conductor.json"
+CODEX_FILE = ".codex/environments/environment.toml"
+# The Codex app's platform sections (`[setup.darwin]`, ...) by Python's sys.platform.
+_CODEX_PLATFORMS = {"linux": "linux", "darwin": "darwin", "win32": "windows"}
 APPROVALS_FILE = "worktree-setup-approvals.json"
 
 TAIL_CHARS = 2000
@@ -85,6 +91,8 @@ def tool_env(source: str, root: str, worktree: str, port: int) -> dict[str, str]
             "CONDUCTOR_WORKSPACE_NAME": os.path.basename(worktree),
             "CONDUCTOR_PORT": str(port),
         }
+    if source == "codex":
+        return {"CODEX_SOURCE_TREE_PATH": root, "CODEX_WORKTREE_PATH": worktree}
     return {}
 
 
@@ -92,7 +100,7 @@ def resolve(value: str | None, top: Path) -> Setup | None:
     """The setup for a repository: `value` is the `worktreeSetup` option (None: `auto`).
     Raises SetupFileError for a setup file that cannot be read."""
     if value is None or value == "auto":
-        return _cursor(top) or _conductor(top)
+        return _cursor(top) or _conductor(top) or _codex(top)
     if not value.strip():
         return None
     return Setup(command=value, source="option", content=value)
@@ -160,6 +168,47 @@ def _conductor(top: Path) -> Setup | None:
     if not value.strip():
         return None
     return Setup(command=value, source="conductor", file=CONDUCTOR_FILE, content=value)
+
+
+def _load_toml(path: Path) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        try:
+            return tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise SetupFileError(f"{CODEX_FILE} could not be read as TOML: {exc}") from exc
+    raise SetupFileError(f"reading {CODEX_FILE} needs Python 3.11 or later (its tomllib)")
+
+
+def _codex(top: Path) -> Setup | None:
+    """The Codex app's local environment: `version = 1`, `name`, and a `[setup]` table whose
+    `script` runs in each new worktree (a `[setup.linux]` or `[setup.darwin]` table's `script`
+    overrides it on that platform), with CODEX_SOURCE_TREE_PATH and CODEX_WORKTREE_PATH."""
+    path = top / CODEX_FILE
+    if not path.is_file():
+        return None
+    data = _load_toml(path)
+    version = data.get("version", 1)
+    if version != 1:
+        raise SetupFileError(
+            f"{CODEX_FILE} is version {version!r}; coven-ls reads version 1 (the Codex app's): "
+            "set worktreeSetup to the setup's command instead"
+        )
+    setup = data.get("setup")
+    if setup is None:
+        return None
+    if not isinstance(setup, dict):
+        raise SetupFileError(f"{CODEX_FILE}: setup must be a table ([setup] with a script)")
+    own = setup.get(_CODEX_PLATFORMS.get(sys.platform, ""))
+    script = own.get("script") if isinstance(own, dict) and "script" in own else setup.get("script")
+    if script is None:
+        return None
+    if not isinstance(script, str):
+        raise SetupFileError(f"{CODEX_FILE}: setup.script must be a script (a string)")
+    if not script.strip():
+        return None
+    return Setup(command=script, source="codex", file=CODEX_FILE, content=script)
 
 
 # --- the user's approvals -----------------------------------------------------------------------

@@ -29,7 +29,8 @@ local defaults = {
   token_file = nil, -- with `tcp`: the file holding its token (default: the one it generated)
   init_options = {}, -- coven-ls initializationOptions (model, forkMode, permissionMode, ...)
   -- a shell command run in each fork child's new worktree before it starts ('auto': the
-  -- repository's .cursor/worktrees.json or conductor.json setup, once allowed; '': none)
+  -- repository's .cursor/worktrees.json, conductor.json or .codex/environments/environment.toml
+  -- setup, once allowed; '': none)
   worktree_setup = nil,
   -- what fork children may spend: { child_tokens = 200000, child_cost_usd = 1, child_seconds =
   -- 600, fork_cost_usd = 5 }, any of them (0: no limit); a child that reaches one is stopped
