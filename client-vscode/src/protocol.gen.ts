@@ -41,6 +41,8 @@ export type Event =
   | ApiRetryEvent
   | TaskEvent
   | ErrorEvent
+  | ModeChangedEvent
+  | AgentRestartedEvent
   | ForkProposedEvent
   | ForkRejectedEvent
   | ForkStartedEvent
@@ -78,6 +80,8 @@ export type EventKind =
   | 'apiRetry'
   | 'task'
   | 'error'
+  | 'modeChanged'
+  | 'agentRestarted'
   | 'forkProposed'
   | 'forkRejected'
   | 'forkStarted'
@@ -444,6 +448,10 @@ export interface SessionInfo {
    * how full its context is (its last model request against its model's window); null before its first model request
    */
   contextUsage?: ContextUsage | null;
+  /**
+   * a fork child's: how the operating system holds it; else null
+   */
+  sandbox?: Sandbox | null;
 }
 /**
  * Tokens, as the CLI counts them (its result's `usage`).
@@ -593,6 +601,27 @@ export interface ContextUsage {
    * the model that served that request, as the agent reports it
    */
   model: string | null;
+}
+/**
+ * How the operating system holds a fork child (see Child sandbox).
+ */
+export interface Sandbox {
+  /**
+   * true: its commands write only its worktree and its own temporary folder
+   */
+  fenced: boolean;
+  /**
+   * what holds it: `claude` (Claude Code's sandbox), `codex` (codex's); null when unfenced
+   */
+  by: string | null;
+  /**
+   * why it is unfenced; else null
+   */
+  reason: string | null;
+  /**
+   * a fenced child's: what its commands reach
+   */
+  network?: ('full' | 'loopback' | 'none') | null;
 }
 export interface GetEventsParams {
   /**
@@ -899,6 +928,27 @@ export interface PermissionRequestEvent {
    * the `toolUse` it is about
    */
   toolUseId?: string;
+  /**
+   * the answers the agent offers (ACP agents; absent for Claude and Codex)
+   */
+  options?: PermissionOption[];
+}
+/**
+ * One of the answers an ACP agent offers to its permission question (ACP's `PermissionOption`); agents name them differently, their `kind` says what each means.
+ */
+export interface PermissionOption {
+  /**
+   * the agent's id for it, given back as the answer's `optionId`
+   */
+  optionId: string;
+  /**
+   * `allow_once`, `allow_always`, `reject_once` or `reject_always`
+   */
+  kind: 'allow_always' | 'allow_once' | 'reject_always' | 'reject_once';
+  /**
+   * what the agent calls it, to show the user
+   */
+  name: string;
 }
 /**
  * The answer to a permission request (from the user, or a timeout).
@@ -933,6 +983,10 @@ export interface PermissionDecisionEvent {
    * what the model is told when the tool is denied
    */
   message?: string;
+  /**
+   * the option picked, of the request's `options`
+   */
+  optionId?: string;
 }
 /**
  * The turn ended.
@@ -1105,6 +1159,58 @@ export interface ErrorEvent {
    * what went wrong, for a person
    */
   message: string;
+}
+/**
+ * An ACP agent reports that its session is in another of its modes (ACP's `current_mode_update`: switched by the agent, or by coven-ls for a `permissionMode`).
+ */
+export interface ModeChangedEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'modeChanged';
+  /**
+   * the agent's own id of the mode (`plan`, `default`, `read-only`, …)
+   */
+  mode: string;
+}
+/**
+ * An ACP agent's process ended by itself and was started again, its session taken up again (`session/resume`, else `session/load`); a turn that was running ended failed before this.
+ */
+export interface AgentRestartedEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'agentRestarted';
+  /**
+   * how the process ended, for a person
+   */
+  reason: string;
+  /**
+   * which restart this is of the session's agent (1, 2, …)
+   */
+  restart: number;
+  /**
+   * how many it gets: once they are used up, the next end is an `error` event
+   */
+  maxRestarts: number;
 }
 /**
  * The model asked to fork (fork mode `approve`); the session is `awaitingApproval`.
@@ -1294,6 +1400,10 @@ export interface ChildRef {
    * its task (also the child's `title`)
    */
   label: string;
+  /**
+   * how the operating system holds it (see Child sandbox)
+   */
+  sandbox?: Sandbox | null;
 }
 /**
  * What a fork's children may spend. Each is optional: absent (or null) takes the session's setting (`initializationOptions.forkLimits`), 0 means no limit. A child that reaches a limit is stopped (status `cancelled`): its task is reported with `stopped: "limit"` and the limit's name, its file changes stay on its branch, and the parent goes on with what the others did.
@@ -1576,7 +1686,11 @@ export interface WorktreeEnvEvent {
    */
   copiedAhead?: boolean;
   /**
-   * for the user: what was left out that the child may need, a copy that still points at the parent's folder, why no setup runs
+   * what in the copies was made to name the child's worktree instead of the parent's folder (nothing reinstalled), a sentence per copied environment: a Python venv's editable installs, `direct_url.json` files, scripts' `#!` lines, `pyvenv.cfg` and activate scripts, and links (in `node_modules`, say) whose absolute targets pointed into the parent's folder
+   */
+  rewritten?: string[];
+  /**
+   * for the user: what was left out that the child may need, what in a copy still points at the parent's folder (the child's worktree has no such file), why no setup runs
    */
   notices?: string[];
   /**
@@ -1747,17 +1861,25 @@ export interface ForkParams {
    */
   worktreeSetup?: string | null;
   /**
-   * what the children start from: `inherit` (the parent's conversation, resumed natively; the default for children of the parent's agent), `fresh` (a new session with only the child's brief and task) or `transcript` (a new session whose first prompt holds the parent's conversation written out, with cuts: thinking left out, tool results over 1,500 characters cut, the oldest messages cut past 100,000 tokens; the default for children of another agent)
+   * what the children start from: `inherit` (the parent's conversation, resumed natively; the default for children of the parent's agent where it can copy its conversation), `fresh` (a new session with only the child's brief and task) or `transcript` (a new session whose first prompt holds the parent's conversation written out, with cuts: thinking left out, tool results over 1,500 characters cut, the oldest messages cut past 100,000 tokens; the default for children of another agent, and of an ACP agent without `session/fork`, which cannot take `inherit`)
    */
   context?: ('fresh' | 'inherit' | 'transcript') | null;
   /**
-   * the agent every child runs: `claude` or `codex` (default: the parent's); another agent than the parent's cannot take `context: inherit`
+   * the agent every child runs: `claude`, `codex` or an ACP agent's name (default: the parent's); another agent than the parent's cannot take `context: inherit`
    */
   agent?: string | null;
   /**
    * for this fork: each limit given replaces `initializationOptions.forkLimits`' (0: none)
    */
   limits?: ForkLimits | null;
+  /**
+   * for this fork: `initializationOptions.childSandbox`'s instead
+   */
+  childSandbox?: ('auto' | 'off' | 'required') | null;
+  /**
+   * for this fork: `initializationOptions.childSandboxNetwork`'s instead
+   */
+  childSandboxNetwork?: ('full' | 'loopback' | 'none') | null;
 }
 export interface ForkResult {
   /**
@@ -1815,17 +1937,25 @@ export interface DecideForkParams {
    */
   worktreeSetup?: string | null;
   /**
-   * what the children start from: `inherit` (the parent's conversation, resumed natively; the default for children of the parent's agent), `fresh` (a new session with only the child's brief and task) or `transcript` (a new session whose first prompt holds the parent's conversation written out, with cuts: thinking left out, tool results over 1,500 characters cut, the oldest messages cut past 100,000 tokens; the default for children of another agent)
+   * what the children start from: `inherit` (the parent's conversation, resumed natively; the default for children of the parent's agent where it can copy its conversation), `fresh` (a new session with only the child's brief and task) or `transcript` (a new session whose first prompt holds the parent's conversation written out, with cuts: thinking left out, tool results over 1,500 characters cut, the oldest messages cut past 100,000 tokens; the default for children of another agent, and of an ACP agent without `session/fork`, which cannot take `inherit`)
    */
   context?: ('fresh' | 'inherit' | 'transcript') | null;
   /**
-   * the agent every child runs: `claude` or `codex` (default: the parent's); another agent than the parent's cannot take `context: inherit`
+   * the agent every child runs: `claude`, `codex` or an ACP agent's name (default: the parent's); another agent than the parent's cannot take `context: inherit`
    */
   agent?: string | null;
   /**
    * for this fork: each limit given replaces `initializationOptions.forkLimits`' (0: none)
    */
   limits?: ForkLimits | null;
+  /**
+   * for this fork: `initializationOptions.childSandbox`'s instead
+   */
+  childSandbox?: ('auto' | 'off' | 'required') | null;
+  /**
+   * for this fork: `initializationOptions.childSandboxNetwork`'s instead
+   */
+  childSandboxNetwork?: ('full' | 'loopback' | 'none') | null;
 }
 export interface EstimateForkParams {
   /**
@@ -2014,6 +2144,10 @@ export interface RequestPermissionParams {
    * the `toolUseId` of the `toolUse` event it belongs to
    */
   toolUseId: string | null;
+  /**
+   * the answers the agent offers (ACP agents only; absent for Claude and Codex): the client shows them and answers with the one picked as `optionId`
+   */
+  options?: PermissionOption[] | null;
 }
 /**
  * The client's answer to `coven/requestPermission`.
@@ -2027,6 +2161,10 @@ export interface RequestPermissionResult {
    * what the model is told when the tool is denied
    */
   message?: string | null;
+  /**
+   * the option picked, one of the question's `options` (its kind then decides, whatever `allow` says); absent: `allow` means allow once or reject once, mapped by the options' kinds
+   */
+  optionId?: string | null;
 }
 /**
  * Server → client notifications: params of each.
@@ -2138,6 +2276,14 @@ export interface InitializationOptions {
    */
   mergeMode?: 'auto' | 'review';
   /**
+   * whether fork children run fenced by the operating system (see Child sandbox): `auto` (where their agent's sandbox is available, else unfenced, saying why), `required` (a fork whose children cannot be fenced fails) or `off`
+   */
+  childSandbox?: 'auto' | 'off' | 'required';
+  /**
+   * what a fenced child's commands reach: `full`, `loopback` (their own) or `none`
+   */
+  childSandboxNetwork?: 'full' | 'loopback' | 'none';
+  /**
    * a shell command (`sh -c`) run in each fork child's new worktree, after the `.worktreeinclude` copies and before the child starts; `auto`: the setup the repository has for another tool (`.cursor/worktrees.json`, then `conductor.json`, then `.codex/environments/environment.toml`), once the user allowed it; `""`: none
    */
   worktreeSetup?: string;
@@ -2199,13 +2345,34 @@ export interface CovenClientCapabilities {
  */
 export interface CovenServerCapabilities {
   /**
-   * the coven/* protocol's version (1 so far), raised on every breaking change: a client written for another version should say so rather than misread what it is sent
+   * the coven/* protocol's version (2 since `agents` became a list of objects), raised on every breaking change: a client written for another version should say so rather than misread what it is sent
    */
   protocolVersion: number;
   /**
-   * the agents whose binary this server finds for this client (its `claudePath`/`codexPath`, the environment, the bundled wheels, PATH), without running it: which ones a client may offer when it starts a session
+   * the agents whose binary this server finds for this client (its `claudePath`/`codexPath`, the environment, the bundled wheels, PATH; an ACP agent's command), without running it: which ones a client may offer when it starts a session, and what each can do
    */
-  agents?: string[] | null;
+  agents?: AgentOffer[] | null;
+}
+/**
+ * An agent a client may start sessions of (`capabilities.experimental.coven.agents`).
+ */
+export interface AgentOffer {
+  /**
+   * what `agent` takes: `claude`, `codex`, or an ACP agent's name
+   */
+  name: string;
+  /**
+   * what hosts it: Claude Code, Codex's app-server, or an agent that speaks ACP
+   */
+  kind: 'acp' | 'claude' | 'codex';
+  /**
+   * how its fork children of the same agent continue their parent's context by default: `inherit` (a native copy of the conversation), `transcript` (an ACP agent without `session/fork`: the conversation written into each child's first prompt; `inherit` is refused); null: not known yet (an ACP agent this server has not started: it is asked when a fork needs it)
+   */
+  fork: ('inherit' | 'transcript') | null;
+  /**
+   * whether its turns say what they cost (`costUsd`); null: not known until one of its turns has ended in this server
+   */
+  cost: boolean | null;
 }
 /**
  * `coven-ls doctor --json`: the exit code is 0 when `ok`, 1 otherwise.
@@ -2229,7 +2396,7 @@ export interface DoctorReport {
  */
 export interface Finding {
   /**
-   * what was checked: `python`, `packages`, `claude`, `auth`, `codex`, `codexSandbox`, `acpAgent` (one per ACP agent, named in `title`), `git`, `stateDir`, `database`, `worktreePool`
+   * what was checked: `python`, `packages`, `claude`, `auth`, `claudeSandbox`, `codex`, `codexSandbox`, `acpAgent` (one per ACP agent, named in `title`), `git`, `stateDir`, `database`, `worktreePool`
    */
   id: string;
   /**
