@@ -29,18 +29,14 @@ session's tree does prints above it as it happens.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.completion import CompleteEvent, Completer, Completion
-from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.patch_stdout import patch_stdout
 from pygls.exceptions import JsonRpcException
@@ -48,12 +44,12 @@ from pygls.exceptions import JsonRpcException
 from .. import protocol
 from ..protocol import Kind
 from ..protocol.describe import one_line
-from ..protocol.tokens import default_state_dir
 from ..protocol.types import Isolation, MergeMode
 from . import chat_commands as cmd
 from . import chat_dialogs as dialogs
-from .agents import Offer, unknown_agent
+from .agents import unknown_agent
 from .chat_clock import WorkClock
+from .chat_input import ChatOutput, CommandCompleter, history_path
 from .client import CovenClient
 from .render import TreePrinter
 
@@ -62,7 +58,6 @@ EXIT_OK, EXIT_NOT_STARTED = 0, 2
 # before it is sent as a message: typed for a question about to appear, it stays typed.
 ANSWER_LETTERS = frozenset("yne")
 ANSWER_GRACE_SECONDS = 0.6
-HISTORY_FILE = "chat-history"
 BUSY = frozenset(protocol.BUSY_STATUSES)
 ENDED = frozenset(protocol.FINAL_STATUSES | {"failed"})
 
@@ -107,66 +102,6 @@ class _Question:
     gone: str = "the question was settled elsewhere"  # said when it goes away unanswered
 
 
-class _Stdout:
-    """The tree's output. Whole lines go to whatever sys.stdout is when written to:
-    prompt_toolkit's proxy while the input line shows, so that they print above it. The line
-    still being streamed (`coven/delta`) is kept apart and shown just above the input line, as
-    part of its prompt (the proxy would hold it back until its newline, and a partial line above
-    a prompt is drawn over), until its newline sends it up with the others."""
-
-    def __init__(self) -> None:
-        self.partial = ""
-        self.on_partial: Callable[[], None] = lambda: None
-
-    def write(self, text: str) -> int:
-        done, newline, self.partial = (self.partial + text).rpartition("\n")
-        if newline:
-            sys.stdout.write(done + "\n")
-            sys.stdout.flush()
-        self.on_partial()
-        return len(text)
-
-    def flush(self) -> None:
-        pass  # whole lines are flushed as they are written; the partial one waits for its end
-
-    def isatty(self) -> bool:
-        return False
-
-
-class _Commands(Completer):
-    """Completes a command's name at the start of the line, and `/agent`'s name from the
-    server's agents."""
-
-    def __init__(self, agents: Callable[[], list[Offer] | None] = lambda: None) -> None:
-        self._agents = agents
-
-    def get_completions(
-        self, document: Document, complete_event: CompleteEvent
-    ) -> Iterable[Completion]:
-        typed = document.text_before_cursor
-        if typed.startswith("/agent ") and " " not in (name := typed.removeprefix("/agent ")):
-            for offer in self._agents() or []:
-                if offer.name.startswith(name):
-                    hints = ", ".join(offer.hints())
-                    yield Completion(offer.name, -len(name), display_meta=hints or None)
-            return
-        if not typed.startswith("/") or " " in typed:
-            return
-        for command in cmd.COMMANDS:
-            if command.startswith(typed):
-                yield Completion(command, start_position=-len(typed))
-
-
-def history_path() -> Path:
-    """The input history, kept across runs, readable by its owner only, in the server's default
-    state folder (`$XDG_STATE_HOME/coven-ls`)."""
-    path = default_state_dir() / HISTORY_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))
-    os.chmod(path, 0o600)  # a file made by an older run, or under another umask
-    return path
-
-
 class Chat:
     def __init__(self, options: ChatOptions) -> None:
         self._options = options
@@ -177,7 +112,7 @@ class Chat:
             handles_forks=True,
             handles_review=True,
         )
-        self._out = _Stdout()
+        self._out = ChatOutput()
         self._out.on_partial = self._redraw
         self._printer = TreePrinter(self._out, full_text=True)  # type: ignore[arg-type]
         self.current: str | None = None
@@ -279,7 +214,7 @@ class Chat:
     async def _loop(self) -> None:
         self._input = PromptSession(
             history=FileHistory(str(history_path())),
-            completer=_Commands(lambda: self.client.agents),
+            completer=CommandCompleter(lambda: self.client.agents),
             complete_while_typing=True,
             refresh_interval=0.5,  # the prompt shows the current session's status
         )

@@ -9,7 +9,6 @@ import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
-from coven_ls.term.chat import _Commands, history_path
 from coven_ls.term.chat_commands import (
     COMMANDS,
     Agent,
@@ -26,6 +25,7 @@ from coven_ls.term.chat_commands import (
     Switch,
     parse,
 )
+from coven_ls.term.chat_input import CommandCompleter, history_path
 
 
 @pytest.mark.parametrize(
@@ -118,5 +118,5 @@ def test_the_history_file_is_its_owners_only(
     [("/s", ["/switch", "/sessions"]), ("/fork x", []), ("hello /s", []), ("/", list(COMMANDS))],
 )
 def test_commands_complete_at_the_start_of_the_line(typed: str, offered: list[str]) -> None:
-    completions = _Commands().get_completions(Document(typed), CompleteEvent())
+    completions = CommandCompleter().get_completions(Document(typed), CompleteEvent())
     assert [c.text for c in completions] == offered

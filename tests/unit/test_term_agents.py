@@ -8,7 +8,8 @@ from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
 from coven_ls.term.agents import Offer, offers_of, unknown_agent
-from coven_ls.term.chat import Chat, ChatOptions, _Commands
+from coven_ls.term.chat import Chat, ChatOptions
+from coven_ls.term.chat_input import CommandCompleter
 
 NEW_SHAPE = {
     "protocolVersion": 2,
@@ -102,7 +103,7 @@ def test_agent_switches_to_an_agent_of_the_server_and_refuses_another(chat: Chat
     ],
 )
 def test_agents_name_completes_from_the_servers_list(typed: str, offered: list[str]) -> None:
-    completer = _Commands(lambda: offers_of(NEW_SHAPE))
+    completer = CommandCompleter(lambda: offers_of(NEW_SHAPE))
     completions = list(completer.get_completions(Document(typed), CompleteEvent()))
     assert [c.text for c in completions] == offered
     if typed == "/agent c":
