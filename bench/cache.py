@@ -21,7 +21,9 @@ From the scripted model's record (no timings, nothing asserted about speed):
               per four characters as the scripted model's usage);
     share     shared / prefix, per child, then min and mean per setting;
     charged   what the simulated cache charged the child's first request: tokens read, written,
-              and paid in full (its ``usage``).
+              and paid in full (its ``usage``);
+    differs   the child's first block that differs from the parent's request (``system.0``,
+              ``messages.1.content.0``, …): where its prefix stops.
 
 A setting is one more ``--vary name=v1,v2`` (a ``coven/fork`` parameter, e.g. a future
 ``childSandbox=auto,off``), or one more value of ``--isolation`` / ``--context``.
@@ -44,7 +46,7 @@ from typing import Any
 
 from common import EXIT_TIMEOUT, EventClient, run_dirs, spawn_server
 
-from coven_ls.testing.prompt_cache import shared_prefix_tokens
+from coven_ls.testing.prompt_cache import first_difference, shared_prefix_tokens
 from coven_ls.testing.scripted_model import ModelRequest, ScriptedModel, ToolUse
 from tests.gitrepo import make_repo
 
@@ -71,6 +73,7 @@ class Share:
     read: int = 0  # what the simulated cache charged the child's first request
     written: int = 0
     paid: int = 0
+    diverges: str | None = None  # the child's first block that differs from the parent's
 
     @property
     def ratio(self) -> float:
@@ -87,6 +90,7 @@ def share_of(child: str, parent: dict[str, Any], first: ModelRequest) -> Share:
         read=charge.cache_read_input_tokens if charge else 0,
         written=charge.cache_creation_input_tokens if charge else 0,
         paid=charge.input_tokens if charge else 0,
+        diverges=first_difference(parent, first.body),
     )
 
 
@@ -251,7 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for s in shares:
                 print(
                     f"  {s.child}: {s.shared:,} of {s.prefix:,} tokens ({s.ratio:.1%}); "
-                    f"charged read {s.read:,}, written {s.written:,}, paid {s.paid:,}"
+                    f"charged read {s.read:,}, written {s.written:,}, paid {s.paid:,}; "
+                    f"differs from {s.diverges or 'nowhere'}"
                 )
             summaries.append(summarize(name, shares))
     print()

@@ -47,6 +47,7 @@ __all__ = [
     "PrefixBlock",
     "PromptCache",
     "block_tokens",
+    "first_difference",
     "prefix_blocks",
     "prompt_tokens",
     "shared_prefix_tokens",
@@ -211,6 +212,19 @@ def shared_prefix_tokens(first: dict[str, Any], second: dict[str, Any]) -> tuple
             break
         shared = mine.tokens
     return shared, a[end].tokens
+
+
+def first_difference(first: dict[str, Any], second: dict[str, Any]) -> str | None:
+    """Where `second` stops repeating `first` from the start: its first block that is not
+    `first`'s, as ``tools.3``, ``system.0``, ``messages.2.content.1`` (``messages.5``: a
+    message's string content); ``end`` when `second` ends within `first`; None when both hold
+    the same blocks."""
+    a, b = prefix_blocks(first), prefix_blocks(second)
+    places = [where for where, _, _ in _blocks(second)]
+    for i, theirs in enumerate(b):
+        if i >= len(a) or a[i].key != theirs.key:
+            return places[i]
+    return None if len(a) == len(b) else "end"
 
 
 class PromptCache:

@@ -42,6 +42,7 @@ def test_a_child_repeating_the_whole_prefix_has_a_share_of_one(bench: ModuleType
     child.cache = CacheCharge(7, cache_read_input_tokens=120, cache_creation_input_tokens=6)
     share = bench.share_of("T", parent, child)
     assert (share.shared, share.prefix, share.ratio) == (120, 120, 1.0)
+    assert share.diverges == "messages.2.content.0"  # the child's own prompt
     assert (share.read, share.written, share.paid) == (120, 6, 7)
 
 
@@ -50,6 +51,7 @@ def test_a_child_diverging_after_the_system_prompt_shares_only_that(bench: Modul
     child = parse_request("/v1/messages", body("q" * 40), 0.0)
     share = bench.share_of("T", parent, child)
     assert (share.shared, share.prefix) == (100, 120)
+    assert share.diverges == "messages.0.content.0"
     assert share.ratio == pytest.approx(100 / 120)
     assert (share.read, share.written, share.paid) == (0, 0, 0)  # never charged: no record
 

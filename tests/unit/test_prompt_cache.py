@@ -16,6 +16,7 @@ from coven_ls.testing.prompt_cache import (
     CacheError,
     PromptCache,
     block_tokens,
+    first_difference,
     prefix_blocks,
     prompt_tokens,
     shared_prefix_tokens,
@@ -228,6 +229,10 @@ def test_shared_prefix_tokens_counts_what_a_second_request_repeats() -> None:
     diverging = request([text("q" * 40)], [text("b" * 40)])
     assert shared_prefix_tokens(parent, diverging) == (head_tokens() + 10, whole)
     assert shared_prefix_tokens({"model": "m"}, child) == (0, 0)
+    assert first_difference(parent, diverging) == "messages.1.content.0"
+    assert first_difference(parent, child) == "messages.3.content.0"  # its own, past the end
+    assert first_difference(child, parent) == "end"
+    assert first_difference(parent, parent) is None
     # Without breakpoints the whole of the first request counts as its prefix.
     plain = {"model": "claude-test-1", "messages": [{"role": "user", "content": "x" * 8}]}
     assert shared_prefix_tokens(plain, plain) == (2, 2)
