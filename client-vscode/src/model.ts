@@ -163,6 +163,8 @@ export interface ForkCost {
   warning: string | undefined;
   /** What the children start from, as the estimate assumes. */
   context: 'inherit' | 'fresh' | 'transcript';
+  /** What children reading the cache write to it as they start (the parent's last answer, their briefs); 0 otherwise. */
+  writeTokens: number;
 }
 
 export function contextGaugeOf(v: unknown): ContextGauge | undefined {
@@ -189,6 +191,7 @@ export function forkCostOf(v: unknown): ForkCost | undefined {
     pricesAsOf: str(o.pricesAsOf) ?? '',
     warning: str(o.warning),
     context: o.context === 'fresh' || o.context === 'transcript' ? o.context : 'inherit',
+    writeTokens: num(o.writeTokens) ?? 0,
   };
 }
 
@@ -954,7 +957,9 @@ export class CovenModel {
       case 'turnResult': {
         const cost = num(e.costUsd) ?? 0;
         const usage = tokenUsage(e.usage);
-        rec.costFromEvents += cost;
+        // The server keeps costs to 6 decimals: a float sum's last bits could round a shown
+        // $0.07225 the other way from listSessions' total.
+        rec.costFromEvents = Math.round((rec.costFromEvents + cost) * 1e6) / 1e6;
         rec.usageFromEvents = addUsage(rec.usageFromEvents, usage);
         node.contextUsage = contextGaugeOf(e.contextUsage) ?? node.contextUsage;
         this.refreshCost(rec);

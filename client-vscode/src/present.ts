@@ -696,7 +696,8 @@ export function contextNearlyFull(c: ContextGauge): boolean {
 
 /**
  * A proposed fork's context and cost, a line each: "Context: 170k / 200k tokens (85%)", "Fork cost: 2 × 170k = 340k
- * tokens read from the cache ≈ $0.10 (prices of 2026-11-26)" and, past 80% of the window, the warning.
+ * tokens read from the cache + 620 written to it ≈ $0.10 (prices of 2026-11-26)" and, past 80% of the window, the
+ * warning.
  */
 export function forkCostLines(e: ForkCost): string[] {
   const how = e.pricedAs === 'cacheRead' ? 'read from the cache' : 'at the full input price';
@@ -706,9 +707,10 @@ export function forkCostLines(e: ForkCost): string[] {
       : `(cost unknown: ${e.model ?? 'the model'} is not in coven-ls's price table)`;
   // Fresh children read their briefs, transcript ones the conversation after its cuts.
   const read = e.context === 'inherit' ? `${e.children} × ${formatTokens(e.contextTokens)}` : `${e.children} ${e.context} ${e.children === 1 ? 'child' : 'children'}`;
+  const written = e.writeTokens > 0 ? ` + ${formatTokens(e.writeTokens)} written to it` : '';
   const lines = [
     `Context: ${contextText({ tokens: e.contextTokens, window: e.window, model: e.model })}`,
-    `Fork cost: ${read} = ${formatTokens(e.tokens)} tokens ${how} ${cost}`,
+    `Fork cost: ${read} = ${formatTokens(e.tokens)} tokens ${how}${written} ${cost}`,
   ];
   if (e.warning !== undefined) lines.push(`⚠ Warning: ${e.warning}`);
   return lines;

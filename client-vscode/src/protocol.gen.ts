@@ -1275,7 +1275,7 @@ export interface ForkEstimate {
    */
   pricedAs: 'cacheRead' | 'input';
   /**
-   * `tokens` at that price of the children's model; null when the table does not know the model (say so and show the tokens only)
+   * `tokens` at that price of the children's model, and `writeTokens` at its cache-write price; null when the table does not know the model (say so and show the tokens only)
    */
   costUsd: number | null;
   /**
@@ -1290,6 +1290,10 @@ export interface ForkEstimate {
    * what the children start from, as this estimate assumes (the fork's `context`)
    */
   context?: 'fresh' | 'inherit' | 'transcript';
+  /**
+   * with `pricedAs: cacheRead`: what the children write to the prompt cache as they start, all together: each its copy of the parent's last answer (the parent's last request did not hold it) and its brief; 0 otherwise
+   */
+  writeTokens?: number;
 }
 /**
  * The proposal was rejected or withdrawn.

@@ -26,10 +26,12 @@ describe('context gauge', () => {
     assert.deepEqual(node.estimate, forkCostOf(sent));
     assert.equal(node.estimate!.tokens, sent.children * sent.contextTokens);
     const lines = forkCostLines(node.estimate!);
-    assert.equal(lines[0], `Context: ${formatTokens(sent.contextTokens)} / ${formatTokens(sent.window!)} tokens (0%)`);
+    assert.equal(lines[0], `Context: ${formatTokens(sent.contextTokens)} / ${formatTokens(sent.window!)} tokens (1%)`);
+    // The children read the parent's context from the cache and write their briefs and its last answer to it.
+    assert.ok(sent.writeTokens! > 0);
     assert.equal(
       lines[1],
-      `Fork cost: 2 × ${formatTokens(sent.contextTokens)} = ${formatTokens(sent.tokens)} tokens read from the cache ≈ $${sent.costUsd!.toFixed(4)} (prices of ${sent.pricesAsOf})`,
+      `Fork cost: 2 × ${formatTokens(sent.contextTokens)} = ${formatTokens(sent.tokens)} tokens read from the cache + ${formatTokens(sent.writeTokens!)} written to it ≈ $${sent.costUsd!.toFixed(4)} (prices of ${sent.pricesAsOf})`,
     );
     assert.equal(lines.length, 2); // far from the window: no warning
   });
@@ -52,7 +54,7 @@ describe('context gauge', () => {
     assert.deepEqual(session.contextUsage, { tokens: last.tokens, window: last.window ?? undefined, model: last.model ?? undefined });
     assert.ok(present(session).tooltip.includes(`Context: ${contextText(session.contextUsage!)}`));
     const shown = contextStatus(session)!;
-    assert.equal(shown.text, `$(dashboard) ${formatTokens(last.tokens)} / ${formatTokens(last.window!)} 0%`);
+    assert.equal(shown.text, `$(dashboard) ${formatTokens(last.tokens)} / ${formatTokens(last.window!)} 1%`);
     assert.equal(shown.warning, false);
   });
 

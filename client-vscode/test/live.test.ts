@@ -16,7 +16,9 @@ import {
   type SessionNode,
   type SubagentNode,
   type TextNode,
+  tokenUsage,
   type ToolNode,
+  totalTokens,
   treeUsage,
   type TurnNode,
 } from '../src/model';
@@ -503,7 +505,7 @@ describe('tokens', () => {
     const finished = the(queue, 'forkFinished');
     const fork = model.fork(forkId) as ForkNode;
     assert.deepEqual(fork.usage, finished.usage);
-    const total = finished.usage!.inputTokens! + finished.usage!.outputTokens!;
+    const total = totalTokens(tokenUsage(finished.usage)!);
     assert.equal(present(fork).description, `done · ${formatTokens(total)} tokens`);
     assert.ok(present(fork).tooltip.includes(`Tokens of its children: ${formatUsage(fork.usage!)}`));
   });
@@ -511,7 +513,7 @@ describe('tokens', () => {
   test('the status bar sums the top-level sessions with their forks, and their cost (queue.jsonl)', () => {
     const model = replay(queue);
     const listed = queue.sessions.find((s) => s.sessionId === sid)!;
-    const tokens = listed.treeUsage.inputTokens! + listed.treeUsage.outputTokens!;
+    const tokens = totalTokens(tokenUsage(listed.treeUsage)!);
     const cost = queue.sessions.reduce((sum, s) => sum + s.costUsd, 0);
     const summary = summarize(model);
     assert.equal(summary.text, `$(repo-forked) Coven: ${formatTokens(tokens)} tokens · ${formatCost(cost)}`);

@@ -110,6 +110,7 @@ def estimate_fork(
     parent_agent: AgentName = "claude",
     child_model: str | None = None,
     brief_tokens: int = 0,
+    answer_tokens: int = 0,
 ) -> ForkEstimate:
     """What a fork's children will pay to read what they start from, before any does anything:
     - `inherit`: the parent's context each, at the cache-read price for children that resume
@@ -120,6 +121,10 @@ def estimate_fork(
     - `transcript`: the parent's conversation written out, after its cuts (about the parent's
       context, at most the transcript's token limit) each, and their briefs, at the full input
       price.
+    Children that read the parent's context from the cache also write to it what their first
+    request adds to the parent's last one: the parent's last answer (`answer_tokens`, which that
+    request did not hold) each, and their briefs (`brief_tokens`, all together), at the
+    cache-write price (`writeTokens`).
     The price is the children's model's: the parent's unless `child_model` or another `agent`
     says otherwise; a child model not in the table leaves the cost null."""
     child_agent = agent or parent_agent
@@ -133,7 +138,10 @@ def estimate_fork(
         tokens = children * min(usage.tokens, transcript.TOKEN_LIMIT) + brief_tokens
     else:
         tokens = children * usage.tokens
-    cost = None if per_token is None else round(tokens * per_token / 1_000_000, 6)
+    written = children * answer_tokens + brief_tokens if cached else 0
+    cost = None
+    if info is not None and per_token is not None:
+        cost = round((tokens * per_token + written * info.cache_write) / 1_000_000, 6)
     warning = None
     if nearly_full(usage) and usage.window:
         warning = (
@@ -148,6 +156,7 @@ def estimate_fork(
         context=context,
         tokens=tokens,
         pricedAs="cacheRead" if cached else "input",
+        writeTokens=written,
         costUsd=cost,
         pricesAsOf=PRICES_AS_OF,
         warning=warning,

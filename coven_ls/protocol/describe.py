@@ -59,7 +59,7 @@ def _parent_context(estimate: ForkEstimate) -> ContextUsage:
 
 def fork_cost(estimate: ForkEstimate) -> list[str]:
     """A fork approval's context and cost lines: the parent's context, what the children pay
-    to read it, and the warning past 80% of the window."""
+    to read it (and write to the prompt cache), and the warning past 80% of the window."""
     usage = _parent_context(estimate)
     how = "read from the cache" if estimate.pricedAs == "cacheRead" else "at the full input price"
     cost = (
@@ -72,9 +72,12 @@ def fork_cost(estimate: ForkEstimate) -> list[str]:
     else:  # fresh children read their briefs, transcript ones the conversation after its cuts
         plural = "child" if estimate.children == 1 else "children"
         read = f"{estimate.children} {estimate.context} {plural}"
+    written = (
+        f" + {compact_count(estimate.writeTokens)} written to it" if estimate.writeTokens else ""
+    )
     lines = [
         f"Context: {context_gauge(usage)}",
-        f"Fork cost: {read} = {compact_count(estimate.tokens)} tokens {how} {cost}",
+        f"Fork cost: {read} = {compact_count(estimate.tokens)} tokens {how}{written} {cost}",
     ]
     if estimate.warning:
         lines.append(f"⚠ Warning: {estimate.warning}")

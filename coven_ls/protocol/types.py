@@ -510,8 +510,8 @@ class ForkEstimate(Wire):
     parent's conversation natively (its prompt cache is warm), `input` (full price) for fresh,
     transcript, Codex or another agent's children"""
     costUsd: float | None
-    """`tokens` at that price of the children's model; null when the table does not know the
-    model (say so and show the tokens only)"""
+    """`tokens` at that price of the children's model, and `writeTokens` at its cache-write
+    price; null when the table does not know the model (say so and show the tokens only)"""
     pricesAsOf: str
     """the date of coven-ls's price table (`YYYY-MM-DD`)"""
     warning: str | None
@@ -519,6 +519,10 @@ class ForkEstimate(Wire):
     85% full (170,000 of 200,000 tokens)"; else null"""
     context: ForkContext = "inherit"
     """what the children start from, as this estimate assumes (the fork's `context`)"""
+    writeTokens: NonNegativeInt = 0
+    """with `pricedAs: cacheRead`: what the children write to the prompt cache as they start,
+    all together: each its copy of the parent's last answer (the parent's last request did not
+    hold it) and its brief; 0 otherwise"""
 
 
 class ChangedFile(Wire):

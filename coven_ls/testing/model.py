@@ -1,13 +1,15 @@
 """:class:`ScriptedModel`: the Messages API on the shared scripted server (http_base.py: its
-rules, lifecycle and record), its request handler (server.py), and the environment that points
-a CLI at it."""
+rules, lifecycle and record), its request handler (server.py), its prompt cache
+(prompt_cache.py), and the environment that points a CLI at it."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from .http_base import Matcher, Rule, ScriptedServer
+from .prompt_cache import PromptCache
+from .replies import Reply
 from .request import ModelRequest
 from .server import _Handler
 
@@ -37,6 +39,21 @@ class ScriptedModel(ScriptedServer[ModelRequest]):
     handler = _Handler
     label = "scripted model"
     default_text = DEFAULT_TEXT
+
+    def __init__(
+        self,
+        rules: Iterable[Rule] = (),
+        default: Reply | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        log: Callable[[str], None] | None = None,
+        cache: PromptCache | None = None,
+    ) -> None:
+        super().__init__(rules, default, host, port, log=log)
+        # Charges every answered request's prompt as the API's prompt caching would
+        # (prompt_cache.py); replace it (a clock, a minimum) before the first request.
+        self.cache = cache if cache is not None else PromptCache()
 
     def _log_line(self, req: ModelRequest) -> str:
         return (

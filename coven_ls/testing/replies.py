@@ -69,28 +69,53 @@ def _number(value: float) -> str:
 
 @dataclass(frozen=True)
 class Usage:
-    """Token counts a reply reports, instead of the estimate (about four characters a token).
+    """Token counts a reply reports, instead of what the simulated prompt cache charges
+    (prompt_cache.py: about four characters a token).
 
     ``message_start`` carries the input side (and ``output_tokens: 1``); ``message_delta``
-    carries all four, ``output_tokens`` being the final count, as the real API sends them.
+    carries all of them, ``output_tokens`` being the final count, as the real API sends them.
+    ``cache_creation_1h_input_tokens`` is the part of ``cache_creation_input_tokens`` written
+    with the one-hour lifetime: the API reports the split as ``cache_creation:
+    {ephemeral_5m_input_tokens, ephemeral_1h_input_tokens}``.
     """
 
     input_tokens: int
     output_tokens: int
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    cache_creation_1h_input_tokens: int = 0
 
     def __post_init__(self) -> None:
-        for name, value in self.as_dict().items():
+        for name, value in self.counts().items():
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{name} must be a whole number >= 0, not {value!r}")
+        if self.cache_creation_1h_input_tokens > self.cache_creation_input_tokens:
+            raise ValueError(
+                "cache_creation_1h_input_tokens is a part of cache_creation_input_tokens: "
+                "it cannot be larger"
+            )
 
-    def as_dict(self) -> dict[str, int]:
+    def counts(self) -> dict[str, int]:
         return {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cache_creation_input_tokens": self.cache_creation_input_tokens,
             "cache_read_input_tokens": self.cache_read_input_tokens,
+            "cache_creation_1h_input_tokens": self.cache_creation_1h_input_tokens,
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``usage`` object of the API's answer."""
+        long_lived = self.cache_creation_1h_input_tokens
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": self.cache_creation_input_tokens - long_lived,
+                "ephemeral_1h_input_tokens": long_lived,
+            },
         }
 
 

@@ -8,7 +8,11 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .prompt_cache import CacheCharge
+    from .replies import Usage
 
 _SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 # What the CLI sends when a background agent (Agent tool) ends: inside a <system-reminder>, but
@@ -36,6 +40,11 @@ class ModelRequest:
     aborted: bool = False  # the response was cut short: the client hung up or the model stopped
     dropped: bool = False  # the model reset the connection on purpose (Reply.drop_after)
     stream_error: bool = False  # the model ended its stream with an error (Reply.error_after)
+    # What the simulated prompt cache charged (prompt_cache.py; None: answered with an error
+    # before any stream, which reads and writes nothing), and the usage the reply reported
+    # (a rule's own `usage`, else the charge).
+    cache: CacheCharge | None = None
+    usage: Usage | None = None
 
     @property
     def has_tools(self) -> bool:
@@ -140,7 +149,3 @@ def parse_request(path: str, body: dict[str, Any], arrived: float) -> ModelReque
         finished=None,
         last_user_raw="\n".join(raw_parts),
     )
-
-
-def _estimate_tokens(text: str) -> int:
-    return max(1, len(text) // 4)

@@ -19,6 +19,7 @@ _USAGE_KEYS = {
     "output_tokens",
     "cache_read_input_tokens",
     "cache_creation_input_tokens",
+    "cache_creation_1h_input_tokens",
 }
 
 
@@ -49,7 +50,10 @@ def _parse_reply(spec: Mapping[str, Any], where: str) -> Reply:
             raise ValueError(f"{where}: usage takes {', '.join(sorted(_USAGE_KEYS))}")
         if not {"input_tokens", "output_tokens"} <= set(usage):
             raise ValueError(f"{where}: usage needs input_tokens and output_tokens")
-        kw["usage"] = Usage(**usage)
+        try:
+            kw["usage"] = Usage(**usage)
+        except ValueError as exc:
+            raise ValueError(f"{where}: usage: {exc}") from None
     blocks = spec.get("reply", [])
     if isinstance(blocks, (str, dict)):
         blocks = [blocks]

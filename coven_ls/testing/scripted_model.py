@@ -22,6 +22,8 @@ imported from here as before:
 - ``stream.py``: a reply shaped as the Messages API sends it
 - ``server.py``: the HTTP server and its handler (JSON or a server-sent event stream)
 - ``model.py``: :class:`ScriptedModel` and its rules (:class:`Rule`)
+- ``prompt_cache.py``: what a request's prompt is charged, as the API's prompt caching does
+  (:class:`PromptCache`)
 - ``script.py``: script files (:func:`load_script`)
 - ``cli.py``: ``python -m coven_ls.testing`` (:func:`main`)
 
@@ -68,6 +70,7 @@ import sys
 
 from .cli import main
 from .model import DEFAULT_TEXT, Matcher, Rule, ScriptedModel
+from .prompt_cache import CacheCharge, PromptCache, shared_prefix_tokens
 from .replies import Block, HttpError, Reply, ReplyOptions, Text, Thinking, ToolUse, Usage, reply
 from .request import ModelRequest, parse_request
 from .script import load_script
@@ -78,9 +81,11 @@ from .server import _Handler as _Handler
 __all__ = [
     "DEFAULT_TEXT",
     "Block",
+    "CacheCharge",
     "HttpError",
     "Matcher",
     "ModelRequest",
+    "PromptCache",
     "Reply",
     "ReplyOptions",
     "Rule",
@@ -93,6 +98,7 @@ __all__ = [
     "main",
     "parse_request",
     "reply",
+    "shared_prefix_tokens",
 ]
 
 if __name__ == "__main__":

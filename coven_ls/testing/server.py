@@ -17,14 +17,15 @@ from urllib.parse import urlsplit
 
 from .http_base import ClientGone as _ClientGone
 from .http_base import ScriptedHandler, ScriptedServer
-from .replies import Reply, Text, Thinking
-from .request import ModelRequest, _estimate_tokens, parse_request
+from .prompt_cache import CacheError, PromptCache, prompt_tokens
+from .replies import Reply, Text, Thinking, Usage
+from .request import ModelRequest, parse_request
 from .stream import (
+    _charged_usage,
     _chunks,
     _error_body,
     _full_block,
     _mark_finished,
-    _reply_usage,
     _resolve_blocks,
     _signature,
 )
@@ -36,6 +37,13 @@ class _Handler(ScriptedHandler):
     @property
     def model(self) -> ScriptedServer[ModelRequest]:
         return self.server.model
+
+    @property
+    def cache(self) -> PromptCache:
+        cache = getattr(self.model, "cache", None)
+        if not isinstance(cache, PromptCache):
+            raise TypeError(f"{type(self.model).__name__} has no prompt cache")
+        return cache
 
     # --- low-level writers
 
@@ -101,9 +109,7 @@ class _Handler(ScriptedHandler):
             return
         if path == "/v1/messages/count_tokens":
             self.model._note_other(self.command, self.path)
-            req = parse_request(self.path, body, arrived)
-            tokens = _estimate_tokens(req.system_text + req.all_text)
-            self._send_json(200, {"input_tokens": tokens})
+            self._send_json(200, {"input_tokens": prompt_tokens(body)})
         elif path == "/v1/messages":
             self._messages(body, arrived)
         else:
@@ -125,6 +131,15 @@ class _Handler(ScriptedHandler):
         rep = model._choose(req)
         try:
             self._pause(rep.latency)
+            if rep.error is None or (rep.error_after is not None and body.get("stream")):
+                # Answered (its stream begun): the prompt is read from and written to the cache.
+                try:
+                    req.cache = self.cache.charge(body)
+                except CacheError as exc:
+                    self._send_json(400, _error_body("invalid_request_error", str(exc)), req=req)
+                    model._notify()
+                    return
+                req.usage = _charged_usage(rep, req.cache)
             if rep.error is not None and (rep.error_after is None or not body.get("stream")):
                 err = rep.error
                 self._send_json(
@@ -163,8 +178,14 @@ class _Handler(ScriptedHandler):
             "content": [_full_block(b) for b in blocks],
             "stop_reason": "tool_use" if rep.has_tool_use else "end_turn",
             "stop_sequence": None,
-            "usage": _reply_usage(req, rep, blocks).as_dict(),
+            "usage": self._usage(req).as_dict(),
         }
+
+    @staticmethod
+    def _usage(req: ModelRequest) -> Usage:
+        if req.usage is None:
+            raise RuntimeError("a reply is written only once the prompt cache charged it")
+        return req.usage
 
     def _stream(self, req: ModelRequest, rep: Reply) -> None:
         blocks = _resolve_blocks(rep)
@@ -175,7 +196,7 @@ class _Handler(ScriptedHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("request-id", msg_id.replace("msg_", "req_"))
         self.end_headers()
-        usage = _reply_usage(req, rep, blocks)
+        usage = self._usage(req)
         self._event(
             "message_start",
             {

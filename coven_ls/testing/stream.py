@@ -9,8 +9,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from .prompt_cache import CacheCharge
 from .replies import Block, Reply, Text, Thinking, ToolUse, Usage
-from .request import ModelRequest, _estimate_tokens
+from .request import ModelRequest
 
 
 def _mark_finished(req: ModelRequest) -> None:
@@ -52,10 +53,18 @@ def _output_tokens(blocks: Sequence[Block]) -> int:
     return max(1, size // 4)
 
 
-def _reply_usage(req: ModelRequest, rep: Reply, blocks: Sequence[Block]) -> Usage:
+def _charged_usage(rep: Reply, charge: CacheCharge) -> Usage:
+    """What the reply reports: a rule's own usage, else what the prompt cache charged and the
+    reply's own length."""
     if rep.usage is not None:
         return rep.usage
-    return Usage(_estimate_tokens(req.system_text + req.all_text), _output_tokens(blocks))
+    return Usage(
+        input_tokens=charge.input_tokens,
+        output_tokens=_output_tokens(rep.blocks),
+        cache_read_input_tokens=charge.cache_read_input_tokens,
+        cache_creation_input_tokens=charge.cache_creation_input_tokens,
+        cache_creation_1h_input_tokens=charge.cache_creation_1h_input_tokens,
+    )
 
 
 def _error_body(error_type: str, message: str) -> dict[str, Any]:

@@ -178,7 +178,13 @@ async def test_a_model_fork_is_approved_shown_as_a_plan_and_answered(
         assert estimate["window"] == 1_000_000 and estimate["pricedAs"] == "cacheRead"
         shown = proposal.content[0].content.text
         assert "Context: 10k / 1M tokens (1%)" in shown
-        assert "Fork cost: 2 × 10k = 20k tokens read from the cache ≈ $0.0040" in shown
+        # Reading the parent's 10k, and writing its last answer and their briefs to the cache.
+        written = estimate["writeTokens"]
+        assert written > 0
+        assert (
+            f"Fork cost: 2 × 10k = 20k tokens read from the cache + {written} written to it ≈ $"
+            in shown
+        )
 
         plans = agent.editor.of(sid, "plan")
         assert [e.content for e in plans[0].entries] == ["Write the docs", "Fix the bugs"]

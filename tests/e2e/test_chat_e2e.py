@@ -220,7 +220,9 @@ def test_a_fork_typed_a_fork_approved_inline_and_a_permission_answered(
         assert len(fresh) == 2 and all("Hi." not in r.all_text for r in fresh)
         c.line("Plan the release")
         c.expect("Context: 10k / 1M tokens (1%)")  # the request that proposed the fork
-        c.expect("Fork cost: 2 × 10k = 20k tokens read from the cache ≈ $0.0040")
+        # Reading the parent's 10k, and writing its last answer and their briefs to the cache.
+        c.expect("Fork cost: 2 × 10k = 20k tokens read from the cache + ")
+        c.expect(" written to it ≈ $0.0")
         c.expect("Approve the fork?")
         c.line("y")
         c.idle("The release is planned.")

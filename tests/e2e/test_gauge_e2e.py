@@ -45,6 +45,9 @@ async def test_the_approval_shows_the_parents_last_request_and_the_forks_cost(
     proposed = await coven.wait_kind(sid, "forkProposed")
 
     context = 300 + 5000 + 700
+    written = proposed["estimate"]["writeTokens"]
+    answer = (len(FORK_TWO) + 3) // 4  # more than the 20 output tokens the rule reports
+    assert 2 * answer + 2 * 50 < written < 2 * answer + 2 * 400  # and two briefs
     assert proposed["estimate"] == {
         "contextTokens": context,
         "window": 1_000_000,
@@ -52,10 +55,14 @@ async def test_the_approval_shows_the_parents_last_request_and_the_forks_cost(
         "children": 2,
         "tokens": 2 * context,
         "pricedAs": "cacheRead",  # the children resume the parent: its cache is warm
-        "costUsd": pytest.approx(2 * context * OPUS.cache_read / 1_000_000),
+        # ... and write to it their copies of the parent's last answer and their briefs.
+        "costUsd": pytest.approx(
+            (2 * context * OPUS.cache_read + written * OPUS.cache_write) / 1_000_000
+        ),
         "pricesAsOf": PRICES_AS_OF,
         "warning": None,
         "context": "inherit",  # a model's fork: its children inherit unless the user says
+        "writeTokens": written,
     }
     [_, second] = coven.of(sid, "turnResult")
     assert second["contextUsage"]["tokens"] == context
@@ -125,11 +132,12 @@ async def test_past_80_percent_of_the_window_the_question_warns(
     assert asked["type"] == 2  # a warning, not an information message
     lines = asked["message"].split("\n")
     assert lines[0].startswith("Claude proposes to fork session") and "2 parallel tasks" in lines[0]
-    cost = 2 * 850_000 * OPUS.cache_read / 1_000_000
+    written = estimate["writeTokens"]
+    cost = (2 * 850_000 * OPUS.cache_read + written * OPUS.cache_write) / 1_000_000
     assert lines[1:] == [
         "Context: 850k / 1M tokens (85%)",
-        f"Fork cost: 2 × 850k = 1.7M tokens read from the cache ≈ ${cost:.2f} "
-        f"(prices of {PRICES_AS_OF})",
+        f"Fork cost: 2 × 850k = 1.7M tokens read from the cache + {written} written to it "
+        f"≈ ${cost:.2f} (prices of {PRICES_AS_OF})",
         "⚠ Warning: the parent's context is 85% full (850,000 of 1,000,000 tokens)",
     ]
 

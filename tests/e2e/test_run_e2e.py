@@ -372,10 +372,18 @@ def test_run_on_a_terminal_asks_edits_the_fork_and_draws_the_tree(
     per_child = 850_000 * MODELS["claude-opus-5-5"].cache_read / 1_000_000
 
     def cost(children: int, tokens: str) -> str:
-        return re.escape(
-            f"Context: 850k / 1M tokens (85%)\nFork cost: {children} × 850k = {tokens} tokens "
-            f"read from the cache ≈ ${children * per_child:.2f} (prices of {PRICES_AS_OF})\n"
-            "⚠ Warning: the parent's context is 85% full (850,000 of 1,000,000 tokens)\n"
+        # Reading the parent's context, and writing its last answer and their briefs to the
+        # cache: a few hundred tokens, under a cent.
+        return (
+            re.escape(
+                f"Context: 850k / 1M tokens (85%)\nFork cost: {children} × 850k = {tokens} "
+                "tokens read from the cache + "
+            )
+            + r"\d+ written to it "
+            + re.escape(
+                f"≈ ${children * per_child:.2f} (prices of {PRICES_AS_OF})\n"
+                "⚠ Warning: the parent's context is 85% full (850,000 of 1,000,000 tokens)\n"
+            )
         )
 
     term = terminal(PLAN)

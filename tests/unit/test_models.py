@@ -95,7 +95,12 @@ def test_every_other_child_pays_the_full_input_price(
     per_token = priced.cache_read if cached else priced.input
     read = {"inherit": 100_000, "fresh": 600, "transcript": 100_000 + 600}[context]
     assert estimate.tokens == read
-    assert estimate.costUsd == pytest.approx(read * per_token / 1_000_000)
+    # Children reading the cache write their briefs to it.
+    written = 600 if cached else 0
+    assert estimate.writeTokens == written
+    assert estimate.costUsd == pytest.approx(
+        (read * per_token + written * priced.cache_write) / 1_000_000
+    )
 
 
 def test_a_fresh_child_reads_only_its_brief_and_a_transcript_child_the_cut_conversation() -> None:
@@ -123,14 +128,35 @@ def test_a_fresh_childs_brief_is_measured_as_it_will_be_written() -> None:
     parent = SimpleNamespace(
         context=context_usage(80_000, "claude-sonnet-4-5"),
         config=SimpleNamespace(cwd="/work/project", agent="claude"),
+        answer_tokens=1_000,
     )
     estimate = fork_estimate(parent, tasks, "fresh")  # type: ignore[arg-type]
     assert estimate is not None
     briefs = [child_prompt(t, tasks, "/work/project", "/work/project", fresh=True) for t in tasks]
     assert "You start afresh" in briefs[0] and tasks[1] in briefs[0]
     assert estimate.tokens == sum((len(b) + 3) // 4 for b in briefs)
+    assert estimate.writeTokens == 0
     inherit = fork_estimate(parent, tasks)  # type: ignore[arg-type]
     assert inherit is not None and inherit.tokens == 2 * 80_000
+    # Resuming children write their copy of the parent's last answer and their briefs.
+    own = [child_prompt(t, tasks, "/work/project", "/work/project") for t in tasks]
+    assert inherit.writeTokens == 2 * 1_000 + sum((len(b) + 3) // 4 for b in own)
+
+
+def test_children_reading_the_cache_write_the_parents_last_answer_and_their_briefs() -> None:
+    """What the scripted API charged a fork child (tests/e2e/test_fork_cost_e2e.py): the
+    parent's last prompt read from the cache, its last answer and the child's brief written."""
+    usage = context_usage(100_000, "claude-sonnet-4-5")
+    sonnet = MODELS["claude-sonnet-4-5"]
+    estimate = estimate_fork(usage, 3, brief_tokens=300, answer_tokens=2_000)
+    assert (estimate.tokens, estimate.writeTokens) == (300_000, 3 * 2_000 + 300)
+    assert estimate.costUsd == pytest.approx(
+        (300_000 * sonnet.cache_read + 6_300 * sonnet.cache_write) / 1_000_000
+    )
+    # Children at the full input price write nothing to a cache they do not read.
+    for context in ("fresh", "transcript"):
+        assert estimate_fork(usage, 3, context, answer_tokens=2_000).writeTokens == 0
+    assert estimate_fork(usage, 3, agent="codex", answer_tokens=2_000).writeTokens == 0
 
 
 def test_another_agents_children_of_unknown_model_have_no_cost() -> None:

@@ -668,11 +668,13 @@ def test_scripted_usage_in_message_start_delta_and_json(model: ScriptedModel) ->
     model.on("count", "Counted.", usage=usage)
     frames = stream(model, "count")
     start = frames[0][1]["message"]["usage"]
+    split = {"ephemeral_5m_input_tokens": 50, "ephemeral_1h_input_tokens": 0}
     assert start == {
         "input_tokens": 100,
         "output_tokens": 1,
         "cache_read_input_tokens": 1000,
         "cache_creation_input_tokens": 50,
+        "cache_creation": split,
     }
     (delta,) = [d for e, d in frames if e == "message_delta"]
     assert delta["usage"] == {
@@ -680,10 +682,12 @@ def test_scripted_usage_in_message_start_delta_and_json(model: ScriptedModel) ->
         "output_tokens": 20,
         "cache_read_input_tokens": 1000,
         "cache_creation_input_tokens": 50,
+        "cache_creation": split,
     }
     _, _, raw = post(model, body(user("count"), stream=False))
     assert json.loads(raw)["usage"] == usage.as_dict()
-    # Without a Usage: estimates, no cache, the same in the start and at the end.
+    # Without a Usage: the prompt cache's charge (no breakpoints here: nothing cached), the
+    # same in the start and at the end.
     model.on("plain", "x" * 40)
     frames = stream(model, "plain")
     (delta,) = [d for e, d in frames if e == "message_delta"]
@@ -699,6 +703,7 @@ def test_scripted_usage_in_message_start_delta_and_json(model: ScriptedModel) ->
         {"input_tokens": 1.5, "output_tokens": 1},
         {"input_tokens": True, "output_tokens": 1},
         {"input_tokens": 1, "output_tokens": 1, "cache_read_input_tokens": -3},
+        {"input_tokens": 1, "output_tokens": 1, "cache_creation_1h_input_tokens": 1},
     ],
 )
 def test_usage_rejects_bad_counts(bad: dict[str, Any]) -> None:

@@ -1023,3 +1023,43 @@ async def test_a_turn_of_agent_events_that_claude_never_sends() -> None:
         assert turn["costUsd"] == 0.25 and turn["subtype"] == "success"
         assert turn["contextUsage"] == {"tokens": 900, "window": 4000, "model": "some-model"}
         assert session.agent_session_id == "c2"
+
+
+# --- cost of a conversation's earlier process ---------------------------------------------------
+
+
+def _priced_turn(cost_usd: float, text: str = "Done.") -> list[Any]:
+    call = ag.ModelCall(
+        "call-1",
+        "claude-sonnet-4-5",
+        Usage(inputTokens=0, outputTokens=10, cacheReadTokens=1000, cacheCreationTokens=100),
+        context_tokens=1100,
+    )
+    return [
+        ag.AgentMessage("m1", "call-1", (ag.TextPart(text),), call=call),
+        ag.TurnEnded("success", text, usage=call.usage, cost_usd=cost_usd),
+    ]
+
+
+async def test_a_copied_conversations_first_turn_costs_its_own_calls_not_the_parents() -> None:
+    """Claude Code resuming a conversation (a fork child's copy, a session after a restart)
+    starts its running total at what it restored of the conversation's earlier cost: the
+    child's first turn reported its parent's cost too (tests/e2e/test_fork_cost_e2e.py)."""
+    own = (1000 * 0.3 + 100 * 3.75 + 10 * 15) / 1_000_000  # the turn's usage, sonnet's prices
+    backend = FakeBackend(_priced_turn(0.5 + own), _priced_turn(0.5 + own + 0.002))
+    first = AgentSpec(cwd="/work/project", start=Copy("parent-agent"))
+    async with running(backend, start=first) as session:
+        session.send("forked")
+        turn = await turn_done(session)
+        assert turn["costUsd"] == pytest.approx(own)
+        session.send("next")
+        second = await turn_done(session, after=turn["seq"])
+        assert second["costUsd"] == pytest.approx(0.002)  # the same process: its total's growth
+        assert session.cost_usd == pytest.approx(own + 0.002)
+
+
+async def test_a_new_conversations_first_turn_costs_what_the_cli_reports() -> None:
+    backend = FakeBackend(_priced_turn(0.5))
+    async with running(backend) as session:
+        session.send("hi")
+        assert (await turn_done(session))["costUsd"] == 0.5

@@ -18,18 +18,23 @@ def fork_estimate(
 ) -> ForkEstimate | None:
     """What forking `parent` into `tasks` would cost its children to read what they start from
     (by default children of its own agent that inherit its conversation; see `estimate_fork`);
-    None before its first model request. Fresh and transcript children also read their briefs,
-    measured as `Children.run_child` writes them (the worktree's path, not known yet, as the
-    parent's)."""
+    None before its first model request. Every child also reads its brief (fresh and transcript
+    children at the input price; children resuming the conversation write it to the prompt
+    cache, with their copy of the parent's last answer), measured as `Children.run_child` writes
+    it (the worktree's path, not known yet, as the parent's)."""
     if parent.context is None:
         return None
-    briefs = 0
-    if context != "inherit":
-        cwd = parent.config.cwd
-        briefs = sum(
-            transcript.estimate_tokens(child_prompt(t, tasks, cwd, cwd, fresh=context == "fresh"))
-            for t in tasks
-        )
+    cwd = parent.config.cwd
+    briefs = sum(
+        transcript.estimate_tokens(child_prompt(t, tasks, cwd, cwd, fresh=context == "fresh"))
+        for t in tasks
+    )
     return estimate_fork(
-        parent.context, len(tasks), context, agent, parent.config.agent, brief_tokens=briefs
+        parent.context,
+        len(tasks),
+        context,
+        agent,
+        parent.config.agent,
+        brief_tokens=briefs,
+        answer_tokens=parent.answer_tokens,
     )

@@ -16,7 +16,15 @@ from collections.abc import Callable
 import anyio
 from anyio.abc import TaskGroup
 
-from ..agent import Agent, AgentEvent, AgentSpec, Backend, PermissionAsker, meaningful_lines
+from ..agent import (
+    Agent,
+    AgentEvent,
+    AgentSpec,
+    Backend,
+    New,
+    PermissionAsker,
+    meaningful_lines,
+)
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +59,17 @@ class AgentProcess:
         self._reader: anyio.CancelScope | None = None
         self.task_group: TaskGroup | None = None  # the runner's, where the reader runs
         self.cost = 0.0  # total_cost_usd the current process has reported so far
+        # The current process goes on with an earlier conversation (resumed, or a fork child's
+        # copy), and has not ended a turn yet: its first running total may hold what it
+        # restored of that conversation's cost (publishing.py, _account).
+        self.carried_cost = False
         self.asking = 0  # permission questions waiting for the user (the CLI waits silently)
         self.heard_at = 0.0  # when the CLI last said something, or the user last answered it
 
     async def open(self, spec: AgentSpec, ask_permission: PermissionAsker) -> Agent:
         self.agent = await self.backend.open(spec, ask_permission)
         self.cost = 0.0
+        self.carried_cost = not isinstance(spec.start, New)
         self._start_reader(self.agent)
         return self.agent
 

@@ -17,6 +17,8 @@ from ...protocol import events
 from ...protocol.types import StreamKind
 from ..agent import events as agent_events
 from ..agent.events import AgentEvent
+from ..fork.spend import claude_cost
+from ..fork.transcript import estimate_tokens
 from ..models import context_usage
 from .mapping import message_payloads, to_payloads
 from .state import SessionState
@@ -81,6 +83,9 @@ class AgentEventPublisher:
                 session.agent_session_id = payload.agentSessionId or session.agent_session_id
             elif isinstance(payload, events.TurnResult):
                 payload = self._account(payload)
+                # A call's messages may count only part of its output: its answer's text says
+                # at least as much.
+                session.answer_tokens = max(session.answer_tokens, estimate_tokens(payload.text))
                 if payload.usage is not None:
                     session.usage = session.usage + payload.usage
                 if session.context is not None:
@@ -139,7 +144,14 @@ class AgentEventPublisher:
         context = context_usage(call.context_tokens, call.model or None)
         if call.context_size is not None:
             context = msgspec.structs.replace(context, window=call.context_size)
-        self._session.context = context
+        session = self._session
+        session.context = context
+        # One call comes as several messages, each with the output counted so far (the CLI's
+        # often less than the answer's; the turn's end makes up for it).
+        same = call.call_id is not None and call.call_id == session.answer_call
+        output = call.usage.outputTokens
+        session.answer_tokens = max(session.answer_tokens, output) if same else output
+        session.answer_call = call.call_id
 
     def _account(self, result: events.TurnResult) -> events.TurnResult:
         """The CLI reports the process's running total; turn it into this turn's cost."""
@@ -147,7 +159,18 @@ class AgentEventPublisher:
         if total is None or not math.isfinite(total):
             return result
         session = self._session
-        turn_cost = max(total - session.process.cost, 0.0)
-        session.process.cost = total
+        process = session.process
+        if process.carried_cost and session.config.agent == "claude" and result.usage is not None:
+            # Claude Code going on with a conversation (--resume, a fork child's copy) starts
+            # its running total at the cost it restores of the conversation's earlier process:
+            # a fork child's first turn reported its parent's cost too. This turn's own part is
+            # its usage at the table's prices; the rest was spent before.
+            model = session.context.model if session.context is not None else None
+            own = claude_cost(model, result.usage)
+            if own is not None and own < total:
+                process.cost = max(process.cost, total - own)
+        process.carried_cost = False
+        turn_cost = max(total - process.cost, 0.0)
+        process.cost = total
         session.cost_usd += turn_cost
         return msgspec.structs.replace(result, costUsd=round(turn_cost, 6))

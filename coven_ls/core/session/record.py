@@ -37,6 +37,7 @@ def record(session: SessionState) -> dict[str, Any]:
         "usage": {
             **msgspec.to_builtins(session.usage),
             "context": msgspec.to_builtins(session.context),
+            "answerTokens": session.answer_tokens,
         },
         "depth": session.depth,
         "max_children": session.config.max_children,
@@ -86,6 +87,7 @@ def restore(session: SessionState, row: dict[str, Any]) -> None:
         session.usage = msgspec.convert(row["usage"], Usage)
         if row["usage"].get("context"):
             session.context = msgspec.convert(row["usage"]["context"], ContextUsage)
+        session.answer_tokens = int(row["usage"].get("answerTokens") or 0)
     outcome = row.get("outcome")
     if outcome is not None:
         limit = outcome.get("limit")

@@ -94,6 +94,11 @@ class SessionState:
         self.usage = Usage()
         # How full its context is: its last main-thread model request (see publishing.py).
         self.context: ContextUsage | None = None
+        # The output tokens of that request's answer (the call `answer_call`; at least its final
+        # text's estimate): what the next request adds to the prompt beyond `context`, or a fork
+        # child's copy of it writes to the prompt cache (estimate.py).
+        self.answer_tokens = 0
+        self.answer_call: str | None = None
         # The model calls of the turn under way, counted as they come (see spend.py).
         self.meter = Meter()
         # When it first ran (took its slot) since it was launched or restarted: a fork child's
