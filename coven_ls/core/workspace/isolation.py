@@ -242,7 +242,14 @@ async def catch_up(ahead: MadeAhead, trees: ForkTrees) -> list[Worktree]:
         return list(ahead.made)
     async with anyio.create_task_group() as tg:
         for tree in ahead.made:
-            tg.start_soon(anyio.to_thread.run_sync, worktrees.reset_to, tree.path, tree.branch, new)
+            tg.start_soon(
+                anyio.to_thread.run_sync,
+                worktrees.reset_to,
+                tree.path,
+                tree.branch,
+                new,
+                repo.git_version,
+            )
     return [msgspec.structs.replace(t, base=new) for t in ahead.made]
 
 
