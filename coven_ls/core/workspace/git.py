@@ -212,6 +212,12 @@ INDEX_V4_GIT = (2, 0, 0)
 #   index as corrupt, and so does any git before 2.40 (an editor's bundled one). So only for an
 #   index no other tool ever sees: a snapshot's temporary index (`private_index_options`).
 SKIP_HASH_GIT = (2, 40, 0)
+# Not used: fsmonitor. git's own daemon (`core.fsmonitor=true`, 2.36) exists for macOS and
+# Windows only ("fsmonitor--daemon not supported on this platform" on Linux, Debian's 2.39
+# included); elsewhere it needs Watchman installed and a hook. Where it runs, it is a daemon per
+# worktree, each watching every folder of a big tree (on Linux, inotify watches a user has a few
+# thousand of by default), started by the first command and stopped only by `git fsmonitor--daemon
+# stop` in that worktree: a pool's spares would keep one running each while they wait.
 
 
 def worktree_options(version: tuple[int, int, int]) -> tuple[str, ...]:
