@@ -13,7 +13,7 @@ import pytest
 
 from coven_ls import protocol
 from coven_ls.core.hub import ClientSettings
-from coven_ls.core.workspace import worktrees
+from coven_ls.core.workspace import worktree_env, worktrees
 from coven_ls.core.workspace.repository import RepoInfo, inspect
 from coven_ls.protocol import Kind
 
@@ -162,3 +162,61 @@ async def test_a_finished_worktree_fork_makes_up_the_repositorys_pool(tmp_path: 
         # The filling has no event of its own: it runs while the server idles.
         await wait_until(lambda: pools.ready(state, str(repo)) >= 2, GIT_LIMIT, "two spares")
     assert pools.ready(state, str(repo)) == 2
+
+
+def project_with_copies(tmp_path: Path) -> tuple[Path, ClientSettings]:
+    """The project with an ignored `deps/` folder that `.worktreeinclude` lists."""
+    files = {f"src/m{i}.py": f"x = {i}\n" for i in range(6)}
+    files.update({".gitignore": "*.log\ndeps/\n", ".worktreeinclude": "deps/\n"})
+    repo = make_repo(tmp_path / "repo", files, message="one")
+    (repo / "deps").mkdir()
+    (repo / "deps" / "lib.py").write_text("dep = 1\n")
+    options = protocol.InitializationOptions(
+        forkMode="approve", stateDir=str(tmp_path / "state"), forkIsolation="worktree"
+    )
+    return repo, ClientSettings(str(repo), options)
+
+
+async def test_worktreeinclude_copies_are_made_while_asked_and_used_or_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Files changed within 2 s are not trusted for copies made ahead: these were just written
+    # (test_pool_copies tests that window).
+    monkeypatch.setattr(worktree_env, "_RACY_SECONDS", 0.0)
+    _repo, cfg = project_with_copies(tmp_path)
+    async with running_hub(cfg) as rig:
+        parent = await start(rig)
+        proposed = await rig.client.wait_for(Kind.FORK_PROPOSED, parent)
+        fork = rig.hub.forks.get(proposed["forkId"])
+        ahead = fork.ahead
+        assert ahead is not None
+        await ahead.ready.wait()
+        made = [Path(t.path) for t in ahead.made]
+        assert len(made) == 2
+        # Copied while the question is open, not on the children's path.
+        assert all((p / "deps" / "lib.py").read_text() == "dep = 1\n" for p in made)
+        rig.hub.forks.decide(fork.id, True, None, None)
+        started = await rig.client.wait_for(Kind.FORK_STARTED, parent)
+        envs = [
+            await rig.client.wait_for(Kind.WORKTREE_ENV, c["sessionId"])
+            for c in started["children"]
+        ]
+        await rig.client.wait_for(Kind.FORK_FINISHED, parent)
+    assert all(e.get("copiedAhead") is True and e["copied"] == ["deps/"] for e in envs)
+
+    # Declined: the worktrees go with the copies made ahead in them.
+    _repo, cfg = project_with_copies(tmp_path / "declined")
+    async with running_hub(cfg) as rig:
+        parent = await start(rig)
+        proposed = await rig.client.wait_for(Kind.FORK_PROPOSED, parent)
+        fork = rig.hub.forks.get(proposed["forkId"])
+        ahead = fork.ahead
+        assert ahead is not None
+        await ahead.ready.wait()
+        made = [Path(t.path) for t in ahead.made]
+        assert made and all((p / "deps" / "lib.py").is_file() for p in made)
+        rig.hub.forks.decide(fork.id, False, None, "not now")
+        await rig.client.wait_for(Kind.FORK_REJECTED, parent)
+        with anyio.fail_after(GIT_LIMIT):
+            await ahead.removed.wait()
+    assert not any(p.exists() for p in made)

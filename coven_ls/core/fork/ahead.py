@@ -57,8 +57,8 @@ class Ahead:
 
     def make(self, fork: Fork) -> None:
         """While a proposed fork's approval is asked, make its worktrees (spares adopted at a
-        snapshot of the moment), so that an approved fork's children start at once. Nothing is
-        made for a session whose forks share its folder."""
+        snapshot of the moment) and their `.worktreeinclude` copies, so that an approved fork's
+        children start at once. Nothing is made for a session whose forks share its folder."""
         config, chosen = fork.parent.config, fork.settings
         if chosen.isolation == "shared":
             return
@@ -83,6 +83,7 @@ class Ahead:
                 spares = self.pools.take(config.state_dir, trees.repository, len(places))
                 ahead.made = await isolation.make(trees, places, spares)
                 ahead.trees, ahead.places = trees, places
+                await isolation.copy_ahead(trees, ahead.made)
             except (GitError, OSError):
                 log.warning("fork %s: worktrees could not be made ahead", fork.id, exc_info=True)
             finally:

@@ -195,6 +195,46 @@ def git_version(executable: str) -> tuple[int, int, int] | None:
     return int(found[1]), int(found[2]), int(found[3] or 0)
 
 
+# Options for big trees, set on coven's own commands in coven's own worktrees only (`git -c`,
+# never the user's configuration), each where the git at hand has it.
+# - index.version=4 (git 2.0): prefix-compressed paths, an index a third smaller for deep trees,
+#   so cheaper to read and write on every command. It applies to new index files: a worktree's
+#   when `git worktree add` makes it.
+# - core.untrackedCache=true (git 2.8): the index remembers which folders held no untracked files
+#   (by their mtimes), so `git status` in the child (agents run it first thing) reads only the
+#   folders that changed. Set when the worktree is made, the index keeps it; git's default
+#   (`keep`) then uses it for every later command, the agent's and the user's alike.
+UNTRACKED_CACHE_GIT = (2, 8, 0)
+INDEX_V4_GIT = (2, 0, 0)
+# - index.skipHash=true (git 2.40): the index is written without its trailing SHA-1 (tens of
+#   milliseconds for a 100,000-file index, at each write and read). Risky for an index anyone
+#   else reads: libgit2 (and so the editors and tools built on it) and go-git reject such an
+#   index as corrupt, and so does any git before 2.40 (an editor's bundled one). So only for an
+#   index no other tool ever sees: a snapshot's temporary index (`private_index_options`).
+SKIP_HASH_GIT = (2, 40, 0)
+# Not used: fsmonitor. git's own daemon (`core.fsmonitor=true`, 2.36) exists for macOS and
+# Windows only ("fsmonitor--daemon not supported on this platform" on Linux, Debian's 2.39
+# included); elsewhere it needs Watchman installed and a hook. Where it runs, it is a daemon per
+# worktree, each watching every folder of a big tree (on Linux, inotify watches a user has a few
+# thousand of by default), started by the first command and stopped only by `git fsmonitor--daemon
+# stop` in that worktree: a pool's spares would keep one running each while they wait.
+
+
+def worktree_options(version: tuple[int, int, int]) -> tuple[str, ...]:
+    """`-c` options for commands that make or bring up-to-date coven's own worktrees."""
+    options: list[str] = []
+    if version >= INDEX_V4_GIT:
+        options += ["-c", "index.version=4"]
+    if version >= UNTRACKED_CACHE_GIT:
+        options += ["-c", "core.untrackedCache=true"]
+    return tuple(options)
+
+
+def private_index_options(version: tuple[int, int, int]) -> tuple[str, ...]:
+    """`-c` options for commands on a temporary index only coven-ls's own git reads."""
+    return ("-c", "index.skipHash=true") if version >= SKIP_HASH_GIT else ()
+
+
 def commit_tree(cwd: Path, tree: str, parent: str, message: str) -> str:
     # --no-gpg-sign: a commit.gpgSign setting must not make a fork wait for a passphrase.
     done = git(

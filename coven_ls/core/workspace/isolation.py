@@ -32,9 +32,9 @@ from ...protocol.types import (
     Worktree,
 )
 from ..store import default_state_dir
-from . import pool, worktrees
+from . import pool, worktree_env, worktrees
 from .changes import FileChange, changed_files
-from .commits import commit_all
+from .commits import commit_all, own_git_dir
 from .git import GitError
 from .merge import Conflict, merge_into_worktree
 from .repository import (
@@ -242,8 +242,44 @@ async def catch_up(ahead: MadeAhead, trees: ForkTrees) -> list[Worktree]:
         return list(ahead.made)
     async with anyio.create_task_group() as tg:
         for tree in ahead.made:
-            tg.start_soon(anyio.to_thread.run_sync, worktrees.reset_to, tree.path, tree.branch, new)
+            tg.start_soon(
+                anyio.to_thread.run_sync,
+                worktrees.reset_to,
+                tree.path,
+                tree.branch,
+                new,
+                repo.git_version,
+            )
     return [msgspec.structs.replace(t, base=new) for t in ahead.made]
+
+
+async def copy_ahead(trees: ForkTrees, made: Sequence[Worktree]) -> None:
+    """The `.worktreeinclude` copies of a proposed fork's worktrees, made while its approval is
+    asked (a dependency folder takes seconds to copy) rather than on its children's path, kept
+    as a pool's spare keeps them (`worktree_env.keep_in_spare`): a child uses them only if the
+    parent's files are still what they were copied from, else copies anew
+    (`worktree_env.prepare_copies`). A worktree adopted from a spare with copies keeps those.
+    They go with their worktree when the fork does not use it (`remove_ahead`)."""
+    if trees.repository is None or not made:
+        return
+    top = Path(trees.repository)
+    entries = await anyio.to_thread.run_sync(worktree_env.included, top)
+    if not entries:
+        return
+
+    def keep(path: Path) -> None:
+        try:
+            if (own_git_dir(path) / worktree_env.KEPT_RECORD).exists():
+                return
+            if not worktree_env.keep_in_spare(top, path, entries):
+                log.info("%s: no copies made ahead: %s changed lately", path, ", ".join(entries))
+        except (GitError, OSError):
+            # The child copies them when it starts, and says so if that fails too.
+            log.warning("%s: the copies could not be made ahead", path, exc_info=True)
+
+    async with anyio.create_task_group() as tg:
+        for tree in made:
+            tg.start_soon(anyio.to_thread.run_sync, keep, Path(tree.path))
 
 
 async def remove_ahead(ahead: MadeAhead) -> None:

@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .git import commit_tree, git, output
+from .git import commit_tree, git, output, private_index_options
 from .repository import RepoInfo
 
 
@@ -36,7 +36,15 @@ def snapshot(repo: RepoInfo) -> str:
         # Sparse checkouts are turned off for these commands, as are the skip-worktree bits
         # below: a file outside the sparse cone, which the parent does not see, is then absent
         # from the snapshot like any other missing file.
-        plain = ("-c", "core.splitIndex=false", "-c", "core.sparseCheckout=false")
+        # The temporary index is read by this git only, never by another tool: it may skip its
+        # checksum (`private_index_options`).
+        plain = (
+            "-c",
+            "core.splitIndex=false",
+            "-c",
+            "core.sparseCheckout=false",
+            *private_index_options(repo.git_version),
+        )
         user_index = repo.git_dir / "index"
         if user_index.is_file():
             shutil.copy2(user_index, index)

@@ -245,14 +245,50 @@ def _copy_one(src: Path, dst: Path, report: CopyReport, source_real: str) -> Non
         return
     if not stat.S_ISREG(info.st_mode):
         return  # sockets, fifos, devices: nothing a child can use from a copy
-    if not report.cannot_clone and _clone(src, dst):
+    if copy_file(src, dst, clone=not report.cannot_clone):
         report.cloned += 1
     else:
         report.cannot_clone = True
-        shutil.copyfile(src, dst, follow_symlinks=False)
     shutil.copystat(src, dst, follow_symlinks=False)  # mode (a .env stays 0600) and times
     report.files += 1
     report.bytes += info.st_size
+
+
+def copy_file(src: Path, dst: Path, *, clone: bool = True) -> bool:
+    """Copy the regular file `src` to `dst` (which must not exist) as a file of its own, never a
+    link to the same inode (a child writing its copy in place must not change the parent's):
+    cloned (`clone` and the file system can: blocks shared copy-on-write, no time, no space),
+    else copied in the kernel (`copy_file_range`: no round trip through this process, a
+    server-side copy on NFS and SMB), else read and written. True when it cloned. Contents only:
+    mode and times are the caller's (`shutil.copystat`)."""
+    if clone and _clone(src, dst):
+        return True
+    # Private (0600) until the caller copies the mode: a copied secret is never readable by all.
+    private = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    with open(src, "rb") as fin, open(private, "wb") as fout:
+        if not _copy_in_kernel(fin.fileno(), fout.fileno()):
+            fout.seek(0)
+            fout.truncate()
+            fin.seek(0)
+            shutil.copyfileobj(fin, fout, 1 << 20)
+    return False
+
+
+def _copy_in_kernel(source: int, target: int) -> bool:
+    """Copy all of `source` to `target` by copy_file_range; False (nothing to keep of what it
+    wrote) where the kernel or file system cannot."""
+    copy_range = getattr(os, "copy_file_range", None)
+    if copy_range is None:
+        return False
+    try:
+        while copy_range(source, target, 1 << 30):
+            pass
+    except OSError as exc:
+        # Not supported here (old kernels, across file systems, some file systems): copy it.
+        if exc.errno in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+            return False
+        raise
+    return True
 
 
 def _clone(src: Path, dst: Path) -> bool:

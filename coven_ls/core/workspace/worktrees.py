@@ -8,15 +8,20 @@ branches. Blocking: call from a worker thread."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .commits import copied_paths
-from .git import GitError, git, is_within, output, revision
+from .git import GitError, git, is_within, output, revision, worktree_options
 from .repository import COVEN_BRANCH_PREFIX, RepoInfo, delete_branch, resolve
 from .submodules import checkout_submodules, remove_submodule_worktrees
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,7 @@ def create(repo: RepoInfo, snapshot: str, path: str | os.PathLike[str], branch: 
     where.parent.mkdir(parents=True, exist_ok=True)
     git(
         repo.toplevel,
+        *worktree_options(repo.git_version),
         "worktree",
         "add",
         "--quiet",
@@ -86,6 +92,7 @@ def prepare(repo: RepoInfo, path: str | os.PathLike[str], commit: str) -> Path:
     where.parent.mkdir(parents=True, exist_ok=True)
     git(
         repo.toplevel,
+        *worktree_options(repo.git_version),
         "worktree",
         "add",
         "--quiet",
@@ -128,49 +135,100 @@ def adopt(
         str(where),
         what=f"Moving the prepared worktree {spare} to {where}",
     )
-    git(
-        where,
-        "checkout",
-        "--quiet",
-        "--force",
-        "--no-recurse-submodules",
-        "-b",
-        branch,
-        revision(snapshot),
-        what=f"Bringing the worktree {where} to the fork's snapshot",
+    # A spare may have waited days in the state folder: every file is checked (`untouched`).
+    head = bring_to(
+        where, snapshot, branch, kept, repo.git_version, new_branch=True, untouched=False
     )
-    spared = [f":(exclude,literal){p}" for p in kept]
-    git(where, "clean", "-ffdxq", "--", ".", *spared, what=f"Cleaning the worktree {where}")
-    head = output(git(where, "rev-parse", "HEAD"))
-    if head != output(git(where, "rev-parse", f"{revision(snapshot)}^{{commit}}")):
-        raise GitError(f"The worktree {where} is at {head}, not at the snapshot {snapshot}.")
     checkout_submodules(repo.toplevel, where, head)
     return Worktree(path=where, branch=branch, head=head)
 
 
-def reset_to(worktree: str | os.PathLike[str], branch: str, snapshot: str) -> None:
+def reset_to(
+    worktree: str | os.PathLike[str],
+    branch: str,
+    snapshot: str,
+    version: tuple[int, int, int] = (0, 0, 0),
+) -> None:
     """Bring a child's worktree made ahead of its fork (`adopt`ed or `create`d while the fork's
     approval was asked) to the fork's own snapshot, on its branch (reset to it): only the files
     that differ are written, and whatever else it holds is removed but for the
-    `.worktreeinclude` copies (`record_copied`), which the child's environment checks."""
+    `.worktreeinclude` copies (`record_copied`), which the child's environment checks.
+    `version` is the repository's git (`RepoInfo.git_version`), for the options it has."""
     where = Path(worktree)
-    what = f"Bringing the worktree {where} to the fork's snapshot"
-    git(
-        where,
-        "checkout",
-        "--quiet",
-        "--force",
-        "--no-recurse-submodules",
-        "-B",
-        branch,
-        revision(snapshot),
-        what=what,
+    # Made (or adopted, every file checked) moments ago for this fork, and no child has run in
+    # it: nothing wrote its files since.
+    bring_to(
+        where, snapshot, branch, copied_paths(where), version, new_branch=False, untouched=True
     )
-    spared = [f":(exclude,literal){p}" for p in copied_paths(where)]
-    git(where, "clean", "-ffdxq", "--", ".", *spared, what=what)
-    head = output(git(where, "rev-parse", "HEAD", what=what))
-    if head != output(git(where, "rev-parse", f"{revision(snapshot)}^{{commit}}", what=what)):
-        raise GitError(f"The worktree {where} is at {head}, not at the snapshot {snapshot}.")
+
+
+# How many times worktrees were brought to a snapshot by each path ("read-tree", the fast one, or
+# "checkout", its fallback): for tests and the bench, which count what each path costs.
+paths_taken: Counter[str] = Counter()
+
+
+def bring_to(
+    where: Path,
+    snapshot: str,
+    branch: str,
+    kept: Sequence[str],
+    version: tuple[int, int, int],
+    *,
+    new_branch: bool,
+    untouched: bool,
+) -> str:
+    """Bring the worktree `where` to `snapshot` on `branch` (new, or reset to it), cleaned of
+    everything else but the `kept` copies; return its HEAD.
+
+    When the caller knows nothing wrote its tracked files since git last wrote them
+    (`untouched`), a two-tree `read-tree -m -u HEAD <snapshot>`: git compares the two trees and
+    looks at (and writes) only the paths that differ, where `checkout --force` lstats every
+    file of the tree (100,000 of them in a big repository, each a disk read once the inodes
+    have left the cache) to find files changed behind git's back. A changed path that was
+    written anyway makes read-tree refuse ("not uptodate"): then, and when not `untouched`,
+    `checkout --force`. `clean` removes whatever is untracked or ignored either way."""
+    what = f"Bringing the worktree {where} to the fork's snapshot"
+    tuned = worktree_options(version)
+    target = output(git(where, "rev-parse", "--verify", f"{revision(snapshot)}^{{commit}}"))
+    if untouched and _read_tree(where, tuned, target, branch, new_branch=new_branch, what=what):
+        paths_taken["read-tree"] += 1
+    else:
+        git(
+            where,
+            *tuned,
+            "checkout",
+            "--quiet",
+            "--force",
+            "--no-recurse-submodules",
+            "-b" if new_branch else "-B",
+            branch,
+            target,
+            what=what,
+        )
+        head = output(git(where, "rev-parse", "HEAD", what=what))
+        if head != target:
+            raise GitError(f"The worktree {where} is at {head}, not at the snapshot {snapshot}.")
+        paths_taken["checkout"] += 1
+    spared = [f":(exclude,literal){p}" for p in kept]
+    git(where, "clean", "-ffdxq", "--", ".", *spared, what=f"Cleaning the worktree {where}")
+    return target
+
+
+def _read_tree(
+    where: Path, tuned: Sequence[str], target: str, branch: str, *, new_branch: bool, what: str
+) -> bool:
+    """`bring_to`'s fast path; False when git refused it (then `checkout --force` it is)."""
+    ref = f"refs/heads/{branch}"
+    message = f"coven-ls: {'branch' if new_branch else 'reset'}: to the fork's snapshot"
+    try:
+        git(where, *tuned, "read-tree", "-m", "-u", "HEAD", target, what=what)
+        # An empty old value: the branch must not exist yet (as `checkout -b` demands).
+        git(where, "update-ref", "-m", message, ref, target, *([""] if new_branch else []))
+        git(where, "symbolic-ref", "-m", message, "HEAD", ref, what=what)
+    except GitError:
+        log.info("%s: read-tree refused, checking out every file", where, exc_info=True)
+        return False
+    return True
 
 
 def list_coven_worktrees(repo: RepoInfo, prefix: str = COVEN_BRANCH_PREFIX) -> list[Worktree]:
