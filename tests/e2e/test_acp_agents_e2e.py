@@ -110,8 +110,9 @@ async def test_a_session_streams_asks_permission_for_a_command_and_goes_on(
     assert gauge["tokens"] > 0 and gauge["window"] and gauge["window"] > gauge["tokens"]
     assert first.get("costUsd") is None  # codex-acp reports no cost
     offered = coven.init_result.capabilities.experimental["coven"]["agents"]
-    # Not started yet when the client connected: whether it copies or reports cost is not known.
-    assert {"name": "codex-acp", "kind": "acp", "fork": None, "cost": None} in offered
+    # Not started yet when the client connected: whether it copies is not known; that it reports
+    # no cost is in the known agents' table (agents/acp/known.py).
+    assert {"name": "codex-acp", "kind": "acp", "fork": None, "cost": False} in offered
     assert streamed(coven, sid) == "Hello from codex-acp!"
     assert len([d for d in coven.deltas if d["sessionId"] == sid]) > 1
     [text] = coven.of(sid, "text")
