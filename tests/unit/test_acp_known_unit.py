@@ -13,6 +13,7 @@ import pytest
 
 from coven_ls import agents, protocol
 from coven_ls.agents.acp import AcpBackend
+from coven_ls.agents.acp.abilities import Learned
 from coven_ls.agents.acp.known import KNOWN, inherited_env, on_path
 from coven_ls.protocol.types import AcpAgentConfig
 
@@ -89,3 +90,14 @@ async def test_a_known_agent_not_installed_says_how_to_install_it(bin_path: Path
         ):
             made.check()
     assert os.environ["PATH"] == str(bin_path)
+
+
+def test_an_agent_whose_fork_keeps_the_parents_folder_is_not_copied() -> None:
+    """opencode's session/fork makes the copy in the parent's folder: its children must not
+    inherit (a worktree child would work in the user's checkout), and the reason says why."""
+    able = Learned(copies=True).abilities("opencode")
+    assert able.copies is False
+    assert able.no_copy_reason is not None and "keeps the parent's folder" in able.no_copy_reason
+    # An agent with nothing known against it copies where it advertises session/fork.
+    assert Learned(copies=True).abilities("claude-agent-acp").copies is True
+    assert Learned(copies=None).abilities("some-agent").copies is None

@@ -20,6 +20,7 @@ import anyio
 from acp.interfaces import Client
 
 from ...core.agent import Abilities
+from .known import copy_problem
 from .process import Connect, initialize
 from .purge import PurgeClient
 
@@ -42,16 +43,21 @@ class Learned:
     copies: bool | None = None
 
     def abilities(self, name: str) -> Abilities:
+        problem = copy_problem(name)
+        copies = False if problem is not None else self.copies
         return Abilities(
             "acp",
-            copies=self.copies,
+            copies=copies,
             copies_up_to_a_message=False,
             reads_conversations=False,
             reports_cost=None,  # the backend's (AcpBackend.reports_cost)
-            no_copy_reason=None
-            if self.copies is not False
-            else f"ACP agent '{name}' cannot copy a session (it has no session/fork), so its "
-            "children cannot inherit their parent's context.",
+            no_copy_reason=problem
+            or (
+                None
+                if copies is not False
+                else f"ACP agent '{name}' cannot copy a session (it has no session/fork), so "
+                "its children cannot inherit their parent's context."
+            ),
         )
 
 

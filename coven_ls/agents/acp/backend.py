@@ -51,6 +51,7 @@ from ...core.agent.outbox import Outbox
 from ...protocol.types import AcpAgentConfig
 from .abilities import Learned, advertises_fork, probe
 from .instructions import first_prompt_preamble
+from .known import copy_problem
 from .known import reports_cost as known_reports_cost
 from .modes import ASKING_MODES, matching_mode, refusal
 from .process import Connect, Link, command_problem, initialize, process_connector
@@ -419,7 +420,7 @@ class AcpBackend:
         return replace(self.learned.abilities(self.name), reports_cost=self.reports_cost())
 
     async def find_abilities(self) -> Abilities:
-        if self.learned.copies is None:
+        if self.learned.copies is None and copy_problem(self.name) is None:
             home = os.path.expanduser("~")
             connect = self._connect or process_connector(self.name, self.config, home, self._tg, {})
             await probe(self.name, connect, self.learned)

@@ -37,6 +37,9 @@ class KnownAgent:
     reports_cost: bool | None = None
     """whether its `usage_update` carries a cost (measured; None: not known), until its
     sessions show it"""
+    fork_keeps_parents_folder: bool = False
+    """its `session/fork` makes the copy in the parent session's folder whatever `cwd` asks
+    (measured), so coven-ls never uses it: a worktree child would work in the user's checkout"""
 
     # No mode: the adapter already picks one that asks (`default` for claude-agent-acp and
     # qwen, whose own defaults decide permissions themselves), and naming one an agent's version
@@ -55,6 +58,9 @@ KNOWN: dict[str, KnownAgent] = {
             "npm install -g opencode-ai",
             env=(("OPENCODE_DISABLE_AUTOUPDATE", "1"),),
             reports_cost=True,
+            # 1.18.33: the forked session's instance is the parent's directory, and a permission
+            # answered in the child's process never reaches it (the child stalls).
+            fork_keeps_parents_folder=True,
         ),
         KnownAgent(
             "claude-agent-acp",
@@ -127,6 +133,19 @@ def reports_cost(name: str) -> bool | None:
     """Whether the known agent `name` reports its cost in USD, as measured; None: unknown."""
     known = KNOWN.get(name)
     return None if known is None else known.reports_cost
+
+
+def copy_problem(name: str) -> str | None:
+    """Why coven-ls does not copy the known agent `name`'s sessions although it may advertise
+    `session/fork`; None: nothing known against it."""
+    known = KNOWN.get(name)
+    if known is None or not known.fork_keeps_parents_folder:
+        return None
+    return (
+        f"ACP agent '{name}' cannot copy a session into another folder (its session/fork keeps "
+        "the parent's folder, so a worktree child would work in your checkout), so its children "
+        "cannot inherit their parent's context."
+    )
 
 
 def install_hint(name: str) -> str | None:
