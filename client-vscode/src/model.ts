@@ -5,7 +5,7 @@
 // Pure on purpose: no `vscode` import, no timers, no I/O. The extension feeds it what the server
 // says and asks it what changed; the tests drive it the same way in plain node.
 
-import type { Changes as ChildChanges, CovenEvent, Delta, ForkLimits, ForkState, PartialBlock, SessionInfo, SettledStatus, Status, TaskOutcome, Worktree } from './protocol';
+import type { Changes as ChildChanges, CovenEvent, Delta, ForkLimits, ForkState, PartialBlock, Sandbox, SessionInfo, SettledStatus, Status, TaskOutcome, Worktree } from './protocol';
 
 /** A status of the protocol, or a newer server's that this client shows as it is. */
 export type SessionStatus = Status | (string & {});
@@ -68,6 +68,8 @@ export interface SessionNode extends NodeBase {
   isolationReason: string | undefined;
   /** A worktree child's worktree (its branch, the snapshot it started from, the parent's repository). */
   worktree: Worktree | undefined;
+  /** A fork child's: how the operating system holds it (fenced by its agent's sandbox, or why not). */
+  sandbox: Sandbox | undefined;
   /** A worktree child's changes, once it has ended: its files and what became of them. */
   changes: ChildChanges | undefined;
   /** A fork child with limits: what it has spent so far (its latest `spend` event). */
@@ -419,6 +421,17 @@ const MERGE_STATES: ReadonlySet<string> = new Set<MergeState>(['applied', 'confl
 const FILE_STATUSES: ReadonlySet<string> = new Set<ChildChanges['files'][number]['status']>(['added', 'deleted', 'modified', 'renamed']);
 
 const isolationOf = (v: unknown): Isolation | undefined => (v === 'worktree' || v === 'shared' ? v : undefined);
+const NETWORKS = new Set(['full', 'loopback', 'none']);
+function sandboxOf(v: unknown): Sandbox | undefined {
+  if (typeof v !== 'object' || v === null || typeof (v as Sandbox).fenced !== 'boolean') return undefined;
+  const s = v as Record<string, unknown>;
+  return {
+    fenced: s.fenced as boolean,
+    by: typeof s.by === 'string' ? s.by : null,
+    reason: typeof s.reason === 'string' ? s.reason : null,
+    network: typeof s.network === 'string' && NETWORKS.has(s.network) ? (s.network as Sandbox['network']) : null,
+  };
+}
 const count = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0);
 
 /** A `Worktree` from the wire, if it has every field. */
@@ -616,6 +629,7 @@ export class CovenModel {
       node.isolation = isolationOf(info.isolation) ?? node.isolation;
       node.isolationReason = str(info.isolationReason) ?? node.isolationReason;
       node.worktree = worktreeOf(info.worktree) ?? node.worktree;
+      node.sandbox = sandboxOf(info.sandbox) ?? node.sandbox;
       // A listing may be older than a `changes` event that raced it: events win, as for the status.
       if (!rec.changesFromEvents) node.changes = childChanges(info.changes) ?? node.changes;
       if (!rec.statusFromEvents) {
@@ -819,6 +833,7 @@ export class CovenModel {
         isolation: undefined,
         isolationReason: undefined,
         worktree: undefined,
+        sandbox: undefined,
         changes: undefined,
         spend: undefined,
         startedAt: undefined,
@@ -1059,6 +1074,7 @@ export class CovenModel {
             childRec.node.isolation = fork.isolation;
             childRec.node.isolationReason ??= fork.isolationReason;
           }
+          childRec.node.sandbox = sandboxOf(child.sandbox) ?? childRec.node.sandbox;
           this.markKnown(childRec);
         }
         // The fork lists its children in task order; keep that order whatever arrived first.
@@ -1531,7 +1547,7 @@ function forkLimits(value: unknown): ForkLimits | undefined {
 function infoSignature(n: SessionNode): string {
   return JSON.stringify([
     n.title, n.label, n.status, n.costUsd, n.queuedMessages, n.model, n.cwd, n.agentSessionId, n.agent, n.branchedFrom, n.createdAt, n.usage, n.queuePosition, n.backgroundTasks,
-    n.isolation, n.isolationReason, n.worktree, n.changes, n.contextUsage,
+    n.isolation, n.isolationReason, n.worktree, n.sandbox, n.changes, n.contextUsage,
   ]);
 }
 

@@ -3,6 +3,7 @@
 
 import { changesDescription, conflictLine, fileLine, mergeMeaning, mergeText } from './changes';
 import { apiFailures, statusLabels } from './labels.gen';
+import type { Sandbox } from './protocol';
 import {
   type ApiRetry,
   type ContextGauge,
@@ -261,6 +262,7 @@ function presentSession(node: SessionNode, now: number): Presentation {
   const stopped = child ? stoppedAt(node) : undefined;
   if (stopped !== undefined) rows.push('', `Stopped: it reached ${LIMIT_TEXT[stopped]} (\`${stopped}\`); its work so far is kept.`);
   if (child) rows.push(...isolationRows(node, merge));
+  if (child && node.sandbox !== undefined) rows.push('', escapeMarkdown(sandboxText(node.sandbox)));
   if (node.lastError && node.status === 'failed') rows.push('', fence(node.lastError));
   return {
     label: child ? (node.label ?? node.title) : node.title,
@@ -397,6 +399,15 @@ function sessionContext(node: SessionNode, child: boolean, merge: MergeState | u
   if (merge !== undefined) parts.push(merge);
   if ((node.changes?.files.length ?? 0) > 0) parts.push('diff');
   return parts.join('-');
+}
+
+/** How the operating system holds a fork child: "Fenced by claude (network: full)", "Unfenced: …". */
+export function sandboxText(sandbox: Sandbox): string {
+  if (sandbox.fenced) {
+    const by = sandbox.by ? ` by ${sandbox.by}` : '';
+    return `Fenced${by}${sandbox.network ? ` (network: ${sandbox.network})` : ''}`;
+  }
+  return `Unfenced${sandbox.reason ? `: ${sandbox.reason}` : ''}`;
 }
 
 /** A fork child's tooltip lines about where it works and what became of its changes. */

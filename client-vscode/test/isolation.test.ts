@@ -431,6 +431,29 @@ describe('shared fork children', () => {
   });
 });
 
+describe('how each child is held', () => {
+  // protocol.md's Child sandbox examples: a fenced child on its forkStarted entry, and an
+  // unfenced one whose SessionInfo says why (a listing that arrives later keeps what it said).
+  const FENCED = { fenced: true, by: 'claude', reason: null, network: 'full' };
+  const WHY = 'bubblewrap (bwrap) not found on PATH: Install bubblewrap and socat';
+  const UNFENCED = { fenced: false, by: null, reason: WHY, network: null };
+
+  test('the tooltip says what fences a child and its network, or why it is unfenced', () => {
+    const s = new Stream();
+    const children = [{ ...CHILDREN[0]!, sandbox: FENCED }, CHILDREN[1]!];
+    const events = [
+      ...s.turn(PARENT, 'Plan the release', 'Two tasks, in parallel.'),
+      s.ev(PARENT, 'forkStarted', { state: 'running', forkId: FORK, source: 'user', tasks: CHILDREN.map((c) => c.label), children, ...WORKTREE_FORK }),
+    ];
+    const model = modelOf(events, [info(BUGS, { parentId: PARENT, sandbox: UNFENCED } as Partial<SessionInfo>)]);
+    assert.match(present(child(model, DOCS)).tooltip, /Fenced by claude \(network: full\)/);
+    assert.match(present(child(model, BUGS)).tooltip, /Unfenced: bubblewrap \(bwrap\) not found on PATH/);
+    model.applySessions([info(PARENT), info(BUGS, { parentId: PARENT })]);
+    assert.match(present(child(model, BUGS)).tooltip, /Unfenced: bubblewrap/, 'a listing without it keeps it');
+    assert.doesNotMatch(present(model.session(PARENT)!).tooltip, /enced/, 'a top-level session is not a fork child');
+  });
+});
+
 describe('the diff view of a child', () => {
   const plan = (): DiffEntry[] => diffPlan(BUGS, bugsConflict);
 

@@ -25,7 +25,7 @@ from ..protocol import events as ev
 from ..protocol.describe import change_counts, describe_payload, fork_cost, one_line
 from ..protocol.labels import FILE_MARKS
 from ..protocol.tree import SessionTree
-from ..protocol.types import SETTLED_STATUSES, Changes, ConflictFile, ForkEstimate
+from ..protocol.types import SETTLED_STATUSES, Changes, ConflictFile, ForkEstimate, Sandbox
 
 _MARKS = {"text": "⏺", "thinking": "✻"}
 # How many changed files a question lists before it says how many more there are.
@@ -110,6 +110,16 @@ def merge_line(result: ev.TaskOutcome, changes: Changes | None) -> str | None:
     return f"? {label}: {merge}{counts}"
 
 
+def sandbox_note(sandbox: Sandbox) -> str:
+    """How the operating system holds a fork child: `fenced by claude (network: full)`, or
+    `unfenced: <why>`."""
+    if sandbox.fenced:
+        by = f" by {sandbox.by}" if sandbox.by else ""
+        network = f" (network: {sandbox.network})" if sandbox.network else ""
+        return f"fenced{by}{network}"
+    return f"unfenced: {sandbox.reason}" if sandbox.reason else "unfenced"
+
+
 def merge_summary(tree: SessionTree, fork_id: str) -> list[str]:
     """One line per child of a finished fork (those that worked in a worktree), from its
     `forkFinished` results and each child's latest `changes`."""
@@ -161,6 +171,8 @@ class TreePrinter:
         self._names: dict[str, str] = {}
         self._announced: set[str] = set()
         self._tags: dict[str, str] = {}
+        # A fork child's: how it is held (its forkStarted entry says), on its first line.
+        self._held: dict[str, str] = {}
         self._blocks: dict[str, _Block] = {}
         self._open: _Block | None = None  # the block whose line the cursor is on
         self._tasks: dict[str, ev.Task] = {}  # task id -> what its events said so far
@@ -218,6 +230,8 @@ class TreePrinter:
                 for number, child in enumerate(children, 1):
                     # Children stream at the same time; the tag says whose line it is.
                     self._tags[child.sessionId] = f"[{number}/{len(children)}] "
+                    if child.sandbox is not None:
+                        self._held[child.sessionId] = f" · {sandbox_note(child.sandbox)}"
 
     def delta(self, delta: dict[str, Any]) -> None:
         """A `coven/delta`: print the piece where its block's line is."""
@@ -328,7 +342,8 @@ class TreePrinter:
             name = self._names.get(session_id) or (
                 f"⑂ {label}" if label is not None else f"session {session_id}"
             )
-            self._write(session_id, self._tags.get(session_id, "") + f"● {name}", -1)
+            held = self._held.get(session_id, "")
+            self._write(session_id, self._tags.get(session_id, "") + f"● {name}{held}", -1)
 
     def _remember_task(self, task: ev.Task) -> ev.Task:
         """A task's later events may leave out what its first said (its description, its tool

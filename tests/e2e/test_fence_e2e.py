@@ -69,7 +69,7 @@ def results(coven: Coven, child: str) -> dict[str, Any]:
 
 
 @needs_bwrap
-@pytest.mark.parametrize("mode", ["default", "bypassPermissions"])
+@pytest.mark.parametrize("mode", ["default", "acceptEdits", "bypassPermissions"])
 async def test_a_fenced_child_cannot_write_the_users_checkout_but_commits_its_own_work(
     coven_factory, model: ScriptedModel, tmp_path: Path, mode: str
 ) -> None:

@@ -1158,6 +1158,30 @@ def test_the_tree_shows_worktree_children_changes_and_the_review(tmp_path: Path)
     ]
 
 
+def test_the_tree_says_how_each_child_is_held(tmp_path: Path) -> None:
+    s = Steps("s-parent")
+    s.event("prompt", text="Plan the release", origin="user")
+    fenced = {"fenced": True, "by": "claude", "reason": None, "network": "loopback"}
+    why = "bubblewrap (bwrap) not found on PATH"
+    unfenced = {"fenced": False, "by": None, "reason": why, "network": None}
+    children = [
+        {"sessionId": "s-docs", "label": "Docs", "sandbox": fenced},
+        {"sessionId": "s-bugs", "label": "Bugs", "sandbox": unfenced},
+        {"sessionId": "s-old", "label": "Old"},  # from a server before the sandbox
+    ]
+    base = {"forkId": "f-1", "source": "user", "tasks": ["Docs", "Bugs", "Old"]}
+    s.event("forkStarted", **base, children=children, isolation="worktree", mergeMode="auto")
+    s.snapshot("started")
+
+    shot = feed_tree(tmp_path, s.steps)
+
+    assert shot["started"][3:] == [
+        "    ⑂ Docs  · fenced by claude (network: loopback)",
+        f"    ⑂ Bugs  · unfenced: {why}",
+        "    ⑂ Old",
+    ]
+
+
 def test_covenstart_takes_the_agent(tmp_path: Path, model: ScriptedModel) -> None:
     """`:CovenStart ++agent=codex {prompt}` starts a Codex session; the prompt is what follows."""
     from coven_ls.agents.codex import resolve_codex

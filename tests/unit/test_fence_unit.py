@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -148,12 +149,82 @@ def test_doctor_says_how_to_get_the_claude_sandbox(tmp_path: Path, model: Script
 def test_the_socat_a_fenced_cli_finds_first_is_the_real_one_tied_to_its_parent() -> None:
     """Claude Code's sandbox starts its network bridges with the `socat` on PATH; a killed CLI
     left them running (and a killed server's agents never all ended)."""
-    folder = claude_fence.socat_wrapper()
+    folder = claude_fence.command_wrappers()
     assert folder is not None
     wrapper = Path(folder) / "socat"
     assert os.access(wrapper, os.X_OK) and "PDEATHSIG" in wrapper.read_text()
     done = subprocess.run([str(wrapper), "-V"], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0 and "socat version" in done.stdout
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_the_bwrap_a_fenced_cli_finds_first_runs_the_real_one() -> None:
+    folder = claude_fence.command_wrappers()
+    assert folder is not None
+    done = subprocess.run(
+        [str(Path(folder) / "bwrap"), "--version"], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0 and "bubblewrap" in done.stdout
+
+
+# Stands in for bubblewrap: says the arguments it was given, with those of an `--args` file.
+_FAKE_BWRAP = """#!{python}
+import json, os, sys
+args = sys.argv[1:]
+given = {{"argv": args}}
+if "--args" in args:
+    fd = int(args[args.index("--args") + 1])
+    given["file"] = os.read(fd, 1 << 20).decode().split("\\0")
+print(json.dumps(given))
+"""
+
+
+def test_a_sibling_s_vanished_lock_file_is_bound_only_if_there(tmp_path: Path) -> None:
+    """Claude Code's sandbox binds each git folder's `config.lock` over itself when it exists,
+    and a sibling child's command makes (then removes) one for as long as it runs: gone before
+    bubblewrap mounts it, it failed the command ("Can't find source path"). The wrapper binds a
+    lock only if it is there when bubblewrap mounts it; every other argument goes as it was."""
+    fake = tmp_path / "real-bwrap"
+    fake.write_text(_FAKE_BWRAP.format(python=sys.executable))
+    fake.chmod(0o700)
+    wrapper = tmp_path / "bwrap"
+    wrapper.write_text(claude_fence._BWRAP_WRAPPER.format(python=sys.executable, bwrap=str(fake)))
+    wrapper.chmod(0o700)
+    git_dir = tmp_path / "repo" / ".git"
+    git_dir.mkdir(parents=True)
+    (git_dir / "config").write_text("")
+    (git_dir / "index.lock").write_text("")  # bound as before while it is there
+    gone, held, config = (str(git_dir / n) for n in ("config.lock", "index.lock", "config"))
+    mounts = ["--ro-bind", gone, gone, "--ro-bind", held, held, "--ro-bind", config, config]
+    mounts += ["--ro-bind", "/dev/null", gone]  # a stub's source is /dev/null: not this case
+    command = ["--", "/bin/sh", "-c", "true", "--ro-bind", gone, gone]
+    expected = ["--ro-bind-try", gone, gone, "--ro-bind-try", held, held, *mounts[6:]]
+
+    done = subprocess.run(
+        [str(wrapper), "--unshare-all", *mounts, *command],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert json.loads(done.stdout)["argv"] == ["--unshare-all", *expected, *command]
+
+    # Too many mounts for a command line: the CLI passes them in a file (`--args FD`).
+    listed = tmp_path / "args"
+    listed.write_bytes(b"".join(arg.encode() + b"\0" for arg in mounts))
+    with listed.open("rb") as file:
+        fd = file.fileno()
+        done = subprocess.run(
+            [str(wrapper), "--args", str(fd), *command],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+            pass_fds=(fd,),
+        )
+    given = json.loads(done.stdout)
+    assert given["argv"][0] == "--args" and given["argv"][2:] == command
+    assert given["file"] == [*expected, ""]
 
 
 def test_the_temporary_folders_a_killed_server_left_are_removed(

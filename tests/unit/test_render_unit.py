@@ -234,6 +234,42 @@ def test_a_worktree_fork_says_where_children_work_and_what_became_of_their_chang
     ]
 
 
+def test_each_child_s_first_line_says_how_it_is_held() -> None:
+    feed = Feed()
+    why = "bubblewrap (bwrap) not found on PATH"
+    children = [
+        {
+            "sessionId": DOCS,
+            "label": "Write the docs",
+            "sandbox": {"fenced": True, "by": "claude", "reason": None, "network": "full"},
+        },
+        {
+            "sessionId": BUGS,
+            "label": "Fix the bugs",
+            "sandbox": {"fenced": False, "by": None, "reason": why, "network": None},
+        },
+        {"sessionId": TIDY, "label": "Tidy up"},  # a server from before the sandbox
+    ]
+    feed.event(
+        "forkStarted",
+        state="running",
+        forkId="f-1",
+        source="user",
+        tasks=[c["label"] for c in children],
+        children=children,
+        isolation="worktree",
+        mergeMode="auto",
+        base="9c",
+    )
+    for child in (DOCS, BUGS, TIDY):
+        feed.event("statusChanged", sid=child, status="running")
+    assert feed.lines[2:5] == [
+        "    [1/3] ● ⑂ Write the docs · fenced by claude (network: full)",
+        f"    [2/3] ● ⑂ Fix the bugs · unfenced: {why}",
+        "    [3/3] ● ⑂ Tidy up",
+    ]
+
+
 def test_a_reviewed_fork_waits_and_a_shared_fork_has_no_summary() -> None:
     feed = Feed()
     feed.event(

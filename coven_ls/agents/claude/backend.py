@@ -267,7 +267,7 @@ class ClaudeBackend:
             temp = await anyio.to_thread.run_sync(fence.make_temp)
             fenced = fence.options(spec, spec.fence, temp)
             env.update(dict.fromkeys(TEMP_VARIABLES, temp))
-            wrapper = await anyio.to_thread.run_sync(fence.socat_wrapper)
+            wrapper = await anyio.to_thread.run_sync(fence.command_wrappers)
             if wrapper is not None:
                 path = env.get("PATH") or os.environ.get("PATH", "")
                 env["PATH"] = os.pathsep.join(filter(None, [wrapper, path]))

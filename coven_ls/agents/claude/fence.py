@@ -145,22 +145,88 @@ ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 os.execv({socat!r}, [{socat!r}, *__import__("sys").argv[1:]])
 """
 
+# Claude Code's sandbox write-protects each git folder's `config.lock` in every command: an
+# existing one is bound over itself (`--ro-bind L L`), a missing one gets an empty stub made in
+# the real folder for as long as the command runs. The stub of one fenced child's command is
+# an existing file to a sibling's sandbox being built meanwhile (they share the parent's git
+# folder); removed before that sibling's bubblewrap mounts it, it failed the command ("bwrap:
+# Can't find source path .../.git/config.lock", "Can't get type of source"). This bubblewrap
+# binds a `*.lock` over itself only if it is there when it mounts it (`--ro-bind-try`): a lock
+# that is gone has nothing in it to protect, and a new one cannot be renamed over the file it
+# locks (that file is a mount point). Mounts the CLI passes in a file (`--args FD`, when there
+# are too many for its command line) too.
+_BWRAP_WRAPPER = """#!{python} -IS
+# Written by coven-ls (agents/claude/fence.py): a `--ro-bind L L` of a `*.lock` file (which
+# another command's sandbox may remove meanwhile) becomes `--ro-bind-try L L`; then the real
+# bubblewrap runs.
+import os, sys
 
-def socat_wrapper() -> str | None:
-    """A folder holding a `socat` that dies with its parent, for the front of a fenced CLI's
-    PATH; None off Linux or without socat. Blocking."""
-    socat = shutil.which("socat")
-    if socat is None or not sys.platform.startswith("linux"):
+
+def rewrite(args):
+    out, i = [], 0
+    while i < len(args):
+        if args[i] == "--":
+            return out + args[i:]
+        if args[i] == "--ro-bind" and i + 2 < len(args):
+            source, dest = args[i + 1], args[i + 2]
+            lock = source == dest and source.endswith(".lock")
+            out += ["--ro-bind-try" if lock else "--ro-bind", source, dest]
+            i += 3
+            continue
+        if args[i] == "--args" and i + 1 < len(args) and args[i + 1].isdigit():
+            out += ["--args", str(refile(int(args[i + 1])))]
+            i += 2
+            continue
+        out.append(args[i])
+        i += 1
+    return out
+
+
+def refile(fd):
+    with os.fdopen(fd, "rb") as given:
+        parts = given.read().split(b"\\0")
+    if parts and parts[-1] == b"":
+        parts.pop()
+    names = rewrite([os.fsdecode(p) for p in parts])
+    body = b"".join(os.fsencode(name) + b"\\0" for name in names)
+    new = os.memfd_create("bwrap-args", 0)
+    os.write(new, body)
+    os.lseek(new, 0, os.SEEK_SET)
+    os.set_inheritable(new, True)
+    return new
+
+
+if __name__ == "__main__":
+    os.execv({bwrap!r}, [{bwrap!r}, *rewrite(sys.argv[1:])])
+"""
+
+
+def command_wrappers() -> str | None:
+    """A folder for the front of a fenced CLI's PATH, holding the `socat` and `bwrap` its sandbox
+    runs: a `socat` that dies with its parent, a `bwrap` that does not fail a command over
+    another child's vanished lock file; None off Linux or without them. Blocking."""
+    if not sys.platform.startswith("linux"):
         return None
-    text = _SOCAT_WRAPPER.format(python=sys.executable, socat=socat)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-    folder = Path(tempfile.gettempdir()) / f"coven-ls-{os.getuid()}" / f"socat-{digest}"
-    if not (folder / "socat").exists():
+    real = {name: shutil.which(name) for name in ("socat", "bwrap")}
+    texts = {
+        "socat": _SOCAT_WRAPPER.format(python=sys.executable, socat=real["socat"]),
+        "bwrap": _BWRAP_WRAPPER.format(python=sys.executable, bwrap=real["bwrap"]),
+    }
+    texts = {name: text for name, text in texts.items() if real[name] is not None}
+    if not texts:
+        return None
+    digest = hashlib.sha256("".join(sorted(texts.values())).encode()).hexdigest()[:12]
+    folder = Path(tempfile.gettempdir()) / f"coven-ls-{os.getuid()}" / f"bin-{digest}"
+    for name, text in texts.items():
+        if (folder / name).exists():
+            continue
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        partial = folder / f"socat.{os.getpid()}.tmp"
-        partial.write_text(text)
-        partial.chmod(0o700)
-        partial.replace(folder / "socat")  # atomic: another server may be writing it too
+        # A name of its own: another server, or another child of this one, may be writing it.
+        fd, partial = tempfile.mkstemp(prefix=f"{name}.", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "w") as file:
+            file.write(text)
+        os.chmod(partial, 0o700)
+        os.replace(partial, folder / name)  # atomic
     return str(folder)
 
 

@@ -317,6 +317,17 @@ function M.describe(ev)
 end
 
 -- 812 bytes, 40 KB, 1.8 MB, 2.1 GB
+-- How the operating system holds a fork child: `fenced by claude (network: full)`, or
+-- `unfenced: <why>` (as coven-ls's terminal tree says it).
+function M.sandbox_note(sandbox)
+  if sandbox.fenced then
+    local by = present(sandbox.by) and (' by ' .. sandbox.by) or ''
+    local network = present(sandbox.network) and (' (network: ' .. sandbox.network .. ')') or ''
+    return 'fenced' .. by .. network
+  end
+  return 'unfenced' .. (present(sandbox.reason) and (': ' .. one_line(sandbox.reason, 120)) or '')
+end
+
 function M.disk_size(size)
   size = tonumber(size) or 0
   if size < 1024 then
@@ -504,6 +515,9 @@ function M.apply(tree, ev)
       tree.parent_of[c.sessionId] = s.id
       local child = session(tree, c.sessionId)
       child.label, child.title = c.label, one_line(c.label, 60)
+      if type(c.sandbox) == 'table' then
+        child.sandbox = c.sandbox -- how the operating system holds it
+      end
     end
     local item = add(s.items, { text = M.describe(ev), children = children, fork = ev.forkId })
     if fork then
@@ -620,6 +634,9 @@ function M.render(tree)
       local files = type(s.changes.files) == 'table' and #s.changes.files or 0
       header = header .. '  ± ' .. (files > 0 and (change_counts(s.changes) .. ' · ') or '')
         .. tostring(s.changes.merge)
+    end
+    if s.sandbox then
+      header = header .. '  · ' .. M.sandbox_note(s.sandbox)
     end
     if s.usage then
       header = header .. '  · ' .. compact(s.usage.input) .. ' in · ' .. compact(s.usage.output) .. ' out'
