@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from coven_ls.testing.scripted_chat import DEFAULT_MODEL, ScriptedChat
+
+from ..harness import Coven, wait_until
 
 MODULES = Path(__file__).parent / "acp_agents/node_modules"
 OPENCODE = MODULES / "opencode-linux-x64/bin/opencode"
@@ -74,3 +78,43 @@ def opencode_env(chat: ScriptedChat, home: Path) -> dict[str, str]:
         env[f"OPENCODE_DISABLE_{what}"] = "1"
     env["OPENCODE_DISABLE_CLAUDE_CODE"] = "1"
     return env
+
+
+def streamed(coven: Coven, sid: str) -> str:
+    """The text `sid` streamed (its `coven/delta`s), in order."""
+    return "".join(d["text"] for d in coven.deltas if d["sessionId"] == sid and d["kind"] == "text")
+
+
+async def cancel_then_restart(
+    start: Callable[[], Awaitable[Coven]], script: Any, agent: str
+) -> tuple[Coven, str, dict[str, Any], dict[str, Any]]:
+    """A long answer cancelled mid-stream, a word to remember, the server stopped and started
+    again, and the word asked for: the second server, the session, the answer after the restart
+    and the session as listed then. `script` is the agent's scripted API (rules added here)."""
+    script.on("long", "word " * 200, chunk_chars=5, chunk_delay=0.05, times=1)
+    script.on("remember the word pineapple", "Noted: pineapple.")
+    script.on("Which word", "It was pineapple.")
+    first = await start()
+    sid = await first.start("a long answer please")
+    await wait_until(lambda: len(streamed(first, sid)) >= 15, 120, "the answer to stream")
+    await first.request("coven/cancel", {"sessionId": sid})
+    cancelled = await first.wait_kind(sid, "turnResult")
+    assert cancelled["cancelled"] and not cancelled["isError"], cancelled
+    assert len(streamed(first, sid)) < len("word " * 200)
+    await first.wait_status(sid, "idle", after_seq=cancelled["seq"] - 1)
+    await first.request(
+        "coven/sendMessage", {"sessionId": sid, "text": "Please remember the word pineapple"}
+    )
+    noted = await first.wait_kind(sid, "turnResult", count=2)
+    assert noted["text"] == "Noted: pineapple."
+    await first.wait_status(sid, "idle", after_seq=noted["seq"] - 1)
+    await first.stop()
+
+    second = await start()
+    [info] = (await second.request("coven/listSessions", {}))["sessions"]
+    assert info["agent"] == agent and info["agentSessionId"] == noted["agentSessionId"]
+    await second.request("coven/sendMessage", {"sessionId": sid, "text": "Which word was it?"})
+    result = await second.wait_kind(sid, "turnResult")
+    assert result["text"] == "It was pineapple.", result
+    assert result["agentSessionId"] == info["agentSessionId"]
+    return second, sid, result, info

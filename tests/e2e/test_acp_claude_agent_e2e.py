@@ -12,11 +12,7 @@ import pytest
 
 from coven_ls.testing.scripted_model import ToolUse
 
-from ..harness import wait_until
-
-
-def streamed(coven, sid: str) -> str:
-    return "".join(d["text"] for d in coven.deltas if d["sessionId"] == sid and d["kind"] == "text")
+from .acp_real import cancel_then_restart, streamed
 
 
 def after_tool(request) -> bool:
@@ -71,33 +67,7 @@ async def test_claude_agent_acp_streams_asks_before_a_command_and_reports_its_co
 async def test_claude_agent_acp_cancel_then_a_restart_resumes_the_session(
     start_claude_agent_acp, model
 ) -> None:
-    model.on("long", "word " * 200, chunk_chars=5, chunk_delay=0.05, times=1)
-    model.on("remember the word pineapple", "Noted: pineapple.")
-    model.on("Which word", "It was pineapple.")
-    first = await start_claude_agent_acp()
-    sid = await first.start("a long answer please")
-    await wait_until(lambda: len(streamed(first, sid)) >= 15, 120, "the answer to stream")
-    await first.request("coven/cancel", {"sessionId": sid})
-    cancelled = await first.wait_kind(sid, "turnResult")
-    assert cancelled["cancelled"] and not cancelled["isError"], cancelled
-    assert len(streamed(first, sid)) < len("word " * 200)
-    await first.wait_status(sid, "idle", after_seq=cancelled["seq"] - 1)
-    await first.request(
-        "coven/sendMessage", {"sessionId": sid, "text": "Please remember the word pineapple"}
-    )
-    noted = await first.wait_kind(sid, "turnResult", count=2)
-    assert noted["text"] == "Noted: pineapple."
-    await first.wait_status(sid, "idle", after_seq=noted["seq"] - 1)
-    await first.stop()
-
-    second = await start_claude_agent_acp()
-    [info] = (await second.request("coven/listSessions", {}))["sessions"]
-    assert info["agent"] == "claude-agent-acp"
-    assert info["agentSessionId"] == noted["agentSessionId"]
-    await second.request("coven/sendMessage", {"sessionId": sid, "text": "Which word was it?"})
-    result = await second.wait_kind(sid, "turnResult")
-    assert result["text"] == "It was pineapple.", result
-    assert result["agentSessionId"] == info["agentSessionId"]
+    await cancel_then_restart(start_claude_agent_acp, model, "claude-agent-acp")
     # session/resume: the model saw the conversation from before the restart.
     main = [r for r in model.requests if "Which word" in r.last_user_text]
     assert main and "Noted: pineapple." in main[-1].all_text

@@ -14,12 +14,7 @@ from pygls.exceptions import JsonRpcException
 from coven_ls.testing.scripted_chat import ToolUse, Usage
 
 from ..gitrepo import make_repo
-from ..harness import wait_until
-from .acp_real import OPENCODE_WINDOW, opencode_cost
-
-
-def streamed(coven, sid: str) -> str:
-    return "".join(d["text"] for d in coven.deltas if d["sessionId"] == sid and d["kind"] == "text")
+from .acp_real import OPENCODE_WINDOW, cancel_then_restart, opencode_cost, streamed
 
 
 async def test_opencode_streams_asks_before_a_command_and_reports_its_cost(
@@ -75,33 +70,7 @@ async def test_opencode_streams_asks_before_a_command_and_reports_its_cost(
 async def test_opencode_cancel_then_a_restart_resumes_the_session(
     start_opencode, scripted_chat
 ) -> None:
-    scripted_chat.on("long", "word " * 200, chunk_chars=5, chunk_delay=0.05, times=1)
-    scripted_chat.on("remember the word pineapple", "Noted: pineapple.")
-    scripted_chat.on("Which word", "It was pineapple.")
-    first = await start_opencode()
-    sid = await first.start("a long answer please")
-    await wait_until(lambda: len(streamed(first, sid)) >= 15, 120, "the answer to stream")
-    await first.request("coven/cancel", {"sessionId": sid})
-    cancelled = await first.wait_kind(sid, "turnResult")
-    assert cancelled["cancelled"] and not cancelled["isError"], cancelled
-    assert len(streamed(first, sid)) < len("word " * 200)
-    await first.wait_status(sid, "idle", after_seq=cancelled["seq"] - 1)
-    await first.request(
-        "coven/sendMessage", {"sessionId": sid, "text": "Please remember the word pineapple"}
-    )
-    noted = await first.wait_kind(sid, "turnResult", count=2)
-    assert noted["text"] == "Noted: pineapple."
-    await first.wait_status(sid, "idle", after_seq=noted["seq"] - 1)
-    await first.stop()
-
-    second = await start_opencode()
-    [info] = (await second.request("coven/listSessions", {}))["sessions"]
-    assert info["agent"] == "opencode" and info["agentSessionId"] == noted["agentSessionId"]
-    await second.request("coven/sendMessage", {"sessionId": sid, "text": "Which word was it?"})
-    result = await second.wait_kind(sid, "turnResult")
-    assert (
-        result["text"] == "It was pineapple." and result["agentSessionId"] == info["agentSessionId"]
-    )
+    _, _, result, _ = await cancel_then_restart(start_opencode, scripted_chat, "opencode")
     # session/resume: the model saw the conversation from before the restart.
     assert "Noted: pineapple." in scripted_chat.requests[-1].all_text
     # The resumed session's cumulative cost includes what it spent before: the first figure
