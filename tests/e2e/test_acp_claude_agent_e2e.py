@@ -8,10 +8,14 @@ starts. Fixtures: tests/e2e/conftest.py (start_claude_agent_acp, model)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from coven_ls.testing.scripted_model import ToolUse
 
+from ..gitrepo import make_repo
 from .acp_real import cancel_then_restart, streamed
 
 
@@ -71,3 +75,42 @@ async def test_claude_agent_acp_cancel_then_a_restart_resumes_the_session(
     # session/resume: the model saw the conversation from before the restart.
     main = [r for r in model.requests if "Which word" in r.last_user_text]
     assert main and "Noted: pineapple." in main[-1].all_text
+
+
+@pytest.mark.usefixtures("no_user_git_config")
+async def test_claude_agent_acp_forks_into_session_fork_children_whose_work_is_merged_back(
+    start_claude_agent_acp, model, tmp_path: Path
+) -> None:
+    """claude-agent-acp has session/fork: the `<fork>` in its answer forks into children that
+    continue the parent's own session (`inherit`), each in its worktree (session/fork's `cwd`),
+    their commands asked about and their files merged back into the user's checkout."""
+    repo = make_repo(tmp_path / "repo", {"README": "base\n"}, message="base")
+    for name in ("alpha", "beta"):
+        model.on(f"'Make {name}'", ToolUse("Bash", {"command": f"printf '{name}\\n' > "
+            f"{name}.txt", "description": f"Writes {name}.txt"}), times=1)  # fmt: skip
+    model.on(after_tool, "Made it.")
+    model.on(re.compile(r"^<fork-results>"), "Both merged.")
+    model.on("Split it", "Splitting.\n<fork>\n- Make alpha\n- Make beta\n</fork>")
+    coven = await start_claude_agent_acp(init_options={"forkMode": "auto"})
+    asked: list[dict] = []
+    coven.permission_answer = lambda request: asked.append(request) or {"allow": True}
+    sid = await coven.start("Split it", cwd=str(repo))
+    started = await coven.wait_kind(sid, "forkStarted")
+    # No `context`: the parent's conversation, continued natively (session/fork).
+    assert started["isolation"] == "worktree" and "context" not in started, started
+    done = await coven.wait_kind(sid, "turnResult", count=2)
+    assert done["text"] == "Both merged.", done
+    assert (repo / "alpha.txt").read_text() == "alpha\n"
+    assert (repo / "beta.txt").read_text() == "beta\n"
+    assert len(asked) == 2
+    # Each child's first model request held the parent's conversation as the agent's own
+    # messages, not written into its prompt.
+    for label in ("Make alpha", "Make beta"):
+        first = next(r for r in model.requests if f"'{label}'" in r.last_user_text)
+        assert "Splitting." in first.all_text and "<conversation>" not in first.last_user_text
+    listed = {
+        s["sessionId"]: s for s in (await coven.request("coven/listSessions", {}))["sessions"]
+    }
+    for child in started["children"]:
+        info = listed[child["sessionId"]]
+        assert info["agent"] == "claude-agent-acp" and info["changes"]["merge"] == "applied", info
