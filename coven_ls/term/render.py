@@ -226,11 +226,13 @@ class TreePrinter:
                 self._drop(session_id, everything=True)
             case ev.StatusChanged(status=status) if status in SETTLED_STATUSES:
                 self._drop(session_id, everything=True)
-            case ev.ForkStarted(children=children):
+            case ev.ForkStarted(children=children, isolation=isolation):
                 for number, child in enumerate(children, 1):
                     # Children stream at the same time; the tag says whose line it is.
                     self._tags[child.sessionId] = f"[{number}/{len(children)}] "
-                    if child.sandbox is not None:
+                    # Children sharing the parent's folder are never fenced (the fork's line
+                    # says they share it): only worktree children say how they are held.
+                    if child.sandbox is not None and isolation == "worktree":
                         self._held[child.sessionId] = f" · {sandbox_note(child.sandbox)}"
 
     def delta(self, delta: dict[str, Any]) -> None:

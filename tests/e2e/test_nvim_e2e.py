@@ -846,7 +846,9 @@ def test_the_tree_draws_a_recorded_review(tmp_path: Path) -> None:
     def child(label: str, name: str, merge: str) -> list[str]:
         command = f"printf '# {label}\\n' > {name} && echo wrote-{name}"
         return [
-            f"    ⑂ {label}  ✓ idle  ± +1 −0 · 1 file · {merge}",
+            # Recorded with bubblewrap: the worktree children ran in Claude Code's sandbox.
+            f"    ⑂ {label}  ✓ idle  ± +1 −0 · 1 file · {merge}"
+            "  · fenced by claude (network: full)",
             f"      › fork: You were assigned '{label}'",
             f"      ⚙ Bash  {command}",
             "      ? Bash asks for permission",

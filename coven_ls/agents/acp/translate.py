@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
@@ -152,6 +153,8 @@ class Translator:
     reports_cost: bool = False  # the agent reported a cost in USD at least once
     # The turn under way started with a known base, so its share of the cost can be known.
     _share_known: bool = True
+    # When the turn's prompt was sent (monotonic): ACP tells no turn's duration, coven times it.
+    _started: float | None = None
     _blocks: int = 0
     _block: tuple[str, StreamKind] | None = None  # the open block: its id and kind
     _text: list[str] = field(default_factory=list)
@@ -282,6 +285,10 @@ class Translator:
     def turn_started(self) -> None:
         """A prompt is sent: its cost can be told only if the base was known before it."""
         self._share_known = self.cost_base is not None
+        self._started = time.monotonic()
+
+    def _elapsed_ms(self) -> int | None:
+        return None if self._started is None else round((time.monotonic() - self._started) * 1000)
 
     def _usage(self, update: schema.UsageUpdate) -> list[agent.AgentEvent]:
         cost = update.cost
@@ -345,6 +352,7 @@ class Translator:
                 subtype=subtype,
                 usage=turn_usage(usage),
                 cost_usd=self.running_cost(),
+                duration_ms=self._elapsed_ms(),
                 num_turns=1,
                 conversation_id=self.session_id,
             )
@@ -363,6 +371,7 @@ class Translator:
                 outcome="error",
                 text=reason,
                 cost_usd=self.running_cost(),
+                duration_ms=self._elapsed_ms(),
                 conversation_id=self.session_id,
             )
         )

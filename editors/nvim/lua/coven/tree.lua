@@ -515,8 +515,10 @@ function M.apply(tree, ev)
       tree.parent_of[c.sessionId] = s.id
       local child = session(tree, c.sessionId)
       child.label, child.title = c.label, one_line(c.label, 60)
-      if type(c.sandbox) == 'table' then
-        child.sandbox = c.sandbox -- how the operating system holds it
+      -- How the operating system holds it; children that share the parent's folder are never
+      -- fenced (their fork's line says they share it), so only worktree children say so.
+      if type(c.sandbox) == 'table' and ev.isolation == 'worktree' then
+        child.sandbox = c.sandbox
       end
     end
     local item = add(s.items, { text = M.describe(ev), children = children, fork = ev.forkId })
