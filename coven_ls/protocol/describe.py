@@ -245,6 +245,8 @@ def describe_payload(payload: ev.Payload) -> str | None:
             return f"◆ mode: {mode}"
         case ev.Plan(entries=entries):
             return plan_line(entries)
+        case ev.ToolUpdate(status=None, title=None, locations=None):
+            return None  # its output so far alone: the result says it whole
         case ev.ToolUpdate():
             return f"  {tool_update(payload)}"
         case ev.AgentRestarted(reason=reason, restart=restart, maxRestarts=most):

@@ -228,8 +228,6 @@ class TreePrinter:
                     self._write(
                         session_id, (tag if number == 0 else "") + step, extra + min(number, 1)
                     )
-            case ev.ToolUpdate(status=None, title=None, locations=None):
-                pass  # output so far alone: the result prints it whole
             case _:
                 line = self._line(session_id, payload)
                 if line is not None:

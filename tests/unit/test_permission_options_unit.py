@@ -208,3 +208,5 @@ def test_plans_and_tool_updates_are_described_in_one_line() -> None:
     assert describe_payload(events.Plan(entries=[])) == "☰ plan: empty"
     update = events.ToolUpdate(toolUseId="call_9", status="failed", title="Run tests")
     assert describe_payload(update) == "  ↳ tool call_9: failed · Run tests"
+    # Output so far alone is no news worth a line (the LSP mirror logs every described event).
+    assert describe_payload(events.ToolUpdate(toolUseId="call_9", content="so far")) is None
