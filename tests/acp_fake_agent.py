@@ -1,7 +1,8 @@
 """A scripted ACP agent on the official SDK's agent side: in-process for the adapter's unit tests
 (`connector`), or its own process over stdio (`python -m tests.acp_fake_agent`).
 
-A prompt's text picks what it does: "tool" runs a shell tool that asks permission, "wait" streams
+A prompt's text picks what it does: "tool" runs a shell tool that asks permission, "plan" sends a
+plan, a read tool call with its updates, and the plan again all done, "wait" streams
 a little and waits for `session/cancel`, "unknown" sends an update and a request coven-ls does
 not know; a prompt that holds a key of `replies` answers its value (the first that matches);
 "die" (as a process) says a word and exits with code 3 mid-turn; anything else answers
@@ -207,6 +208,42 @@ class FakeAgent:
                 ),
             )
             await say(session_id, update_agent_message_text("Listed."))
+        elif text.rsplit("</coven-instructions>\n\n", 1)[-1] == "plan":  # a first prompt too
+            steps = ["Read the parser", "Fix it"]
+            await say(
+                session_id,
+                update_plan(
+                    [
+                        plan_entry(steps[0], status="in_progress", priority="high"),
+                        plan_entry(steps[1], priority="low"),
+                    ]
+                ),
+            )
+            where = os.path.join(cwd_of(self), "parser.py")
+            await say(session_id, start_tool_call("call-3", "Read", kind="read", status="pending"))
+            await say(
+                session_id,
+                update_tool_call(
+                    "call-3",
+                    status="in_progress",
+                    title="Read parser.py",
+                    content=[tool_content(text_block("def parse("))],
+                    locations=[ToolCallLocation(path=where, line=7)],
+                ),
+            )
+            await say(
+                session_id,
+                update_tool_call(
+                    "call-3",
+                    status="completed",
+                    content=[tool_content(text_block("def parse(): ..."))],
+                ),
+            )
+            await say(
+                session_id,
+                update_plan([plan_entry(step, status="completed") for step in steps]),
+            )
+            await say(session_id, update_agent_message_text("Planned."))
         elif text == "wait":
             await say(session_id, update_agent_message_text("Working"))
             await say(session_id, start_tool_call("call-2", "sleep 100", kind="execute"))

@@ -5,7 +5,7 @@
 // Pure on purpose: no `vscode` import, no timers, no I/O. The extension feeds it what the server
 // says and asks it what changed; the tests drive it the same way in plain node.
 
-import type { Changes as ChildChanges, CovenEvent, Delta, ForkLimits, ForkState, PartialBlock, Sandbox, SessionInfo, SettledStatus, Status, TaskOutcome, Worktree } from './protocol';
+import type { Changes as ChildChanges, CovenEvent, Delta, ForkLimits, ForkState, PartialBlock, PlanEntry, Sandbox, SessionInfo, SettledStatus, Status, TaskOutcome, Worktree } from './protocol';
 
 /** A status of the protocol, or a newer server's that this client shows as it is. */
 export type SessionStatus = Status | (string & {});
@@ -61,6 +61,8 @@ export interface SessionNode extends NodeBase {
   backgroundTasks: number;
   /** Tool calls waiting for the user's Allow / Deny. */
   awaitingPermission: number;
+  /** An ACP agent's plan: its latest `plan` event's steps (undefined until it sends one). */
+  plan: PlanEntry[] | undefined;
   lastError: string | undefined;
   /** A fork child's: where it works; undefined for top-level sessions (and before a server says). */
   isolation: Isolation | undefined;
@@ -222,6 +224,15 @@ export interface ApiRetry {
   error: string | undefined;
 }
 
+/** What `toolUpdate`s said of a running call: each field as its latest update gave it. */
+export interface ToolProgress {
+  status?: string;
+  title?: string;
+  /** The call's output so far. */
+  output?: string;
+  locations?: { path: string; line?: number }[];
+}
+
 export type ToolState = 'running' | 'awaitingPermission' | 'ok' | 'error' | 'denied' | 'interrupted';
 
 export interface ToolNode extends NodeBase {
@@ -235,6 +246,8 @@ export interface ToolNode extends NodeBase {
   result: string | undefined;
   /** Why the tool was denied (the message the model got). */
   denial: string | undefined;
+  /** An ACP agent's news of the running call (`toolUpdate`s, each field its latest). */
+  progress: ToolProgress;
   /**
    * Events of the CLI's own subagent that runs inside this call (parentToolUseId); once the
    * subagent's task is known, that subagent alone, holding them.
@@ -829,6 +842,7 @@ export class CovenModel {
         retry: undefined,
         backgroundTasks: 0,
         awaitingPermission: 0,
+        plan: undefined,
         lastError: undefined,
         isolation: undefined,
         isolationReason: undefined,
@@ -927,11 +941,25 @@ export class CovenModel {
         const tool: ToolNode = {
           kind: 'tool', key: `${node.sessionId}#${e.seq}`, parent: undefined, version: 0,
           sessionId: node.sessionId, seq: e.seq, toolUseId, name: str(e.name) ?? 'tool', input: obj(e.input),
-          state: 'running', result: undefined, denial: undefined, children: [], subagent: undefined,
+          state: 'running', result: undefined, denial: undefined, progress: {}, children: [], subagent: undefined,
         };
         rec.tools.set(toolUseId, tool);
         if (str(e.parentToolUseId) === undefined) this.clearRetry(rec);
         return this.append(rec, str(e.parentToolUseId), tool);
+      }
+      case 'toolUpdate': {
+        const tool = rec.tools.get(str(e.toolUseId) ?? '');
+        if (tool === undefined) return;
+        const p = tool.progress;
+        p.status = str(e.status) ?? p.status;
+        p.title = str(e.title) ?? p.title;
+        p.output = str(e.content) ?? p.output;
+        if (Array.isArray(e.locations)) p.locations = e.locations.map((l) => ({ path: l.path, line: l.line ?? undefined }));
+        return this.touch(tool);
+      }
+      case 'plan': {
+        node.plan = Array.isArray(e.entries) ? e.entries.map((x) => ({ ...x })) : [];
+        return this.touch(node);
       }
       case 'toolResult': {
         const tool = rec.tools.get(str(e.toolUseId) ?? '');

@@ -3,7 +3,7 @@
 
 import { changesDescription, conflictLine, fileLine, mergeMeaning, mergeText } from './changes';
 import { apiFailures, statusLabels } from './labels.gen';
-import type { Sandbox } from './protocol';
+import type { PlanEntry, Sandbox } from './protocol';
 import {
   type ApiRetry,
   type ContextGauge,
@@ -235,6 +235,7 @@ function presentSession(node: SessionNode, now: number): Presentation {
   else if (merge !== undefined) parts.push(mergeText(merge, mode));
   if (node.retry !== undefined) parts.push(retryText(node.retry));
   if (node.queuedMessages > 0) parts.push(`${node.queuedMessages} queued`);
+  if (node.plan !== undefined && node.plan.length > 0) parts.push(planBrief(node.plan));
   const limits = child ? childLimits(node, now) : [];
   // While it runs against limits, its spend against each (the cost among them) says more.
   if (limits.length > 0 && !SETTLED.has(node.status)) parts.push(...limits.map((l) => l.short));
@@ -258,6 +259,7 @@ function presentSession(node: SessionNode, now: number): Presentation {
   const tree = treeUsage(node);
   if (totalTokens(tree) > totalTokens(node.usage)) rows.push(`With its forks: ${formatUsage(tree)}`);
   if (node.agentSessionId) rows.push(`${agent === 'codex' ? 'Codex thread' : 'Claude Code session'}: \`${node.agentSessionId}\``);
+  if (node.plan !== undefined && node.plan.length > 0) rows.push('', '**Plan:**', ...planRows(node.plan));
   if (limits.length > 0) rows.push('', '**Limits** (spent of what it may spend):', ...limits.map((l) => l.long));
   const stopped = child ? stoppedAt(node) : undefined;
   if (stopped !== undefined) rows.push('', `Stopped: it reached ${LIMIT_TEXT[stopped]} (\`${stopped}\`); its work so far is kept.`);
@@ -508,11 +510,18 @@ function presentTool(node: ToolNode): Presentation {
     interrupted: 'interrupted',
   };
   const rows = [`**${escapeMarkdown(node.name)}** — ${stateText[node.state]}`, '', fence(JSON.stringify(node.input, null, 2), 'json')];
+  const progress = node.progress;
+  // An ACP agent's news while the call runs; its result replaces the output so far.
+  const running = node.result === undefined;
+  if (running && progress.title) rows.push('', escapeMarkdown(progress.title));
+  if (running && progress.status) rows.push('', `Status: ${escapeMarkdown(progress.status)}`);
+  if (progress.locations !== undefined && progress.locations.length > 0) rows.push('', `In: ${progress.locations.map((l) => escapeMarkdown(l.line !== undefined ? `${l.path}:${l.line}` : l.path)).join(', ')}`);
+  if (running && progress.output) rows.push('', 'Output so far:', fence(truncate(progress.output, 2000)));
   if (node.denial) rows.push('', `Denied: ${escapeMarkdown(node.denial)}`);
   if (node.result !== undefined) rows.push('', 'Result:', fence(truncate(node.result, 2000)));
   return {
     label: `${subagent ? '▶ ' : ''}${node.name}`,
-    description: describeToolInput(node.input, 80),
+    description: toolDescription(node),
     tooltip: rows.join('\n'),
     icon: icons[node.state],
     contextValue: `tool-${node.state}${subagent ? '-subagent' : ''}`,
@@ -526,6 +535,28 @@ function presentTool(node: ToolNode): Presentation {
         : 'none',
     decorated: false,
   };
+}
+
+/** A call's note: an ACP agent's title and status for it while it runs, else its input. */
+function toolDescription(node: ToolNode): string {
+  const { title, status } = node.progress;
+  if (node.result !== undefined || (title === undefined && status === undefined)) return describeToolInput(node.input, 80);
+  const text = [title !== undefined ? truncate(firstLine(title), 80) : describeToolInput(node.input, 80), status].filter((x) => x);
+  return text.join(' · ');
+}
+
+const PLAN_MARKS: Record<PlanEntry['status'], string> = { completed: '[x]', in_progress: '[>]', pending: '[ ]' };
+
+/** A plan in a few words: how far it is, and the step under way. */
+export function planBrief(plan: PlanEntry[]): string {
+  const done = plan.filter((e) => e.status === 'completed').length;
+  const current = plan.find((e) => e.status === 'in_progress');
+  return `plan ${done}/${plan.length}${current ? `: ${truncate(firstLine(current.content), 40)}` : ''}`;
+}
+
+/** A plan's steps, one row each, marked `[x]` done, `[>]` in progress, `[ ]` pending. */
+export function planRows(plan: PlanEntry[]): string[] {
+  return plan.map((e) => `${PLAN_MARKS[e.status] ?? '[ ]'} ${escapeMarkdown(e.content)}`);
 }
 
 /**

@@ -42,6 +42,8 @@ export type Event =
   | TaskEvent
   | ErrorEvent
   | ModeChangedEvent
+  | PlanEvent
+  | ToolUpdateEvent
   | AgentRestartedEvent
   | ForkProposedEvent
   | ForkRejectedEvent
@@ -81,6 +83,8 @@ export type EventKind =
   | 'task'
   | 'error'
   | 'modeChanged'
+  | 'plan'
+  | 'toolUpdate'
   | 'agentRestarted'
   | 'forkProposed'
   | 'forkRejected'
@@ -1181,6 +1185,90 @@ export interface ModeChangedEvent {
    * the agent's own id of the mode (`plan`, `default`, `read-only`, …)
    */
   mode: string;
+}
+/**
+ * An ACP agent's plan (ACP's `plan`; claude-agent-acp sends its todo list so): the whole plan each time, which replaces the one before.
+ */
+export interface PlanEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'plan';
+  /**
+   * the plan's steps, in order
+   */
+  entries: PlanEntry[];
+}
+export interface PlanEntry {
+  /**
+   * the step, in the agent's words
+   */
+  content: string;
+  /**
+   * how far it is
+   */
+  status: 'completed' | 'in_progress' | 'pending';
+  /**
+   * how much it matters, by the agent's judgement
+   */
+  priority: 'high' | 'low' | 'medium';
+}
+/**
+ * A running tool call of an ACP agent changed (ACP's `tool_call_update`): only the fields that changed are given; its `toolResult` still ends it.
+ */
+export interface ToolUpdateEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'toolUpdate';
+  /**
+   * the `toolUse` it updates
+   */
+  toolUseId: string;
+  /**
+   * where the call is
+   */
+  status?: 'completed' | 'failed' | 'in_progress' | 'pending';
+  /**
+   * the call's new title, for a person (e.g. `Read src/app.py`)
+   */
+  title?: string;
+  /**
+   * the call's output so far, as text (the whole of it, not a piece to append)
+   */
+  content?: string;
+  /**
+   * the files (and lines) it works on now
+   */
+  locations?: ToolLocation[];
+}
+export interface ToolLocation {
+  /**
+   * a file the tool works on (absolute)
+   */
+  path: string;
+  /**
+   * the line in it, when the agent says (from 1)
+   */
+  line?: number | null;
 }
 /**
  * An ACP agent's process ended by itself and was started again, its session taken up again (`session/resume`, else `session/load`); a turn that was running ended failed before this.

@@ -265,6 +265,41 @@ describe('turns', () => {
     ]);
   });
 
+  test("an ACP agent's plan is on its session and a running tool's updates on the tool", () => {
+    // Hand-built: the golden fixtures are Claude's, which sends no plan or tool updates.
+    const s = new Stream();
+    const model = new CovenModel();
+    model.applySessions([info('s-1', { title: 'T' })]);
+    const plan = [
+      { content: 'Read the test', status: 'completed', priority: 'high' },
+      { content: 'Fix the parser', status: 'in_progress', priority: 'high' },
+      { content: 'Run the tests', status: 'pending', priority: 'low' },
+    ];
+    model.ingest([
+      s.ev('s-1', 'prompt', { text: 'fix it', origin: 'user' }),
+      s.status('s-1', 'running'),
+      s.ev('s-1', 'plan', { entries: plan }),
+      s.ev('s-1', 'toolUse', { toolUseId: 'c9', name: 'Read', input: { path: 'src/parser.py' } }),
+      s.ev('s-1', 'toolUpdate', { toolUseId: 'c9', status: 'in_progress', title: 'Read parser.py', locations: [{ path: '/w/src/parser.py', line: 12 }] }),
+      s.ev('s-1', 'toolUpdate', { toolUseId: 'c9', content: 'def parse(text):' }),
+    ]);
+    assert.deepEqual(outline(model), ['T [running · plan 1/3: Fix the parser]', '  fix it [running]', '    Read [Read parser.py · in_progress]']);
+    const session = present(model.session('s-1')!);
+    assert.match(session.tooltip, /\*\*Plan:\*\*  \n\[x\] Read the test  \n\[>\] Fix the parser  \n\[ \] Run the tests/);
+    const tool = (model.session('s-1')!.items[0] as TurnNode).children.find((c) => c.kind === 'tool') as ToolNode;
+    assert.deepEqual(tool.progress, { status: 'in_progress', title: 'Read parser.py', output: 'def parse(text):', locations: [{ path: '/w/src/parser.py', line: 12 }] });
+    const tip = present(tool).tooltip;
+    assert.match(tip, /Status: in\\_progress/);
+    assert.match(tip, /In: \/w\/src\/parser\.py:12/);
+    assert.match(tip, /Output so far:\n[^]*def parse\(text\):/);
+    // A new plan replaces the one before; the result ends the call's progress in its note.
+    model.ingest([
+      s.ev('s-1', 'plan', { entries: plan.map((e) => ({ ...e, status: 'completed' })) }),
+      s.ev('s-1', 'toolResult', { toolUseId: 'c9', content: 'def parse(text):\n    return text', isError: false }),
+    ]);
+    assert.deepEqual(outline(model), ['T [running · plan 3/3]', '  fix it [running]', '    Read [src/parser.py]']);
+  });
+
   test("a worktree child's environment and setup are notes, the setup's growing with its output", () => {
     // Hand-built: the recorded scenarios run no worktree setup (it needs a repository's files).
     const s = new Stream();

@@ -251,6 +251,12 @@ def describe_payload(payload: ev.Payload) -> str | None:
             return f"✗ error: {message}"
         case ev.ModeChanged(mode=mode):
             return f"◆ mode: {mode}"
+        case ev.Plan(entries=entries):
+            return plan_line(entries)
+        case ev.ToolUpdate(status=None, title=None, locations=None):
+            return None  # its output so far alone: the result says it whole
+        case ev.ToolUpdate():
+            return f"  {tool_update(payload)}"
         case ev.AgentRestarted(reason=reason, restart=restart, maxRestarts=most):
             return f"↻ agent started again ({restart} of {most}): {one_line(reason, 160)}"
         case ev.ForkProposed(tasks=tasks, estimate=estimate):
@@ -306,3 +312,34 @@ def worktree_env(env: ev.WorktreeEnv) -> str:
     for notice in env.notices or []:
         line += f" ⚠ {notice}"
     return line
+
+
+PLAN_MARKS = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
+
+
+def plan_line(entries: list[ev.PlanEntry]) -> str:
+    """A plan in one line: how far it is, and the step under way (else the next one)."""
+    if not entries:
+        return "☰ plan: empty"
+    done = sum(1 for e in entries if e.status == "completed")
+    line = f"☰ plan {done}/{len(entries)} done"
+    current = next((e for e in entries if e.status == "in_progress"), None)
+    current = current or next((e for e in entries if e.status == "pending"), None)
+    return (
+        f"{line} · {PLAN_MARKS[current.status]} {one_line(current.content, 120)}"
+        if current
+        else line
+    )
+
+
+def tool_update(update: ev.ToolUpdate) -> str:
+    """A running tool call's news: its status and title, and where it works."""
+    parts: list[str] = [update.status or "running"]
+    if update.title:
+        parts.append(one_line(update.title, 120))
+    if update.locations:
+        loc = update.locations[0]
+        where = f"{loc.path}:{loc.line}" if loc.line is not None else loc.path
+        more = f" (+{len(update.locations) - 1})" if len(update.locations) > 1 else ""
+        parts.append(where + more)
+    return f"↳ tool {update.toolUseId[:12]}: " + " · ".join(parts)

@@ -306,6 +306,46 @@ class ModeChanged(Payload, tag="modeChanged"):
     """the agent's own id of the mode (`plan`, `default`, `read-only`, …)"""
 
 
+class PlanEntry(Wire):
+    content: str
+    """the step, in the agent's words"""
+    status: Literal["pending", "in_progress", "completed"]
+    """how far it is"""
+    priority: Literal["high", "medium", "low"]
+    """how much it matters, by the agent's judgement"""
+
+
+class Plan(Payload, tag="plan"):
+    """An ACP agent's plan (ACP's `plan`; claude-agent-acp sends its todo list so): the whole
+    plan each time, which replaces the one before."""
+
+    entries: list[PlanEntry]
+    """the plan's steps, in order"""
+
+
+class ToolLocation(Wire, omit_defaults=True):
+    path: str
+    """a file the tool works on (absolute)"""
+    line: int | None = None
+    """the line in it, when the agent says (from 1)"""
+
+
+class ToolUpdate(Payload, tag="toolUpdate"):
+    """A running tool call of an ACP agent changed (ACP's `tool_call_update`): only the fields
+    that changed are given; its `toolResult` still ends it."""
+
+    toolUseId: str
+    """the `toolUse` it updates"""
+    status: Literal["pending", "in_progress", "completed", "failed"] | None = None
+    """where the call is"""
+    title: str | None = None
+    """the call's new title, for a person (e.g. `Read src/app.py`)"""
+    content: str | None = None
+    """the call's output so far, as text (the whole of it, not a piece to append)"""
+    locations: list[ToolLocation] | None = None
+    """the files (and lines) it works on now"""
+
+
 class AgentRestarted(Payload, tag="agentRestarted"):
     """An ACP agent's process ended by itself and was started again, its session taken up again
     (`session/resume`, else `session/load`); a turn that was running ended failed before this."""
@@ -545,6 +585,8 @@ PAYLOADS: tuple[type[Payload], ...] = (
     Task,
     Error,
     ModeChanged,
+    Plan,
+    ToolUpdate,
     AgentRestarted,
     ForkProposed,
     ForkRejected,
@@ -589,6 +631,8 @@ class Kind:
     TASK = kind_of(Task)
     ERROR = kind_of(Error)
     MODE_CHANGED = kind_of(ModeChanged)
+    PLAN = kind_of(Plan)
+    TOOL_UPDATE = kind_of(ToolUpdate)
     AGENT_RESTARTED = kind_of(AgentRestarted)
     FORK_PROPOSED = kind_of(ForkProposed)
     FORK_REJECTED = kind_of(ForkRejected)

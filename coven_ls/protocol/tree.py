@@ -35,6 +35,7 @@ from .events import (
     ForkReviewing,
     ForkStarted,
     Payload,
+    Plan,
     QueuePosition,
     Spend,
     StatusChanged,
@@ -147,6 +148,8 @@ class SessionNode:
     """the forks it started, in order"""
     spend: Spend | None = None
     """a fork child with limits: what it has spent so far (its latest `spend` event)"""
+    plan: Plan | None = None
+    """an ACP agent's plan (its latest `plan` event)"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +276,8 @@ class SessionTree:
                 self._set(replace(node, queue_position=position))
             case Spend():
                 self._set(replace(node, spend=payload))
+            case Plan():
+                self._set(replace(node, plan=payload))
             case AgentStarted(agentSessionId=agent) if agent:
                 self._set(replace(node, agent_session_id=agent))
             case TurnResult():

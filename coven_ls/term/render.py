@@ -22,7 +22,13 @@ from typing import Any, TextIO
 import msgspec
 
 from ..protocol import events as ev
-from ..protocol.describe import change_counts, describe_payload, fork_cost, one_line
+from ..protocol.describe import (
+    PLAN_MARKS,
+    change_counts,
+    describe_payload,
+    fork_cost,
+    one_line,
+)
 from ..protocol.labels import FILE_MARKS
 from ..protocol.tree import SessionTree
 from ..protocol.types import SETTLED_STATUSES, Changes, ConflictFile, ForkEstimate, Sandbox
@@ -52,6 +58,13 @@ def estimate_lines(proposed: Mapping[str, Any], children: int) -> str:
             costUsd=None if per_child is None else round(per_child * children, 6),
         )
     return "".join(f"{line}\n" for line in fork_cost(estimate))
+
+
+def plan_lines(entries: list[ev.PlanEntry]) -> list[str]:
+    """A plan: its heading, then a line per step, `[x] done`, `[>] in progress`, `[ ] pending`."""
+    done = sum(1 for e in entries if e.status == "completed")
+    heading = f"☰ plan {done}/{len(entries)} done"
+    return [heading, *(f"{PLAN_MARKS[e.status]} {one_line(e.content, 160)}" for e in entries)]
 
 
 def file_line(changed: Mapping[str, Any]) -> str:
@@ -209,6 +222,12 @@ class TreePrinter:
                 self._write(session_id, self._tags.get(session_id, "") + f"⏺ {first}", extra)
                 for more in rest:
                     self._write(session_id, f"  {more}" if more.strip() else "", extra)
+            case ev.Plan(entries=entries):
+                tag = self._tags.get(session_id, "")
+                for number, step in enumerate(plan_lines(entries)):
+                    self._write(
+                        session_id, (tag if number == 0 else "") + step, extra + min(number, 1)
+                    )
             case _:
                 line = self._line(session_id, payload)
                 if line is not None:

@@ -114,3 +114,28 @@ async def test_claude_agent_acp_forks_into_session_fork_children_whose_work_is_m
     for child in started["children"]:
         info = listed[child["sessionId"]]
         assert info["agent"] == "claude-agent-acp" and info["changes"]["merge"] == "applied", info
+
+
+async def test_claude_agent_acp_shows_its_todo_list_as_a_plan(
+    start_claude_agent_acp, model
+) -> None:
+    todos = [
+        {"content": "Read the parser", "status": "completed", "activeForm": "Reading the parser"},
+        {"content": "Fix the parser", "status": "in_progress", "activeForm": "Fixing the parser"},
+        {"content": "Run the tests", "status": "pending", "activeForm": "Running the tests"},
+    ]
+    model.on("PLAN-IT", ToolUse("TodoWrite", {"todos": todos}), times=1)
+    model.on(lambda r: True, "planned")  # the answer after the tool, whatever it said
+    coven = await start_claude_agent_acp()
+    coven.permission_answer = lambda request: {"allow": True}
+    sid = await coven.start("PLAN-IT please")
+    await coven.wait_kind(sid, "turnResult")
+    # claude-agent-acp sends TodoWrite's list as ACP's `plan` (the step under way in its
+    # `activeForm`): coven's `plan`, whole.
+    plans = coven.of(sid, "plan")
+    assert plans, [e["kind"] for e in coven.events if e["sessionId"] == sid]
+    assert [(e["content"], e["status"]) for e in plans[-1]["entries"]] == [
+        ("Read the parser", "completed"),
+        ("Fixing the parser", "in_progress"),
+        ("Run the tests", "pending"),
+    ]

@@ -1065,7 +1065,7 @@ def test_the_tree_shows_retries_tasks_and_queue_positions(tmp_path: Path) -> Non
     assert shot["started"][-1] == "    ⑂ Fix the bugs  ▶ running"
 
 
-def test_the_tree_shows_an_acp_agents_options_modes_and_restarts(tmp_path: Path) -> None:
+def test_the_tree_shows_an_acp_agents_options_modes_restarts_and_plans(tmp_path: Path) -> None:
     s = Steps()
     s.event("prompt", text="Run the tests", origin="user")
     options = [
@@ -1077,7 +1077,16 @@ def test_the_tree_shows_an_acp_agents_options_modes_and_restarts(tmp_path: Path)
     s.event("permissionDecision", toolName="Bash", allow=True, optionId="always")
     s.event("modeChanged", mode="plan")
     reason = "The ACP agent 'opencode' was killed by SIGKILL."
-    s.event("agentRestarted", reason=reason, restart=1, maxRestarts=3).snapshot("after")
+    s.event("agentRestarted", reason=reason, restart=1, maxRestarts=3)
+    entries = [
+        {"content": "Read the test", "status": "completed", "priority": "high"},
+        {"content": "Fix the parser", "status": "in_progress", "priority": "high"},
+    ]
+    s.event("plan", entries=entries)
+    s.event("toolUpdate", toolUseId="c9", content="def parse(")  # output alone: not shown
+    location = {"path": "/w/parser.py", "line": 12}
+    s.event("toolUpdate", toolUseId="c9", status="in_progress", locations=[location])
+    s.snapshot("after")
 
     shot = feed_tree(tmp_path, s.steps)
 
@@ -1086,6 +1095,8 @@ def test_the_tree_shows_an_acp_agents_options_modes_and_restarts(tmp_path: Path)
         "    allowed Bash (always)",
         "  ◆ mode: plan",
         f"  ↻ agent started again (1 of 3): {reason}",
+        "  ☰ plan 1/2 done · [>] Fix the parser",
+        "    ↳ tool c9: in_progress · /w/parser.py:12",
     ]
 
 

@@ -23,9 +23,10 @@ from coven_ls.core.hub import Hub
 from coven_ls.core.session import Session
 from coven_ls.lsp.connection import offer
 from coven_ls.protocol import Kind
+from coven_ls.protocol.events import ENVELOPE_FIELDS, check_event
 from coven_ls.protocol.types import AcpAgentConfig, ForkChoices
 
-from ..acp_fake_agent import FakeAgent, connector
+from ..acp_fake_agent import FakeAgent, connector, cwd_of
 from ..fakes import FakeBackend, reply
 from .test_acp_agents_unit import Asker, turn
 from .test_hub_unit import LIMIT, PLAN, RecordingClient, fork_tag, settings
@@ -355,3 +356,47 @@ async def test_a_branch_of_an_agent_without_session_fork_is_a_transcript(tmp_pat
     [prompt] = own_prompts(fake, branch.agent_session_id or "")
     assert "<user>\none\n</user>" in written(prompt) and prompt.endswith("\n\ngo on")
     assert branch.agent_session_id != parent.agent_session_id
+
+
+async def test_an_acp_agents_plan_and_tool_updates_reach_the_client(tmp_path: Path) -> None:
+    fake = FakeAgent()
+    async with acp_hub(tmp_path, fake) as rig:
+        session = await rig.start("plan")
+        await rig.idle(session)
+        said = [e for e in rig.client.events if e["sessionId"] == session.id]
+    plans = [e["entries"] for e in said if e["kind"] == Kind.PLAN]
+    assert plans == [
+        [
+            {"content": "Read the parser", "status": "in_progress", "priority": "high"},
+            {"content": "Fix it", "status": "pending", "priority": "low"},
+        ],
+        [
+            {"content": "Read the parser", "status": "completed", "priority": "medium"},
+            {"content": "Fix it", "status": "completed", "priority": "medium"},
+        ],
+    ]
+    updates = [e for e in said if e["kind"] == Kind.TOOL_UPDATE]
+    where = updates[0]["locations"][0]["path"]  # in the folder the agent's session opened in
+    assert where == str(Path(cwd_of(fake)) / "parser.py")
+    assert [{k: v for k, v in u.items() if k not in ENVELOPE_FIELDS} for u in updates] == [
+        {
+            "toolUseId": "call-3",
+            "status": "in_progress",
+            "title": "Read parser.py",
+            "content": "def parse(",
+            "locations": [{"path": where, "line": 7}],
+        },
+        {
+            "toolUseId": "call-3",
+            "status": "completed",
+            "content": "def parse(): ...",
+        },
+    ]
+    kinds = [e["kind"] for e in said]
+    # The update comes after the call it updates, and its result after the last update.
+    assert kinds.index(Kind.TOOL_USE) < kinds.index(Kind.TOOL_UPDATE)
+    assert max(i for i, k in enumerate(kinds) if k == Kind.TOOL_UPDATE) < kinds.index(
+        Kind.TOOL_RESULT
+    )
+    for event in said:
+        check_event(event)

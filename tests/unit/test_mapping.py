@@ -469,3 +469,38 @@ def test_an_assistant_message_carries_its_calls_usage_and_context() -> None:
     [said] = Reader().read(synthetic)
     assert isinstance(said, agent_events.AgentMessage) and said.parts == ()
     assert said.call is not None and said.call.context_tokens is None
+
+
+def test_an_acp_plan_is_a_plan_event_whole() -> None:
+    plan = agent_events.PlanUpdated(
+        (
+            agent_events.PlanEntry("Read", "completed", "high"),
+            agent_events.PlanEntry("Fix", "pending", "low"),
+        )
+    )
+    [payload] = to_payloads(plan)
+    assert payload == events.Plan(
+        entries=[
+            events.PlanEntry(content="Read", status="completed", priority="high"),
+            events.PlanEntry(content="Fix", status="pending", priority="low"),
+        ]
+    )
+
+
+def test_a_tool_call_update_is_a_tool_update_of_what_changed_only() -> None:
+    update = agent_events.ToolCallUpdate(
+        "call_9",
+        status="in_progress",
+        content="so far",
+        locations=(agent_events.Location("/w/a.py", 3), agent_events.Location("/w/b.py")),
+    )
+    [payload] = to_payloads(update)
+    assert msgspec.to_builtins(payload) == {
+        "kind": "toolUpdate",
+        "toolUseId": "call_9",
+        "status": "in_progress",
+        "content": "so far",
+        "locations": [{"path": "/w/a.py", "line": 3}, {"path": "/w/b.py"}],
+    }
+    # A new input alone changes nothing a client shows.
+    assert to_payloads(agent_events.ToolCallUpdate("call_9", input={"a": 1})) == []

@@ -195,3 +195,18 @@ async def test_run_asks_with_the_options_and_answers_with_the_one_typed() -> Non
     yes = Terminal(interactive=False, yes=True, out=out)
     runner = Runner(RunOptions(prompt="p", cwd="/"), out, yes)
     assert await runner._on_permission(request) == {"allow": True}
+
+
+def test_plans_and_tool_updates_are_described_in_one_line() -> None:
+    plan = events.Plan(
+        entries=[
+            events.PlanEntry(content="Read", status="completed", priority="high"),
+            events.PlanEntry(content="Fix", status="in_progress", priority="high"),
+        ]
+    )
+    assert describe_payload(plan) == "☰ plan 1/2 done · [>] Fix"
+    assert describe_payload(events.Plan(entries=[])) == "☰ plan: empty"
+    update = events.ToolUpdate(toolUseId="call_9", status="failed", title="Run tests")
+    assert describe_payload(update) == "  ↳ tool call_9: failed · Run tests"
+    # Output so far alone is no news worth a line (the LSP mirror logs every described event).
+    assert describe_payload(events.ToolUpdate(toolUseId="call_9", content="so far")) is None

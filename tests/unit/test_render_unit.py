@@ -349,3 +349,38 @@ def test_a_child_stopped_at_a_limit_says_so_in_the_merge_summary() -> None:
     assert merge_line(stopped, None) == (
         "! Loop: not merged, stopped at its limit (childTokens) — kept on branch coven/f-1/1-loop"
     )
+
+
+PLAN = [
+    {"content": "Read the test", "status": "completed", "priority": "high"},
+    {"content": "Fix the parser", "status": "in_progress", "priority": "high"},
+    {"content": "Run the tests", "status": "pending", "priority": "low"},
+]
+
+
+def test_a_plan_prints_a_line_per_step_marked_by_its_status() -> None:
+    feed = Feed()
+    feed.event("plan", entries=PLAN)
+    assert feed.lines[-5:] == [
+        "  ☰ plan 1/3 done",
+        "    [x] Read the test",
+        "    [>] Fix the parser",
+        "    [ ] Run the tests",
+        "",
+    ]
+    plan = feed.printer.tree.session(SID).plan
+    assert plan is not None and [e.status for e in plan.entries][1] == "in_progress"
+
+
+def test_a_tool_update_prints_its_status_and_title_but_not_output_alone() -> None:
+    feed = Feed()
+    feed.event("toolUpdate", toolUseId="call_9", content="def parse(")
+    feed.event(
+        "toolUpdate",
+        toolUseId="call_9",
+        status="in_progress",
+        title="Read parser.py",
+        locations=[{"path": "/w/parser.py", "line": 12}],
+    )
+    printed = [line for line in feed.lines if "call_9" in line]
+    assert printed == ["    ↳ tool call_9: in_progress · Read parser.py · /w/parser.py:12"]

@@ -1009,8 +1009,10 @@ async def test_a_turn_of_agent_events_that_claude_never_sends() -> None:
             Kind.PROMPT,
             Kind.STATUS,
             Kind.AGENT,
+            Kind.PLAN,
             Kind.TEXT,
             Kind.TOOL_USE,
+            Kind.TOOL_UPDATE,
             Kind.TOOL_RESULT,
             Kind.MODE_CHANGED,
             Kind.TURN_RESULT,
@@ -1019,6 +1021,16 @@ async def test_a_turn_of_agent_events_that_claude_never_sends() -> None:
         [text] = sink.of(Kind.TEXT)
         assert text["blockId"] == "b1" and text["messageId"] == "m1"
         assert [e["mode"] for e in sink.of(Kind.MODE_CHANGED)] == ["plan"]
+        [plan] = sink.of(Kind.PLAN)
+        assert plan["entries"] == [
+            {"content": "look around", "status": "in_progress", "priority": "medium"}
+        ]
+        [update] = sink.of(Kind.TOOL_UPDATE)
+        assert (update["toolUseId"], update["status"], update["content"]) == (
+            "t1",
+            "in_progress",
+            "reading",
+        )
         assert [d.text for d in sink.deltas] == ["Hel"]
         assert turn["costUsd"] == 0.25 and turn["subtype"] == "success"
         assert turn["contextUsage"] == {"tokens": 900, "window": 4000, "model": "some-model"}

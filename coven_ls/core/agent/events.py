@@ -10,8 +10,8 @@ updated while it runs (`ToolCallUpdate`), and ends with its result (`ToolResult`
 core/session/streaming.py makes `coven/delta` of the deltas.
 
 An agent that has no such thing simply never sends it: `ToolCallUpdate`, `PlanUpdated`,
-`ModeChanged` and `Restarted` are what an ACP agent sends and Claude and Codex do not (yet); the
-core has no coven event for the first two so far (`modeChanged` and `agentRestarted` are shown).
+`ModeChanged` and `Restarted` are what an ACP agent sends and Claude and Codex do not (yet); they
+are shown as `toolUpdate`, `plan`, `modeChanged` and `agentRestarted`.
 
 `parent_tool_call_id` is, on every event that has it, the tool call of the subagent that says it
 (Claude's Task tool), or None for the session's own agent.

@@ -10,7 +10,7 @@ from ..agent import events as agent
 
 def to_payloads(event: agent.AgentEvent) -> list[events.Payload]:
     """The coven events one agent event produces, in order. Events coven has no event for yet
-    (a tool call's update, a plan, streaming) produce none."""
+    (streaming) produce none."""
     match event:
         case agent.AgentMessage():
             return message_payloads(event)
@@ -59,6 +59,17 @@ def to_payloads(event: agent.AgentEvent) -> list[events.Payload]:
                     durationMs=event.duration_ms,
                 )
             ]
+        case agent.PlanUpdated():
+            return [
+                events.Plan(
+                    entries=[
+                        events.PlanEntry(content=e.content, status=e.status, priority=e.priority)
+                        for e in event.entries
+                    ]
+                )
+            ]
+        case agent.ToolCallUpdate():
+            return [tool_update(event)] if _changes(event) else []
         case agent.ModeChanged():
             return [events.ModeChanged(mode=event.mode)]
         case agent.Restarted():
@@ -115,6 +126,26 @@ def message_payloads(message: agent.AgentMessage) -> list[events.Payload]:
                 )
             )
     return drafts
+
+
+def _changes(update: agent.ToolCallUpdate) -> bool:
+    """The update changes something clients see (an input alone is not on the wire)."""
+    return any(
+        v is not None for v in (update.status, update.title, update.content, update.locations)
+    )
+
+
+def tool_update(update: agent.ToolCallUpdate) -> events.ToolUpdate:
+    locations = None
+    if update.locations is not None:
+        locations = [events.ToolLocation(path=loc.path, line=loc.line) for loc in update.locations]
+    return events.ToolUpdate(
+        toolUseId=update.id,
+        status=update.status,
+        title=update.title,
+        content=update.content,
+        locations=locations,
+    )
 
 
 # The subtype clients see for an outcome the agent names no further.

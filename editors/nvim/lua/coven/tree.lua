@@ -203,6 +203,52 @@ local function tool_summary(input)
   return one_line(vim.fn.json_encode(input), 80)
 end
 
+local PLAN_MARKS = { completed = '[x]', in_progress = '[>]', pending = '[ ]' }
+
+-- An ACP agent's plan in one line: how far it is, and the step under way (else the next one).
+local function plan_line(entries)
+  entries = type(entries) == 'table' and entries or {}
+  if #entries == 0 then
+    return '☰ plan: empty'
+  end
+  local done, current = 0, nil
+  for _, e in ipairs(entries) do
+    if e.status == 'completed' then
+      done = done + 1
+    elseif e.status == 'in_progress' and (current == nil or current.status ~= 'in_progress') then
+      current = e
+    elseif e.status == 'pending' and current == nil then
+      current = e
+    end
+  end
+  local line = string.format('☰ plan %d/%d done', done, #entries)
+  if current then
+    line = line .. ' · ' .. (PLAN_MARKS[current.status] or '[ ]') .. ' ' .. one_line(current.content, 120)
+  end
+  return line
+end
+
+-- A running tool call's news: its status and title, and where it works. Its output so far alone
+-- is not shown (its result gives the whole).
+local function tool_update_line(ev)
+  if ev.status == nil and ev.title == nil and ev.locations == nil then
+    return nil
+  end
+  local parts = { ev.status or 'running' }
+  if present(ev.title) then
+    parts[#parts + 1] = one_line(ev.title, 120)
+  end
+  if type(ev.locations) == 'table' and #ev.locations > 0 then
+    local loc = ev.locations[1]
+    local where = tonumber(loc.line) and (tostring(loc.path) .. ':' .. tostring(loc.line)) or tostring(loc.path)
+    if #ev.locations > 1 then
+      where = where .. ' (+' .. (#ev.locations - 1) .. ')'
+    end
+    parts[#parts + 1] = where
+  end
+  return '  ↳ tool ' .. tostring(ev.toolUseId):sub(1, 12) .. ': ' .. table.concat(parts, ' · ')
+end
+
 -- One line (or, for the assistant's text, the whole text) for an event; nil for events the
 -- tree does not show (statuses go in the session's header instead).
 function M.describe(ev)
@@ -251,6 +297,10 @@ function M.describe(ev)
     return '✗ error: ' .. one_line(ev.message, 200)
   elseif kind == 'modeChanged' then
     return '◆ mode: ' .. tostring(ev.mode)
+  elseif kind == 'plan' then
+    return plan_line(ev.entries)
+  elseif kind == 'toolUpdate' then
+    return tool_update_line(ev)
   elseif kind == 'agentRestarted' then
     return string.format('↻ agent started again (%s of %s): %s', tostring(ev.restart), tostring(ev.maxRestarts), one_line(ev.reason, 160))
   elseif kind == 'forkProposed' then
