@@ -118,3 +118,21 @@ async def cancel_then_restart(
     assert result["text"] == "It was pineapple.", result
     assert result["agentSessionId"] == info["agentSessionId"]
     return second, sid, result, info
+
+
+async def command_turn(coven: Coven, sid: str, asked: list[dict[str, Any]]) -> dict[str, Any]:
+    """The second turn of the streaming tests: `WRITE-ONE please` makes the agent run
+    `echo one > one.txt` (its rules are the test's), asked about first (the client's answers
+    are in `asked`), then answer "the command ran". Its turnResult."""
+    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "WRITE-ONE please"})
+    second = await coven.wait_kind(sid, "turnResult", count=2)
+    assert second["text"] == "the command ran", coven.of(sid, "toolResult")
+    assert (coven.workspace / "one.txt").read_text() == "one\n"
+    [use] = coven.of(sid, "toolUse")
+    assert use["name"] == "Bash"
+    [question] = coven.of(sid, "permissionRequest")
+    assert question["toolUseId"] == use["toolUseId"] and use["seq"] < question["seq"]
+    assert asked and asked[0]["input"]["command"] == "echo one > one.txt"
+    [done] = coven.of(sid, "toolResult")
+    assert done["toolUseId"] == use["toolUseId"] and not done["isError"], done
+    return second

@@ -16,7 +16,7 @@ import pytest
 from coven_ls.testing.scripted_model import ToolUse
 
 from ..gitrepo import make_repo
-from .acp_real import cancel_then_restart, streamed
+from .acp_real import cancel_then_restart, command_turn, streamed
 
 
 def after_tool(request) -> bool:
@@ -50,17 +50,7 @@ async def test_claude_agent_acp_streams_asks_before_a_command_and_reports_its_co
     assert prompt_tokens > 0 and used["outputTokens"] > 0, used
     await coven.wait_status(sid, "idle")
 
-    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "WRITE-ONE please"})
-    second = await coven.wait_kind(sid, "turnResult", count=2)
-    assert second["text"] == "the command ran", coven.of(sid, "toolResult")
-    assert (coven.workspace / "one.txt").read_text() == "one\n"
-    [use] = coven.of(sid, "toolUse")
-    assert use["name"] == "Bash"
-    [question] = coven.of(sid, "permissionRequest")
-    assert question["toolUseId"] == use["toolUseId"] and use["seq"] < question["seq"]
-    assert asked and asked[0]["input"]["command"] == "echo one > one.txt"
-    [done] = coven.of(sid, "toolResult")
-    assert done["toolUseId"] == use["toolUseId"] and not done["isError"], done
+    second = await command_turn(coven, sid, asked)
     assert second["costUsd"] > 0
     await coven.wait_status(sid, "idle", after_seq=second["seq"] - 1)
     [info] = (await coven.request("coven/listSessions", {}))["sessions"]

@@ -14,7 +14,7 @@ from pygls.exceptions import JsonRpcException
 from coven_ls.testing.scripted_chat import ToolUse, Usage
 
 from ..gitrepo import make_repo
-from .acp_real import OPENCODE_WINDOW, cancel_then_restart, opencode_cost, streamed
+from .acp_real import OPENCODE_WINDOW, cancel_then_restart, command_turn, opencode_cost, streamed
 
 
 async def test_opencode_streams_asks_before_a_command_and_reports_its_cost(
@@ -48,17 +48,7 @@ async def test_opencode_streams_asks_before_a_command_and_reports_its_cost(
     assert (first["usage"]["inputTokens"], first["usage"]["outputTokens"]) == (2000, 40)
     await coven.wait_status(sid, "idle")
 
-    await coven.request("coven/sendMessage", {"sessionId": sid, "text": "WRITE-ONE please"})
-    second = await coven.wait_kind(sid, "turnResult", count=2)
-    assert second["text"] == "the command ran", coven.of(sid, "toolResult")
-    assert (coven.workspace / "one.txt").read_text() == "one\n"
-    [use] = coven.of(sid, "toolUse")
-    assert use["name"] == "Bash"
-    [question] = coven.of(sid, "permissionRequest")
-    assert question["toolUseId"] == use["toolUseId"] and use["seq"] < question["seq"]
-    assert asked and asked[0]["input"]["command"] == "echo one > one.txt"
-    [done] = coven.of(sid, "toolResult")
-    assert done["toolUseId"] == use["toolUseId"] and not done["isError"], done
+    second = await command_turn(coven, sid, asked)
     # Two model calls: the command, then the answer after its output.
     assert second["costUsd"] == pytest.approx(2 * one_call, rel=1e-3)
     await coven.wait_status(sid, "idle", after_seq=second["seq"] - 1)
