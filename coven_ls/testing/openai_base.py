@@ -30,6 +30,16 @@ class OpenAIRequest:
     is_subagent: bool = False
 
 
+def content_text(content: Any) -> str:
+    """A message's or an input item's `content` as text: the string itself, or its parts'
+    `text`s one a line (both OpenAI APIs take either form)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
 def error_body(message: str, error_type: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": error_type, "code": None, "param": None}}
 

@@ -39,7 +39,7 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 from .http_base import ClientGone, Rule, ScriptedServer
-from .openai_base import OpenAIHandler, OpenAIRequest, chunks, error_body
+from .openai_base import OpenAIHandler, OpenAIRequest, chunks, content_text, error_body
 from .replies import HttpError, Reply, Text, Thinking, ToolUse, Usage, reply
 
 __all__ = [
@@ -109,12 +109,7 @@ class ChatRequest(OpenAIRequest):
 
 
 def _content_text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
+    return content_text(message.get("content"))
 
 
 def _last_user_text(messages: list[dict[str, Any]]) -> str:

@@ -43,7 +43,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .http_base import ClientGone, Rule, ScriptedServer
-from .openai_base import OpenAIHandler, OpenAIRequest, chunks, error_body
+from .openai_base import OpenAIHandler, OpenAIRequest, chunks, content_text, error_body
 from .replies import HttpError, Reply, Text, Thinking, ToolUse, Usage, reply
 
 __all__ = [
@@ -120,12 +120,7 @@ def _item_text(item: dict[str, Any]) -> str:
     if kind in ("function_call_output", "custom_tool_call_output"):
         output = item.get("output")
         return output if isinstance(output, str) else json.dumps(output)
-    content = item.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
+    return content_text(item.get("content"))
 
 
 def _last_user_text(items: list[dict[str, Any]]) -> str:
