@@ -70,9 +70,9 @@ async def test_one_that_fails_to_initialize_shows_its_last_output(
     assert finding.status == "error" and "failed to initialize" in finding.found
     assert "please log in first" in finding.found
     assert finding.fix is not None and "auth login" in finding.fix
-    # One that never answers is ended after the timeout.
+    # One that never answers (it only reads its stdin) is ended after the timeout.
     monkeypatch.setattr(acp_agents, "INITIALIZE_SECONDS", 0.5)
-    mute = AcpAgentConfig(command=[sys.executable, "-c", "import time; time.sleep(60)"])
+    mute = AcpAgentConfig(command=[sys.executable, "-c", "import sys; sys.stdin.read()"])
     silent = await check_agent("mute", mute, configured=True)
     assert silent.status == "error" and "no answer to initialize" in silent.found
 
