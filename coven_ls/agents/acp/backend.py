@@ -15,7 +15,6 @@ import dataclasses
 import logging
 import os
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import replace
 from typing import Any, cast
 
 import anyio
@@ -417,7 +416,8 @@ class AcpBackend:
         self.costs = CostReports()
 
     def abilities(self) -> Abilities:
-        return replace(self.learned.abilities(self.name), reports_cost=self.reports_cost())
+        able = self.learned.abilities(self.name)
+        return dataclasses.replace(able, reports_cost=self.reports_cost())
 
     async def find_abilities(self) -> Abilities:
         if self.learned.copies is None and copy_problem(self.name) is None:

@@ -222,12 +222,6 @@ class Backend(Protocol):
         closed. What cannot be removed is logged, not raised: the sessions are gone already."""
 
 
-def reports_cost(backend: Backend) -> bool | None:
-    """Whether the backend's agent tells what its turns cost, in USD: True, False (never: a fork
-    cost limit cannot be kept on its children), None (not known yet)."""
-    return backend.abilities().reports_cost
-
-
 @dataclass(frozen=True)
 class Conversation:
     """An agent's own conversation (Claude's session id, Codex's thread id) and its folder."""

@@ -19,7 +19,6 @@ from ... import protocol
 from ...protocol import events
 from ...protocol.types import Changes, ForkChoices, ForkEstimate, ForkSource, GetChangesResult
 from .. import failpoints
-from ..agent.interface import reports_cost
 from ..agent.missing import refuse_if_missing
 from ..session import Session
 from .ahead import Ahead
@@ -236,7 +235,7 @@ class ForkManager:
             backend = self._host.child_backend(parent, settings.agent)
         except protocol.CovenError:
             return None  # no such agent: starting the children says so
-        return cost_limit_problem(limits, settings.agent, reports_cost(backend))
+        return cost_limit_problem(limits, settings.agent, backend.abilities().reports_cost)
 
     def check_copyable(self, session: Session, verb: str, refused: str) -> str:
         """The session's agent conversation id, or InvalidState unless that conversation can be
