@@ -25,6 +25,7 @@ from coven_ls.testing.scripted_responses import ScriptedResponses, command
 
 from ..gitrepo import make_repo
 from ..harness import Coven, processes_with_env, wait_until
+from .acp_real import streamed
 
 CODEX_ACP = (
     Path(__file__).parent
@@ -57,10 +58,6 @@ def start_acp(
         return await coven_factory(home=home, init_options=options, **kw)
 
     return start
-
-
-def streamed(coven: Coven, sid: str) -> str:
-    return "".join(d["text"] for d in coven.deltas if d["sessionId"] == sid and d["kind"] == "text")
 
 
 def peak_rss_kib(coven: Coven) -> int:
