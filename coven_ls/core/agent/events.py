@@ -251,6 +251,16 @@ class Restarted:
 
 
 @dataclass(frozen=True)
+class Placed:
+    """The agent runs on another machine: a cluster's node (a fork child placed on a cluster,
+    core/fork/placement.py). Sent first, before anything else the agent says; an agent that runs
+    on this machine never sends it."""
+
+    node: str  # the node's name for a person (its host name or address)
+    node_id: str | None = None  # the cluster's own id of the node, when it has one
+
+
+@dataclass(frozen=True)
 class TurnEnded:
     """The turn ended: its outcome and figures. Ends every turn the agent runs, its own too."""
 
@@ -285,5 +295,6 @@ AgentEvent = (
     | PlanUpdated
     | ModeChanged
     | Restarted
+    | Placed
     | TurnEnded
 )
