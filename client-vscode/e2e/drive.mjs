@@ -41,7 +41,7 @@ const MERGE_TASKS = ['Note the parser change', 'Reword the flag'];
 const REVIEW_PROMPT = 'Prepare an upgrade guide for users.';
 const REVIEW_TASK = 'Write the upgrade guide';
 
-const { context, page, log, browserLog, screenshot, runCommand, newSession: startSession } = await openBrowser({ artifacts: ARTIFACTS });
+const { context, page, log, browserLog, screenshot, runCommand, newSession: startSession, contextMenuAction } = await openBrowser({ artifacts: ARTIFACTS });
 
 const sidebar = page.locator('.part.sidebar');
 const rows = sidebar.locator('.monaco-list-row');
@@ -357,9 +357,11 @@ async function forkStory() {
 
   // A fork by hand, from an earlier message: the context menu, the task editor, coven/fork.
   log('Fork from Here on the first assistant message');
-  await row('Let me check the release notes first.').click({ button: 'right' });
-  await page.locator('.context-view .action-label[aria-label="Fork from Here"]').click();
-  await page.locator('.quick-input-widget', { hasText: 'The first task' }).waitFor();
+  await contextMenuAction(
+    row('Let me check the release notes first.'),
+    'Fork from Here',
+    page.locator('.quick-input-widget', { hasText: 'The first task' }),
+  );
   await page.locator('.quick-input-widget input').fill('Double-check the notes');
   await page.keyboard.press('Enter');
   await page.locator('.quick-input-widget .monaco-list-row', { hasText: 'Fork with 1 task' }).waitFor();
@@ -431,7 +433,7 @@ try {
   if (STORIES.includes('live')) await liveStory();
   if (STORIES.includes('isolation')) await isolationStory();
   if (STORIES.includes('questions')) {
-    await questionsStory({ page, log, screenshot, runCommand, newSession: startSession, sidebar, row, rowWith, topRow, waitForRow, clickInline, treeRows, subtree, format, workspace: WORKSPACE });
+    await questionsStory({ page, log, screenshot, runCommand, contextMenuAction, newSession: startSession, sidebar, row, rowWith, topRow, waitForRow, clickInline, treeRows, subtree, format, workspace: WORKSPACE });
   }
   log('PASS');
 } catch (error) {

@@ -25,32 +25,12 @@ async function whicheverComes(checks, ms = 30_000) {
 }
 
 export async function questionsStory(ui) {
-  const { page, log, screenshot, runCommand, newSession, sidebar, row, rowWith, topRow, waitForRow, clickInline, treeRows, subtree, format, workspace } = ui;
+  const { page, log, screenshot, runCommand, newSession, contextMenuAction, sidebar, row, rowWith, topRow, waitForRow, clickInline, treeRows, subtree, format, workspace } = ui;
   const toast = (text) => page.locator('.notification-toast', { hasText: text });
   const statusItem = (text) => page.locator('.part.statusbar .statusbar-item', { hasText: text });
   const quickInput = page.locator('.quick-input-widget');
-  /**
-   * Branch Here from a row's context menu, until its input box shows. A click can be lost on a
-   * menu that is still opening: then the item is hovered (which focuses it) and Enter runs it.
-   */
-  const branchHere = async (target) => {
-    for (let attempt = 1; ; attempt++) {
-      await target.click({ button: 'right' });
-      const item = page.locator('.context-view .action-label[aria-label="Branch Here"]');
-      await item.waitFor();
-      await page.waitForTimeout(300);
-      if (attempt === 1) await item.click();
-      else {
-        await item.hover();
-        await page.keyboard.press('Enter');
-      }
-      const asked = quickInput.filter({ hasText: "The branch's first message" });
-      if (await asked.waitFor({ timeout: 10_000 }).then(() => true, () => false)) return;
-      if (attempt === 3) throw new Error('Branch Here never asked for the first message');
-      log(`Branch Here: no input box after attempt ${attempt}, opening the menu again`);
-      await page.keyboard.press('Escape');
-    }
-  };
+  const branchHere = (target) =>
+    contextMenuAction(target, 'Branch Here', quickInput.filter({ hasText: "The branch's first message" }));
 
   await runCommand('View: Close All Editors');
   await runCommand('Notifications: Clear All Notifications');

@@ -73,5 +73,28 @@ export async function openBrowser({ artifacts, prefix = '' }) {
     log(`waiting for the session "${prompt}"`);
     await page.locator(`.part.sidebar .monaco-list-row[aria-label^="${prompt.replace(/"/g, '\\"')}"]`).first().waitFor({ state: 'visible' });
   };
-  return { context, page, log, browserLog, screenshot, runCommand, newSession };
+  /**
+   * Runs a context-menu action on `target` until `shows` (what the action opens) is visible. A
+   * click can be lost on a menu that is still opening (seen in CI: the menu item was clicked and
+   * nothing ran): then the menu is opened again, the item hovered (which focuses it) and Enter
+   * runs it.
+   */
+  const contextMenuAction = async (target, action, shows) => {
+    for (let attempt = 1; ; attempt++) {
+      await target.click({ button: 'right' });
+      const item = page.locator(`.context-view .action-label[aria-label="${action}"]`);
+      await item.waitFor();
+      await page.waitForTimeout(300); // the menu settles (its opening animation)
+      if (attempt === 1) await item.click();
+      else {
+        await item.hover();
+        await page.keyboard.press('Enter');
+      }
+      if (await shows.waitFor({ timeout: 10_000 }).then(() => true, () => false)) return;
+      if (attempt === 3) throw new Error(`${action} from the context menu never opened what it should`);
+      log(`${action}: nothing opened after attempt ${attempt}, opening the menu again`);
+      await page.keyboard.press('Escape');
+    }
+  };
+  return { context, page, log, browserLog, screenshot, runCommand, newSession, contextMenuAction };
 }
