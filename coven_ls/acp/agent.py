@@ -50,7 +50,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from .. import __version__, agents, protocol
+from .. import __version__, protocol
 from ..core.agent import Decision
 from ..core.fork.estimate import fork_estimate
 from ..core.hub import ClientSettings, Hub
@@ -164,7 +164,7 @@ class CovenAgent:
         return NewSessionResponse(
             session_id=session_id,
             modes=_modes("default"),
-            config_options=_options(agent, self._fork_context(session_id)),
+            config_options=self._options(agent, self._fork_context(session_id)),
         )
 
     async def load_session(
@@ -184,7 +184,7 @@ class CovenAgent:
         self._open.add(session_id)
         return LoadSessionResponse(
             modes=_modes(session.config.permission_mode or "default"),
-            config_options=_options(session.config.agent, self._fork_context(session_id)),
+            config_options=self._options(session.config.agent, self._fork_context(session_id)),
         )
 
     async def list_sessions(
@@ -290,7 +290,7 @@ class CovenAgent:
         return ForkSessionResponse(
             session_id=branch.id,
             modes=_modes(session.config.permission_mode),
-            config_options=_options(session.config.agent, self._fork_context(branch.id)),
+            config_options=self._options(session.config.agent, self._fork_context(branch.id)),
         )
 
     async def resume_session(
@@ -307,7 +307,7 @@ class CovenAgent:
         self._open.add(session_id)
         return ResumeSessionResponse(
             modes=_modes(session.config.permission_mode),
-            config_options=_options(session.config.agent, self._fork_context(session_id)),
+            config_options=self._options(session.config.agent, self._fork_context(session_id)),
         )
 
     async def set_config_option(
@@ -325,15 +325,16 @@ class CovenAgent:
                     f"'{FORK_CONTEXT_OPTION}'",
                 }
             )
-        if not isinstance(value, str) or value not in agents.AGENTS:
+        offered = self._agents()
+        if not isinstance(value, str) or value not in offered:
             raise RequestError.invalid_params(
-                {"configId": config_id, "value": value, "agents": list(agents.AGENTS)}
+                {"configId": config_id, "value": value, "agents": list(offered)}
             )
         pending = self._pending.get(session_id)
         if pending is not None:
             pending.agent = value
             return SetSessionConfigOptionResponse(
-                config_options=_options(pending.agent, self._fork_context(session_id))
+                config_options=self._options(pending.agent, self._fork_context(session_id))
             )
         session = self._session(session_id)
         if value != session.config.agent:
@@ -345,8 +346,21 @@ class CovenAgent:
                 }
             )
         return SetSessionConfigOptionResponse(
-            config_options=_options(session.config.agent, self._fork_context(session_id))
+            config_options=self._options(session.config.agent, self._fork_context(session_id))
         )
+
+    def _agents(self) -> dict[str, str]:
+        """The agents a session may run, by name, with their titles: Claude Code, Codex and the
+        agents that speak ACP, as far as their programs are found here."""
+        registry = self.hub.agents
+        return {name: registry.title(name) for name in registry.available(self.settings.options)}
+
+    def _options(
+        self, agent: str, fork_context: ForkContext
+    ) -> list[SessionConfigOptionSelect | SessionConfigOptionBoolean]:
+        offered = self._agents()
+        offered.setdefault(agent, self.hub.agents.title(agent))  # its own, found here or not
+        return _options(agent, fork_context, offered)
 
     def _set_fork_context(
         self, session_id: str, value: str | bool
@@ -356,7 +370,7 @@ class CovenAgent:
         for context in FORK_CONTEXTS:
             if value == context:
                 self._fork_contexts[session_id] = context
-                return SetSessionConfigOptionResponse(config_options=_options(agent, context))
+                return SetSessionConfigOptionResponse(config_options=self._options(agent, context))
         raise RequestError.invalid_params(
             {"configId": FORK_CONTEXT_OPTION, "value": value, "values": list(FORK_CONTEXTS)}
         )
@@ -471,7 +485,7 @@ class CovenAgent:
             asked_in,
             ToolCallUpdate(
                 tool_call_id=f"fork-proposal-{uuid.uuid4().hex[:8]}",
-                title=_fork_title(len(tasks), session.config.agent, context),
+                title=_fork_title(len(tasks), self.hub.agents.title(session.config.agent), context),
                 kind="think",
                 status="pending",
                 raw_input={
@@ -601,15 +615,15 @@ class _Pending:
     agent: AgentName
 
 
-def _fork_title(count: int, agent: AgentName, context: ForkContext) -> str:
+def _fork_title(count: int, agent_title: str, context: ForkContext) -> str:
     """What the approval says of the children: how many, which agent, how they start."""
     tasks = f"{count} parallel task{'s' if count != 1 else ''}"
-    children = f"{agents.AGENTS[agent].title} children, {FORK_CONTEXTS[context][1]}"
+    children = f"{agent_title} children, {FORK_CONTEXTS[context][1]}"
     return f"Fork into {tasks} ({children})"
 
 
 def _options(
-    agent: str, fork_context: ForkContext
+    agent: str, fork_context: ForkContext, offered: dict[str, str]
 ) -> list[SessionConfigOptionSelect | SessionConfigOptionBoolean]:
     """The session's settings: which agent runs it (a choice until its first prompt), and how
     the children of the forks approved in it start."""
@@ -621,8 +635,7 @@ def _options(
             description="The coding agent that runs the session; chosen before its first prompt.",
             current_value=agent,
             options=[
-                SessionConfigSelectOption(value=kind.name, name=kind.title)
-                for kind in agents.AGENTS.values()
+                SessionConfigSelectOption(value=name, name=title) for name, title in offered.items()
             ],
         ),
         SessionConfigOptionSelect(

@@ -7,7 +7,9 @@ What maps to what (docs/acp.md): streamed pieces are `agent_message_chunk` /
 `toolUse` / `toolResult` are `tool_call` / `tool_call_update`; a fork is a `plan` (one entry a
 task) and a `tool_call` "Fork: N tasks" whose content is each child's progress and answer;
 `prompt` events (on `session/load`) are `user_message_chunk`; a turn's tokens and cost are a
-`usage_update`."""
+`usage_update`. What an ACP agent behind coven-ls says passes on as it came: its `plan` is a
+`plan` (ACP keeps one plan per session: the agent's and a fork's replace each other, the latest
+shown), its `toolUpdate` a `tool_call_update`; `agentRestarted` is a line of the answer."""
 
 from __future__ import annotations
 
@@ -212,11 +214,41 @@ def _updates(payload: ev.Payload, view: SessionView, replay: bool) -> list[Updat
                     )
             failed = not any(r.ok for r in results)
             return [view.plan(fork), view.progress(fork, "failed" if failed else "completed")]
+        case ev.Plan(entries=entries):
+            return [
+                update_plan(
+                    plan_entry(e.content, status=e.status, priority=e.priority) for e in entries
+                )
+            ]
+        case ev.ToolUpdate():
+            return [tool_update(payload)]
+        case ev.AgentRestarted(reason=reason, restart=restart, maxRestarts=most):
+            return [
+                update_agent_message_text(
+                    f"\n(The agent's process ended: {reason}; restarted, {restart} of {most}.)\n"
+                )
+            ]
         case ev.ForkRejected(reason=reason):
             return [update_agent_message_text(f"\n(Fork rejected: {reason or 'no'})\n")]
         case ev.Error(message=message) | ev.ForkError(message=message):
             return [update_agent_message_text(f"\n{message}\n")]
     return []
+
+
+def tool_update(payload: ev.ToolUpdate) -> Update:
+    """A `toolUpdate` as ACP's `tool_call_update`: only what it changes."""
+    changes: dict[str, Any] = {}
+    if payload.status is not None:
+        changes["status"] = payload.status
+    if payload.title is not None:
+        changes["title"] = payload.title
+    if payload.content is not None:
+        changes["content"] = [tool_content(text_block(payload.content))]
+    if payload.locations is not None:
+        changes["locations"] = [
+            ToolCallLocation(path=loc.path, line=loc.line) for loc in payload.locations
+        ]
+    return update_tool_call(payload.toolUseId, **changes)
 
 
 def _nested(update: Update, parent: str) -> Update:

@@ -135,6 +135,15 @@ def make_backend(agent: str, options: InitializationOptions, task_group: TaskGro
     return kind.make(kind.path_option(options), task_group)
 
 
+def agent_title(agent: str) -> str:
+    """What people call `agent`: its own title, a known ACP agent's, else its name."""
+    from .acp.known import KNOWN
+
+    if agent in AGENTS:
+        return AGENTS[agent].title
+    return KNOWN[agent].title if agent in KNOWN else agent
+
+
 def _known_names() -> list[str]:
     from .acp.known import KNOWN
 
@@ -149,4 +158,5 @@ REGISTRY = AgentRegistry(
     make_backend=make_backend,
     backend_key=backend_key,
     available=available_agents,
+    title=agent_title,
 )

@@ -26,6 +26,8 @@ class AgentRegistry:
     """which backend a session of an agent uses under these options: one per agent and binary"""
     available: Callable[[InitializationOptions], list[AgentName]]
     """the agents whose binary is found under these options: what a client may offer"""
+    title: Callable[[str], str] = lambda name: name
+    """an agent's name for people ("Claude Code", "OpenCode"); the name itself if none"""
 
     def knows(self, agent: str, options: InitializationOptions) -> bool:
         """Whether sessions of `agent` can run under these options: one coven-ls hosts itself,

@@ -18,6 +18,7 @@ from acp.stdio import spawn_agent_process
 from coven_ls.testing.scripted_model import ScriptedModel, ToolUse, Usage, reply
 
 from ..harness import processes_with_env, wait_until
+from .acp_real import CLAUDE_AGENT_ACP, INSTALL, agents_path
 
 Answer = Callable[[Any, list[Any]], str | None]
 
@@ -455,3 +456,37 @@ async def test_fork_context_is_a_session_setting_for_the_forks_approved_in_it(
         )
         assert "PARENT-SECRET" not in first.all_text
         assert all(m["role"] != "assistant" for m in first.messages)
+
+
+async def test_an_acp_agent_behind_coven_ls_is_picked_and_its_plan_reaches_the_editor(
+    home: Path, model: ScriptedModel
+) -> None:
+    """An ACP editor picks claude-agent-acp (found on PATH) in the agent option: its TodoWrite list
+    reaches the editor as ACP's `plan`."""
+    if not CLAUDE_AGENT_ACP.is_file():
+        pytest.skip(f"claude-agent-acp {INSTALL}")
+    todos = [
+        {"content": "Read the parser", "status": "completed", "activeForm": "Reading the parser"},
+        {"content": "Fix the parser", "status": "in_progress", "activeForm": "Fixing the parser"},
+    ]
+    model.on(lambda r: "Write the title" in r.last_user_text, "A title")
+    model.on("PLAN-IT", ToolUse("TodoWrite", {"todos": todos}), times=1)
+    model.on(lambda r: True, "planned")
+    env = {"PATH": agents_path(home / "agents-bin"), "IS_SANDBOX": "yes"}
+    async with acp_agent(home, model, env) as agent:
+        sid = await agent.new()
+        chosen = await agent.conn.set_config_option(
+            config_id="agent", session_id=sid, value="claude-agent-acp"
+        )
+        option = chosen.config_options[0]
+        assert option.current_value == "claude-agent-acp"
+        assert {"claude", "claude-agent-acp"} <= {o.value for o in option.options}
+        done = await agent.prompt(sid, "PLAN-IT please")
+        assert done.stop_reason == "end_turn"
+        plans = agent.editor.of(sid, "plan")
+        assert plans, [u.session_update for s, u in agent.editor.updates if s == sid]
+        assert [(e.content, e.status) for e in plans[-1].entries] == [
+            ("Read the parser", "completed"),
+            ("Fixing the parser", "in_progress"),
+        ]
+        assert agent.editor.text(sid).endswith("planned")

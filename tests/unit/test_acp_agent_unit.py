@@ -60,7 +60,14 @@ def rig(agent_name: str, choice: str) -> tuple[CovenAgent, Any, FakeForks, FakeE
         config=SimpleNamespace(agent=agent_name, permission_mode=None),
     )
     forks = FakeForks(parent)
-    hub = SimpleNamespace(forks=forks, sessions={"s-1": parent}, get=lambda _sid: parent)
+    # The agents this machine offers, as coven_ls.agents' registry would find them.
+    registry = SimpleNamespace(
+        available=lambda _options: ["claude", "codex", "opencode"],
+        title={"claude": "Claude Code", "codex": "Codex", "opencode": "OpenCode"}.get,
+    )
+    hub = SimpleNamespace(
+        forks=forks, sessions={"s-1": parent}, get=lambda _sid: parent, agents=registry
+    )
     acp = CovenAgent(cast(Hub, hub))
     editor = FakeEditor(choice)
     acp.conn = cast(Any, editor)
@@ -154,3 +161,23 @@ async def test_a_mode_the_hosted_agent_cannot_take_is_an_invalid_params_error() 
         await acp.set_session_mode("s-1", "plan")
     assert refused.value.code == protocol.ErrorCode.InvalidParams
     assert "no mode matching 'plan'" in str(refused.value)
+
+
+async def test_the_agent_option_offers_every_agent_found_and_takes_only_those() -> None:
+    acp, _, _, editor = rig("opencode", "allow_once")
+    acp._pending["s-2"] = _Pending("/w", "default", "claude")
+    chosen = await acp.set_config_option("agent", "s-2", "opencode")
+    assert chosen is not None
+    agent = chosen.config_options[0]
+    assert agent.current_value == "opencode"
+    assert [(o.value, o.name) for o in agent.options] == [
+        ("claude", "Claude Code"),
+        ("codex", "Codex"),
+        ("opencode", "OpenCode"),
+    ]
+    with pytest.raises(RequestError) as bad:
+        await acp.set_config_option("agent", "s-2", "gemini")
+    assert bad.value.data["agents"] == ["claude", "codex", "opencode"]
+    # An ACP agent's children are named by its title in the fork question.
+    await acp.ask_fork_approval(cast(Session, acp.hub.sessions["s-1"]), ["a"])
+    assert editor.asked[0][1].title.startswith("Fork into 1 parallel task (OpenCode children")

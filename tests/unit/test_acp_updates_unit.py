@@ -127,3 +127,47 @@ def test_a_subagents_tool_calls_are_marked_with_their_agent_call_and_its_words_a
     )
     assert done.status == "completed" and done.field_meta == {"coven": {"parentToolCallId": "t1"}}
     assert updates.event_updates(event("text", text="Looking", parentToolUseId="t1"), view) == []
+
+
+def test_an_agents_plan_and_tool_updates_pass_on_as_acp_sends_them() -> None:
+    view = updates.SessionView()
+    entries = [
+        {"content": "Read the notes", "status": "completed", "priority": "high"},
+        {"content": "Fix the parser", "status": "in_progress", "priority": "medium"},
+    ]
+    [plan] = updates.event_updates(event("plan", entries=entries), view)
+    assert plan.session_update == "plan"
+    assert [(e.content, e.status, e.priority) for e in plan.entries] == [
+        ("Read the notes", "completed", "high"),
+        ("Fix the parser", "in_progress", "medium"),
+    ]
+    [changed] = updates.event_updates(
+        event(
+            "toolUpdate",
+            toolUseId="t7",
+            status="in_progress",
+            content="50% done",
+            locations=[{"path": "/w/a.py", "line": 3}],
+        ),
+        view,
+    )
+    assert (changed.session_update, changed.tool_call_id, changed.status) == (
+        "tool_call_update",
+        "t7",
+        "in_progress",
+    )
+    assert changed.content[0].content.text == "50% done"
+    assert [(loc.path, loc.line) for loc in changed.locations] == [("/w/a.py", 3)]
+    # Only what the update changes is set: its title stays the agent's earlier one.
+    assert changed.title is None
+    [titled] = updates.event_updates(event("toolUpdate", toolUseId="t7", title="Read a.py"), view)
+    assert (titled.title, titled.status, titled.content) == ("Read a.py", None, None)
+
+
+def test_an_agent_restarted_is_a_line_of_the_answer() -> None:
+    view = updates.SessionView()
+    [line] = updates.event_updates(
+        event("agentRestarted", reason="exit code 1", restart=1, maxRestarts=3), view
+    )
+    assert line.session_update == "agent_message_chunk"
+    assert "exit code 1" in line.content.text and "1 of 3" in line.content.text
