@@ -21,9 +21,8 @@ PROBE_SECONDS = 30.0
 TITLE = "Ray cluster (fork children placed on it)"
 INSTALL = "pip install 'coven-ls[ray]'"
 AUTH_FIX = (
-    "The cluster asks for Ray's token authentication: set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN "
-    "(or RAY_AUTH_TOKEN_PATH) in the environment coven-ls starts in, with the cluster's token "
-    "(docs/cluster.md#authentication)."
+    "Set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) with the cluster's token "
+    "in the environment coven-ls starts in (docs/cluster.md#authentication-and-a-private-network)."
 )
 
 
@@ -108,9 +107,12 @@ def finding(target: RayOptions, probe: Probe) -> Finding:
             fix = AUTH_FIX
         elif "version" in probe.error.lower():
             fix = f"Install the cluster's Ray version here ({INSTALL} pins the one coven-ls uses)."
-        elif target.address.startswith("ray://"):
+        elif target.address.startswith("ray://") and "timeout" in probe.error.lower():
             # Ray's client says nothing of a refused token: it times out (measured, Ray 2.60).
-            fix += " Through ray:// a refused token looks the same (a timeout). " + AUTH_FIX
+            fix += (
+                " Through ray:// a refused token ends in a timeout too; for a cluster with token "
+                "authentication: " + AUTH_FIX
+            )
         return Finding("cluster", "error", TITLE, f"{where}: {probe.error}", fix)
     alive = [n for n in probe.nodes if n.alive]
     found = (

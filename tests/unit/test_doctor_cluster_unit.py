@@ -141,6 +141,9 @@ def test_a_ray_client_timeout_may_be_a_refused_token_too() -> None:
     assert found.status == "error" and found.fix is not None
     assert "Check that ray://head:10001 is the cluster's address" in found.fix
     assert found.fix.endswith(cluster.AUTH_FIX)
+    refused = "nothing answers at head:10001 (Connection refused)"
+    nobody = finding(RayOptions("ray://head:10001"), Probe("2.60.0", error=refused))
+    assert nobody.fix is not None and "token" not in nobody.fix
 
 
 def test_a_refused_token_says_how_to_pass_one() -> None:
