@@ -15,10 +15,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from coven_ls.doctor import cluster
 from coven_ls.doctor.cluster import ClusterOptions, RayOptions, check_cluster
 from coven_ls.testing.scripted_model import ScriptedModel
 
@@ -28,6 +30,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 START_SECONDS = 180.0
+TOKEN = "coven-doctor-test-token-0123456789abcdef"
 
 
 def _free_port() -> int:
@@ -36,9 +39,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The address of a one-node cluster (1 CPU, 2 of a custom resource `coven`)."""
+@contextmanager
+def _cluster(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]) -> Iterator[str]:
+    """The address of a one-node cluster (1 CPU, 2 of a custom resource `coven`) started with
+    `env`."""
     # Ray's socket paths must stay under 108 characters: a short folder of its own.
     temp = Path(tmp_path_factory.mktemp("ray-head"))
     short = Path(tempfile.mkdtemp(prefix="cdr-", dir="/tmp"))
@@ -54,7 +58,7 @@ def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 "--num-cpus=1", '--resources={"coven": 2}', "--include-dashboard=false",
                 "--disable-usage-stats", "--node-ip-address=127.0.0.1",
             ],
-            env={**os.environ, "HOME": str(home), "RAY_AUTH_MODE": "disabled"},
+            env={**os.environ, "HOME": str(home), **env},
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     try:
@@ -76,6 +80,19 @@ def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             pass
         process.wait()
         shutil.rmtree(short, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _cluster(tmp_path_factory, {"RAY_AUTH_MODE": "disabled"}) as address:
+        yield address
+
+
+@pytest.fixture(scope="module")
+def token_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A cluster with Ray's token authentication."""
+    with _cluster(tmp_path_factory, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN}) as address:
+        yield address
 
 
 def test_a_running_cluster_is_found_with_its_nodes_and_resources(head: str) -> None:
@@ -107,3 +124,18 @@ def test_the_doctors_stdout_is_its_json_alone(
     findings = {f["id"]: f for f in report["findings"]}
     assert findings["cluster"]["status"] == "ok", findings["cluster"]
     assert report["findings"][-1]["id"] == "cluster"
+
+
+def test_a_refused_token_is_named_with_how_to_pass_one(
+    token_head: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = ClusterOptions(RayOptions(token_head, {"coven": 1.0}))
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    monkeypatch.setenv("RAY_AUTH_TOKEN", TOKEN)  # a token without RAY_AUTH_MODE=token is not sent
+    refused = check_cluster(options)
+    assert refused.status == "error", refused
+    assert "the cluster refused this token" in refused.found
+    assert refused.fix == cluster.AUTH_FIX
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    accepted = check_cluster(options)
+    assert accepted.status == "ok", accepted
