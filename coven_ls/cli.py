@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Python and packages, which claude CLI would be used and whether it can "
             "authenticate, each ACP agent (configured with --agents, or known and on PATH): "
             "whether it starts and what its initialize says, git for worktrees, the state "
-            "folder and this workspace's database. "
+            "folder and this workspace's database, and with --cluster the Ray cluster. "
             "Each finding says how to fix it. Exit code 0 when nothing is an error."
         ),
     )
@@ -94,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="JSON",
         help="as initializationOptions.agents: the ACP agents to check besides the known ones "
         "on PATH",
+    )
+    doctor.add_argument(
+        "--cluster",
+        metavar="JSON",
+        help='as initializationOptions.cluster (\'{"ray": {"address": "head:6379"}}\'): is Ray '
+        "installed, does the address answer, which nodes and resources it has",
     )
     prune = sub.add_parser(
         "prune",
@@ -479,7 +485,13 @@ def main(argv: list[str] | None = None) -> int:
         from .doctor.checks import main as doctor_main
 
         return doctor_main(
-            args.root, args.state_dir, args.claude, args.json, codex=args.codex, agents=args.agents
+            args.root,
+            args.state_dir,
+            args.claude,
+            args.json,
+            codex=args.codex,
+            agents=args.agents,
+            cluster=args.cluster,
         )
     from .core.journal import tune_interpreter
 

@@ -2488,7 +2488,7 @@ export interface DoctorReport {
  */
 export interface Finding {
   /**
-   * what was checked: `python`, `packages`, `claude`, `auth`, `claudeSandbox`, `codex`, `codexSandbox`, `acpAgent` (one per ACP agent, named in `title`), `git`, `stateDir`, `database`, `worktreePool`
+   * what was checked: `python`, `packages`, `claude`, `auth`, `claudeSandbox`, `codex`, `codexSandbox`, `acpAgent` (one per ACP agent, named in `title`), `git`, `stateDir`, `database`, `worktreePool`, `cluster` (with `--cluster`: Ray installed, the address answering, its nodes and resources)
    */
   id: string;
   /**

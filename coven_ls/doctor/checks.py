@@ -26,6 +26,7 @@ from ..protocol.codec import parse
 from ..protocol.doctor import DoctorReport, Finding
 from ..protocol.types import AcpAgentConfig, InitializationOptions
 from .acp_agents import check_agents
+from .cluster import ClusterOptions, check_cluster, parse_cluster
 
 PACKAGES = ("claude-agent-sdk", "pygls", "lsprotocol", "anyio", "msgspec", "agent-client-protocol")
 AUTH_SECONDS = 20.0
@@ -37,6 +38,7 @@ def check(
     claude: str | None,
     codex: str | None = None,
     agents: dict[str, AcpAgentConfig] | None = None,
+    cluster: ClusterOptions | None = None,
 ) -> DoctorReport:
     findings = [python(), packages()]
     found = claude_cli(claude)
@@ -51,6 +53,8 @@ def check(
     findings.extend(check_agents(agents))
     findings.append(git())
     findings.extend(state(root, state_dir))
+    if cluster is not None:
+        findings.append(check_cluster(cluster))
     return DoctorReport(
         ok=all(f.status != "error" for f in findings), version=__version__, findings=findings
     )
@@ -436,13 +440,15 @@ def main(
     as_json: bool,
     codex: str | None = None,
     agents: str | None = None,
+    cluster: str | None = None,
 ) -> int:
     try:
         configured = parse_agents(agents) if agents is not None else None
+        on_cluster = parse_cluster(cluster) if cluster is not None else None
     except protocol.CovenError as exc:
         sys.stderr.write(f"coven-ls doctor: {exc.message}\n")
         return 2
-    report = check(os.path.abspath(root), state_dir, claude, codex, configured)
+    report = check(os.path.abspath(root), state_dir, claude, codex, configured, on_cluster)
     if as_json:
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
     else:

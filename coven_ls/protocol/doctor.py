@@ -16,7 +16,8 @@ class Finding(Wire, omit_defaults=True):
     id: str
     """what was checked: `python`, `packages`, `claude`, `auth`, `claudeSandbox`, `codex`,
     `codexSandbox`, `acpAgent` (one per ACP agent, named in `title`), `git`, `stateDir`,
-    `database`, `worktreePool`"""
+    `database`, `worktreePool`, `cluster` (with `--cluster`: Ray installed, the address answering,
+    its nodes and resources)"""
     status: FindingStatus
     """`error`: a session cannot run until it is fixed; `warning`: sessions run, something is
     missing (worktrees, saving)"""
