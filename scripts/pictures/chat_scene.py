@@ -37,7 +37,7 @@ from coven_ls.testing.scripted_model import (  # noqa: E402
 from tests.e2e.test_run_e2e import assert_no_process_left, run_env  # noqa: E402
 from tests.gitrepo import git_env, make_repo  # noqa: E402
 
-ROWS, COLUMNS = 72, 120
+ROWS, COLUMNS = 72, 128
 PROMPT = "Prepare the 2.1 release: check the parser and update the docs."
 TASKS = ("Check the parser", "Update the docs")
 CHILDREN = {
