@@ -42,8 +42,10 @@ esac
 "$PYTHON" -c 'import coven_ls' 2>/dev/null ||
     die "coven_ls is not importable with $PYTHON: run 'bash scripts/test.sh --quick' (it makes .venv), or set COVEN_PYTHON"
 
-# NODE, TOOLS, CHROMIUM: the e2e's toolchain, installed if missing.
-eval "$(bash "$ROOT/scripts/vscode-e2e.sh" --install-only)"
+# NODE, TOOLS, CHROMIUM: the e2e's toolchain, installed if missing. (Assigned first: a failure
+# inside `eval "$(...)"` would not stop the script.)
+toolchain=$(bash "$ROOT/scripts/vscode-e2e.sh" --install-only)
+eval "$toolchain"
 XTERM_DIR=$CACHE/xterm-$XTERM_VERSION
 if [[ ! -f $XTERM_DIR/.complete ]]; then
     log "installing @xterm/xterm $XTERM_VERSION into $XTERM_DIR"
