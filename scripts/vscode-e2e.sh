@@ -5,7 +5,8 @@
 # The workspace is a git repository, so fork children work in git worktrees of their own.
 #
 #   bash scripts/vscode-e2e.sh                 # install what is missing (cached), build, run
-#   bash scripts/vscode-e2e.sh --install-only  # just the toolchain
+#   bash scripts/vscode-e2e.sh --install-only  # just the toolchain; prints where its pieces are
+#                                              # (NODE=, TOOLS=, CHROMIUM=; scripts/pictures.sh reads them)
 #   COVEN_E2E_CACHE=DIR    where the toolchain is cached (default ~/.cache/coven-ls-e2e)
 #   COVEN_E2E_KEEP=1       keep the temp dir (profiles, logs, session database) for a post-mortem
 #   COVEN_PYTHON=PATH      the Python with coven_ls that the extension runs (default .venv/bin/python)
@@ -95,6 +96,7 @@ fi
 
 if [[ ${1:-} == --install-only ]]; then
     log "toolchain ready in $CACHE"
+    printf 'NODE=%q\nTOOLS=%q\nCHROMIUM=%q\n' "$N24/bin/node" "$TOOLS_DIR" "$CHROMIUM"
     exit 0
 fi
 

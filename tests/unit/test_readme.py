@@ -1,8 +1,9 @@
-"""README.md's layout table against the tree, and its two set-up commands."""
+"""README.md's layout table against the tree, its two set-up commands and its pictures."""
 
 from __future__ import annotations
 
 import re
+import struct
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,3 +76,46 @@ def test_the_readme_has_two_set_up_commands() -> None:
     blocks = re.findall(r"```sh\n(.*?)```", before_editors, re.S)
     assert [b.strip().count("\n") for b in blocks] == [0, 0], blocks
     assert "coven-ls demo" in blocks[0] and blocks[1].strip() == "bash scripts/test.sh"
+
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# A picture a page shows at once, small enough to commit (scripts/pictures.sh makes them).
+MAX_PICTURE_BYTES = 400_000
+SIDE_PIXELS = range(200, 2001)
+
+
+def _pictures() -> list[str]:
+    """The images README.md shows: Markdown's `![alt](path)` and HTML's `<img src="path">`."""
+    markdown = re.findall(r"!\[[^\]]*\]\(([^)\s]+)", README)
+    html = re.findall(r"<img\b[^>]*\bsrc=\"([^\"]+)\"", README)
+    return markdown + html
+
+
+def test_every_picture_the_readme_shows_is_a_committed_png_of_sane_size() -> None:
+    pictures = _pictures()
+    # The VS Code tree and the chat session (issue #32): at least those two.
+    assert len(pictures) >= 2, f"README.md shows {pictures}"
+    wrong = []
+    for name in pictures:
+        path = ROOT / name
+        if name.startswith(("http:", "https:")) or not path.is_file():
+            wrong.append(f"{name}: not a file in the repository")
+            continue
+        data = path.read_bytes()
+        # The IHDR chunk comes first: its width and height follow its length and type.
+        if data[:8] != PNG_SIGNATURE or data[12:16] != b"IHDR":
+            wrong.append(f"{name}: not a PNG")
+            continue
+        width, height = struct.unpack(">II", data[16:24])
+        if width not in SIDE_PIXELS or height not in SIDE_PIXELS:
+            wrong.append(f"{name}: {width}×{height} pixels")
+        if len(data) > MAX_PICTURE_BYTES:
+            wrong.append(f"{name}: {len(data)} bytes")
+    assert not wrong, f"README.md's pictures (made by scripts/pictures.sh): {wrong}"
+
+
+def test_every_picture_in_docs_images_is_shown() -> None:
+    """No picture is left behind in docs/images/ once README.md stops showing it."""
+    shown = {(ROOT / name).resolve() for name in _pictures()}
+    kept = set((ROOT / "docs" / "images").iterdir())
+    assert kept <= shown, f"docs/images/ holds what README.md does not show: {sorted(kept - shown)}"
