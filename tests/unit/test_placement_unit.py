@@ -17,7 +17,7 @@ import pytest
 from coven_ls import protocol
 from coven_ls.agents import REGISTRY
 from coven_ls.core.agent import events as agent_events
-from coven_ls.core.fork.choices import resolve
+from coven_ls.core.fork.choices import from_row, resolve
 from coven_ls.core.fork.placement import HERE, Placements
 from coven_ls.core.hub import ClientSettings, Hub
 from coven_ls.core.session import SessionConfig
@@ -331,11 +331,15 @@ async def test_a_cluster_fork_outside_a_repository_fails_and_auto_stays_here(
         session = await idle_parent(rig)
         await rig.hub.forks.fork_by_hand(session, FOUR[:2], None, ForkChoices(placement="cluster"))
         rejected = await rig.client.wait_for(Kind.FORK_REJECTED, session)
+        # Stored with the fork like its other choices (a resumed fork goes on with them).
+        row = rig.hub.forks.get(rejected["forkId"]).record()
         await rig.client.wait_for(Kind.STATUS, session, after=rejected["seq"], status="idle")
         await rig.hub.forks.fork_by_hand(session, FOUR[:2], None, ForkChoices(placement="auto"))
         started = await rig.client.wait_for(Kind.FORK_STARTED, session)
         await rig.client.wait_for(Kind.FORK_FINISHED, session)
     assert "cannot run on the cluster without worktrees" in rejected["reason"]
+    assert row["choices"] == {"placement": "cluster"}
+    assert from_row(row["choices"]).placement == "cluster"
     assert started["isolation"] == "shared"
     assert started["placementReason"].startswith("children run on the cluster only in worktrees")
     assert not cluster.opened
