@@ -20,7 +20,7 @@ import {
 import { type AgentOffer, agentChoices, agentName } from './agentChoice';
 import { changesDescription } from './changes';
 import { deleteParams, discardQuestion, keptMessage, unappliedWork } from './deletion';
-import { type ForkChoice, forkChoices, withCosts } from './forkChoice';
+import { type ForkChoice, forkChoices, type PlacementChoice, placementChoices, withCosts } from './forkChoice';
 import { LIMITS_EXAMPLE, parseLimits } from './forkLimits';
 import { forkCostLines, forkStateText, sessionStatusText } from './present';
 import { type DecideForkParams, ErrorCode, type ForkLimits, Method } from './protocol';
@@ -116,7 +116,9 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       if (!tasks) return;
       const choice = await pickForkStart(session, server.agents);
       if (!choice) return;
-      await server.request(Method.fork, { sessionId: session.sessionId, tasks, ...choice });
+      const where = await pickPlacement(server.cluster);
+      if (!where) return;
+      await server.request(Method.fork, { sessionId: session.sessionId, tasks, ...choice, ...where });
     },
 
     'coven.forkFromHere': async (target) => {
@@ -130,7 +132,9 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       if (!tasks) return;
       const choice = await pickForkStart(session, server.agents);
       if (!choice) return;
-      await server.request(Method.fork, { sessionId: node.sessionId, tasks, atMessageId: node.messageId, ...choice });
+      const where = await pickPlacement(server.cluster);
+      if (!where) return;
+      await server.request(Method.fork, { sessionId: node.sessionId, tasks, atMessageId: node.messageId, ...choice, ...where });
     },
 
     'coven.branchSession': async (target) => {
@@ -166,10 +170,12 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       };
       const choice = await pickForkStart(model.session(fork.sessionId), server.agents, price);
       if (!choice) return;
+      const where = await pickPlacement(server.cluster);
+      if (!where) return;
       const limits = await askLimits();
       if (!limits) return;
       if (fork.state !== 'proposed') return alreadyDecided(fork);
-      await decide({ forkId: fork.forkId, approve: true, tasks, ...choice, ...(Object.keys(limits).length > 0 ? { limits } : {}) });
+      await decide({ forkId: fork.forkId, approve: true, tasks, ...choice, ...where, ...(Object.keys(limits).length > 0 ? { limits } : {}) });
     },
 
     'coven.rejectFork': async (target) => {
@@ -350,6 +356,18 @@ async function pickForkStart(
   const picked = await vscode.window.showQuickPick(choices, {
     title: 'How should the children start?',
     placeHolder: 'What each child knows of this conversation, and which agent runs it',
+    ignoreFocusOut: true,
+  });
+  return picked?.params;
+}
+
+/** Where the children run (coven/fork's `placement`): asked only of a server with a cluster; undefined when the user pressed Escape. */
+async function pickPlacement(cluster: string | undefined): Promise<PlacementChoice['params'] | undefined> {
+  const choices = placementChoices(cluster);
+  if (choices.length === 0) return {};
+  const picked = await vscode.window.showQuickPick(choices, {
+    title: 'Where should the children run?',
+    placeHolder: `On this machine, or on the ${cluster} cluster's nodes`,
     ignoreFocusOut: true,
   });
   return picked?.params;

@@ -198,7 +198,7 @@ function watchSettings(server: CovenServer, sync: SessionSync): vscode.Disposabl
 /** Every `coven.*` setting except `coven.trace.server`, which the client applies live. */
 function affectsServer(e: vscode.ConfigurationChangeEvent): boolean {
   const keys = ['server.command', 'server.tcp', 'server.tokenFile', 'claudePath', 'agent', 'agents', 'codexPath', 'forkMode', 'maxChildren', 'maxParallel', 'maxDepth', 'model', 'permissionMode', 'stateDir'];
-  return [...keys, 'forkIsolation', 'mergeMode', 'worktreeSetup', 'forkLimits'].some((key) => e.affectsConfiguration(`coven.${key}`));
+  return [...keys, 'forkIsolation', 'mergeMode', 'worktreeSetup', 'forkLimits', 'cluster', 'placement'].some((key) => e.affectsConfiguration(`coven.${key}`));
 }
 
 async function askPermission(

@@ -80,6 +80,33 @@ export function forkChoices(parentAgent: string | undefined, offers: readonly Ag
   return choices;
 }
 
+export type Placement = 'local' | 'cluster' | 'auto';
+
+export interface PlacementChoice {
+  label: string;
+  description: string;
+  /** What goes into the request: nothing for the session's own setting (`initializationOptions.placement`). */
+  params: { placement?: Placement };
+}
+
+/**
+ * Where the children may run, when the server places children on a cluster (`cluster`: its name,
+ * from `capabilities.experimental.coven.cluster`); none without one, so nothing is asked.
+ */
+export function placementChoices(cluster: string | undefined): PlacementChoice[] {
+  if (cluster === undefined) return [];
+  return [
+    { label: 'Where the settings say', description: 'coven.placement, else on this machine (default)', params: {} },
+    { label: 'On this machine', description: 'every child runs here, in turns of maxParallel', params: { placement: 'local' } },
+    { label: `On the ${cluster} cluster`, description: `every child runs on a ${cluster} node; the fork fails if the cluster cannot be reached`, params: { placement: 'cluster' } },
+    {
+      label: `Here, then on the ${cluster} cluster`,
+      description: `maxParallel children here, the rest on a ${cluster} node (all here if it cannot be reached)`,
+      params: { placement: 'auto' },
+    },
+  ];
+}
+
 /** The choices with what each would cost: `costs[i]` (a cost line, or undefined when unknown) for `choices[i]`. */
 export function withCosts(choices: ForkChoice[], costs: (string | undefined)[]): ForkChoice[] {
   return choices.map((choice, i) => (costs[i] !== undefined ? { ...choice, detail: costs[i] } : choice));

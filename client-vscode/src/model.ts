@@ -5,7 +5,7 @@
 // Pure on purpose: no `vscode` import, no timers, no I/O. The extension feeds it what the server
 // says and asks it what changed; the tests drive it the same way in plain node.
 
-import type { Changes as ChildChanges, CovenEvent, Delta, ForkLimits, ForkState, PartialBlock, PlanEntry, Sandbox, SessionInfo, SettledStatus, Status, TaskOutcome, Worktree } from './protocol';
+import type { Changes as ChildChanges, ClusterPlacement, CovenEvent, Delta, ForkLimits, ForkState, PartialBlock, PlanEntry, Sandbox, SessionInfo, SettledStatus, Status, TaskOutcome, Worktree } from './protocol';
 
 /** A status of the protocol, or a newer server's that this client shows as it is. */
 export type SessionStatus = Status | (string & {});
@@ -72,6 +72,8 @@ export interface SessionNode extends NodeBase {
   worktree: Worktree | undefined;
   /** A fork child's: how the operating system holds it (fenced by its agent's sandbox, or why not). */
   sandbox: Sandbox | undefined;
+  /** A fork child placed on a cluster: which, and its node once placed (`placed`); undefined for one that runs here. */
+  placement: ClusterPlacement | undefined;
   /** A worktree child's changes, once it has ended: its files and what became of them. */
   changes: ChildChanges | undefined;
   /** A fork child with limits: what it has spent so far (its latest `spend` event). */
@@ -283,6 +285,8 @@ export interface ForkNode extends NodeBase {
   isolation: Isolation | undefined;
   /** In shared mode: why the children are not in worktrees ("not a git repository", …). */
   isolationReason: string | undefined;
+  /** Why children it would have placed on a cluster run on this machine (the cluster cannot be reached, …). */
+  placementReason: string | undefined;
   /** In worktree mode: whether the children's changes are merged at once or wait for review. */
   mergeMode: 'auto' | 'review' | undefined;
   /** In worktree mode: the snapshot commit the children started from. */
@@ -444,6 +448,11 @@ function sandboxOf(v: unknown): Sandbox | undefined {
     reason: typeof s.reason === 'string' ? s.reason : null,
     network: typeof s.network === 'string' && NETWORKS.has(s.network) ? (s.network as Sandbox['network']) : null,
   };
+}
+function placementOf(v: unknown): ClusterPlacement | undefined {
+  if (typeof v !== 'object' || v === null || typeof (v as ClusterPlacement).cluster !== 'string') return undefined;
+  const p = v as Record<string, unknown>;
+  return { cluster: p.cluster as string, node: typeof p.node === 'string' ? p.node : null, nodeId: typeof p.nodeId === 'string' ? p.nodeId : null };
 }
 const count = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0);
 
@@ -643,6 +652,7 @@ export class CovenModel {
       node.isolationReason = str(info.isolationReason) ?? node.isolationReason;
       node.worktree = worktreeOf(info.worktree) ?? node.worktree;
       node.sandbox = sandboxOf(info.sandbox) ?? node.sandbox;
+      node.placement = placementOf(info.placement) ?? node.placement;
       // A listing may be older than a `changes` event that raced it: events win, as for the status.
       if (!rec.changesFromEvents) node.changes = childChanges(info.changes) ?? node.changes;
       if (!rec.statusFromEvents) {
@@ -848,6 +858,7 @@ export class CovenModel {
         isolationReason: undefined,
         worktree: undefined,
         sandbox: undefined,
+        placement: undefined,
         changes: undefined,
         spend: undefined,
         startedAt: undefined,
@@ -1034,6 +1045,13 @@ export class CovenModel {
         this.dropStreams(rec, () => true);
         return this.append(rec, undefined, note(node, e.seq, 'error', firstLine(message), message));
       }
+      case 'placed': {
+        // A child on a cluster has its node: the row says where it runs from now on.
+        const where = str(e.node);
+        if (where === undefined) return;
+        node.placement = { cluster: str(e.cluster) ?? node.placement?.cluster ?? 'cluster', node: where, nodeId: str(e.nodeId) ?? null };
+        return this.touch(node);
+      }
       case 'modeChanged': {
         // An ACP agent's own mode (its id: `plan`, `default`, `read-only`, …).
         const mode = str(e.mode) ?? '?';
@@ -1084,6 +1102,7 @@ export class CovenModel {
         fork.atMessageId = str(e.atMessageId);
         fork.isolation = isolationOf(e.isolation) ?? fork.isolation;
         fork.isolationReason = str(e.isolationReason) ?? fork.isolationReason;
+        fork.placementReason = str(e.placementReason) ?? fork.placementReason;
         fork.mergeMode = e.mergeMode === 'auto' || e.mergeMode === 'review' ? e.mergeMode : fork.mergeMode;
         fork.base = str(e.base) ?? fork.base;
         fork.context = str(e.context) ?? fork.context;
@@ -1103,6 +1122,7 @@ export class CovenModel {
             childRec.node.isolationReason ??= fork.isolationReason;
           }
           childRec.node.sandbox = sandboxOf(child.sandbox) ?? childRec.node.sandbox;
+          childRec.node.placement = placementOf(child.placement) ?? childRec.node.placement;
           this.markKnown(childRec);
         }
         // The fork lists its children in task order; keep that order whatever arrived first.
@@ -1462,7 +1482,7 @@ export class CovenModel {
       fork = {
         kind: 'fork', key: `fork:${forkId}`, parent: undefined, version: 0,
         forkId, sessionId, state: 'running', tasks: [], source: undefined, atMessageId: undefined,
-        reason: undefined, results: undefined, usage: undefined, isolation: undefined, isolationReason: undefined,
+        reason: undefined, results: undefined, usage: undefined, isolation: undefined, isolationReason: undefined, placementReason: undefined,
         mergeMode: undefined, base: undefined, context: undefined, agent: undefined, limits: undefined, diskBytes: undefined, pending: [], children: [], taskNodes: [], placed: false,
         orphaned: false, estimate: undefined,
       };
@@ -1575,7 +1595,7 @@ function forkLimits(value: unknown): ForkLimits | undefined {
 function infoSignature(n: SessionNode): string {
   return JSON.stringify([
     n.title, n.label, n.status, n.costUsd, n.queuedMessages, n.model, n.cwd, n.agentSessionId, n.agent, n.branchedFrom, n.createdAt, n.usage, n.queuePosition, n.backgroundTasks,
-    n.isolation, n.isolationReason, n.worktree, n.sandbox, n.changes, n.contextUsage,
+    n.isolation, n.isolationReason, n.worktree, n.sandbox, n.placement, n.changes, n.contextUsage,
   ]);
 }
 

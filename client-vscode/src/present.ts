@@ -3,7 +3,7 @@
 
 import { changesDescription, conflictLine, fileLine, mergeMeaning, mergeText } from './changes';
 import { apiFailures, statusLabels } from './labels.gen';
-import type { PlanEntry, Sandbox } from './protocol';
+import type { ClusterPlacement, PlanEntry, Sandbox } from './protocol';
 import {
   type ApiRetry,
   type ContextGauge,
@@ -236,6 +236,7 @@ function presentSession(node: SessionNode, now: number): Presentation {
   if (node.retry !== undefined) parts.push(retryText(node.retry));
   if (node.queuedMessages > 0) parts.push(`${node.queuedMessages} queued`);
   if (node.plan !== undefined && node.plan.length > 0) parts.push(planBrief(node.plan));
+  if (node.placement !== undefined) parts.push(placementText(node.placement));
   const limits = child ? childLimits(node, now) : [];
   // While it runs against limits, its spend against each (the cost among them) says more.
   if (limits.length > 0 && !SETTLED.has(node.status)) parts.push(...limits.map((l) => l.short));
@@ -265,6 +266,7 @@ function presentSession(node: SessionNode, now: number): Presentation {
   if (stopped !== undefined) rows.push('', `Stopped: it reached ${LIMIT_TEXT[stopped]} (\`${stopped}\`); its work so far is kept.`);
   if (child) rows.push(...isolationRows(node, merge));
   if (child && node.sandbox !== undefined) rows.push('', escapeMarkdown(sandboxText(node.sandbox)));
+  if (node.placement !== undefined) rows.push(escapeMarkdown(placementLine(node.placement)));
   if (node.lastError && node.status === 'failed') rows.push('', fence(node.lastError));
   return {
     label: child ? (node.label ?? node.title) : node.title,
@@ -404,6 +406,18 @@ function sessionContext(node: SessionNode, child: boolean, merge: MergeState | u
 }
 
 /** How the operating system holds a fork child: "Fenced by claude (network: full)", "Unfenced: …". */
+/** Where a child placed on a cluster runs, in a row's description: `on host-2` (`on ray` until placed). */
+export function placementText(placement: ClusterPlacement): string {
+  return `on ${placement.node ?? placement.cluster}`;
+}
+
+/** The same in a tooltip: which cluster, and the node once it is placed. */
+export function placementLine(placement: ClusterPlacement): string {
+  return placement.node === null
+    ? `Placed on the ${placement.cluster} cluster (waiting for a node)`
+    : `Runs on ${placement.node} (${placement.cluster} cluster)`;
+}
+
 export function sandboxText(sandbox: Sandbox): string {
   if (sandbox.fenced) {
     const by = sandbox.by ? ` by ${sandbox.by}` : '';
@@ -601,6 +615,7 @@ function presentFork(fork: ForkNode): Presentation {
   if (start) rows.push('', start);
   const isolation = isolationText(fork);
   if (isolation) rows.push('', isolation);
+  if (fork.placementReason) rows.push('', `Every child runs on this machine: ${escapeMarkdown(fork.placementReason)}.`);
   if (fork.diskBytes !== undefined) rows.push(`Their worktrees take ${formatBytes(fork.diskBytes)} on disk.`);
   const state = shownForkState(fork);
   if (state === 'interrupted') rows.push('', 'coven-ls stopped while it ran: resume it (the unfinished children run again) or abandon it (the parent gets what finished).');

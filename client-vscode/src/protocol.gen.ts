@@ -45,6 +45,7 @@ export type Event =
   | PlanEvent
   | ToolUpdateEvent
   | AgentRestartedEvent
+  | PlacedEvent
   | ForkProposedEvent
   | ForkRejectedEvent
   | ForkStartedEvent
@@ -86,6 +87,7 @@ export type EventKind =
   | 'plan'
   | 'toolUpdate'
   | 'agentRestarted'
+  | 'placed'
   | 'forkProposed'
   | 'forkRejected'
   | 'forkStarted'
@@ -456,6 +458,10 @@ export interface SessionInfo {
    * a fork child's: how the operating system holds it; else null
    */
   sandbox?: Sandbox | null;
+  /**
+   * a fork child placed on a cluster: which, and the node it runs on; null for every session that runs on this machine
+   */
+  placement?: ClusterPlacement | null;
 }
 /**
  * Tokens, as the CLI counts them (its result's `usage`).
@@ -626,6 +632,23 @@ export interface Sandbox {
    * a fenced child's: what its commands reach
    */
   network?: ('full' | 'loopback' | 'none') | null;
+}
+/**
+ * Where a fork child placed on a cluster runs (a child that runs on this machine has none).
+ */
+export interface ClusterPlacement {
+  /**
+   * the cluster's name, as `initializationOptions.cluster` names it (`ray`)
+   */
+  cluster: string;
+  /**
+   * the node it runs on, for a person (its host name or address); null until the cluster has placed it (a `placed` event says when)
+   */
+  node: string | null;
+  /**
+   * the cluster's own id of that node, when it has one
+   */
+  nodeId?: string | null;
 }
 export interface GetEventsParams {
   /**
@@ -1301,6 +1324,36 @@ export interface AgentRestartedEvent {
   maxRestarts: number;
 }
 /**
+ * A fork child placed on a cluster has a node: its agent runs there from now on. The first event of its agent's, before its `agent` event; a child on this machine never has one.
+ */
+export interface PlacedEvent {
+  /**
+   * the session the event belongs to
+   */
+  sessionId: string;
+  /**
+   * 1 for a session's first event, then up by exactly one per event
+   */
+  seq: number;
+  /**
+   * UTC ISO 8601 with milliseconds, e.g. `2026-11-22T01:36:13.290Z`
+   */
+  time: string;
+  kind: 'placed';
+  /**
+   * the node, for a person (its host name or address)
+   */
+  node: string;
+  /**
+   * the cluster's name (`ray`)
+   */
+  cluster?: string;
+  /**
+   * the cluster's own id of the node, when it has one
+   */
+  nodeId?: string;
+}
+/**
  * The model asked to fork (fork mode `approve`); the session is `awaitingApproval`.
  */
 export interface ForkProposedEvent {
@@ -1482,6 +1535,14 @@ export interface ForkStartedEvent {
    * what each child, and the whole fork, may spend (absent: no limit); each child's `spend` events say how far it is
    */
   limits?: ForkLimits;
+  /**
+   * where the fork asked its children to run, when not `local` (each child's `placement` says where it does)
+   */
+  placement?: 'auto' | 'cluster' | 'local';
+  /**
+   * why children the fork would have placed on the cluster run on this machine instead (with `placement: auto`: the cluster cannot be reached, or none is configured), for the user
+   */
+  placementReason?: string;
 }
 export interface ChildRef {
   /**
@@ -1496,6 +1557,10 @@ export interface ChildRef {
    * how the operating system holds it (see Child sandbox)
    */
   sandbox?: Sandbox | null;
+  /**
+   * a child placed on a cluster: which (its `node` null until a `placed` event names it); absent for one that runs on this machine
+   */
+  placement?: ClusterPlacement | null;
 }
 /**
  * What a fork's children may spend. Each is optional: absent (or null) takes the session's setting (`initializationOptions.forkLimits`), 0 means no limit. A child that reaches a limit is stopped (status `cancelled`): its task is reported with `stopped: "limit"` and the limit's name, its file changes stay on its branch, and the parent goes on with what the others did.
@@ -1972,6 +2037,10 @@ export interface ForkParams {
    * for this fork: `initializationOptions.childSandboxNetwork`'s instead
    */
   childSandboxNetwork?: ('full' | 'loopback' | 'none') | null;
+  /**
+   * for this fork: `initializationOptions.placement`'s instead (`cluster` and `auto` need a cluster configured: `capabilities.experimental.coven.cluster`)
+   */
+  placement?: ('auto' | 'cluster' | 'local') | null;
 }
 export interface ForkResult {
   /**
@@ -2048,6 +2117,10 @@ export interface DecideForkParams {
    * for this fork: `initializationOptions.childSandboxNetwork`'s instead
    */
   childSandboxNetwork?: ('full' | 'loopback' | 'none') | null;
+  /**
+   * for this fork: `initializationOptions.placement`'s instead (`cluster` and `auto` need a cluster configured: `capabilities.experimental.coven.cluster`)
+   */
+  placement?: ('auto' | 'cluster' | 'local') | null;
 }
 export interface EstimateForkParams {
   /**
@@ -2066,6 +2139,10 @@ export interface EstimateForkParams {
    * as on `coven/decideFork`
    */
   agent?: string | null;
+  /**
+   * as on `coven/decideFork` (checked as it would be there; the estimate is the same wherever the children run)
+   */
+  placement?: ('auto' | 'cluster' | 'local') | null;
 }
 export interface EstimateForkResult {
   /**
@@ -2388,6 +2465,14 @@ export interface InitializationOptions {
    */
   forkLimits?: ForkLimits | null;
   /**
+   * a cluster fork children may be placed on (see Cluster placement); absent: every child runs on this machine. Read once per server, from the first client that gives it
+   */
+  cluster?: ClusterOptions | null;
+  /**
+   * where fork children run: `local` (on this machine), `cluster` (on the nodes of `cluster`; a fork fails when it cannot be reached) or `auto` (here up to `maxParallel` of a fork's children, the rest on the cluster; when the cluster cannot be reached, all here, saying why). `cluster` and `auto` need `cluster`, and worktree isolation
+   */
+  placement?: 'auto' | 'cluster' | 'local';
+  /**
    * the server's token, which a `--tcp` server requires (its `--token-file`, `$COVEN_TOKEN`, or the one it generated and printed; see Starting the server); ignored on stdio. Never logged nor sent back
    */
   token?: string | null;
@@ -2410,6 +2495,46 @@ export interface AcpAgentConfig {
    * the agent's session mode to put its sessions in (one of the modes its `session/new` lists); default: the first of `default`, `read-only`, `ask` it lists, else its own: a mode that asks before it runs a command, so that permission questions reach the user
    */
   mode?: string | null;
+}
+/**
+ * Clusters fork children may be placed on (`initializationOptions.cluster`); one is used, and only by forks whose `placement` is `cluster` or `auto`.
+ */
+export interface ClusterOptions {
+  /**
+   * a Ray cluster (see RayClusterOptions)
+   */
+  ray?: RayClusterOptions | null;
+}
+/**
+ * A Ray cluster fork children may be placed on (`initializationOptions.cluster.ray`; needs the `ray` extra, `pip install coven-ls[ray]`, here and on every node). coven-ls never starts a Ray of its own: the cluster is one you run (`ray start --head`, a VM group, KubeRay), and coven-ls connects to it when a fork first places a child there.
+ */
+export interface RayClusterOptions {
+  /**
+   * where the cluster is: a Ray client address (`ray://head:10001`, the head's client server port), a cluster address (`head:6379`, the GCS, for a server that runs on one of the cluster's machines), or `auto` (the cluster a `ray start` on this machine joined, as `ray.init(address="auto")` finds it)
+   */
+  address?: string;
+  /**
+   * names of the environment variables that travel with each child to its node (an API key, say: `["ANTHROPIC_API_KEY"]`), read from the server's environment when the child starts and sent as call arguments, never in a runtime environment a dashboard shows, never logged; no other variable travels
+   */
+  env?: string[];
+  /**
+   * what each child asks of a node, as Ray resources (`{"CPU": 1, "coven": 1}`: a custom resource the nodes meant for children declare keeps them off the others); default `{"CPU": 1}`
+   */
+  resources?: {
+    [k: string]: number;
+  } | null;
+  /**
+   * how many children may run on the cluster at once, across the server: the cluster's own slots, apart from `maxParallel` (which counts only the children that run here); the rest wait, `queued`, in order
+   */
+  maxChildren?: number;
+  /**
+   * how long children on the cluster outlive a server that stopped without closing them (a crash): a server started again within it takes them up again, else they end themselves. A clean stop ends them at once
+   */
+  reattachSeconds?: number;
+  /**
+   * how much each node keeps of what children were sent (the fork's snapshots as git objects, `.worktreeinclude` files by their digest), so that the next child there sends only what is new; past it the least recently used goes first
+   */
+  nodeCacheBytes?: number;
 }
 /**
  * `capabilities.experimental.coven` in `initialize`: what the client does itself. A client that sends this object (even empty) is coven-aware: it renders `coven/event` itself, so it gets no `window/logMessage` lines and no `executeCommandProvider`.
@@ -2440,6 +2565,10 @@ export interface CovenServerCapabilities {
    * the coven/* protocol's version (2 since `agents` became a list of objects), raised on every breaking change: a client written for another version should say so rather than misread what it is sent
    */
   protocolVersion: number;
+  /**
+   * the cluster this server may place fork children on (`ray`): a client offers the `placement` choice only when it is set; null (absent from an older server): none is configured, or this coven-ls cannot use the one configured
+   */
+  cluster?: string | null;
   /**
    * the agents whose binary this server finds for this client (its `claudePath`/`codexPath`, the environment, the bundled wheels, PATH; an ACP agent's command), without running it: which ones a client may offer when it starts a session, and what each can do
    */

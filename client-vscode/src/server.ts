@@ -132,6 +132,13 @@ export function initializationOptions(config: vscode.WorkspaceConfiguration): In
   if (forkIsolation === 'worktree' || forkIsolation === 'shared') options.forkIsolation = forkIsolation;
   const mergeMode = text('mergeMode');
   if (mergeMode === 'auto' || mergeMode === 'review') options.mergeMode = mergeMode;
+  // Machine-scoped, sent as it is (the server says what is wrong with it); `placement` only with it.
+  const cluster = config.get<unknown>('cluster');
+  if (typeof cluster === 'object' && cluster !== null && !Array.isArray(cluster) && Object.keys(cluster).length > 0) {
+    options.cluster = cluster as NonNullable<InitializationOptions['cluster']>;
+    const placement = text('placement');
+    if (placement === 'cluster' || placement === 'auto') options.placement = placement;
+  }
   // Machine-scoped (a repository's .vscode/settings.json cannot name a command to run); `""` means
   // none, so it is passed as it is. An untrusted folder runs no setup at all, the repository's own
   // included.
@@ -194,6 +201,7 @@ export class CovenServer implements vscode.Disposable {
   private _state: ServerState = 'stopped';
   private _problem: string | undefined;
   private _agents: readonly AgentOffer[] = offersOf(undefined);
+  private _cluster: string | undefined = undefined;
   private crashes: number[] = [];
   /** Whether the current client ever reached Running: a server that dies while starting is
    * broken, not crashed, and restarting it would only repeat the failure. */
@@ -267,12 +275,18 @@ export class CovenServer implements vscode.Disposable {
     return this._agents;
   }
 
+  /** The cluster the running server may place fork children on (`capabilities.experimental.coven.cluster`), if any. */
+  get cluster(): string | undefined {
+    return this._cluster;
+  }
+
   /** Says in the log which coven/* protocol the server speaks, and warns when it is not this client's. */
   private checkProtocolVersion(experimental: unknown): void {
     const coven = (experimental as { coven?: Partial<CovenServerCapabilities> } | undefined)?.coven;
     // Either shape (names, or {name, kind, fork, cost} from protocol version 2); a server older
     // than the field offers only Claude for sure.
     this._agents = offersOf(coven);
+    this._cluster = typeof coven?.cluster === 'string' ? coven.cluster : undefined;
     const version = coven?.protocolVersion;
     this.log(`coven-ls speaks protocol version ${version ?? 'unknown'}`);
     if (version !== PROTOCOL_VERSION) {

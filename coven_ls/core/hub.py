@@ -28,13 +28,14 @@ from .. import protocol
 from ..protocol import EventDict, Status, events
 from ..protocol.types import KeptBranch, PermissionOption, Usage
 from . import failpoints, keep
-from .agent import Abilities, AgentSpec, Backend, Conversation, Decision
+from .agent import AgentSpec, Backend, Conversation, Decision
 from .agent.missing import MissingBackend, refuse_if_missing
 from .agent_registry import AgentRegistry
-from .fork.branching import branch_spec, copies_there, written_conversation
+from .fork.branching import branch_settings, branch_spec, copies_there, written_conversation
 from .fork.fork import Fork
 from .fork.limits import tree_usage
 from .fork.manager import ForkManager, fork_point_problem
+from .fork.placement import HERE, ClusterFactory, Placements, Where
 from .fork.restart import results_reached
 from .fork.spend import limits_from_row
 from .fork.tag import fork_prompt
@@ -107,9 +108,15 @@ class Client(Protocol):
 
 
 class Hub:
-    def __init__(self, task_group: TaskGroup, agents: AgentRegistry):
+    def __init__(
+        self,
+        task_group: TaskGroup,
+        agents: AgentRegistry,
+        clusters: ClusterFactory | None = None,
+    ):
         self._tg = task_group
-        # Handed over by the front end: the core never imports coven_ls/agents.
+        # Handed over by the front end: the core never imports coven_ls/agents, nor a cluster's
+        # engine (`clusters` makes the cluster from a client's options; None: no cluster).
         self.agents = agents
         self._backends: dict[tuple[str, str | None], Backend] = {}
         self.sessions: dict[str, Session] = {}
@@ -120,6 +127,8 @@ class Hub:
         self.journal = Journal(task_group, self._deliver, self._send_delta, self._store_trouble)
         # Fork children's turns, server-wide: at most maxParallel run at once.
         self.slots = Slots(protocol.InitializationOptions().maxParallel)
+        # Where fork children run: here (in `slots`), or on the cluster (in its own slots).
+        self.placements = Placements(self.slots, clusters)
         # Fork children whose changes a client is being asked to apply or discard right now.
         self._in_review: set[str] = set()
         self.forks = ForkManager(self, self.journal, self.spawn)
@@ -131,6 +140,9 @@ class Hub:
         self.clients.append(client)
         if "maxParallel" in client.settings.given:
             self.slots.limit = client.settings.options.maxParallel
+        problem = self.placements.configure(client.settings.options.cluster)
+        if problem is not None:
+            client.show_message(problem, warning=True)
 
     def _settings_of(self, settings: ClientSettings) -> ClientSettings:
         """A client that names no option but its token (a terminal attached to an editor's
@@ -380,11 +392,12 @@ class Hub:
         the options of the client that answers for the parent name (its binary)."""
         if agent == parent.config.agent:
             return parent.backend
-        client = self.client_for(parent)
-        options = (
-            client.settings.options if client is not None else protocol.InitializationOptions()
-        )
-        return self.backend(agent, options)
+        return self.backend(agent, self._options_for(parent))
+
+    def _options_for(self, session: Session) -> protocol.InitializationOptions:
+        """The options of the client that answers for `session` (the defaults without one)."""
+        client = self.client_for(session)
+        return client.settings.options if client is not None else protocol.InitializationOptions()
 
     def new_child(
         self,
@@ -393,10 +406,11 @@ class Hub:
         label: str,
         start: AgentSpec,
         agent: protocol.AgentName,
+        where: Where = HERE,
     ) -> Session:
         """A fork child: a session of its own, starting from its parent's conversation (or
-        afresh, see Fork.child_context). It is not launched yet: clients hear of it in the
-        parent's forkStarted first."""
+        afresh, see Fork.child_context), its agent running `where` it was placed. It is not
+        launched yet: clients hear of it in the parent's forkStarted first."""
         config = dataclasses.replace(
             parent.config,
             cwd=start.cwd,
@@ -404,8 +418,8 @@ class Hub:
             agent=agent,
             model=start.model,
         )
-        return self._new_session(
-            self.child_backend(parent, agent),
+        child = self._new_session(
+            where.backend(self.child_backend(parent, agent), agent, self._options_for(parent)),
             config,
             store=self.journal.store_of(parent.id),
             launch=False,
@@ -417,6 +431,8 @@ class Hub:
             depth=parent.depth + 1,
             start=start,
         )
+        child.placement = where.wire()
+        return child
 
     async def branch(
         self, client: Client, parent: Session, at_message_id: str | None, prompt: str | None
@@ -472,10 +488,11 @@ class Hub:
     async def _child_turns(
         self, session_id: str, on_position: Callable[[int | None], None]
     ) -> AsyncIterator[None]:
-        """What a fork child holds while its agent runs: one of the server's slots, and its
-        block of ports (one of its own again for a turn after its fork's work is over)."""
-        async with self.slots.hold(session_id, on_position):
-            child = self.sessions.get(session_id)
+        """What a fork child holds while its agent runs: a slot where it runs (here or on the
+        cluster), and its block of ports (its own again for a turn after its fork's work)."""
+        child = self.sessions.get(session_id)
+        slots = self.placements.slots(None if child is None else child.placement)
+        async with slots.hold(session_id, on_position):
             if child is None:
                 yield
                 return
@@ -594,6 +611,7 @@ class Hub:
                     await backend.aclose()
                 except Exception:
                     log.warning("closing an agent backend failed", exc_info=True)
+            await self.placements.aclose()  # a clean stop ends its children on the cluster
         for store in self.stores.values():
             await anyio.to_thread.run_sync(store.close)
         self.stores.clear()
@@ -674,7 +692,7 @@ class Hub:
                 fork_id=row["fork_id"],
                 label=row["label"],
                 depth=depth,
-                **_branch_settings(config, row, backend.abilities()),
+                **branch_settings(config, row, backend.abilities()),
             )
             session.created_at = row["created_at"]
             session.restore(row)
@@ -747,21 +765,6 @@ class Hub:
         )
         self._deliver(deleted, protocol.event_body(deleted))
         return ids, kept
-
-
-def _branch_settings(config: SessionConfig, row: dict[str, Any], able: Abilities) -> dict[str, Any]:
-    """A stored branch's marker and, if its CLI never started, how it starts (from its
-    parent's conversation, as it would have)."""
-    stored = row.get("branched_from")
-    if not stored:
-        return {}
-    settings: dict[str, Any] = {
-        "branched_from": protocol.BranchedFrom(atMessageId=stored.get("atMessageId"))
-    }
-    if row["agent_session_id"] is None and stored.get("agentSessionId"):
-        at_message_id = stored.get("atMessageId")
-        settings["start"] = branch_spec(config, stored["agentSessionId"], at_message_id, able)
-    return settings
 
 
 async def _purge(subtree: list[Session]) -> None:

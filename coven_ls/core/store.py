@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 # flock is POSIX; on Windows the store works unlocked.
 fcntl: Any = importlib.import_module("fcntl") if os.name == "posix" else None
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 # About what sqlite's own autocheckpoint would let the WAL grow to (1000 pages) before the
 # journal has it copied back into the database.
@@ -212,6 +212,12 @@ DROP TABLE forks;
 ALTER TABLE forks_v13 RENAME TO forks;
 CREATE INDEX forks_by_parent ON forks (parent_id);
 """,
+    # 13 -> 14: where a fork child placed on a cluster runs (JSON, the protocol's
+    # ClusterPlacement: the cluster and its node), so that a restarted server shows it (and, in
+    # time, reattaches to it); NULL for every session that runs on this machine.
+    14: """
+ALTER TABLE sessions ADD COLUMN placement TEXT;
+""",
 }
 
 SESSION_COLUMNS = (
@@ -238,6 +244,7 @@ SESSION_COLUMNS = (
     "agent",
     "branched_from",
     "fork_limits",
+    "placement",
 )
 FORK_COLUMNS = (
     "fork_id",
@@ -729,7 +736,7 @@ def _schema_version(db: sqlite3.Connection) -> int:
     return int(row[0])
 
 
-_SESSION_JSON = ("outcome", "usage", "isolation", "branched_from", "fork_limits")
+_SESSION_JSON = ("outcome", "usage", "isolation", "branched_from", "fork_limits", "placement")
 
 
 def _session_row(s: dict[str, Any]) -> tuple[Any, ...]:

@@ -70,6 +70,11 @@ class CovenServer(LanguageServer):
             for name in self.hub.agents.available(options)
         ]
 
+    def cluster_name(self) -> str | None:
+        """The cluster this server may place fork children on, for the client to offer the
+        `placement` choice (None: none configured or usable)."""
+        return self.hub.placements.cluster_name
+
     def report_server_error(self, error: Exception, source: Any) -> None:
         # Failed requests already carry their error to the client; anything else is logged, not
         # shown: a language server that pops up dialogs for its own bugs is worse than useless.

@@ -86,6 +86,8 @@ class ConnectionServer(Protocol):
 
     def available_agents(self) -> list[protocol.AgentOffer]: ...
 
+    def cluster_name(self) -> str | None: ...
+
 
 class CovenProtocol(LanguageServerProtocol):
     """pygls' protocol, held to one rule: every request gets a response.
@@ -255,6 +257,7 @@ class CovenProtocol(LanguageServerProtocol):
         coven = protocol.CovenServerCapabilities(
             protocolVersion=protocol.PROTOCOL_VERSION,
             agents=self._coven.available_agents(),
+            cluster=self._coven.cluster_name(),
         )
         result.capabilities.experimental = {"coven": protocol.to_json(coven)}
         if self._coven.coven_aware:

@@ -190,6 +190,21 @@ def isolation_note(started: ev.ForkStarted) -> str:
     return ""
 
 
+def placement_note(started: ev.ForkStarted) -> str:
+    """` · 2 on the ray cluster`, or ` · all here: <why>` when the fork's children that would
+    have gone to the cluster run on this machine; nothing for a fork that runs here."""
+    placed = [c.placement for c in started.children if c.placement is not None]
+    if placed:
+        return f" · {len(placed)} on the {placed[0].cluster} cluster"
+    reason = started.placementReason
+    return f" · all here: {reason}" if reason else ""
+
+
+def placed_line(placed: ev.Placed) -> str:
+    """`⇢ on host-2 (ray cluster)`: a child's agent runs on that node from now on."""
+    return f"⇢ on {placed.node}" + (f" ({placed.cluster} cluster)" if placed.cluster else "")
+
+
 def disk_size(size: int) -> str:
     """`812 bytes`, `40 KB`, `1.8 MB`, `2.1 GB` (powers of 1024, as `du -h` counts)."""
     if size < 1024:
@@ -263,7 +278,10 @@ def describe_payload(payload: ev.Payload) -> str | None:
             line = f"⑂ Fork proposed  {plural(len(tasks), 'task')}: {'; '.join(tasks)}"
             return f"{line} · {fork_cost_brief(estimate)}" if estimate else line
         case ev.ForkStarted(children=children):
-            return f"⑂ Fork  {plural(len(children), 'task')}{isolation_note(payload)}"
+            notes = isolation_note(payload) + placement_note(payload)
+            return f"⑂ Fork  {plural(len(children), 'task')}{notes}"
+        case ev.Placed():
+            return placed_line(payload)
         case ev.ForkFinished(results=results, diskBytes=disk):
             ok = sum(1 for r in results if r.ok)
             line = f"⑂ Fork done  {ok} of {len(results)} tasks succeeded"

@@ -28,6 +28,7 @@ __all__ = [
     "MergeState",
     "Origin",
     "PermissionMode",
+    "Placement",
     "SandboxNetwork",
     "SettledStatus",
     "SetupSource",
@@ -95,6 +96,9 @@ Isolation = Literal["worktree", "shared"]
 ForkContext = Literal["inherit", "fresh", "transcript"]
 # How a worktree fork's changes come back: merged at once, or after the user's review.
 MergeMode = Literal["auto", "review"]
+# Where a fork's children run: on this machine (`local`), on the configured cluster's nodes
+# (`cluster`), or here up to `maxParallel` and the rest on the cluster (`auto`).
+Placement = Literal["local", "cluster", "auto"]
 # Whether fork children run fenced by their agent's sandbox; what their commands reach.
 ChildSandbox = Literal["auto", "required", "off"]
 SandboxNetwork = Literal["full", "loopback", "none"]

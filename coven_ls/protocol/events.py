@@ -17,6 +17,7 @@ import msgspec
 from .types import (
     AgentName,
     Changes,
+    ClusterPlacement,
     ConflictFile,
     ContextUsage,
     ForkContext,
@@ -30,6 +31,7 @@ from .types import (
     MergeState,
     Origin,
     PermissionOption,
+    Placement,
     Sandbox,
     SetupSource,
     Status,
@@ -69,6 +71,9 @@ class ChildRef(Wire, omit_defaults=True):
     """its task (also the child's `title`)"""
     sandbox: Sandbox | None = None
     """how the operating system holds it (see Child sandbox)"""
+    placement: ClusterPlacement | None = None
+    """a child placed on a cluster: which (its `node` null until a `placed` event names it);
+    absent for one that runs on this machine"""
 
 
 class TaskOutcome(Wire, omit_defaults=True):
@@ -358,6 +363,18 @@ class AgentRestarted(Payload, tag="agentRestarted"):
     """how many it gets: once they are used up, the next end is an `error` event"""
 
 
+class Placed(Payload, tag="placed"):
+    """A fork child placed on a cluster has a node: its agent runs there from now on. The first
+    event of its agent's, before its `agent` event; a child on this machine never has one."""
+
+    node: str
+    """the node, for a person (its host name or address)"""
+    cluster: str | None = None
+    """the cluster's name (`ray`)"""
+    nodeId: str | None = None
+    """the cluster's own id of the node, when it has one"""
+
+
 class ForkProposed(Payload, tag="forkProposed"):
     """The model asked to fork (fork mode `approve`); the session is `awaitingApproval`."""
 
@@ -416,6 +433,12 @@ class ForkStarted(Payload, tag="forkStarted"):
     limits: ForkLimits | None = None
     """what each child, and the whole fork, may spend (absent: no limit); each child's `spend`
     events say how far it is"""
+    placement: Placement | None = None
+    """where the fork asked its children to run, when not `local` (each child's `placement`
+    says where it does)"""
+    placementReason: str | None = None
+    """why children the fork would have placed on the cluster run on this machine instead (with
+    `placement: auto`: the cluster cannot be reached, or none is configured), for the user"""
 
 
 class ForkFinished(Payload, tag="forkFinished"):
@@ -588,6 +611,7 @@ PAYLOADS: tuple[type[Payload], ...] = (
     Plan,
     ToolUpdate,
     AgentRestarted,
+    Placed,
     ForkProposed,
     ForkRejected,
     ForkStarted,
@@ -634,6 +658,7 @@ class Kind:
     PLAN = kind_of(Plan)
     TOOL_UPDATE = kind_of(ToolUpdate)
     AGENT_RESTARTED = kind_of(AgentRestarted)
+    PLACED = kind_of(Placed)
     FORK_PROPOSED = kind_of(ForkProposed)
     FORK_REJECTED = kind_of(ForkRejected)
     FORK_STARTED = kind_of(ForkStarted)

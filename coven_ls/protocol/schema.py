@@ -19,7 +19,7 @@ from typing import Any, get_args
 
 import msgspec
 
-from . import doctor, events, types
+from . import cluster, doctor, events, types, wire
 from .errors import ErrorCode
 from .methods import DELTA, EVENT, REQUESTS, SERVER_REQUESTS
 
@@ -54,6 +54,8 @@ def member_docs(cls: type) -> dict[str, str]:
     for klass in reversed(cls.__mro__):
         if klass.__module__ in (
             types.__name__,
+            cluster.__name__,
+            wire.__name__,
             doctor.__name__,
             events.__name__,
             ErrorCode.__module__,
@@ -104,7 +106,7 @@ def _describe(defs: dict[str, Any], classes: list[type[msgspec.Struct]]) -> None
 def _wire_classes() -> list[type[msgspec.Struct]]:
     return [
         cls
-        for module in (types, doctor, events)
+        for module in (types, cluster, doctor, events)
         for cls in vars(module).values()
         if isinstance(cls, type)
         and issubclass(cls, msgspec.Struct)

@@ -7,23 +7,20 @@ the generated TypeScript's doc comments): read this file as the reference.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-import msgspec
+# The cluster shapes live in cluster.py, the base and numbers in wire.py, re-exported here.
+from .cluster import ClusterOptions as ClusterOptions
+from .cluster import ClusterPlacement as ClusterPlacement
+from .cluster import RayClusterOptions as RayClusterOptions
 
 # The enumerations live in enums.py; every wire type's module imports them from here.
 from .enums import *  # noqa: F403
 from .errors import invalid_params
-
-PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
-NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
-NonNegativeFloat = Annotated[float, msgspec.Meta(ge=0)]
-
-
-class Wire(msgspec.Struct, forbid_unknown_fields=False):
-    """Base of every wire shape: unknown fields are ignored, so newer clients can talk to older
-    servers."""
-
+from .wire import NonNegativeFloat as NonNegativeFloat
+from .wire import NonNegativeInt as NonNegativeInt
+from .wire import PositiveInt as PositiveInt
+from .wire import Wire as Wire
 
 # The version of the coven/* protocol this server speaks, sent in `initialize`'s result. Raised
 # by one on a breaking change (a field removed or renamed, a meaning changed, a method or event
@@ -142,12 +139,27 @@ class InitializationOptions(Wire, omit_defaults=True):
     """what fork children may spend (see ForkLimits): every fork of the sessions this client
     starts, the model's included, unless `coven/fork` or `coven/decideFork` say otherwise for
     one fork"""
+    cluster: ClusterOptions | None = None
+    """a cluster fork children may be placed on (see Cluster placement); absent: every child runs
+    on this machine. Read once per server, from the first client that gives it"""
+    placement: Placement = "local"
+    """where fork children run: `local` (on this machine), `cluster` (on the nodes of
+    `cluster`; a fork fails when it cannot be reached) or `auto` (here up to `maxParallel` of a
+    fork's children, the rest on the cluster; when the cluster cannot be reached, all here,
+    saying why). `cluster` and `auto` need `cluster`, and worktree isolation"""
     token: str | None = None
     """the server's token, which a `--tcp` server requires (its `--token-file`, `$COVEN_TOKEN`,
     or the one it generated and printed; see Starting the server); ignored on stdio. Never
     logged nor sent back"""
 
     def __post_init__(self) -> None:
+        if self.placement != "local" and self.cluster is None:
+            raise invalid_params(
+                "initializationOptions",
+                f"placement '{self.placement}' needs a cluster to place children on: set "
+                'cluster (e.g. {"ray": {"address": "ray://head:10001"}}) or use \'local\'',
+                "placement",
+            )
         for name, config in (self.agents or {}).items():
             if name in RESERVED_AGENT_NAMES:
                 raise invalid_params(
@@ -206,6 +218,10 @@ class CovenServerCapabilities(Wire):
     """the coven/* protocol's version (2 since `agents` became a list of objects), raised on every
     breaking change: a client written for another version should say so rather than misread what
     it is sent"""
+    cluster: str | None = None
+    """the cluster this server may place fork children on (`ray`): a client offers the
+    `placement` choice only when it is set; null (absent from an older server): none is
+    configured, or this coven-ls cannot use the one configured"""
     agents: list[AgentOffer] | None = None
     """the agents whose binary this server finds for this client (its `claudePath`/`codexPath`,
     the environment, the bundled wheels, PATH; an ACP agent's command), without running it:
@@ -277,6 +293,9 @@ class ForkChoices(Wire, kw_only=True):
     """for this fork: `initializationOptions.childSandbox`'s instead"""
     childSandboxNetwork: SandboxNetwork | None = None
     """for this fork: `initializationOptions.childSandboxNetwork`'s instead"""
+    placement: Placement | None = None
+    """for this fork: `initializationOptions.placement`'s instead (`cluster` and `auto` need a
+    cluster configured: `capabilities.experimental.coven.cluster`)"""
 
     def choices(self) -> ForkChoices:
         """Only the fork's choices (of params that extend them)."""
@@ -327,6 +346,9 @@ class EstimateForkParams(Wire):
     """as on `coven/decideFork`"""
     agent: AgentName | None = None
     """as on `coven/decideFork`"""
+    placement: Placement | None = None
+    """as on `coven/decideFork` (checked as it would be there; the estimate is the same
+    wherever the children run)"""
 
 
 class EstimateForkResult(Wire):
@@ -683,6 +705,9 @@ class SessionInfo(Wire):
     before its first model request"""
     sandbox: Sandbox | None = None
     """a fork child's: how the operating system holds it; else null"""
+    placement: ClusterPlacement | None = None
+    """a fork child placed on a cluster: which, and the node it runs on; null for every session
+    that runs on this machine"""
 
 
 class ListSessionsResult(Wire):

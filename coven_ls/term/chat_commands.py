@@ -11,15 +11,17 @@ from dataclasses import dataclass, field
 # Every command, with what `/help` says of it, in the order `/help` lists them.
 COMMANDS: dict[str, str] = {
     "/fork": '"prompt": a branch with the whole conversation, switch to it, send it the prompt; '
-    "[--fresh|--transcript] [--claude|--codex|--agent NAME] task one; task two: fork those tasks "
-    "(stay here), the children starting afresh or from the conversation written out, or of that "
-    "agent",
+    "[--fresh|--transcript] [--claude|--codex|--agent NAME] [--local|--cluster|--auto] task one; "
+    "task two: fork those tasks (stay here), the children starting afresh or from the "
+    "conversation written out, or of that agent, or running on the server's cluster (--cluster; "
+    "--auto: maxParallel here, the rest there)",
     "/switch": "N|ID|parent|root: go to another session of the tree (N from /tree)",
     "/tree": "the current session's tree, numbered",
     "/sessions": "this workspace's sessions, from the store",
     "/resume": "ID: go to a stored session",
-    "/approve": "[--fresh|--transcript] [--claude|--codex|--agent NAME] [task; …]: approve the "
-    "proposed fork (with these tasks instead, the children starting so, as in /fork)",
+    "/approve": "[--fresh|--transcript] [--claude|--codex|--agent NAME] "
+    "[--local|--cluster|--auto] [task; …]: approve the proposed fork (with these tasks instead, "
+    "the children starting so, as in /fork)",
     "/reject": "[reason]: reject the proposed fork (the model is told why)",
     "/cancel": "[N]: cancel the running turn or fork (of session N from /tree)",
     "/review": "apply or discard the current fork's children's changes",
@@ -47,13 +49,16 @@ class Branch:
 
 @dataclass(frozen=True)
 class Start:
-    """How a fork's children start (coven/fork's `context` and `agent`): None, the defaults."""
+    """How a fork's children start (coven/fork's `context` and `agent`) and where they run
+    (`placement`): None, the defaults."""
 
     context: str | None = None
     agent: str | None = None
+    placement: str | None = None
 
     def params(self) -> dict[str, str]:
-        return {k: v for k, v in (("context", self.context), ("agent", self.agent)) if v}
+        given = (("context", self.context), ("agent", self.agent), ("placement", self.placement))
+        return {k: v for k, v in given if v}
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,7 @@ def tasks_of(text: str) -> list[str]:
 
 _CONTEXTS = {"--inherit": "inherit", "--fresh": "fresh", "--transcript": "transcript"}
 _AGENTS = {"--claude": "claude", "--codex": "codex"}
+_PLACEMENTS = {"--local": "local", "--cluster": "cluster", "--auto": "auto"}
 
 
 def start_of(text: str) -> tuple[Start, str]:
@@ -116,6 +122,7 @@ def start_of(text: str) -> tuple[Start, str]:
     options of a /fork or /approve, and the rest (the tasks)."""
     context: str | None = None
     agent: str | None = None
+    placement: str | None = None
     rest = text
     while rest.startswith("--"):
         word, _, rest = rest.partition(" ")
@@ -134,12 +141,15 @@ def start_of(text: str) -> tuple[Start, str]:
             agent = _AGENTS[word]
         elif named is not None and agent is None:
             agent = named
+        elif word in _PLACEMENTS and placement is None:
+            placement = _PLACEMENTS[word]
         else:
             raise CommandError(
-                f"{word}: not an option here; use one of --fresh, --transcript, --inherit and "
-                "one of --claude, --codex, --agent NAME, before the tasks."
+                f"{word}: not an option here; use one of --fresh, --transcript, --inherit, "
+                "one of --claude, --codex, --agent NAME and one of --local, --cluster, --auto, "
+                "before the tasks."
             )
-    return Start(context, agent), rest
+    return Start(context, agent, placement), rest
 
 
 def parse(line: str) -> Command | None:

@@ -253,6 +253,9 @@ class TreePrinter:
                     # says they share it): only worktree children say how they are held.
                     if child.sandbox is not None and isolation == "worktree":
                         self._held[child.sessionId] = f" · {sandbox_note(child.sandbox)}"
+                    if child.placement is not None:  # its node comes with its `placed` line
+                        where = f" · on the {child.placement.cluster} cluster"
+                        self._held[child.sessionId] = self._held.get(child.sessionId, "") + where
 
     def delta(self, delta: dict[str, Any]) -> None:
         """A `coven/delta`: print the piece where its block's line is."""

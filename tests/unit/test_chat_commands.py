@@ -60,6 +60,8 @@ from coven_ls.term.chat_input import CommandCompleter, history_path
         ("/agent", Agent(None)),
         ("/fork --agent opencode a; b", Fork(["a", "b"], Start(agent="opencode"))),
         ("/approve --fresh --agent=codex-acp", Approve([], Start("fresh", "codex-acp"))),
+        ("/fork --cluster a; b", Fork(["a", "b"], Start(placement="cluster"))),
+        ("/approve --auto --codex", Approve([], Start(agent="codex", placement="auto"))),
         ("/quit", Simple("/quit")),
         ("   ", None),
     ],
@@ -85,6 +87,7 @@ def test_a_line_parses_to_its_command(line: str, command: object) -> None:
         ("/fork --fresh", "Usage: /fork"),
         ("/fork --fast a", "--fast: not an option here"),
         ("/approve --fresh --transcript", "--transcript: not an option here"),
+        ("/fork --cluster --local a", "--local: not an option here"),
     ],
 )
 def test_a_command_typed_wrong_says_how_to_type_it(line: str, says: str) -> None:
@@ -120,3 +123,10 @@ def test_the_history_file_is_its_owners_only(
 def test_commands_complete_at_the_start_of_the_line(typed: str, offered: list[str]) -> None:
     completions = CommandCompleter().get_completions(Document(typed), CompleteEvent())
     assert [c.text for c in completions] == offered
+
+
+def test_a_forks_placement_goes_into_its_params() -> None:
+    """`--cluster` (or `--auto`, `--local`) is coven/fork's `placement`; left out, the server's
+    setting decides."""
+    assert Start("fresh", None, "cluster").params() == {"context": "fresh", "placement": "cluster"}
+    assert Start().params() == {}

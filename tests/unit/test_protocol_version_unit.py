@@ -38,7 +38,10 @@ async def test_initialize_says_the_protocol_version(experimental: Any) -> None:
     """Coven-aware or not, a client is told the version (a plain LSP client may log it)."""
     coven = (await initialize(experimental))["capabilities"]["experimental"]["coven"]
     assert coven["protocolVersion"] == 2  # 2: `agents` lists objects
-    assert set(coven) <= {"protocolVersion", "agents"}
+    assert set(coven) <= {"protocolVersion", "agents", "cluster"}
+    assert (
+        coven.get("cluster") is None
+    )  # no cluster configured: the placement choice is not offered
     assert msgspec.convert(coven, protocol.CovenServerCapabilities).protocolVersion == 2
     # Each agent as an object whose every field is there, null included (not left out).
     for agent in coven.get("agents") or []:

@@ -270,6 +270,42 @@ def test_each_child_s_first_line_says_how_it_is_held() -> None:
     ]
 
 
+def test_a_child_on_a_cluster_says_so_and_names_its_node() -> None:
+    feed = Feed()
+    on_ray = {"cluster": "ray", "node": None, "nodeId": None}
+    children = [
+        {"sessionId": DOCS, "label": "Write the docs"},
+        {"sessionId": BUGS, "label": "Fix the bugs", "placement": on_ray},
+    ]
+    feed.event(
+        "forkStarted",
+        state="running",
+        forkId="f-1",
+        source="user",
+        tasks=[c["label"] for c in children],
+        children=children,
+        isolation="worktree",
+        mergeMode="auto",
+        base="9c",
+        placement="auto",
+    )
+    feed.event("placed", sid=BUGS, node="host-2", cluster="ray", nodeId="5f0c")
+    feed.event("forkStarted", state="running", **{**started((TIDY, "Tidy up")), "forkId": "f-2"})
+    why = "the ray cluster cannot take children (down), so all run on this machine"
+    feed.event(
+        "forkStarted",
+        state="running",
+        **{**started((TIDY, "Tidy up")), "forkId": "f-3", "placementReason": why},
+    )
+    assert feed.lines[1:5] == [
+        "  ⑂ Fork  2 tasks · worktrees, merged when done · 1 on the ray cluster",
+        "    [2/2] ● ⑂ Fix the bugs · on the ray cluster",
+        "      [2/2] ⇢ on host-2 (ray cluster)",
+        "  ⑂ Fork  1 task",
+    ]
+    assert feed.lines[5] == f"  ⑂ Fork  1 task · all here: {why}"
+
+
 def test_a_reviewed_fork_waits_and_a_shared_fork_has_no_summary() -> None:
     feed = Feed()
     feed.event(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from typing import Any
 
 from ... import protocol
 from ..agent import Abilities, AgentSpec, AgentStartError, Copy, New
@@ -79,3 +80,18 @@ def branch_spec(
         start=New(str(uuid.uuid4())),
         append_system_prompt="\n\n".join(i for i in instructions if i),
     )
+
+
+def branch_settings(config: SessionConfig, row: dict[str, Any], able: Abilities) -> dict[str, Any]:
+    """A stored branch's marker and, if its CLI never started, how it starts (from its
+    parent's conversation, as it would have)."""
+    stored = row.get("branched_from")
+    if not stored:
+        return {}
+    settings: dict[str, Any] = {
+        "branched_from": protocol.BranchedFrom(atMessageId=stored.get("atMessageId"))
+    }
+    if row["agent_session_id"] is None and stored.get("agentSessionId"):
+        at_message_id = stored.get("atMessageId")
+        settings["start"] = branch_spec(config, stored["agentSessionId"], at_message_id, able)
+    return settings

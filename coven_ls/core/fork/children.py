@@ -77,6 +77,10 @@ class Children:
             # Before any worktree is made: an agent that cannot be fenced here fails at once.
             self._fence(fork, "worktree", None, support)
         await self.read_conversation(fork)
+        # Where each child runs, before anything is made: a cluster that cannot take them fails
+        # the fork here (`cluster`), or keeps them on this machine (`auto`).
+        placements = self._host.placements
+        plan = await placements.plan(chosen.placement, len(fork.tasks))
         started = time.monotonic()
         trees = await isolation.plan(
             config.cwd,
@@ -85,6 +89,7 @@ class Children:
             config.state_dir,
             fork.id,
         )
+        plan = placements.where_they_work(plan, chosen.placement, trees.mode, trees.reason)
         planned = time.monotonic()
         trees_made: list[Worktree] = []
         if trees.mode == "worktree":
@@ -108,6 +113,7 @@ class Children:
                 trees = isolation.shared(
                     f"the worktrees could not be made: {reason}", trees.merge_mode
                 )
+                plan = placements.where_they_work(plan, chosen.placement, trees.mode, trees.reason)
         fork.trees = trees
         sandbox = self._fence(fork, trees.mode, trees.reason, support)
         log.info(
@@ -121,7 +127,7 @@ class Children:
             tree = trees_made[n] if trees_made else None
             cwd = config.cwd if tree is None else isolation.child_cwd(tree, config.cwd)
             child = self._host.new_child(
-                parent, fork.id, label, self.child_spec(fork, cwd), chosen.agent
+                parent, fork.id, label, self.child_spec(fork, cwd), chosen.agent, plan.places[n]
             )
             child.isolation, child.isolation_reason = trees.mode, trees.reason
             child.sandbox = sandbox
@@ -144,8 +150,12 @@ class Children:
                 context=None if chosen.context == "inherit" else chosen.context,
                 agent=None if chosen.own_agent else chosen.agent,
                 limits=chosen.limits,
+                placement=None if chosen.placement == "local" else chosen.placement,
+                placementReason=plan.reason,
             )
         )
+        if plan.reason is not None:
+            log.warning("fork %s: its children run on this machine: %s", fork.id, plan.reason)
         for child in fork.children:
             self._host.launch(child)
 
@@ -265,5 +275,8 @@ class Children:
 
 def refs(children: list[Session]) -> list[events.ChildRef]:
     return [
-        events.ChildRef(sessionId=c.id, label=c.label or "", sandbox=c.sandbox) for c in children
+        events.ChildRef(
+            sessionId=c.id, label=c.label or "", sandbox=c.sandbox, placement=c.placement
+        )
+        for c in children
     ]

@@ -24,6 +24,7 @@ from ...protocol.types import (
     ForkLimits,
     Isolation,
     MergeMode,
+    Placement,
     SandboxNetwork,
 )
 from ..agent import Abilities
@@ -44,6 +45,7 @@ class ForkSettings:
     own_agent: bool  # the children run the parent's agent
     child_sandbox: ChildSandbox = "auto"  # whether the children run fenced (fork/fence.py)
     child_sandbox_network: SandboxNetwork = "full"
+    placement: Placement = "local"  # where the children run (fork/placement.py)
 
     @property
     def native(self) -> bool:
@@ -75,6 +77,7 @@ def resolve(
         own_agent=own,
         child_sandbox=choices.childSandbox or config.child_sandbox,
         child_sandbox_network=choices.childSandboxNetwork or config.child_sandbox_network,
+        placement=choices.placement or config.placement,
     )
 
 

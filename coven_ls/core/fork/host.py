@@ -12,6 +12,7 @@ from ...protocol.types import AgentName, PermissionOption
 from ..agent import AgentSpec, Backend, Decision
 from ..session import Session
 from .fork import Fork
+from .placement import Placements, Where
 
 
 class ForkHost(Protocol):
@@ -22,13 +23,24 @@ class ForkHost(Protocol):
     @property
     def sessions(self) -> Mapping[str, Session]: ...
 
+    @property
+    def placements(self) -> Placements:
+        """Where fork children may run: here, or on the server's cluster."""
+
     def child_backend(self, parent: Session, agent: AgentName) -> Backend:
         """The backend `parent`'s fork children of `agent` run on."""
 
     def new_child(
-        self, parent: Session, fork_id: str, label: str, start: AgentSpec, agent: AgentName
+        self,
+        parent: Session,
+        fork_id: str,
+        label: str,
+        start: AgentSpec,
+        agent: AgentName,
+        where: Where = ...,
     ) -> Session:
-        """A fork child session of `agent`, created but not launched."""
+        """A fork child session of `agent`, created but not launched, to run `where` it was
+        placed (here by default)."""
 
     def launch(self, session: Session) -> None:
         """Announce a session and start its runner."""

@@ -32,6 +32,7 @@ from .fence import FenceRequired
 from .fork import Fork, active_fork
 from .host import ForkHost, ForkJournal, Spawn
 from .limits import Limits
+from .placement import PlacementRefused
 from .recorded import last_message_id
 from .restart import Restart
 from .review import Review
@@ -164,6 +165,7 @@ class ForkManager:
             except ForkSyntaxError as exc:
                 raise protocol.invalid_params(protocol.ESTIMATE_FORK, str(exc)) from exc
         chosen = resolve(overlay(fork.choices, given), fork.parent.config, able.copies)
+        self.check_placement(protocol.ESTIMATE_FORK, chosen)
         return fork_estimate(fork.parent, tasks or fork.tasks, chosen.context, chosen.agent)
 
     def decide(
@@ -191,9 +193,9 @@ class ForkManager:
                     fork.tasks = check_tasks(tasks, fork.parent.config.max_children)
                 except ForkSyntaxError as exc:
                     raise protocol.invalid_params(protocol.DECIDE_FORK, str(exc)) from exc
-            problem = self.cost_problem(
-                fork.parent, resolve(overlay(fork.choices, given), fork.parent.config)
-            )
+            chosen = resolve(overlay(fork.choices, given), fork.parent.config)
+            self.check_placement(protocol.DECIDE_FORK, chosen)
+            problem = self.cost_problem(fork.parent, chosen)
             if problem is not None:
                 raise protocol.invalid_params(protocol.DECIDE_FORK, problem, "limits")
             fork.decision = "approved"
@@ -236,6 +238,11 @@ class ForkManager:
         except protocol.CovenError:
             return None  # no such agent: starting the children says so
         return cost_limit_problem(limits, settings.agent, backend.abilities().reports_cost)
+
+    def check_placement(self, method: str, settings: ForkSettings) -> None:
+        """InvalidParams (`data.field: placement`) for children that cannot be placed as the
+        fork asks: no cluster configured, or one asked of children that share a folder."""
+        self._host.placements.check(method, settings.placement, settings.isolation)
 
     def check_copyable(self, session: Session, verb: str, refused: str) -> str:
         """The session's agent conversation id, or InvalidState unless that conversation can be
@@ -306,7 +313,9 @@ class ForkManager:
             )
         if problem is not None:
             raise protocol.invalid_params(protocol.FORK, problem, "atMessageId")
-        problem = self.cost_problem(session, resolve(choices, session.config))
+        chosen = resolve(choices, session.config)
+        self.check_placement(protocol.FORK, chosen)
+        problem = self.cost_problem(session, chosen)
         if problem is not None:
             raise protocol.invalid_params(protocol.FORK, problem, "limits")
         fork = self._new_fork(
@@ -352,10 +361,11 @@ class ForkManager:
             await failpoints.reached("approved")
             await self.children.prepare(fork)
         except Exception as exc:
-            # A bug or a broken state folder (or children that cannot be fenced as required):
+            # A bug or a broken state folder (or children that cannot be fenced as required, or
+            # placed on a cluster that cannot take them):
             # the parent must not wait for children that will never exist, so the fork ends as
             # refused, and the model and the user are told why.
-            if isinstance(exc, FenceRequired):
+            if isinstance(exc, (FenceRequired, PlacementRefused)):
                 log.warning("fork %s could not start: %s", fork.id, exc)
             else:
                 log.exception("fork %s could not start", fork.id)

@@ -130,6 +130,9 @@ class Restart:
         fork.parent.emit(events.ForkResumed(forkId=fork.id, state=fork.state, children=refs(again)))
         for child in again:
             child.changes = None  # collected again when it ends
+            # It runs again on the backend the restart gave it, this machine's (a child on a
+            # cluster is reattached there only by a server that does so, not yet this one).
+            child.placement = None
             child.restart_as_fork(self._children.child_spec(fork, child.config.cwd))
         self._journal.fork_changed(fork)
         self._spawn(self._resume_run(fork, again), name=f"fork {fork.id}")

@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 
 from ... import protocol
 from ...protocol import ForkMode, InitializationOptions, PermissionMode
-from ...protocol.types import ChildSandbox, ForkLimits, Isolation, MergeMode, SandboxNetwork
+from ...protocol.types import (
+    ChildSandbox,
+    ForkLimits,
+    Isolation,
+    MergeMode,
+    Placement,
+    SandboxNetwork,
+)
 from ..fork.spend import merge_limits
 
 _DEFAULTS = InitializationOptions()  # the options' defaults, for sessions built without options
@@ -30,6 +37,7 @@ class SessionConfig:
     merge_mode: MergeMode = _DEFAULTS.mergeMode
     child_sandbox: ChildSandbox = _DEFAULTS.childSandbox
     child_sandbox_network: SandboxNetwork = _DEFAULTS.childSandboxNetwork
+    placement: Placement = _DEFAULTS.placement  # where its forks' children run
     state_dir: str | None = None  # where forks' worktrees go (None: the default state folder)
     worktree_pool: int = _DEFAULTS.worktreePool  # spare worktrees per repository that forked
     child_idle_timeout: float = _DEFAULTS.childIdleTimeoutSeconds  # for its fork children; 0: off
@@ -68,6 +76,7 @@ class SessionConfig:
             merge_mode=options.mergeMode,
             child_sandbox=options.childSandbox,
             child_sandbox_network=options.childSandboxNetwork,
+            placement=options.placement,
             state_dir=options.stateDir,
             worktree_pool=options.worktreePool,
             child_idle_timeout=options.childIdleTimeoutSeconds,

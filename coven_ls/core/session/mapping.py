@@ -72,6 +72,8 @@ def to_payloads(event: agent.AgentEvent) -> list[events.Payload]:
             return [tool_update(event)] if _changes(event) else []
         case agent.ModeChanged():
             return [events.ModeChanged(mode=event.mode)]
+        case agent.Placed():
+            return [events.Placed(node=event.node, nodeId=event.node_id)]
         case agent.Restarted():
             return [
                 events.AgentRestarted(

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import msgspec
 
 from ...protocol import events
-from ...protocol.types import StreamKind
+from ...protocol.types import ClusterPlacement, StreamKind
 from ..agent import events as agent_events
 from ..agent.events import AgentEvent
 from ..fork.spend import claude_cost
@@ -97,6 +97,11 @@ class AgentEventPublisher:
                     payload = msgspec.structs.replace(
                         payload, cancelled=True, isError=False, text=""
                     )
+            elif isinstance(payload, events.Placed):
+                placed = self._placed(payload)
+                if placed is None:
+                    continue  # each of its agent processes says so; clients need it once per node
+                payload = placed
             elif isinstance(payload, events.Task):
                 tracked = session.background.track(payload)
                 if tracked is None:
@@ -127,6 +132,19 @@ class AgentEventPublisher:
         if published is not None:
             session.emit(published)
         session.background.report_due = False  # the process is gone: no turn will report it
+
+    def _placed(self, placed: events.Placed) -> events.Placed | None:
+        """The child's node, kept (SessionInfo.placement, stored with its row) and said with its
+        cluster's name; None when it is where it was."""
+        session = self._session
+        cluster = session.placement.cluster if session.placement is not None else None
+        where = ClusterPlacement(
+            cluster=cluster or "cluster", node=placed.node, nodeId=placed.nodeId
+        )
+        if where == session.placement:
+            return None
+        session.placement = where
+        return msgspec.structs.replace(placed, cluster=cluster)
 
     def _count_call(self, call: agent_events.ModelCall | None) -> None:
         """A model call's tokens (and cost, when known), as soon as the agent reports them: a

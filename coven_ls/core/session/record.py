@@ -9,7 +9,15 @@ from typing import Any
 import msgspec
 
 from ... import protocol
-from ...protocol.types import LIMIT_NAMES, Changes, ContextUsage, Sandbox, Usage, Worktree
+from ...protocol.types import (
+    LIMIT_NAMES,
+    Changes,
+    ClusterPlacement,
+    ContextUsage,
+    Sandbox,
+    Usage,
+    Worktree,
+)
 from ..agent import Copy
 from ..fork.spend import limits_row
 from .state import Outcome, SessionState
@@ -59,6 +67,7 @@ def record(session: SessionState) -> dict[str, Any]:
         },
         "branched_from": None if session.branched_from is None else _branch_row(session),
         "fork_limits": limits_row(session.config.fork_limits),
+        "placement": None if session.placement is None else msgspec.to_builtins(session.placement),
     }
 
 
@@ -108,5 +117,7 @@ def restore(session: SessionState, row: dict[str, Any]) -> None:
         session.changes_since = isolation.get("since")
         if isolation.get("sandbox"):
             session.sandbox = msgspec.convert(isolation["sandbox"], Sandbox)
+    if row.get("placement"):
+        session.placement = msgspec.convert(row["placement"], ClusterPlacement)
     if session.status in protocol.BUSY_STATUSES:
         session.set_status("interrupted")

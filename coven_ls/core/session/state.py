@@ -19,6 +19,7 @@ from ...protocol import EventDict, SessionInfo, Status, events
 from ...protocol.types import (
     BranchedFrom,
     Changes,
+    ClusterPlacement,
     ContextUsage,
     Isolation,
     LimitName,
@@ -116,6 +117,8 @@ class SessionState:
         self.worktree: Worktree | None = None
         # A fork child's: how the operating system holds it (core/fork/fence.py).
         self.sandbox: Sandbox | None = None
+        # A fork child's on a cluster: which, and its node once placed (fork/placement.py).
+        self.placement: ClusterPlacement | None = None
         self.changes: Changes | None = None
         # The commit its `changes` count from: None for the fork's snapshot (`worktree.base`);
         # after its changes were applied or discarded and it worked on (a follow-up), that
@@ -165,6 +168,7 @@ class SessionState:
             isolationReason=self.isolation_reason,
             worktree=self.worktree,
             sandbox=self.sandbox,
+            placement=self.placement,
             changes=self.changes,
             branchedFrom=self.branched_from,
         )

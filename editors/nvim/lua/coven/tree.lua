@@ -301,6 +301,8 @@ function M.describe(ev)
     return plan_line(ev.entries)
   elseif kind == 'toolUpdate' then
     return tool_update_line(ev)
+  elseif kind == 'placed' then
+    return '⇢ on ' .. tostring(ev.node) .. (present(ev.cluster) and (' (' .. ev.cluster .. ' cluster)') or '')
   elseif kind == 'agentRestarted' then
     return string.format('↻ agent started again (%s of %s): %s', tostring(ev.restart), tostring(ev.maxRestarts), one_line(ev.reason, 160))
   elseif kind == 'forkProposed' then
@@ -313,6 +315,18 @@ function M.describe(ev)
       line = line .. ' · worktrees, ' .. (ev.mergeMode == 'review' and 'changes reviewed' or 'merged when done')
     elseif ev.isolation == 'shared' then
       line = line .. ' · shared folder' .. (present(ev.isolationReason) and (': ' .. ev.isolationReason) or '')
+    end
+    -- Where its children run, when some are on a cluster (or would have been: why not).
+    local placed, cluster = 0, nil
+    for _, c in ipairs(ev.children) do
+      if type(c.placement) == 'table' then
+        placed, cluster = placed + 1, c.placement.cluster
+      end
+    end
+    if placed > 0 then
+      line = line .. ' · ' .. placed .. ' on the ' .. tostring(cluster) .. ' cluster'
+    elseif present(ev.placementReason) then
+      line = line .. ' · all here: ' .. ev.placementReason
     end
     return line
   elseif kind == 'forkReviewing' then
@@ -529,6 +543,10 @@ function M.apply(tree, ev)
     s.queue_position = tonumber(ev.position)
     return
   end
+  if kind == 'placed' then
+    -- In the child's header from now on (and a line of its own, below).
+    s.placement = tostring(ev.node)
+  end
   if kind == 'changes' then
     -- In the child's header, updated as its changes are merged or decided.
     s.changes, s.worktree = ev.changes, ev.worktree
@@ -569,6 +587,10 @@ function M.apply(tree, ev)
       -- fenced (their fork's line says they share it), so only worktree children say so.
       if type(c.sandbox) == 'table' and ev.isolation == 'worktree' then
         child.sandbox = c.sandbox
+      end
+      -- A child placed on a cluster: which, until its `placed` event names the node.
+      if type(c.placement) == 'table' then
+        child.placement = c.placement.cluster .. ' cluster'
       end
     end
     local item = add(s.items, { text = M.describe(ev), children = children, fork = ev.forkId })
@@ -689,6 +711,9 @@ function M.render(tree)
     end
     if s.sandbox then
       header = header .. '  · ' .. M.sandbox_note(s.sandbox)
+    end
+    if s.placement then
+      header = header .. '  · on ' .. s.placement
     end
     if s.usage then
       header = header .. '  · ' .. compact(s.usage.input) .. ' in · ' .. compact(s.usage.output) .. ' out'
