@@ -75,6 +75,16 @@ def repo_files(repo: Path) -> dict[str, str]:
     return out
 
 
+def entries(repo: Path) -> dict[str, list[str]]:
+    """What the checkout's top folder and its git folder's (and their info folders) list: the
+    sandbox's empty mount points would show here (coven-ls's own worktrees aside)."""
+    out = {}
+    for folder in (".", ".git", ".git/info", ".git/objects/info"):
+        names = set(os.listdir(repo / folder)) - {"worktrees", "mine.txt"}
+        out[folder] = sorted(names)
+    return out
+
+
 def results(coven: Coven, child: str) -> dict[str, Any]:
     """The child's tool results by tool name order: Bash (the escapes), Bash (unsandboxed),
     Write, Edit."""
@@ -91,7 +101,7 @@ async def test_a_fenced_child_cannot_write_the_users_checkout_but_commits_its_ow
     git(repo, "branch", "other")
     git(repo, "tag", "v1")
     git(repo, "repack", "-q", "-d")
-    before, files_before = git_state(repo), repo_files(repo)
+    before, files_before, listed = git_state(repo), repo_files(repo), entries(repo)
     assert ".git/refs/heads/other" in files_before and ".git/refs/tags/v1" in files_before
     assert any(name.endswith(".pack") for name in files_before)
     # As root (CI) the CLI refuses bypassPermissions unless told it runs in a sandbox.
@@ -132,6 +142,9 @@ async def test_a_fenced_child_cannot_write_the_users_checkout_but_commits_its_ow
     after = repo_files(repo)
     assert {k: v for k, v in after.items() if k != "mine.txt"} == files_before
     assert not list(repo.glob("escaped*")) and not (repo / "stray.txt").exists()
+    # The empty stubs the sandbox made there (`remotes/`, `glab-cli/`, `.claude/.cc-writes/`,
+    # ...) went when the child ended.
+    assert entries(repo) == listed
 
     # Each attempt was refused where the child saw it.
     seen = results(coven, child)

@@ -18,6 +18,7 @@ import pytest
 from coven_ls.agents.claude import fence as claude_fence
 from coven_ls.core.agent import AgentSpec, Fence
 from coven_ls.core.fork.fence import FenceRequired, SandboxSupport, decide
+from coven_ls.core.workspace import sandbox_stubs
 from coven_ls.core.workspace.commits import commit_all
 from coven_ls.core.workspace.protected import git_fence, protected_git_files
 from coven_ls.protocol.types import Sandbox
@@ -326,3 +327,31 @@ def test_the_temporary_folders_a_killed_server_left_are_removed(
         assert not dead.exists()
     finally:
         shutil.rmtree(short)
+
+
+def test_the_empty_stubs_a_sandbox_left_go_when_the_last_fenced_fork_ends(tmp_path: Path) -> None:
+    """Claude Code's sandbox leaves empty mount points in the shared git folder and the checkout;
+    those that were not there before the fork and are still empty go when the repository's last
+    fenced fork ends: the git folder lists the same entries after as before."""
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    git_dir = repo / ".git"
+    (git_dir / "config.worktree").write_text("")  # the user's own, though empty: stays
+    listing = {p: sorted(os.listdir(p)) for p in (git_dir, git_dir / "info", repo)}
+    top = str(repo)
+    sandbox_stubs.watch(top)
+    sandbox_stubs.watch(top)  # a second fork of the same repository, at once
+    for folder in ("NOTES_MERGE_WORKTREE", "glab-cli", "info/.claude-sandbox-noreplace"):
+        (git_dir / folder).mkdir()
+    (git_dir / "objects/info/commit-graphs/.claude-sandbox-noreplace").mkdir(parents=True)
+    (git_dir / "objects/info/alternates").write_text("")
+    (repo / ".claude/.cc-writes").mkdir(parents=True)
+    (git_dir / "remotes").mkdir()
+    (git_dir / "remotes/origin").write_text("URL: x\n")  # not empty: not a stub
+    assert sandbox_stubs.release(top) == []  # the other fork runs on
+    removed = sandbox_stubs.release(top)
+    assert len(removed) == 8
+    assert (git_dir / "remotes/origin").exists() and (git_dir / "config.worktree").exists()
+    shutil.rmtree(git_dir / "remotes")
+    assert {p: sorted(os.listdir(p)) for p in listing} == listing
+    assert not (git_dir / "objects/info/alternates").exists()
+    assert sandbox_stubs.release(top) == []  # no fork of it runs
