@@ -48,6 +48,9 @@ echo evil > "$p/.git/refs/tags/v1" || echo REFUSED12
 echo evil > "$p/.git/packed-refs" || echo REFUSED13
 echo evil >> "$p/.git/logs/refs/heads/main" || echo REFUSED14
 rm "$p"/.git/objects/pack/*.pack || echo REFUSED15
+s=$(git for-each-ref --format='%(refname)' refs/heads/coven/ | grep -v "^$(git symbolic-ref HEAD)$")
+test -n "$s" && git update-ref -d "$s" || echo REFUSED16
+test -n "$s" && rm "$p/.git/$s" || echo REFUSED17
 echo mine > mine.txt && git add mine.txt && git -c user.name=c -c user.email=c@d commit -q -m mine && echo OWNCOMMIT
 echo t > "$TMPDIR/t" && echo TMPOK:$TMPDIR
 """  # noqa: E501
@@ -123,13 +126,14 @@ async def test_a_fenced_child_cannot_write_the_users_checkout_but_commits_its_ow
         ),
         times=1,
     )
+    model.on(assigned("Sibling"), "Nothing to do.")
     model.on("<fork-results>", "Merged.")
 
-    sid, _ = await fork_in(coven, repo, ["Escape"])
+    sid, _ = await fork_in(coven, repo, ["Escape", "Sibling"])
     message = await results_text(coven, sid)
 
     [started] = coven.of(sid, "forkStarted")
-    [ref] = started["children"]
+    ref, sibling = started["children"]
     fenced = {"fenced": True, "by": "claude", "reason": None, "network": "full"}
     assert ref["sandbox"] == fenced
     child = ref["sessionId"]
@@ -150,9 +154,10 @@ async def test_a_fenced_child_cannot_write_the_users_checkout_but_commits_its_ow
     seen = results(coven, child)
     escapes = str(seen["toolu_escapes"]["content"])
     said = escapes.splitlines()
-    for n in range(1, 16):
+    for n in range(1, 18):
         assert f"REFUSED{n}" in said, (n, escapes)
     assert "Read-only file system" in escapes
+    assert "Device or resource busy" in escapes  # the sibling's ref, mounted over itself
     assert "OWNCOMMIT" in escapes
     assert "/coven-" in escapes.split("TMPOK:")[1]  # its own temporary folder
     assert seen["toolu_unsandboxed"]["isError"] is True
@@ -163,6 +168,10 @@ async def test_a_fenced_child_cannot_write_the_users_checkout_but_commits_its_ow
     # Its own commit came back.
     assert (repo / "mine.txt").read_text() == "mine\n"
     assert '<task label="Escape" merge="applied" files="mine.txt (+1 -0)">' in message
+    # Its sibling's branch, which it could not move nor remove, brought the sibling's answer.
+    assert '<task label="Sibling"' in message and "Nothing to do." in message
+    infos = {s["sessionId"]: s for s in (await coven.request("coven/listSessions", {}))["sessions"]}
+    assert infos[sibling["sessionId"]]["status"] != "failed"
     assert "evil" not in git(repo, "config", "--list", "--local")
 
 
