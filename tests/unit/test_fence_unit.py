@@ -18,8 +18,9 @@ import pytest
 from coven_ls.agents.claude import fence as claude_fence
 from coven_ls.core.agent import AgentSpec, Fence
 from coven_ls.core.fork.fence import FenceRequired, SandboxSupport, decide
+from coven_ls.core.workspace import sandbox_stubs
 from coven_ls.core.workspace.commits import commit_all
-from coven_ls.core.workspace.protected import protected_git_files
+from coven_ls.core.workspace.protected import git_fence, protected_git_files
 from coven_ls.protocol.types import Sandbox
 from coven_ls.testing.scripted_model import ScriptedModel
 
@@ -75,6 +76,28 @@ def test_the_parents_head_index_config_and_branch_are_protected(tmp_path: Path) 
     linked = protected_git_files(str(tmp_path / "wt"))
     assert linked[:2] == [str(real / "worktrees/wt/HEAD"), str(real / "worktrees/wt/index")]
     assert linked[-1] == str(real / "refs/heads/side")
+
+
+def test_a_childs_commands_write_of_the_shared_git_folder_only_objects_and_its_own_branch(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    real = Path(os.path.realpath(repo / ".git"))
+    git(repo, "worktree", "add", "-q", "-b", "coven/f1/1-a", str(tmp_path / "a"))
+    fence = git_fence(str(tmp_path / "a"))
+    assert fence.common == str(real)
+    assert fence.writable == tuple(
+        str(real / p) for p in ("objects", "refs/heads/coven/f1", "logs/refs/heads/coven/f1")
+    )
+    assert fence.readonly == (str(real / "objects/pack"), str(real / "objects/info"))
+    assert fence.own == (
+        str(real / "refs/heads/coven/f1/1-a"),
+        str(real / "logs/refs/heads/coven/f1/1-a"),
+    )
+    # On a detached HEAD its commits move only its worktree's own HEAD.
+    git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "b"))
+    detached = git_fence(str(tmp_path / "b"))
+    assert detached.writable == (str(real / "objects"),) and detached.own == ()
 
 
 def test_a_fenced_claude_child_gets_its_settings_its_hook_and_not_a_widening_settings_file(
@@ -227,6 +250,70 @@ def test_a_sibling_s_vanished_lock_file_is_bound_only_if_there(tmp_path: Path) -
     assert given["file"] == [*expected, ""]
 
 
+def test_the_shared_git_folder_is_mounted_read_only_but_for_the_childs_own_objects_and_branch(
+    tmp_path: Path,
+) -> None:
+    """The CLI binds the git folder a worktree child shares with its parent writable; with the
+    child's GitFence in COVEN_FENCE_GIT the wrapper makes it read-only, binds the object store and
+    the child's ref and reflog folders writable again (a sibling's ref in them read-only, the
+    packs too), and drops the CLI's read-only mounts there that would make a stub in the real
+    folder (a missing target, `/dev/null` over a lock); the others go as they were."""
+    fake = tmp_path / "real-bwrap"
+    fake.write_text(_FAKE_BWRAP.format(python=sys.executable))
+    fake.chmod(0o700)
+    wrapper = tmp_path / "bwrap"
+    wrapper.write_text(claude_fence._BWRAP_WRAPPER.format(python=sys.executable, bwrap=str(fake)))
+    wrapper.chmod(0o700)
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    git(repo, "worktree", "add", "-q", "-b", "coven/f1/1-a", str(tmp_path / "a"))
+    git(repo, "worktree", "add", "-q", "-b", "coven/f1/2-b", str(tmp_path / "b"))
+    fence = git_fence(str(tmp_path / "a"))
+    g = fence.common
+    refs, logs = f"{g}/refs/heads/coven/f1", f"{g}/logs/refs/heads/coven/f1"
+    Path(f"{refs}/1-a.lock").write_text("")  # its own lock: writable like its ref
+    env = {**os.environ, **claude_fence.environment(Fence(git=fence))}
+    mounts = [
+        *("--ro-bind", "/dev/null", f"{g}/config.lock"),  # before the git folder's: as it was
+        *("--bind", g, g),
+        *("--ro-bind", f"{g}/hooks", f"{g}/hooks"),  # there: kept
+        *("--ro-bind", "/dev/null", f"{g}/config.lock"),  # a stub over a lock: dropped
+        *("--ro-bind", f"{g}/remotes", f"{g}/remotes"),  # missing: dropped
+        *("--ro-bind", "/dev/null", f"{g}/objects/info/alternates"),  # missing, read-only: dropped
+        *("--ro-bind", "/dev/null", f"{g}/objects/ab"),  # in the writable objects: kept
+        *("--bind", f"{g}/worktrees/a", f"{g}/worktrees/a"),  # the CLI's own: kept
+        *("--setenv", "X", "--ro-bind"),
+    ]
+    expected = [
+        *mounts[:3],
+        *("--ro-bind", g, g),
+        *("--bind-try", f"{g}/objects", f"{g}/objects"),
+        *("--bind-try", refs, refs),
+        *("--bind-try", logs, logs),
+        *("--ro-bind-try", f"{g}/objects/pack", f"{g}/objects/pack"),
+        *("--ro-bind-try", f"{g}/objects/info", f"{g}/objects/info"),
+        *("--ro-bind-try", f"{refs}/2-b", f"{refs}/2-b"),
+        *("--ro-bind-try", f"{logs}/2-b", f"{logs}/2-b"),
+        *mounts[6:9],
+        *mounts[18:],
+    ]
+    command = ["--", "/bin/sh", "-c", "true"]
+    done = subprocess.run(
+        [str(wrapper), *mounts, *command],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+        env=env,
+    )
+    assert json.loads(done.stdout)["argv"] == [*expected, *command]
+    # Without the variable (an unfenced child, another CLI) the mount stays as the CLI made it.
+    env.pop(claude_fence.FENCE_GIT_VARIABLE)
+    done = subprocess.run(
+        [str(wrapper), *mounts, *command], capture_output=True, text=True, timeout=30, env=env
+    )
+    assert json.loads(done.stdout)["argv"] == [*mounts, *command]
+
+
 def test_the_temporary_folders_a_killed_server_left_are_removed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -240,3 +327,31 @@ def test_the_temporary_folders_a_killed_server_left_are_removed(
         assert not dead.exists()
     finally:
         shutil.rmtree(short)
+
+
+def test_the_empty_stubs_a_sandbox_left_go_when_the_last_fenced_fork_ends(tmp_path: Path) -> None:
+    """Claude Code's sandbox leaves empty mount points in the shared git folder and the checkout;
+    those that were not there before the fork and are still empty go when the repository's last
+    fenced fork ends: the git folder lists the same entries after as before."""
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    git_dir = repo / ".git"
+    (git_dir / "config.worktree").write_text("")  # the user's own, though empty: stays
+    listing = {p: sorted(os.listdir(p)) for p in (git_dir, git_dir / "info", repo)}
+    top = str(repo)
+    sandbox_stubs.watch(top)
+    sandbox_stubs.watch(top)  # a second fork of the same repository, at once
+    for folder in ("NOTES_MERGE_WORKTREE", "glab-cli", "info/.claude-sandbox-noreplace"):
+        (git_dir / folder).mkdir()
+    (git_dir / "objects/info/commit-graphs/.claude-sandbox-noreplace").mkdir(parents=True)
+    (git_dir / "objects/info/alternates").write_text("")
+    (repo / ".claude/.cc-writes").mkdir(parents=True)
+    (git_dir / "remotes").mkdir()
+    (git_dir / "remotes/origin").write_text("URL: x\n")  # not empty: not a stub
+    assert sandbox_stubs.release(top) == []  # the other fork runs on
+    removed = sandbox_stubs.release(top)
+    assert len(removed) == 8
+    assert (git_dir / "remotes/origin").exists() and (git_dir / "config.worktree").exists()
+    shutil.rmtree(git_dir / "remotes")
+    assert {p: sorted(os.listdir(p)) for p in listing} == listing
+    assert not (git_dir / "objects/info/alternates").exists()
+    assert sandbox_stubs.release(top) == []  # no fork of it runs

@@ -267,6 +267,7 @@ class ClaudeBackend:
             temp = await anyio.to_thread.run_sync(fence.make_temp)
             fenced = fence.options(spec, spec.fence, temp)
             env.update(dict.fromkeys(TEMP_VARIABLES, temp))
+            env.update(fence.environment(spec.fence))
             wrapper = await anyio.to_thread.run_sync(fence.command_wrappers)
             if wrapper is not None:
                 path = env.get("PATH") or os.environ.get("PATH", "")

@@ -9,6 +9,9 @@ Code 2.1.332 against the scripted Messages API (issue #31):
   parent, so that its commits work) and `allowWrite` (the child's own TMPDIR). In the shared git
   folder, `denyWrite` holds the parent's HEAD, index, config and branch (and their `.lock`
   names): existing files or lock names only, as a missing path becomes an unreadable stub.
+  Narrower still, the `bwrap` first on the CLI's PATH mounts that git folder read-only but for
+  the loose objects and the child's own branch ref and reflog (`COVEN_FENCE_GIT`, below): the
+  parent's other branches, tags, reflogs and packs too stay as they are.
 - The sandbox covers Bash only: the file tools (Write, Edit, ...) are held by a PreToolUse hook,
   which the CLI runs in every permission mode. A `permissions.deny` rule `Edit(//REPO/**)`
   would hold them too, but it also becomes a sandbox `denyWrite` of the shared git folder, which
@@ -155,11 +158,66 @@ os.execv({socat!r}, [{socat!r}, *__import__("sys").argv[1:]])
 # that is gone has nothing in it to protect, and a new one cannot be renamed over the file it
 # locks (that file is a mount point). Mounts the CLI passes in a file (`--args FD`, when there
 # are too many for its command line) too.
+#
+# For a worktree child the CLI binds the whole git folder it shares with the parent writable
+# (`--bind G G`), so that its commits work: the parent's other branches, tags, reflogs,
+# packed-refs, MERGE_HEAD... too. With `COVEN_FENCE_GIT` set (a GitFence as JSON), that mount
+# becomes a read-only one with only the object store and the folders of the child's own ref and
+# reflog bound writable again, every other entry of those folders (a sibling's branch) read-only
+# over itself: git cannot rename its lock over a mount point, nor remove one. In the object
+# store the packs (most of the history) and `info` stay read-only: a commit writes loose objects.
+# The CLI's later read-only mounts in the read-only part whose target is missing go (bubblewrap
+# would make a stub there, in the real folder: the `config.lock` that failed the user's own `git
+# config` while a command ran), and so do those of `/dev/null` over a lock file there (gone by
+# the time bubblewrap mounts it, it could not make the stub: the command would fail).
 _BWRAP_WRAPPER = """#!{python} -IS
 # Written by coven-ls (agents/claude/fence.py): a `--ro-bind L L` of a `*.lock` file (which
-# another command's sandbox may remove meanwhile) becomes `--ro-bind-try L L`; then the real
-# bubblewrap runs.
-import os, sys
+# another command's sandbox may remove meanwhile) becomes `--ro-bind-try L L`; with
+# COVEN_FENCE_GIT, the shared git folder's writable mount becomes a read-only one but for what the
+# child's own commits write. Then the real bubblewrap runs.
+import json, os, sys
+
+MOUNTS = ("--bind", "--bind-try", "--ro-bind", "--ro-bind-try", "--dev-bind", "--dev-bind-try")
+FENCE = json.loads(os.environ.get("COVEN_FENCE_GIT") or "null")
+FENCED = []  # the git folder's mount was made read-only (mounts in a file count too)
+
+
+def within(path, folder):
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def git_mounts(fence):
+    out = ["--ro-bind", fence["common"], fence["common"]]
+    for folder in fence["writable"]:
+        out += ["--bind-try", folder, folder]
+    for folder in fence["readonly"]:
+        out += ["--ro-bind-try", folder, folder]
+    for folder in fence["writable"]:
+        own = [os.path.basename(p) for p in fence["own"] if os.path.dirname(p) == folder]
+        if not own:
+            continue
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            if name in own or name[: -len(".lock")] in own and name.endswith(".lock"):
+                continue
+            path = os.path.join(folder, name)
+            out += ["--ro-bind-try", path, path]
+    return out
+
+
+def needless(option, source, dest):
+    # A read-only mount in the part of the git folder already read-only.
+    if not FENCED or not option.startswith("--ro-bind") or not within(dest, FENCE["common"]):
+        return False
+    writable = any(within(dest, folder) for folder in FENCE["writable"])
+    if writable and not any(within(dest, folder) for folder in FENCE["readonly"]):
+        return False
+    if source == "/dev/null" and dest.endswith(".lock"):
+        return True
+    return not os.path.lexists(dest)
 
 
 def rewrite(args):
@@ -167,10 +225,21 @@ def rewrite(args):
     while i < len(args):
         if args[i] == "--":
             return out + args[i:]
-        if args[i] == "--ro-bind" and i + 2 < len(args):
-            source, dest = args[i + 1], args[i + 2]
-            lock = source == dest and source.endswith(".lock")
-            out += ["--ro-bind-try" if lock else "--ro-bind", source, dest]
+        if args[i] in MOUNTS and i + 2 < len(args):
+            option, source, dest = args[i], args[i + 1], args[i + 2]
+            i += 3
+            if FENCE and option == "--bind" and source == dest == FENCE["common"]:
+                out += git_mounts(FENCE)
+                FENCED.append(True)
+                continue
+            if needless(option, source, dest):
+                continue
+            if option == "--ro-bind" and source == dest and source.endswith(".lock"):
+                option = "--ro-bind-try"
+            out += [option, source, dest]
+            continue
+        if args[i] == "--setenv" and i + 2 < len(args):
+            out += args[i : i + 3]
             i += 3
             continue
         if args[i] == "--args" and i + 1 < len(args) and args[i + 1].isdigit():
@@ -199,6 +268,22 @@ def refile(fd):
 if __name__ == "__main__":
     os.execv({bwrap!r}, [{bwrap!r}, *rewrite(sys.argv[1:])])
 """
+
+FENCE_GIT_VARIABLE = "COVEN_FENCE_GIT"
+
+
+def environment(fence: Fence) -> dict[str, str]:
+    """What a fenced CLI's environment carries for its `bwrap` wrapper: the shared git folder's
+    fence."""
+    if fence.git is None:
+        return {}
+    plan = {
+        "common": fence.git.common,
+        "writable": fence.git.writable,
+        "readonly": fence.git.readonly,
+        "own": fence.git.own,
+    }
+    return {FENCE_GIT_VARIABLE: json.dumps(plan)}
 
 
 def command_wrappers() -> str | None:

@@ -78,10 +78,28 @@ class Fence:
     """An agent asked to run its commands in the operating system's sandbox (a fenced worktree
     child, core/fork/fence.py): they write only its cwd and its `temp_dir`; its file tools write
     nothing under `read_only_roots` but there; and the parent's git files it shares the git
-    folder with (`protected`: HEAD, index, config, branch, their locks) stay as they are."""
+    folder with (`protected`: HEAD, index, config, branch, their locks) stay as they are; with
+    `git`, the whole shared git folder but what the child's own commits write."""
 
     network: SandboxNetwork = "full"
     protected: tuple[str, ...] = ()
+    git: GitFence | None = None
+
+
+@dataclass(frozen=True)
+class GitFence:
+    """The git folder a worktree child shares with its parent, read-only to the child's
+    commands but for what its own commits write (core/workspace/protected.py `git_fence`)."""
+
+    common: str  # the shared git folder
+    # Folders in it that stay writable: the object store, the folders of the child's branch
+    # ref and of its reflog.
+    writable: tuple[str, ...]
+    # Folders in those that stay read-only: the object store's packs and `info`.
+    readonly: tuple[str, ...]
+    # The child's branch ref and reflog: in a writable folder holding them, every other entry
+    # (a sibling's branch) stays read-only.
+    own: tuple[str, ...]
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from ...protocol.types import ForkChoices, Isolation, Sandbox, Worktree
 from .. import failpoints
 from ..agent import AgentSpec, AgentStartError, Copy, New
 from ..session import Session
-from ..workspace import isolation
+from ..workspace import isolation, sandbox_stubs
 from ..workspace.git import GitError
 from . import fence, recorded, transcript
 from .ahead import Ahead
@@ -221,6 +221,13 @@ class Children:
 
     async def run(self, fork: Fork, children: list[Session]) -> None:
         finished = False
+        # The empty mount points a fenced child's sandbox leaves in the parent's repository go
+        # once the children have ended (those that were there before stay).
+        fenced = fork.trees.repository if fork.trees is not None else None
+        if not any(c.worktree is not None and c.sandbox and c.sandbox.fenced for c in children):
+            fenced = None
+        if fenced is not None:
+            await anyio.to_thread.run_sync(sandbox_stubs.watch, fenced)
         try:
             async with anyio.create_task_group() as tg:
                 for child in children:
@@ -230,6 +237,9 @@ class Children:
             # When the server stops (killed, or closing every session on its way out), the fork
             # stays `running` in the store: it comes back interrupted, to be resumed or abandoned.
             stopped = any(child.stopped_with_server for child in children)
+            if fenced is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(sandbox_stubs.release, fenced)
         if finished and not stopped:
             await self._back.bring_back(fork)
 

@@ -33,7 +33,7 @@ from ..agent import (
 from ..agent import events as agent_events
 from ..agent.events import AgentEvent
 from ..workspace import worktrees
-from ..workspace.protected import protected_git_files
+from ..workspace.protected import git_fence, protected_git_files
 from .inbox import Turn
 from .process import ChildIdle, StreamEnded
 from .publishing import AgentEventPublisher
@@ -204,7 +204,8 @@ class Runner:
         if sandbox is None or not sandbox.fenced:
             return None
         protected = await anyio.to_thread.run_sync(protected_git_files, tree.repository)
-        return Fence(network=sandbox.network or "full", protected=tuple(protected))
+        shared = await anyio.to_thread.run_sync(git_fence, tree.path)
+        return Fence(network=sandbox.network or "full", protected=tuple(protected), git=shared)
 
     async def _give_back_slot(self) -> None:
         await self._slot.give_back(self.close_agent)
