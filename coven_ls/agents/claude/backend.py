@@ -196,6 +196,9 @@ class ClaudeBackend:
     def sandbox_support(self) -> SandboxSupport:
         return fence.support()
 
+    def sandbox_note_tokens(self, cwd: str, repository: str) -> int:
+        return fence.note_tokens(cwd, repository)
+
     async def fork_point_problem(self, conversation: str, message_id: str) -> str | None:
         return None  # the CLI copies a conversation up to any of its messages
 

@@ -1,13 +1,45 @@
 """What a fork would cost its children to read what they start from (coven/estimateFork, a
-proposal's `estimate`, the clients' previews)."""
+proposal's `estimate`, the clients' previews).
+
+What fenced children add (issue #31), measured with Claude Code 2.1.332 on the scripted Messages
+API (`python bench/cache.py --isolation worktree --context inherit --vary childSandbox=auto,off
+--dump DIR` writes the parent's last request and each child's first, to compare):
+- A fenced child's tools and system prompt are its parent's, byte for byte (the Bash tool's
+  `dangerouslyDisableSandbox` parameter is in its schema fenced or not), and its first request
+  repeats the parent's last one from the start: it reads the parent's whole prompt from the
+  cache, up to the parent's last breakpoint (on its last message), as an unfenced child does.
+- After the parent's messages, the child's first request holds the parent's last answer, the
+  child's brief, and a system message the CLI adds to a worktree child's first request ("#
+  Environment update": where it works now), which carries the request's last breakpoint. In a
+  fenced child that message starts with a "## Bash command sandbox" section: about 3,150
+  characters of prose, then the sandbox's configuration as JSON (the first 76 paths it denies
+  or allows, under the CLI's config folder, HOME, the child's TMPDIR, worktree and the parent's
+  checkout), so about 1,800 tokens for short paths and 2,250 for a test's long ones. It is
+  written to the cache with the brief, at the cache-write price: a fenced fork of two children
+  was charged $0.044 where the estimate without it said $0.019.
+So the estimate counts, for children that will be fenced (`fence.decide` on the fork's
+choices, where they will work and what their agent's sandbox can do here), the section's size
+as the agent computes it from the paths the child will have (`fence.note_tokens_of`; Claude
+Code: agents/claude/fence.note_tokens). The unfenced worktree child's own "# Environment
+update" (about 230 tokens) is not counted.
+"""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 from ...protocol.types import AgentName, ForkContext, ForkEstimate
 from ..models import estimate_fork
 from ..session import Session
-from . import transcript
+from ..store import default_state_dir
+from ..workspace.isolation import slug
+from . import fence, transcript
+from .choices import ForkSettings
 from .tag import child_prompt
+
+# A fork's id as long as the real ones, for a child's worktree path before the fork has an id.
+ANY_FORK_ID = "f-" + "0" * 12
 
 
 def fork_estimate(
@@ -15,13 +47,15 @@ def fork_estimate(
     tasks: list[str],
     context: ForkContext = "inherit",
     agent: AgentName | None = None,
+    fence_tokens: int = 0,
 ) -> ForkEstimate | None:
     """What forking `parent` into `tasks` would cost its children to read what they start from
     (by default children of its own agent that inherit its conversation; see `estimate_fork`);
     None before its first model request. Every child also reads its brief (fresh and transcript
     children at the input price; children resuming the conversation write it to the prompt
     cache, with their copy of the parent's last answer), measured as `Children.run_child` writes
-    it (the worktree's path, not known yet, as the parent's)."""
+    it (the worktree's path, not known yet, as the parent's); fenced children also what their
+    agent's sandbox adds (`fence_tokens`, all together: see `fence_tokens`)."""
     if parent.context is None:
         return None
     cwd = parent.config.cwd
@@ -37,4 +71,64 @@ def fork_estimate(
         parent.config.agent,
         brief_tokens=briefs,
         answer_tokens=parent.answer_tokens,
+        fence_tokens=fence_tokens,
     )
+
+
+def fence_tokens(
+    parent: Session,
+    tasks: list[str],
+    settings: ForkSettings,
+    backend: object,
+    fork_id: str = ANY_FORK_ID,
+) -> int:
+    """What the children's agent adds to their first requests, all together, for the sandbox
+    they would be held by with these settings (`backend` is their agent's); 0 for children that
+    would not be fenced: sharing the parent's folder (asked, or no git repository to make
+    worktrees of), the sandbox off or unavailable here. Blocking (the sandbox's probe, once a
+    server)."""
+    config = parent.config
+    if settings.isolation == "shared":
+        return 0
+    repository = _repository(config.cwd)
+    if repository is None:
+        return 0
+    try:
+        sandbox = fence.decide(
+            settings.child_sandbox,
+            settings.child_sandbox_network,
+            "worktree",
+            None,
+            settings.agent,
+            fence.support_of(backend),
+            config.permission_mode,
+        )
+    except fence.FenceRequired:
+        return 0  # such a fork does not start
+    if not sandbox.fenced:
+        return 0
+    state = Path(config.state_dir).expanduser() if config.state_dir else default_state_dir()
+    root = (state / "worktrees" / fork_id).absolute()
+    inside = os.path.relpath(config.cwd, repository)
+    return sum(
+        fence.note_tokens_of(
+            backend,
+            os.path.normpath(root / f"{n}-{slug(task)}" / inside),
+            repository,
+        )
+        for n, task in enumerate(tasks, 1)
+    )
+
+
+def _repository(cwd: str) -> str | None:
+    """The git work tree `cwd` is in (its top folder, where `.git` is), or None: where a fork's
+    worktrees would be made from, found without running git (which, like this, looks no higher
+    than GIT_CEILING_DIRECTORIES)."""
+    here = Path(cwd).absolute()
+    ceilings = {Path(c) for c in os.environ.get("GIT_CEILING_DIRECTORIES", "").split(":") if c}
+    for folder in (here, *here.parents):
+        if folder in ceilings and folder != here:
+            return None
+        if (folder / ".git").exists():
+            return str(folder)
+    return None

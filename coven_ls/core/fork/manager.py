@@ -27,7 +27,7 @@ from .child_env import ChildEnvironments
 from .children import Children
 from .choices import ForkSettings, overlay, resolve
 from .choices import check as check_choices
-from .estimate import fork_estimate
+from .estimate import ANY_FORK_ID, fence_tokens, fork_estimate
 from .fence import FenceRequired
 from .fork import Fork, active_fork
 from .host import ForkHost, ForkJournal, Spawn
@@ -102,6 +102,12 @@ class ForkManager:
             return
         if tasks is None:
             return
+        fenced = 0
+        if config.fork_mode != "auto":
+            # Before the fork exists (nothing may come between its proposal and forkProposed),
+            # and off the event loop: the sandbox's first probe runs bubblewrap.
+            proposed = resolve(ForkChoices(), config, session.backend.abilities().copies)
+            fenced = await anyio.to_thread.run_sync(self._fence_tokens, session, tasks, proposed)
         fork = self._new_fork(session, tasks, source="model")
         if config.fork_mode == "auto":
             problem = self.cost_problem(session, fork.settings)
@@ -112,7 +118,7 @@ class ForkManager:
             return
         session.set_status("awaitingApproval")
         chosen = fork.settings
-        fork.estimate = fork_estimate(session, tasks, chosen.context, chosen.agent)
+        fork.estimate = fork_estimate(session, tasks, chosen.context, chosen.agent, fenced)
         session.emit(
             events.ForkProposed(
                 forkId=fork.id, state=fork.state, tasks=tasks, estimate=fork.estimate
@@ -164,7 +170,24 @@ class ForkManager:
             except ForkSyntaxError as exc:
                 raise protocol.invalid_params(protocol.ESTIMATE_FORK, str(exc)) from exc
         chosen = resolve(overlay(fork.choices, given), fork.parent.config, able.copies)
-        return fork_estimate(fork.parent, tasks or fork.tasks, chosen.context, chosen.agent)
+        return self._estimate(fork, tasks or fork.tasks, chosen)
+
+    def _estimate(self, fork: Fork, tasks: list[str], chosen: ForkSettings) -> ForkEstimate | None:
+        """The estimate of `fork` with these tasks and settings, fenced children's sandbox
+        included. Blocking (the first time the sandbox is probed)."""
+        fenced = self._fence_tokens(fork.parent, tasks, chosen, fork.id)
+        return fork_estimate(fork.parent, tasks, chosen.context, chosen.agent, fenced)
+
+    def _fence_tokens(
+        self, parent: Session, tasks: list[str], chosen: ForkSettings, fork_id: str = ANY_FORK_ID
+    ) -> int:
+        """What the children's sandbox would add to their first requests (estimate.fence_tokens).
+        Blocking."""
+        try:
+            backend: object = self._host.child_backend(parent, chosen.agent)
+        except protocol.CovenError:
+            return 0  # no such agent: starting the children says so
+        return fence_tokens(parent, tasks, chosen, backend, fork_id)
 
     def decide(
         self,
