@@ -20,13 +20,15 @@ from .test_fence_e2e import needs_bwrap
 TASKS = ["Write the docs", "Fix the bugs"]
 PLAN = "Plan the release"
 # The estimate and what the children were charged may differ by what the estimate cannot know:
-# each child's answer (a word here, priced as output), its brief as it is sent (estimated with
+# each child's answer (a word here, priced as output) and its brief as it is sent (estimated with
 # the parent's folder for the worktree's path, not known yet: a shared child's brief is shorter,
-# a worktree child's longer) and what the CLI adds to a worktree child's first request (where
-# it works now; for a fenced child also its sandbox, which the estimate counts). Measured: the
-# estimate 10% over a shared fork's charge, 12% under a worktree fork's (a fenced one's note is
-# counted to within a few characters: agents/claude/fence.note_tokens).
+# a worktree child's longer). What the CLI adds to a worktree child's first request (where it
+# works now and, fenced, its sandbox: agents/claude/notes.py) is counted. Measured: the estimate
+# 10% over a shared fork's charge, 1% under a worktree fork's, fenced or not.
 TOLERANCE = 0.2
+# Worktree children are held closer: a CLI whose notes have changed size fails here (measure
+# them again: core/fork/estimate.py says how).
+WORKTREE_TOLERANCE = 0.05
 
 
 def assigned(label: str) -> str:
@@ -60,7 +62,8 @@ async def test_an_inherit_forks_estimate_is_what_its_children_are_charged(
     estimate: dict[str, Any] = proposed["estimate"]
     # Fenced children (`auto` where bubblewrap is installed; shared children never are) read
     # the parent's prompt from the cache as unfenced ones do, and each first request writes
-    # about 2,200 tokens more: the CLI's note on the sandbox (core/fork/estimate.py).
+    # about 2,200 tokens more: the CLI's note on the sandbox (core/fork/estimate.py), which
+    # doubles the fork's cost here.
     fenced = sandbox == "auto" and isolation == "worktree"
     await coven.request(
         protocol.DECIDE_FORK,
@@ -95,4 +98,5 @@ async def test_an_inherit_forks_estimate_is_what_its_children_are_charged(
         assert estimate["writeTokens"] > 2 * 3000
         for first in firsts:
             assert "## Bash command sandbox" in first.body["messages"][-1]["content"][0]["text"]
-    assert estimate["costUsd"] == pytest.approx(charged, rel=TOLERANCE)
+    tolerance = WORKTREE_TOLERANCE if isolation == "worktree" else TOLERANCE
+    assert estimate["costUsd"] == pytest.approx(charged, rel=tolerance)

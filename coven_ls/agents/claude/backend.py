@@ -35,7 +35,7 @@ from ...core.fork.fence import SandboxSupport
 from ...protocol.types import PermissionMode
 from .. import binary
 from ..binary import BinarySource
-from . import fence
+from . import fence, notes
 from .conversation import read_conversation
 from .failure import ClaudeFailed, describe_failure
 
@@ -196,8 +196,8 @@ class ClaudeBackend:
     def sandbox_support(self) -> SandboxSupport:
         return fence.support()
 
-    def sandbox_note_tokens(self, cwd: str, repository: str) -> int:
-        return fence.note_tokens(cwd, repository)
+    def first_request_tokens(self, cwd: str, repository: str, fenced: bool) -> int:
+        return notes.first_request_tokens(cwd, repository, fenced)
 
     async def fork_point_problem(self, conversation: str, message_id: str) -> str | None:
         return None  # the CLI copies a conversation up to any of its messages

@@ -20,7 +20,8 @@ Code 2.1.332 against the scripted Messages API (issue #31):
   parent's from the start and reads it from the prompt cache. What the sandbox adds comes after
   the child's brief: the CLI's system message telling the child where it works ("# Environment
   update", in every worktree child's first request) starts, in a fenced child's, with a
-  "## Bash command sandbox" section (:func:`note_tokens`), written to the cache with the brief.
+  "## Bash command sandbox" section (agents/claude/notes.py), written to the cache with the
+  brief.
 """
 
 from __future__ import annotations
@@ -122,40 +123,12 @@ def _temp_base() -> str:
 
 
 def _temp_like(base: str) -> str:
-    """A path as long as the one make_temp makes in `base` (mkdtemp adds 8 characters)."""
-    return f"{base}/{_temp_prefix()}12345678"
+    return f"{base}/{_temp_prefix()}12345678"  # mkdtemp adds 8 characters
 
 
-# What Claude Code adds to a fenced session's first request, measured with 2.1.332 (`python
-# bench/cache.py --isolation worktree --context inherit --vary childSandbox=auto,off --dump DIR`
-# writes the requests to compare): a "## Bash command sandbox" section at the start of the
-# system message telling a worktree child where it works. Its prose is the same in every
-# session (3,150 characters with the default network, `allowedDomains: ["*"]`); the rest is the
-# sandbox's configuration as JSON, the first 76 paths it denies or allows (the others "truncated
-# for prompt size"): 1,625 characters of keys, quotes and the paths' own names, and the folders
-# they are in, each as many times as this table says.
-_NOTE_CHARS = 3150 + 1625
-_NOTE_FOLDERS = {"config": 35, "home": 12, "temp": 5, "repository": 4, "cwd": 6}
-
-
-def note_tokens(cwd: str, repository: str, env: dict[str, str] | None = None) -> int:
-    """About how many tokens the sandbox section of a fenced child's first request holds (a
-    token per four characters, as the fork's estimate counts), for a child working in `cwd`,
-    forked from the checkout `repository`, with the CLI's environment `env` (the server's
-    environment where it says nothing). Its length follows the paths it lists: measured 1,773
-    tokens (this says 1,774) for a bench's child in /tmp/cache-bench-*/state/worktrees/..., 2,239
-    (2,239) for a test's in /tmp/pytest-of-*/..."""
-    environ = {**os.environ, **(env or {})}
-    home = environ.get("HOME") or os.path.expanduser("~")
-    folders = {
-        "config": environ.get("CLAUDE_CONFIG_DIR") or os.path.join(home, ".claude"),
-        "home": home,
-        "temp": _temp_like(_temp_base()),
-        "repository": repository,
-        "cwd": cwd,
-    }
-    chars = _NOTE_CHARS + sum(n * len(folders[name]) for name, n in _NOTE_FOLDERS.items())
-    return (chars + 3) // 4
+def temp_like() -> str:
+    """A path as long as the temporary folder make_temp would make now (without making it)."""
+    return _temp_like(_temp_base())
 
 
 _swept: set[str] = set()

@@ -17,17 +17,17 @@ API (`python bench/cache.py --isolation worktree --context inherit --vary childS
   checkout), so about 1,800 tokens for short paths and 2,250 for a test's long ones. It is
   written to the cache with the brief, at the cache-write price: a fenced fork of two children
   was charged $0.044 where the estimate without it said $0.019.
-So the estimate counts, for children that will be fenced (`fence.decide` on the fork's
-choices, where they will work and what their agent's sandbox can do here), the section's size
-as the agent computes it from the paths the child will have (`fence.note_tokens_of`; Claude
-Code: agents/claude/fence.note_tokens). The unfenced worktree child's own "# Environment
-update" (about 230 tokens) is not counted.
+So the estimate counts, for worktree children, what their agent says it adds to such a child's
+first request (`first_request_tokens_of`; Claude Code: agents/claude/notes.py, from the paths
+the child will have), fenced or not as `fence.decide` would hold them (the fork's choices, what
+their agent's sandbox can do here).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Protocol
 
 from ...protocol.types import AgentName, ForkContext, ForkEstimate
 from ..models import estimate_fork
@@ -47,15 +47,15 @@ def fork_estimate(
     tasks: list[str],
     context: ForkContext = "inherit",
     agent: AgentName | None = None,
-    fence_tokens: int = 0,
+    note_tokens: int = 0,
 ) -> ForkEstimate | None:
     """What forking `parent` into `tasks` would cost its children to read what they start from
     (by default children of its own agent that inherit its conversation; see `estimate_fork`);
     None before its first model request. Every child also reads its brief (fresh and transcript
     children at the input price; children resuming the conversation write it to the prompt
     cache, with their copy of the parent's last answer), measured as `Children.run_child` writes
-    it (the worktree's path, not known yet, as the parent's); fenced children also what their
-    agent's sandbox adds (`fence_tokens`, all together: see `fence_tokens`)."""
+    it (the worktree's path, not known yet, as the parent's); worktree children also what their
+    agent adds to their first request (`note_tokens`, all together: see `note_tokens`)."""
     if parent.context is None:
         return None
     cwd = parent.config.cwd
@@ -71,21 +71,37 @@ def fork_estimate(
         parent.config.agent,
         brief_tokens=briefs,
         answer_tokens=parent.answer_tokens,
-        fence_tokens=fence_tokens,
+        note_tokens=note_tokens,
     )
 
 
-def fence_tokens(
+class FirstRequestTelling(Protocol):
+    def first_request_tokens(self, cwd: str, repository: str, fenced: bool) -> int:
+        """About how many tokens the agent adds to the first request of a fork child working in
+        `cwd`, a worktree of `repository`, fenced by its sandbox or not. Blocking."""
+        ...
+
+
+def first_request_tokens_of(backend: object, cwd: str, repository: str, fenced: bool) -> int:
+    """What the agent adds to a worktree child's first request, in tokens; 0 for an agent that
+    does not say (codex's is not measured)."""
+    if not hasattr(backend, "first_request_tokens"):
+        return 0
+    telling: FirstRequestTelling = backend
+    return telling.first_request_tokens(cwd, repository, fenced)
+
+
+def note_tokens(
     parent: Session,
     tasks: list[str],
     settings: ForkSettings,
     backend: object,
     fork_id: str = ANY_FORK_ID,
 ) -> int:
-    """What the children's agent adds to their first requests, all together, for the sandbox
-    they would be held by with these settings (`backend` is their agent's); 0 for children that
-    would not be fenced: sharing the parent's folder (asked, or no git repository to make
-    worktrees of), the sandbox off or unavailable here. Blocking (the sandbox's probe, once a
+    """What the children's agent adds to their first requests, all together, as worktree
+    children held as they would be with these settings (`backend` is their agent's): where they
+    work now, and their sandbox when fenced; 0 for children sharing the parent's folder (asked,
+    or no git repository to make worktrees of). Blocking (the sandbox's probe, once a
     server)."""
     config = parent.config
     if settings.isolation == "shared":
@@ -94,7 +110,7 @@ def fence_tokens(
     if repository is None:
         return 0
     try:
-        sandbox = fence.decide(
+        fenced = fence.decide(
             settings.child_sandbox,
             settings.child_sandbox_network,
             "worktree",
@@ -102,19 +118,18 @@ def fence_tokens(
             settings.agent,
             fence.support_of(backend),
             config.permission_mode,
-        )
+        ).fenced
     except fence.FenceRequired:
-        return 0  # such a fork does not start
-    if not sandbox.fenced:
-        return 0
+        fenced = False  # such a fork does not start
     state = Path(config.state_dir).expanduser() if config.state_dir else default_state_dir()
     root = (state / "worktrees" / fork_id).absolute()
     inside = os.path.relpath(config.cwd, repository)
     return sum(
-        fence.note_tokens_of(
+        first_request_tokens_of(
             backend,
             os.path.normpath(root / f"{n}-{slug(task)}" / inside),
             repository,
+            fenced,
         )
         for n, task in enumerate(tasks, 1)
     )

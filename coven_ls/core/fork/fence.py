@@ -33,22 +33,6 @@ class Fenceable(Protocol):
         ...
 
 
-class Noting(Protocol):
-    def sandbox_note_tokens(self, cwd: str, repository: str) -> int:
-        """About how many tokens the agent adds to a fenced child's first request for its
-        sandbox (the child working in `cwd`, a worktree of `repository`). Blocking."""
-        ...
-
-
-def note_tokens_of(backend: object, cwd: str, repository: str) -> int:
-    """What the agent's sandbox adds to a fenced child's first request, in tokens; 0 for an agent
-    that does not say (codex's is not measured). Blocking."""
-    if not hasattr(backend, "sandbox_note_tokens"):
-        return 0
-    noting: Noting = backend
-    return noting.sandbox_note_tokens(cwd, repository)
-
-
 class FenceRequired(Exception):
     """`childSandbox: required` and the children could not be fenced: the fork cannot start."""
 

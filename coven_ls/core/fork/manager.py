@@ -27,7 +27,7 @@ from .child_env import ChildEnvironments
 from .children import Children
 from .choices import ForkSettings, overlay, resolve
 from .choices import check as check_choices
-from .estimate import ANY_FORK_ID, fence_tokens, fork_estimate
+from .estimate import ANY_FORK_ID, fork_estimate, note_tokens
 from .fence import FenceRequired
 from .fork import Fork, active_fork
 from .host import ForkHost, ForkJournal, Spawn
@@ -102,12 +102,12 @@ class ForkManager:
             return
         if tasks is None:
             return
-        fenced = 0
+        noted = 0
         if config.fork_mode != "auto":
             # Before the fork exists (nothing may come between its proposal and forkProposed),
             # and off the event loop: the sandbox's first probe runs bubblewrap.
             proposed = resolve(ForkChoices(), config, session.backend.abilities().copies)
-            fenced = await anyio.to_thread.run_sync(self._fence_tokens, session, tasks, proposed)
+            noted = await anyio.to_thread.run_sync(self._note_tokens, session, tasks, proposed)
         fork = self._new_fork(session, tasks, source="model")
         if config.fork_mode == "auto":
             problem = self.cost_problem(session, fork.settings)
@@ -118,7 +118,7 @@ class ForkManager:
             return
         session.set_status("awaitingApproval")
         chosen = fork.settings
-        fork.estimate = fork_estimate(session, tasks, chosen.context, chosen.agent, fenced)
+        fork.estimate = fork_estimate(session, tasks, chosen.context, chosen.agent, noted)
         session.emit(
             events.ForkProposed(
                 forkId=fork.id, state=fork.state, tasks=tasks, estimate=fork.estimate
@@ -173,21 +173,21 @@ class ForkManager:
         return self._estimate(fork, tasks or fork.tasks, chosen)
 
     def _estimate(self, fork: Fork, tasks: list[str], chosen: ForkSettings) -> ForkEstimate | None:
-        """The estimate of `fork` with these tasks and settings, fenced children's sandbox
-        included. Blocking (the first time the sandbox is probed)."""
-        fenced = self._fence_tokens(fork.parent, tasks, chosen, fork.id)
-        return fork_estimate(fork.parent, tasks, chosen.context, chosen.agent, fenced)
+        """The estimate of `fork` with these tasks and settings, what the agent adds to worktree
+        children's first requests included. Blocking (the first time the sandbox is probed)."""
+        noted = self._note_tokens(fork.parent, tasks, chosen, fork.id)
+        return fork_estimate(fork.parent, tasks, chosen.context, chosen.agent, noted)
 
-    def _fence_tokens(
+    def _note_tokens(
         self, parent: Session, tasks: list[str], chosen: ForkSettings, fork_id: str = ANY_FORK_ID
     ) -> int:
-        """What the children's sandbox would add to their first requests (estimate.fence_tokens).
+        """What the agent would add to the children's first requests (estimate.note_tokens).
         Blocking."""
         try:
             backend: object = self._host.child_backend(parent, chosen.agent)
         except protocol.CovenError:
             return 0  # no such agent: starting the children says so
-        return fence_tokens(parent, tasks, chosen, backend, fork_id)
+        return note_tokens(parent, tasks, chosen, backend, fork_id)
 
     def decide(
         self,
