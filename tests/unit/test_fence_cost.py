@@ -17,6 +17,8 @@ from coven_ls.core.fork.estimate import ANY_FORK_ID, note_tokens
 from coven_ls.core.fork.fence import SandboxSupport
 from coven_ls.core.models import MODELS, context_usage, estimate_fork
 
+from ..gitrepo import make_repo
+
 
 class Agent:
     """A child backend whose sandbox is `problem`-free or not, and whose note is its path's
@@ -55,9 +57,7 @@ def parent(cwd: Path, state: Path, mode: str | None = None) -> Any:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    (tmp_path / "repo" / ".git").mkdir(parents=True)
-    (tmp_path / "repo" / "src").mkdir()
-    return tmp_path / "repo"
+    return make_repo(tmp_path / "repo", {"src/main.py": "print()\n"})
 
 
 def test_worktree_children_each_add_their_agents_note(repo: Path, tmp_path: Path) -> None:
@@ -95,7 +95,7 @@ def test_worktree_children_that_will_not_be_fenced_are_noted_unfenced(
 def test_children_sharing_the_folder_or_of_a_silent_agent_add_nothing(
     repo: Path, tmp_path: Path, why: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Whatever folders above the test's are (a stray /tmp/.git), as git would not look there.
+    # Whatever repository the folders above the test's may be in, git does not look there.
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     agent: object = Agent()
     if why == "no note":  # an agent with a sandbox that does not say what it adds (codex)

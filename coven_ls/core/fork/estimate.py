@@ -33,7 +33,9 @@ from ...protocol.types import AgentName, ForkContext, ForkEstimate
 from ..models import estimate_fork
 from ..session import Session
 from ..store import default_state_dir
+from ..workspace.git import GitError
 from ..workspace.isolation import slug
+from ..workspace.repository import NotARepo, inspect
 from . import fence, transcript
 from .choices import ForkSettings
 from .tag import child_prompt
@@ -136,14 +138,11 @@ def note_tokens(
 
 
 def _repository(cwd: str) -> str | None:
-    """The git work tree `cwd` is in (its top folder, where `.git` is), or None: where a fork's
-    worktrees would be made from, found without running git (which, like this, looks no higher
-    than GIT_CEILING_DIRECTORIES)."""
-    here = Path(cwd).absolute()
-    ceilings = {Path(c) for c in os.environ.get("GIT_CEILING_DIRECTORIES", "").split(":") if c}
-    for folder in (here, *here.parents):
-        if folder in ceilings and folder != here:
-            return None
-        if (folder / ".git").exists():
-            return str(folder)
-    return None
+    """The top folder of the git work tree `cwd` is in, as the fork would find it to make
+    worktrees of (`isolation.plan`), or None: its children would share the parent's folder.
+    Blocking (git)."""
+    try:
+        found = inspect(cwd)
+    except GitError:
+        return None  # the fork's own look says why; its children would share the folder
+    return None if isinstance(found, NotARepo) else str(found.toplevel)

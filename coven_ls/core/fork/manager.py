@@ -105,7 +105,8 @@ class ForkManager:
         noted = 0
         if config.fork_mode != "auto":
             # Before the fork exists (nothing may come between its proposal and forkProposed),
-            # and off the event loop: the sandbox's first probe runs bubblewrap.
+            # and off the event loop: git says where the worktrees would be, and the sandbox's
+            # first probe runs bubblewrap.
             proposed = resolve(ForkChoices(), config, session.backend.abilities().copies)
             noted = await anyio.to_thread.run_sync(self._note_tokens, session, tasks, proposed)
         fork = self._new_fork(session, tasks, source="model")
@@ -145,7 +146,7 @@ class ForkManager:
 
     # --- commands --------------------------------------------------------------------------------
 
-    def estimate(
+    async def estimate(
         self,
         fork_id: str,
         tasks: list[str] | None = None,
@@ -170,7 +171,9 @@ class ForkManager:
             except ForkSyntaxError as exc:
                 raise protocol.invalid_params(protocol.ESTIMATE_FORK, str(exc)) from exc
         chosen = resolve(overlay(fork.choices, given), fork.parent.config, able.copies)
-        return self._estimate(fork, tasks or fork.tasks, chosen)
+        # Off the event loop: git says where the worktrees would be, and the sandbox's first
+        # probe runs bubblewrap.
+        return await anyio.to_thread.run_sync(self._estimate, fork, tasks or fork.tasks, chosen)
 
     def _estimate(self, fork: Fork, tasks: list[str], chosen: ForkSettings) -> ForkEstimate | None:
         """The estimate of `fork` with these tasks and settings, what the agent adds to worktree
