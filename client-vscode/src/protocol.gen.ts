@@ -1408,7 +1408,7 @@ export interface ForkEstimate {
    */
   children: number;
   /**
-   * what the children read before they start: for `inherit`, `children` × `contextTokens`; for `fresh`, only their briefs and tasks (about 4 characters a token); for `transcript`, each the parent's conversation after its cuts (about `contextTokens`, at most 100,000) and its brief
+   * what the children read before they start: for `inherit`, `children` × `contextTokens`; for `fresh`, only their briefs and tasks (about 4 characters a token); for `transcript`, each the parent's conversation after its cuts (about `contextTokens`, at most 100,000) and its brief; for fresh and transcript children in worktrees, also what their agent adds to their first request (see `writeTokens`)
    */
   tokens: number;
   /**
@@ -1432,7 +1432,7 @@ export interface ForkEstimate {
    */
   context?: 'fresh' | 'inherit' | 'transcript';
   /**
-   * with `pricedAs: cacheRead`: what the children write to the prompt cache as they start, all together: each its copy of the parent's last answer (the parent's last request did not hold it) and its brief; 0 otherwise
+   * with `pricedAs: cacheRead`: what the children write to the prompt cache as they start, all together: each its copy of the parent's last answer (the parent's last request did not hold it) and its brief, and, for children in worktrees, what their agent adds to their first request (Claude Code: where the child works now, about 250 tokens, and when the children will be fenced, `childSandbox`, the sandbox and the paths it holds, about 2,000 more); 0 otherwise
    */
   writeTokens?: number;
 }

@@ -111,6 +111,7 @@ def estimate_fork(
     child_model: str | None = None,
     brief_tokens: int = 0,
     answer_tokens: int = 0,
+    note_tokens: int = 0,
 ) -> ForkEstimate:
     """What a fork's children will pay to read what they start from, before any does anything:
     - `inherit`: the parent's context each, at the cache-read price for children that resume
@@ -124,7 +125,10 @@ def estimate_fork(
     Children that read the parent's context from the cache also write to it what their first
     request adds to the parent's last one: the parent's last answer (`answer_tokens`, which that
     request did not hold) each, and their briefs (`brief_tokens`, all together), at the
-    cache-write price (`writeTokens`).
+    cache-write price (`writeTokens`). Worktree children's first requests also hold what
+    their agent adds there (`note_tokens`, all children's together: where they work now, their
+    sandbox when fenced): written to the cache by children that read the parent's context from
+    it, else read at the input price.
     The price is the children's model's: the parent's unless `child_model` or another `agent`
     says otherwise; a child model not in the table leaves the cost null."""
     child_agent = agent or parent_agent
@@ -138,7 +142,9 @@ def estimate_fork(
         tokens = children * min(usage.tokens, transcript.TOKEN_LIMIT) + brief_tokens
     else:
         tokens = children * usage.tokens
-    written = children * answer_tokens + brief_tokens if cached else 0
+    written = children * answer_tokens + brief_tokens + note_tokens if cached else 0
+    if not cached:
+        tokens += note_tokens
     cost = None
     if info is not None and per_token is not None:
         cost = round((tokens * per_token + written * info.cache_write) / 1_000_000, 6)

@@ -179,7 +179,12 @@ class CovenServer(LanguageServer):
         # coven/cancel, the session closed): `observe` then cancels this scope, which withdraws it.
         with anyio.CancelScope() as scope:
             self._approvals.setdefault(session.id, set()).add(scope)
-            estimate = fork_estimate(session, tasks)
+            # The proposal's own (what its children's agent adds to their first requests
+            # included), as forkProposed carried it; else as its children would start.
+            fork = self.hub.forks.active_fork(session)
+            estimate = fork.estimate if fork is not None else None
+            if estimate is None:
+                estimate = fork_estimate(session, tasks)
             try:
                 title = await self._choose(
                     types.MessageType.Warning

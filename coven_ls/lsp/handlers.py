@@ -92,7 +92,7 @@ async def estimate_fork(
     server: CovenServer, params: protocol.EstimateForkParams
 ) -> T.EstimateForkResult:
     choices = T.ForkChoices(context=params.context, agent=params.agent, placement=params.placement)
-    estimate = server.hub.forks.estimate(params.forkId, params.tasks, choices)
+    estimate = await server.hub.forks.estimate(params.forkId, params.tasks, choices)
     return T.EstimateForkResult(estimate=estimate)
 
 

@@ -5,6 +5,7 @@ parent's conversation reads the parent's prompt from the cache and writes what i
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -14,15 +15,20 @@ from coven_ls.testing.scripted_model import ScriptedModel
 
 from ..gitrepo import make_repo
 from ..harness import Coven
+from .test_fence_e2e import needs_bwrap
 
 TASKS = ["Write the docs", "Fix the bugs"]
 PLAN = "Plan the release"
 # The estimate and what the children were charged may differ by what the estimate cannot know:
-# each child's answer (a word here, priced as output), its brief as it is sent (estimated with
+# each child's answer (a word here, priced as output) and its brief as it is sent (estimated with
 # the parent's folder for the worktree's path, not known yet: a shared child's brief is shorter,
-# a worktree child's longer) and what the CLI adds to a child's first request. Measured: the
-# estimate 10% over a shared fork's charge, 12% under a worktree fork's.
+# a worktree child's longer). What the CLI adds to a worktree child's first request (where it
+# works now and, fenced, its sandbox: agents/claude/notes.py) is counted. Measured: the estimate
+# 10% over a shared fork's charge, 1% under a worktree fork's, fenced or not.
 TOLERANCE = 0.2
+# Worktree children are held closer: a CLI whose notes have changed size fails here (measure
+# them again: core/fork/estimate.py says how).
+WORKTREE_TOLERANCE = 0.05
 
 
 def assigned(label: str) -> str:
@@ -30,9 +36,15 @@ def assigned(label: str) -> str:
 
 
 @pytest.mark.parametrize("isolation", ["shared", "worktree"])
+@pytest.mark.parametrize("sandbox", ["off", pytest.param("auto", marks=needs_bwrap)])
 async def test_an_inherit_forks_estimate_is_what_its_children_are_charged(
-    coven: Coven, model: ScriptedModel, isolation: str
+    coven_factory: Callable[..., Awaitable[Coven]],
+    model: ScriptedModel,
+    isolation: str,
+    sandbox: str,
 ) -> None:
+    # The session's own settings, so that the proposal's estimate is of the fork it starts.
+    coven = await coven_factory(init_options={"forkIsolation": isolation, "childSandbox": sandbox})
     make_repo(coven.workspace)
     for task in TASKS:
         model.on(assigned(task), "Done.")
@@ -48,21 +60,23 @@ async def test_an_inherit_forks_estimate_is_what_its_children_are_charged(
     sid = await coven.start(PLAN)
     proposed = await coven.wait_kind(sid, "forkProposed")
     estimate: dict[str, Any] = proposed["estimate"]
-    # Unfenced children: fenced ones (`childSandbox: "auto"` where bubblewrap is installed) read
-    # the parent's prompt from the cache as these do, but each first request writes about 2,500
-    # tokens more (what the CLI adds to a sandboxed session's first message), which the estimate
-    # does not count yet: $0.044 charged against $0.019 (issue #31, open).
+    # Fenced children (`auto` where bubblewrap is installed; shared children never are) read
+    # the parent's prompt from the cache as unfenced ones do, and each first request writes
+    # about 2,200 tokens more: the CLI's note on the sandbox (core/fork/estimate.py), which
+    # doubles the fork's cost here.
+    fenced = sandbox == "auto" and isolation == "worktree"
     await coven.request(
         protocol.DECIDE_FORK,
         {
             "forkId": proposed["forkId"],
             "approve": True,
             "isolation": isolation,
-            "childSandbox": "off",
+            "childSandbox": sandbox,
         },
     )
     started = await coven.wait_kind(sid, "forkStarted")
     assert started.get("isolation", "shared") == isolation
+    assert [c["sandbox"]["fenced"] for c in started["children"]] == [fenced] * len(TASKS)
     charged = 0.0
     for child in started["children"]:
         turn = await coven.wait_kind(child["sessionId"], "turnResult")
@@ -80,4 +94,9 @@ async def test_an_inherit_forks_estimate_is_what_its_children_are_charged(
     # Reading the parent's prompt is the lesser part: the children also wrote the parent's last
     # answer and their briefs to the cache, which the estimate counts (writeTokens).
     assert estimate["writeTokens"] > 2 * 1000
-    assert estimate["costUsd"] == pytest.approx(charged, rel=TOLERANCE)
+    if fenced:  # each child's note on its sandbox is counted
+        assert estimate["writeTokens"] > 2 * 3000
+        for first in firsts:
+            assert "## Bash command sandbox" in first.body["messages"][-1]["content"][0]["text"]
+    tolerance = WORKTREE_TOLERANCE if isolation == "worktree" else TOLERANCE
+    assert estimate["costUsd"] == pytest.approx(charged, rel=tolerance)

@@ -215,12 +215,12 @@ async def test_inherit_is_refused_before_anything_is_made_where_the_agent_cannot
         rig.hub.get(parent.id).send(PLAN)
         proposed = await rig.client.wait_for(Kind.FORK_PROPOSED, parent)
         with pytest.raises(protocol.CovenError, match="has no session/fork"):
-            rig.hub.forks.estimate(proposed["forkId"], choices=inherit)
+            await rig.hub.forks.estimate(proposed["forkId"], choices=inherit)
         with pytest.raises(protocol.CovenError, match="'transcript'"):
             rig.hub.forks.decide(proposed["forkId"], True, choices=inherit)
         fork = rig.hub.forks.get(proposed["forkId"])
         assert fork.state == "proposed" and not fork.children
-        estimate = rig.hub.forks.estimate(proposed["forkId"])
+        estimate = await rig.hub.forks.estimate(proposed["forkId"])
         assert estimate is not None and estimate.context == "transcript"
         rig.hub.forks.decide(proposed["forkId"], False)
     assert not [c for c in fake.calls if c[0] == "fork"]

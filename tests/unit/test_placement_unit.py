@@ -258,12 +258,12 @@ async def test_placement_cluster_without_a_cluster_is_invalid_params(tmp_path: P
         proposed = await rig.client.wait_for(Kind.FORK_PROPOSED, parent)
         cluster = ForkChoices(placement="cluster")
         with pytest.raises(protocol.CovenError) as estimated:
-            rig.hub.forks.estimate(proposed["forkId"], None, cluster)
+            await rig.hub.forks.estimate(proposed["forkId"], None, cluster)
         with pytest.raises(protocol.CovenError) as decided:
             rig.hub.forks.decide(proposed["forkId"], True, None, None, cluster)
         assert rig.hub.forks.get(proposed["forkId"]).state == "proposed"  # nothing started
         # `auto` with no cluster is not refused: every child runs here.
-        rig.hub.forks.estimate(proposed["forkId"], None, ForkChoices(placement="auto"))
+        await rig.hub.forks.estimate(proposed["forkId"], None, ForkChoices(placement="auto"))
     for error, method in ((by_hand, "fork"), (estimated, "estimateFork"), (decided, "decideFork")):
         assert error.value.code == protocol.ErrorCode.InvalidParams
         assert error.value.data == {"field": "placement"}

@@ -35,7 +35,7 @@ from ...core.fork.fence import SandboxSupport
 from ...protocol.types import PermissionMode
 from .. import binary
 from ..binary import BinarySource
-from . import fence
+from . import fence, notes
 from .conversation import read_conversation
 from .failure import ClaudeFailed, describe_failure
 
@@ -195,6 +195,9 @@ class ClaudeBackend:
 
     def sandbox_support(self) -> SandboxSupport:
         return fence.support()
+
+    def first_request_tokens(self, cwd: str, repository: str, fenced: bool) -> int:
+        return notes.first_request_tokens(cwd, repository, fenced)
 
     async def fork_point_problem(self, conversation: str, message_id: str) -> str | None:
         return None  # the CLI copies a conversation up to any of its messages

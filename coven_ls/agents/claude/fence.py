@@ -18,8 +18,13 @@ Code 2.1.332 against the scripted Messages API (issue #31):
   blocks the child's own commits.
 - A user's `sandbox.filesystem.allowWrite` in their settings files is merged into the child's
   and widens it: such a settings file is not loaded for a fenced child (`--setting-sources`).
-- Turned on, the sandbox adds an `allowed_domains` parameter to the Bash tool's schema: a fenced
-  child's tools differ from its parent's (the prompt cache's prefix starts with the tools).
+- The Bash tool's schema is the same fenced or not (its `dangerouslyDisableSandbox` parameter is
+  always there), and so is the system prompt: a fenced child's first request repeats its
+  parent's from the start and reads it from the prompt cache. What the sandbox adds comes after
+  the child's brief: the CLI's system message telling the child where it works ("# Environment
+  update", in every worktree child's first request) starts, in a fenced child's, with a
+  "## Bash command sandbox" section (agents/claude/notes.py), written to the cache with the
+  brief.
 """
 
 from __future__ import annotations
@@ -104,14 +109,29 @@ def make_temp() -> str:
     sockets: in the server's temporary folder, else in /tmp when that one's path is too long (so
     not `AgentSpec.temp_dir`, deep in the state folder). Named after this server's process, so
     that those a killed server left are removed by the next. Blocking."""
-    base = tempfile.gettempdir()
-    prefix = f"coven-{os.getpid()}-"
-    if len(base) + len(f"/{prefix}12345678") + _SOCKET_NAME > _SOCKET_PATH_MAX and os.path.isdir(
-        "/tmp"
-    ):
-        base = "/tmp"
+    base = _temp_base()
     _sweep(base)
-    return tempfile.mkdtemp(prefix=prefix, dir=base)
+    return tempfile.mkdtemp(prefix=_temp_prefix(), dir=base)
+
+
+def _temp_prefix() -> str:
+    return f"coven-{os.getpid()}-"
+
+
+def _temp_base() -> str:
+    base = tempfile.gettempdir()
+    if len(_temp_like(base)) + _SOCKET_NAME > _SOCKET_PATH_MAX and os.path.isdir("/tmp"):
+        return "/tmp"
+    return base
+
+
+def _temp_like(base: str) -> str:
+    return f"{base}/{_temp_prefix()}12345678"  # mkdtemp adds 8 characters
+
+
+def temp_like() -> str:
+    """A path as long as the temporary folder make_temp would make now (without making it)."""
+    return _temp_like(_temp_base())
 
 
 _swept: set[str] = set()

@@ -27,7 +27,7 @@ from .child_env import ChildEnvironments
 from .children import Children
 from .choices import ForkSettings, overlay, resolve
 from .choices import check as check_choices
-from .estimate import fork_estimate
+from .estimate import ANY_FORK_ID, fork_estimate, note_tokens
 from .fence import FenceRequired
 from .fork import Fork, active_fork
 from .host import ForkHost, ForkJournal, Spawn
@@ -103,6 +103,13 @@ class ForkManager:
             return
         if tasks is None:
             return
+        noted = 0
+        if config.fork_mode != "auto":
+            # Before the fork exists (nothing may come between its proposal and forkProposed),
+            # and off the event loop: git says where the worktrees would be, and the sandbox's
+            # first probe runs bubblewrap.
+            proposed = resolve(ForkChoices(), config, session.backend.abilities().copies)
+            noted = await anyio.to_thread.run_sync(self._note_tokens, session, tasks, proposed)
         fork = self._new_fork(session, tasks, source="model")
         if config.fork_mode == "auto":
             problem = self.cost_problem(session, fork.settings)
@@ -113,7 +120,7 @@ class ForkManager:
             return
         session.set_status("awaitingApproval")
         chosen = fork.settings
-        fork.estimate = fork_estimate(session, tasks, chosen.context, chosen.agent)
+        fork.estimate = fork_estimate(session, tasks, chosen.context, chosen.agent, noted)
         session.emit(
             events.ForkProposed(
                 forkId=fork.id, state=fork.state, tasks=tasks, estimate=fork.estimate
@@ -140,7 +147,7 @@ class ForkManager:
 
     # --- commands --------------------------------------------------------------------------------
 
-    def estimate(
+    async def estimate(
         self,
         fork_id: str,
         tasks: list[str] | None = None,
@@ -166,7 +173,26 @@ class ForkManager:
                 raise protocol.invalid_params(protocol.ESTIMATE_FORK, str(exc)) from exc
         chosen = resolve(overlay(fork.choices, given), fork.parent.config, able.copies)
         self.check_placement(protocol.ESTIMATE_FORK, chosen)
-        return fork_estimate(fork.parent, tasks or fork.tasks, chosen.context, chosen.agent)
+        # Off the event loop: git says where the worktrees would be, and the sandbox's first
+        # probe runs bubblewrap.
+        return await anyio.to_thread.run_sync(self._estimate, fork, tasks or fork.tasks, chosen)
+
+    def _estimate(self, fork: Fork, tasks: list[str], chosen: ForkSettings) -> ForkEstimate | None:
+        """The estimate of `fork` with these tasks and settings, what the agent adds to worktree
+        children's first requests included. Blocking (the first time the sandbox is probed)."""
+        noted = self._note_tokens(fork.parent, tasks, chosen, fork.id)
+        return fork_estimate(fork.parent, tasks, chosen.context, chosen.agent, noted)
+
+    def _note_tokens(
+        self, parent: Session, tasks: list[str], chosen: ForkSettings, fork_id: str = ANY_FORK_ID
+    ) -> int:
+        """What the agent would add to the children's first requests (estimate.note_tokens).
+        Blocking."""
+        try:
+            backend: object = self._host.child_backend(parent, chosen.agent)
+        except protocol.CovenError:
+            return 0  # no such agent: starting the children says so
+        return note_tokens(parent, tasks, chosen, backend, fork_id)
 
     def decide(
         self,
