@@ -24,6 +24,7 @@ from coven_ls.protocol.types import InitializationOptions
 from coven_ls.testing.scripted_model import ScriptedModel, ToolUse
 
 from ..gitrepo import git
+from ..harness import wait_until
 from .ray_cluster import WORKER_RESOURCE, RayTestCluster, started_cluster
 
 pytestmark = pytest.mark.slow
@@ -90,6 +91,33 @@ def cluster_for(ray_cluster: RayTestCluster) -> RayCluster:
     )
 
 
+def agent_pids(text: str) -> list[int]:
+    """Processes whose command line holds `text` (a Claude child's has its session id)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+async def until_gone(text: str) -> None:
+    await wait_until(lambda: not agent_pids(text), 60, f"the agent of {text} to end")
+
+
+def actor_alive(name: str) -> bool:
+    import ray
+
+    try:
+        ray.get_actor(f"coven-child-{name}", namespace="coven-ls")
+    except ValueError:
+        return False
+    return True
+
+
 def worker_node_id() -> str:
     import ray
 
@@ -126,10 +154,13 @@ async def test_a_child_runs_on_the_worker_and_its_work_comes_back(
     spec = AgentSpec(cwd=str(worktree), permission_mode="default", start=New(first_id))
     agent = await backend.open(spec, ask)
     try:
+        assert actor_alive(first_id) and agent_pids(first_id)
         async with contextlib.aclosing(agent.messages()) as stream:
             ended = await one_turn(agent, stream, "Do the work", seen)
     finally:
         await agent.close()
+    await until_gone(first_id)
+    assert not actor_alive(first_id)
     assert ended.outcome == "success", ended
     placed = seen[0]
     assert isinstance(placed, Placed) and placed.node_id == worker_node_id()
@@ -175,6 +206,26 @@ async def test_a_child_runs_on_the_worker_and_its_work_comes_back(
     assert cluster.running() == []
 
 
+async def test_a_stopping_server_ends_its_children_on_the_cluster(
+    ray_cluster: RayTestCluster, model: ScriptedModel, local_env: Path, tmp_path: Path
+) -> None:
+    _, worktree = make_child_worktree(tmp_path, "ended")
+    cluster = cluster_for(ray_cluster)
+    backend = cluster.backend(ClaudeBackend(), "claude", InitializationOptions())
+
+    async def ask(*_: Any, **__: Any) -> Decision:
+        return Decision(True, "")
+
+    name = str(uuid.uuid4())
+    agent = await backend.open(AgentSpec(cwd=str(worktree), start=New(name)), ask)
+    assert cluster.running() == [name] and agent_pids(name)
+    await cluster.aclose()
+    assert cluster.running() == []
+    await until_gone(name)
+    await wait_until(lambda: not actor_alive(name), 60, "its actor to end")
+    await agent.close()
+
+
 def test_nothing_of_ray_reaches_stdout(ray_cluster: RayTestCluster, tmp_path: Path) -> None:
     """Connecting and asking the nodes writes nothing on fd 1 (a server's JSON-RPC)."""
     code = (
@@ -199,6 +250,8 @@ async def test_a_lost_worker_ends_the_child_saying_so(
 ) -> None:
     """Last in the module: the worker node is killed mid-turn."""
     _, worktree = make_child_worktree(tmp_path, "lost")
+    model.on("Do the work", ToolUse("Bash", {"command": WORK}, id="toolu_work"), times=1)
+    model.on("WORK-DONE", "All done.")
     model.on("Hang", "too late", latency=600)
     cluster = cluster_for(ray_cluster)
     backend = cluster.backend(ClaudeBackend(), "claude", InitializationOptions())
@@ -206,11 +259,18 @@ async def test_a_lost_worker_ends_the_child_saying_so(
     async def ask(*_: Any, **__: Any) -> Decision:
         return Decision(True, "")
 
-    agent = await backend.open(AgentSpec(cwd=str(worktree), start=New(str(uuid.uuid4()))), ask)
+    spec = AgentSpec(cwd=str(worktree), permission_mode="default", start=New(str(uuid.uuid4())))
+    agent = await backend.open(spec, ask)
     try:
         async with contextlib.aclosing(agent.messages()) as stream:
+            ended = await one_turn(agent, stream, "Do the work", [])
+            assert ended.outcome == "success", ended
             await agent.send("Hang")
-            await anyio.to_thread.run_sync(lambda: model.wait_for_requests(1, timeout=120))
+            await anyio.to_thread.run_sync(
+                lambda: model.wait_for_requests(
+                    1, timeout=120, predicate=lambda r: "Hang" in r.last_user_text
+                )
+            )
             ray_cluster.kill_worker()
             with pytest.raises(AgentFailed, match=r"^The node \S+ was lost: "):
                 with anyio.fail_after(180):
@@ -219,3 +279,6 @@ async def test_a_lost_worker_ends_the_child_saying_so(
     finally:
         await agent.close()
     assert cluster.running() == []
+    # The work of the turn before stays.
+    assert git(worktree, "log", "-1", "--format=%s", "coven/lost").strip() == "child commit"
+    assert (worktree / "fresh.txt").read_text() == "new\n"

@@ -6,13 +6,20 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import os
 import uuid
 from pathlib import Path
 
 import pytest
 
 from coven_ls import __version__
-from coven_ls.cluster.ray import bundles, conversations, local_work, node_cache
+from coven_ls.cluster.ray import (
+    bundles,
+    cluster_from_options,
+    conversations,
+    local_work,
+    node_cache,
+)
 from coven_ls.cluster.ray.connection import version_problem
 from coven_ls.cluster.ray.items import IncludedFile
 from coven_ls.cluster.ray.remap import node_spec, remap_path, remap_value
@@ -60,6 +67,14 @@ def test_a_target_is_read_from_the_wire_with_defaults() -> None:
 def test_a_bad_target_says_which_field(wire: dict[str, object], says: str) -> None:
     with pytest.raises(ValueError, match=says):
         RayTarget.from_wire(wire)
+
+
+def test_a_cluster_is_made_from_the_initialization_options() -> None:
+    cluster = cluster_from_options({"ray": {"address": "head:6379", "maxChildren": 2}})
+    assert cluster.name == "ray" and cluster.max_children == 2
+    assert cluster.target.address == "head:6379"
+    with pytest.raises(ValueError, match="names no cluster"):
+        cluster_from_options({"dask": {}})
 
 
 def test_only_the_named_variables_travel_and_the_sessions_own_win() -> None:
@@ -215,6 +230,20 @@ def test_a_nodes_work_comes_back_as_commits_and_uncommitted_changes(
     assert again.head == work.head and again.state not in (None, work.state)
     local_work.apply_work(str(local), again)
     assert (local / "a.txt").read_text() == "again\n"
+
+
+def test_the_node_cache_prunes_the_least_recently_used_first(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    contents = {hashlib.sha256(b"%d" % i * 100).hexdigest(): b"%d" % i * 100 for i in range(4)}
+    node_cache.store_contents(cache, contents)
+    digests = list(contents)
+    for age, digest in enumerate(digests):  # the first is the oldest
+        blob = cache / "blobs" / digest[:2] / digest
+        os.utime(blob, (1000 + age, 1000 + age))
+    freed = node_cache.prune(cache, 250, keep=[digests[0]])
+    assert freed == 200
+    assert node_cache.missing_contents(cache, digests) == sorted(digests[1:3])
+    assert node_cache.prune(cache, 10_000) == 0
 
 
 def test_included_files_are_listed_with_their_digests(

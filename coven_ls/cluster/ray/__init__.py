@@ -13,7 +13,22 @@
 
 Ray is imported only when a cluster is used: `pip install 'coven-ls[ray]'`."""
 
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
 from .cluster import RayCluster
 from .target import RayTarget
 
-__all__ = ["RayCluster", "RayTarget"]
+__all__ = ["RayCluster", "RayTarget", "cluster_from_options"]
+
+
+def cluster_from_options(cluster: Any) -> RayCluster:
+    """The cluster `initializationOptions.cluster` names (`{"ray": {...}}`, as JSON or as the
+    protocol's struct): what a front end hands the hub. A ValueError says what is wrong."""
+    plain = cluster if isinstance(cluster, Mapping) else msgspec.to_builtins(cluster)
+    ray = plain.get("ray") if isinstance(plain, Mapping) else None
+    if not isinstance(ray, Mapping):
+        raise ValueError('initializationOptions.cluster names no cluster: {"ray": {...}}.')
+    return RayCluster(RayTarget.from_wire(ray))

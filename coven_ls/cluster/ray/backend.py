@@ -117,7 +117,10 @@ class RayBackend:
         conversation_id, conversation = await anyio.to_thread.run_sync(
             conversations.shipped_conversation, kind, spec
         )
-        await cluster.connect()
+        try:
+            await cluster.connect()
+        except RuntimeError as exc:
+            raise AgentStartError(str(exc)) from exc
         name = child_name(spec)
         actor = await cluster.new_actor(name)
         try:
@@ -179,6 +182,7 @@ class RayBackend:
             contents=contents,
             conversation=conversation,
             conversation_id=conversation_id,
+            cache_bytes=cluster.target.node_cache_bytes,
         )
         env = travelling_env(cluster.target.env, os.environ, spec.env)
         stream = actor.run.options(num_returns="streaming").remote(shipment, env)
@@ -232,6 +236,7 @@ class RayAgent:
         self._cluster = cluster
         self._stderr = ""
         self._lost: str | None = None
+        self._closing = False  # closed or killed here: the stream's end is no loss
 
     @property
     def node(self) -> str:
@@ -272,6 +277,8 @@ class RayAgent:
         except AgentFailed:
             raise
         except Exception as exc:
+            if self._closing:
+                return  # its actor was ended here
             raise self._node_lost(exc) from exc
 
     def _localised(self, event: AgentEvent) -> AgentEvent:
@@ -307,6 +314,7 @@ class RayAgent:
         await self._call("set_permission_mode", mode)
 
     async def close(self) -> None:
+        self._closing = True
         try:
             if self._lost is None:
                 with anyio.move_on_after(60):
@@ -317,6 +325,7 @@ class RayAgent:
             self._cluster.end_actor(self._name)
 
     def kill(self) -> None:
+        self._closing = True
         self._cluster.end_actor(self._name)
 
     def stderr_tail(self) -> str:

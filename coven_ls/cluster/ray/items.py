@@ -40,6 +40,7 @@ class Shipment:
     # lacks, by digest
     conversation: bytes | None = None  # the conversation it continues (Claude's session file)
     conversation_id: str | None = None
+    cache_bytes: int | None = None  # the node's cache limit (`RayTarget.node_cache_bytes`)
 
 
 @dataclass(frozen=True)

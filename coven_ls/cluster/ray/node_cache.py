@@ -108,11 +108,49 @@ def place_included(root: Path, worktree: Path, files: Iterable[IncludedFile]) ->
         if item.link is not None:
             os.symlink(item.link, target)
         elif item.digest is not None:
-            shutil.copyfile(_blob(root, item.digest), target)
+            blob = _blob(root, item.digest)
+            os.utime(blob)  # used now: the last to be pruned
+            shutil.copyfile(blob, target)
             os.chmod(target, stat.S_IMODE(item.mode))
         placed.append(item.path)
     if placed:
         record_copied(worktree, placed)
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for folder, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                pass  # gone meanwhile
+    return total
+
+
+def prune(root: Path, limit: int, keep: Iterable[str] = ()) -> int:
+    """Bring the cache under `limit` bytes (included contents and repositories; not the
+    worktrees children run in): the least recently used contents go first (not `keep`), then
+    repositories no child works in now, least recently used first. Returns the bytes freed."""
+    kept = set(keep)
+    every = [p for p in (root / "blobs").glob("*/*") if p.is_file()]
+    total = sum(p.stat().st_size for p in every) + _size(root / "repos")
+    blobs = [p for p in every if p.name not in kept]
+    repos = [r for r in (root / "repos").glob("*.git") if not any((r / "worktrees").glob("*"))]
+    freed = 0
+    for blob in sorted(blobs, key=lambda p: p.stat().st_mtime):
+        if total - freed <= limit:
+            return freed
+        size = blob.stat().st_size
+        blob.unlink(missing_ok=True)
+        freed += size
+    for repo in sorted(repos, key=lambda r: r.stat().st_mtime):
+        if total - freed <= limit:
+            return freed
+        size = _size(repo)
+        shutil.rmtree(repo, ignore_errors=True)
+        freed += size
+    return freed
 
 
 def _within(path: Path, folder: Path) -> bool:
