@@ -22,9 +22,17 @@ from coven_ls.cluster.ray import (
 )
 from coven_ls.cluster.ray.connection import version_problem
 from coven_ls.cluster.ray.items import IncludedFile
-from coven_ls.cluster.ray.remap import node_spec, remap_path, remap_value
+from coven_ls.cluster.ray.remap import localised, node_spec, remap_path, remap_value
 from coven_ls.cluster.ray.target import RayTarget, travelling_env
 from coven_ls.core.agent import AgentSpec, AgentStartError, Copy, Fence, New, Resume
+from coven_ls.core.agent.events import (
+    AgentMessage,
+    AgentStarted,
+    Location,
+    TextPart,
+    ToolCall,
+    ToolCallUpdate,
+)
 
 from ..gitrepo import commit_all, git, make_repo
 
@@ -105,6 +113,34 @@ def test_paths_move_by_their_longest_folder() -> None:
         "n": 1,
         "list": ["/elsewhere", "rel/path"],
     }
+
+
+def test_what_a_node_says_names_this_machines_paths() -> None:
+    pairs = [("/cache/work/c1", "/work/child")]
+    started = localised(AgentStarted("conv", cwd="/cache/work/c1"), pairs)
+    assert isinstance(started, AgentStarted) and started.cwd == "/work/child"
+    message = AgentMessage(
+        "m1",
+        "call",
+        (
+            TextPart("see /cache/work/c1/a.py"),
+            ToolCall(
+                "t1",
+                "Edit",
+                {"file_path": "/cache/work/c1/a.py", "old_string": "x"},
+                locations=(Location("/cache/work/c1/a.py", 3),),
+            ),
+        ),
+    )
+    moved = localised(message, pairs)
+    assert isinstance(moved, AgentMessage)
+    text, call = moved.parts
+    assert text == TextPart("see /cache/work/c1/a.py")  # words are the model's own
+    assert isinstance(call, ToolCall)
+    assert call.input == {"file_path": "/work/child/a.py", "old_string": "x"}
+    assert call.locations == (Location("/work/child/a.py", 3),)
+    update = localised(ToolCallUpdate("t1", input={"path": "/cache/work/c1"}), pairs)
+    assert update == ToolCallUpdate("t1", input={"path": "/work/child"})
 
 
 def test_a_nodes_spec_has_the_nodes_paths_and_stays_fenced() -> None:

@@ -37,11 +37,11 @@ from ...core.agent import (
     PermissionAsker,
     TaskNotRunning,
 )
-from ...core.agent.events import AgentStarted, Placed
+from ...core.agent.events import Placed
 from ...protocol.types import AgentName, InitializationOptions, PermissionMode
 from . import bundles, conversations, items, local_work
 from .connection import first_line, version_problem
-from .remap import remap_value
+from .remap import localised, remap_value
 from .target import RayTarget, travelling_env
 
 log = logging.getLogger(__name__)
@@ -196,7 +196,7 @@ class RayBackend:
                 elif isinstance(item, items.Ready):
                     assert placed is not None
                     return RayAgent(
-                        actor, name, stream, placed, item.cwd, spec, ask_permission, cluster, head
+                        actor, name, stream, placed, item, spec, ask_permission, cluster
                     )
                 elif isinstance(item, items.Ended):
                     raise AgentStartError(item.error or "The child's agent ended as it started.")
@@ -210,28 +210,26 @@ class RayBackend:
 class RayAgent:
     """A child's agent on a node, through its actor."""
 
-    reports_ended_tasks = True
-
     def __init__(
         self,
         actor: Any,
         name: str,
         stream: Any,
         placed: items.Placed,
-        node_cwd: str,
+        ready: items.Ready,
         spec: AgentSpec,
         ask_permission: PermissionAsker,
         cluster: ChildActors,
-        head: str,
     ) -> None:
         self._actor = actor
         self._name = name
         self._stream = stream
         self._placed = placed
+        self.reports_ended_tasks = ready.reports_ended_tasks
         self._cwd = spec.cwd
         self._config = conversations.config_dir(spec.env)  # Claude's, here
         # Node paths in what the agent says or asks read as this machine's.
-        self._back = [(node_cwd, spec.cwd)]
+        self._back = [(ready.cwd, spec.cwd)]
         self._ask = ask_permission
         self._cluster = cluster
         self._stderr = ""
@@ -264,7 +262,7 @@ class RayAgent:
                 item = await ref
                 match item:
                     case items.Event(event=event):
-                        yield self._localised(event)
+                        yield localised(event, self._back)
                     case items.Question():
                         await self._answer(item)
                     case items.Work():
@@ -280,11 +278,6 @@ class RayAgent:
             if self._closing:
                 return  # its actor was ended here
             raise self._node_lost(exc) from exc
-
-    def _localised(self, event: AgentEvent) -> AgentEvent:
-        if isinstance(event, AgentStarted) and event.cwd is not None:
-            return dataclasses.replace(event, cwd=remap_value(event.cwd, self._back))
-        return event
 
     async def _answer(self, question: items.Question) -> None:
         decision = await self._ask(

@@ -57,6 +57,7 @@ class Ready:
     """The agent started on the node, in `cwd` there."""
 
     cwd: str
+    reports_ended_tasks: bool = False  # the agent's own (`Agent.reports_ended_tasks`)
 
 
 @dataclass(frozen=True)

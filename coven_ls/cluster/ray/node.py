@@ -118,7 +118,7 @@ class NodeChild:
                     self._put(Ended(describe_failure(exc, ""), starting=True))
                     return
                 self._agent = agent
-                self._put(Ready(spec.cwd))
+                self._put(Ready(spec.cwd, agent.reports_ended_tasks))
                 tg.start_soon(self._pump, agent)
                 try:
                     await self._closing.wait()

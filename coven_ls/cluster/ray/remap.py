@@ -9,7 +9,14 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ...core.agent import AgentSpec
+from ...core.agent import AgentEvent, AgentSpec
+from ...core.agent.events import (
+    AgentMessage,
+    AgentStarted,
+    Location,
+    ToolCall,
+    ToolCallUpdate,
+)
 
 # (from, to) folder pairs, the longest first where they nest.
 Mapping_ = Sequence[tuple[str, str]]
@@ -63,3 +70,34 @@ def node_spec(
         temp_dir=temp_dir if spec.temp_dir is not None else None,
         fence=fence,
     )
+
+
+def _locations(locations: tuple[Location, ...], pairs: Mapping_) -> tuple[Location, ...]:
+    return tuple(dataclasses.replace(p, path=remap_path(p.path, pairs)) for p in locations)
+
+
+def localised(event: AgentEvent, pairs: Mapping_) -> AgentEvent:
+    """An agent's event with the node's paths in it made this machine's: the folder it works
+    in, its tool calls' inputs and locations (what a client opens or reviews)."""
+    match event:
+        case AgentStarted(cwd=str(cwd)):
+            return dataclasses.replace(event, cwd=remap_path(cwd, pairs))
+        case AgentMessage(parts=parts):
+            moved = tuple(
+                dataclasses.replace(
+                    p,
+                    input=remap_value(p.input, pairs),
+                    locations=_locations(p.locations, pairs),
+                )
+                if isinstance(p, ToolCall)
+                else p
+                for p in parts
+            )
+            return dataclasses.replace(event, parts=moved)
+        case ToolCallUpdate():
+            return dataclasses.replace(
+                event,
+                input=None if event.input is None else remap_value(event.input, pairs),
+                locations=None if event.locations is None else _locations(event.locations, pairs),
+            )
+    return event
