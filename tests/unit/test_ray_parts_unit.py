@@ -280,6 +280,10 @@ def test_the_node_cache_prunes_the_least_recently_used_first(tmp_path: Path) -> 
     assert freed == 200
     assert node_cache.missing_contents(cache, digests) == sorted(digests[1:3])
     assert node_cache.prune(cache, 10_000) == 0
+    # Repositories: the one a child starts from now stays, an idle one goes.
+    busy, idle = node_cache.origin_repo(cache, "busy"), node_cache.origin_repo(cache, "idle")
+    assert node_cache.prune(cache, 0, keep=digests, keep_repo=busy) > 0
+    assert busy.is_dir() and not idle.exists()
 
 
 def test_included_files_are_listed_with_their_digests(

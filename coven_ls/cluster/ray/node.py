@@ -140,7 +140,7 @@ class NodeChild:
             bundles.take_bundle(repo, shipment.bundle)
         if shipment.cache_bytes is not None:
             wanted = [f.digest for f in shipment.included if f.digest]
-            node_cache.prune(root, shipment.cache_bytes, keep=wanted)
+            node_cache.prune(root, shipment.cache_bytes, keep=wanted, keep_repo=repo)
         node_cache.store_contents(root, shipment.contents)
         worktree = node_cache.make_worktree(
             repo, root, shipment.name, shipment.head, shipment.branch

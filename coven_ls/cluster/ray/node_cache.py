@@ -128,15 +128,20 @@ def _size(path: Path) -> int:
     return total
 
 
-def prune(root: Path, limit: int, keep: Iterable[str] = ()) -> int:
+def prune(root: Path, limit: int, keep: Iterable[str] = (), keep_repo: Path | None = None) -> int:
     """Bring the cache under `limit` bytes (included contents and repositories; not the
     worktrees children run in): the least recently used contents go first (not `keep`), then
-    repositories no child works in now, least recently used first. Returns the bytes freed."""
+    repositories no child works in now (not `keep_repo`), least recently used first. Returns
+    the bytes freed."""
     kept = set(keep)
     every = [p for p in (root / "blobs").glob("*/*") if p.is_file()]
     total = sum(p.stat().st_size for p in every) + _size(root / "repos")
     blobs = [p for p in every if p.name not in kept]
-    repos = [r for r in (root / "repos").glob("*.git") if not any((r / "worktrees").glob("*"))]
+    repos = [
+        r
+        for r in (root / "repos").glob("*.git")
+        if r != keep_repo and not any((r / "worktrees").glob("*"))
+    ]
     freed = 0
     for blob in sorted(blobs, key=lambda p: p.stat().st_mtime):
         if total - freed <= limit:
