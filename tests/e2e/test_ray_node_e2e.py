@@ -206,6 +206,34 @@ async def test_a_child_runs_on_the_worker_and_its_work_comes_back(
     assert cluster.running() == []
 
 
+async def test_an_interrupt_reaches_the_agent_on_the_node(
+    ray_cluster: RayTestCluster, model: ScriptedModel, local_env: Path, tmp_path: Path
+) -> None:
+    _, worktree = make_child_worktree(tmp_path, "interrupted")
+    model.on("Slow", "too late", latency=600)
+    cluster = cluster_for(ray_cluster)
+    backend = cluster.backend(ClaudeBackend(), "claude", InitializationOptions())
+
+    async def ask(*_: Any, **__: Any) -> Decision:
+        return Decision(True, "")
+
+    agent = await backend.open(AgentSpec(cwd=str(worktree), start=New(str(uuid.uuid4()))), ask)
+    try:
+        async with contextlib.aclosing(agent.messages()) as stream:
+            await agent.send("Slow")
+            await anyio.to_thread.run_sync(lambda: model.wait_for_requests(1, timeout=120))
+            await agent.interrupt()
+            with anyio.fail_after(120):
+                async for event in stream:
+                    if isinstance(event, TurnEnded):
+                        break
+        # Ended long before the model's answer (600 s away): the CLI stopped the turn, as it
+        # says a stopped turn (Claude's adapter leaves "interrupted" to the session).
+        assert event.outcome == "error" and event.subtype == "error_during_execution", event
+    finally:
+        await agent.close()
+
+
 async def test_a_stopping_server_ends_its_children_on_the_cluster(
     ray_cluster: RayTestCluster, model: ScriptedModel, local_env: Path, tmp_path: Path
 ) -> None:
