@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import os
 import re
 import signal
@@ -198,8 +199,10 @@ async def start_coven(
     extra_env: dict[str, str] | None = None,
     capabilities: types.ClientCapabilities | None = None,
     on_client: Callable[[LanguageClient], None] | None = None,
+    stdout_copy: Path | None = None,
 ) -> Coven:
-    """`on_client` sees the client before anything is sent or received (a recorder taps it)."""
+    """`on_client` sees the client before anything is sent or received (a recorder taps it).
+    `stdout_copy`: the server's stdout is copied there too (json_rpc_frames reads it)."""
     workspace = tmp_path / "workspace"
     workspace.mkdir(parents=True, exist_ok=True)
     config_dir = tmp_path / "claude-config"
@@ -207,8 +210,12 @@ async def start_coven(
     env = {k: v for k, v in os.environ.items() if k not in ("CLAUDECODE", "CLAUDE_CODE_SESSION_ID")}
     env.update(model.cli_env(config_dir))
     env.update(extra_env or {})
+    command = [sys.executable, "-m", "coven_ls"]
+    if stdout_copy is not None:
+        tap = Path(__file__).parent / "stdout_tap.py"
+        command = [sys.executable, str(tap), str(stdout_copy), "--", *command]
     config = ClientServerConfig(
-        server_command=[sys.executable, "-m", "coven_ls"],
+        server_command=command,
         client_factory=make_test_lsp_client,
         server_env=env,
     )
@@ -292,3 +299,21 @@ def tcp_server_env(tmp_path: Path, model: ScriptedModel, **extra: str) -> dict[s
     env = {**os.environ, **model.cli_env(tmp_path / "claude-config")}
     env.pop("COVEN_TOKEN", None)
     return {**env, "XDG_RUNTIME_DIR": str(tmp_path / "run"), **extra}
+
+
+def json_rpc_frames(stream: bytes) -> list[dict[str, Any]]:
+    """The messages of an LSP stream (`Content-Length` framed JSON); an AssertionError says
+    where anything else is."""
+    messages, at = [], 0
+    while at < len(stream):
+        end = stream.find(b"\r\n\r\n", at)
+        assert end != -1, f"not a frame at byte {at}: {stream[at : at + 200]!r}"
+        headers = dict(
+            line.split(b": ", 1) for line in stream[at:end].split(b"\r\n") if b": " in line
+        )
+        assert b"Content-Length" in headers, f"no Content-Length at byte {at}: {stream[at:end]!r}"
+        start = end + 4
+        length = int(headers[b"Content-Length"])
+        messages.append(json.loads(stream[start : start + length]))
+        at = start + length
+    return messages

@@ -7,6 +7,7 @@ import os
 import anyio
 from acp import run_agent
 
+from ..cluster import make_cluster
 from ..core.agent_registry import AgentRegistry
 from ..core.hub import Hub
 from .agent import CovenAgent
@@ -17,7 +18,7 @@ async def serve_acp(agents: AgentRegistry) -> int:
     for name in ("CLAUDECODE", "CLAUDE_CODE_SESSION_ID"):
         os.environ.pop(name, None)
     async with anyio.create_task_group() as tg:
-        hub = Hub(tg, agents)
+        hub = Hub(tg, agents, make_cluster)
         agent = CovenAgent(hub)
         try:
             # session/fork and session/close are still "unstable" in ACP's schema.

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 from pygls.exceptions import JsonRpcInvalidRequest, JsonRpcParseError
 
+from ..cluster import make_cluster
 from ..core.agent_registry import AgentRegistry
 from ..core.hub import Hub
 from . import framing
@@ -118,7 +119,7 @@ async def serve_stdio(agents: AgentRegistry) -> int:
         os.environ.pop(name, None)
     code = 1
     async with anyio.create_task_group() as tg:
-        hub = Hub(tg, agents)
+        hub = Hub(tg, agents, make_cluster)
         try:
             with anyio.CancelScope() as serving:
                 tg.start_soon(_cancel_on_signal, serving)
@@ -149,7 +150,7 @@ async def serve_tcp(host: str, port: int, auth: TcpAuth, agents: AgentRegistry) 
             self._w.close()
 
     async with anyio.create_task_group() as tg:
-        hub = Hub(tg, agents)
+        hub = Hub(tg, agents, make_cluster)
 
         async def connection(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
             log.info("client connected from %s", w.get_extra_info("peername"))
