@@ -66,6 +66,7 @@ class RayTestCluster:
     marker: str  # in every cluster process's environment
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     node_env: dict[str, str] = field(default_factory=dict)  # the worker node's environment
+    client_address: str = ""  # the head's Ray client port, `ray://127.0.0.1:P`
 
     def kill_worker(self) -> None:
         """Kill the worker node outright (its raylet, its workers, its children's agents)."""
@@ -163,8 +164,8 @@ def _wait_for_nodes(cluster: RayTestCluster, env: dict[str, str], count: int) ->
 @contextlib.contextmanager
 def started_cluster(node_env: dict[str, str] | None = None) -> Iterator[RayTestCluster]:
     """A head (1 CPU, nothing custom) and a worker node (2 CPUs, `WORKER_RESOURCE`: 8), both
-    on 127.0.0.1; `node_env` is added to the worker node's environment (where its children's
-    agents find their config)."""
+    on 127.0.0.1, the head with a Ray client port (`client_address`); `node_env` is added to
+    the worker node's environment (where its children's agents find their config)."""
     ray = ray_command()
     # Short: Ray's unix sockets live under the temp folder (a socket path holds 107 bytes).
     folder = Path(tempfile.mkdtemp(prefix="cvr-"))
@@ -177,15 +178,20 @@ def started_cluster(node_env: dict[str, str] | None = None) -> Iterator[RayTestC
         HOME=str(folder / "home"),
     )
     (folder / "home").mkdir()
-    ports = free_ports(1 + 2 * 14)
-    gcs = ports[0]
-    cluster = RayTestCluster(address=f"127.0.0.1:{gcs}", folder=folder, marker=marker)
+    ports = free_ports(2 + 2 * 14)
+    gcs, client = ports[0], ports[29]
+    cluster = RayTestCluster(
+        address=f"127.0.0.1:{gcs}",
+        folder=folder,
+        marker=marker,
+        client_address=f"ray://127.0.0.1:{client}",
+    )
     try:
         head_env = dict(base)
         cluster.processes["head"] = _start(
             [
                 ray, "start", "--head", "--block", "--node-ip-address=127.0.0.1",
-                f"--port={gcs}",
+                f"--port={gcs}", f"--ray-client-server-port={client}",
                 f"--temp-dir={folder / 'head'}", "--num-cpus=1",
                 "--include-dashboard=false", "--disable-usage-stats",
                 *_node_ports(ports[1:15]),

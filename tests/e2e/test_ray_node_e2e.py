@@ -5,6 +5,7 @@ Messages API. One cluster for the module; the worker is killed by the last test.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -327,6 +328,66 @@ async def test_a_fork_runs_its_overflow_on_the_cluster_and_merges_it_back(
     await coven.stop()
     frames = json_rpc_frames(stdout.read_bytes())
     assert any(f.get("params", {}).get("kind") == "placed" for f in frames)
+
+
+# One turn of a child through `sys.argv[1]` (a `ray://` address), in a process of its own: this
+# one is connected as a driver already (a process holds one Ray connection).
+CLIENT_TURN = """
+import anyio, contextlib, json, sys, uuid, ray
+from coven_ls.agents.claude import ClaudeBackend
+from coven_ls.cluster.ray import RayCluster, RayTarget
+from coven_ls.core.agent import AgentSpec, Decision, New
+from coven_ls.core.agent.events import Placed, TurnEnded
+from coven_ls.protocol.types import InitializationOptions
+address, env, resources, cwd = json.loads(sys.argv[1])
+async def main():
+    cluster = RayCluster(RayTarget(address, env=tuple(env), resources=resources))
+    backend = cluster.backend(ClaudeBackend(), "claude", InitializationOptions())
+    asked = []
+    async def ask(name, tool_input, tool_use_id, options=()):
+        asked.append(name)
+        return Decision(True, "")
+    spec = AgentSpec(cwd=cwd, permission_mode="default", start=New(str(uuid.uuid4())))
+    agent = await backend.open(spec, ask)
+    seen = []
+    try:
+        await agent.send("Do the work")
+        with anyio.fail_after(180):
+            async with contextlib.aclosing(agent.messages()) as stream:
+                async for event in stream:
+                    seen.append(event)
+                    if isinstance(event, TurnEnded):
+                        break
+    finally:
+        await agent.close()
+    client = ray.util.client.ray.is_connected()
+    print(json.dumps({"client": client, "node_id": seen[0].node_id, "asked": asked,
+                      "outcome": seen[-1].outcome, "running": cluster.running()}))
+anyio.run(main)
+"""
+
+
+async def test_a_child_runs_one_turn_through_a_ray_client_address(
+    ray_cluster: RayTestCluster, model: ScriptedModel, local_env: Path, tmp_path: Path
+) -> None:
+    """`ray://` (Ray's client, which has no streaming actor methods): the child's events,
+    its question and its work come back as through the cluster's own address."""
+    _, worktree = make_child_worktree(tmp_path, "client")
+    model.on("Do the work", ToolUse("Bash", {"command": WORK}, id="toolu_work"), times=1)
+    model.on("WORK-DONE", "All done.")
+    resources = {"CPU": 0, WORKER_RESOURCE: 1}
+    args = [ray_cluster.client_address, TRAVELS, resources, str(worktree)]
+    done = await anyio.to_thread.run_sync(lambda: subprocess.run(
+        [sys.executable, "-c", CLIENT_TURN, json.dumps(args)], capture_output=True,
+        env={**os.environ, "HOME": str(tmp_path)}, timeout=300, check=False,
+    ))  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    said = json.loads(done.stdout.decode().splitlines()[-1])
+    await cluster_for(ray_cluster).connect()
+    assert said == {"client": True, "node_id": worker_node_id(), "asked": ["Bash"],
+                    "outcome": "success", "running": []}  # fmt: skip
+    assert git(worktree, "log", "-1", "--format=%s", "coven/client").strip() == "child commit"
+    assert (worktree / "fresh.txt").read_text() == "new\n"
 
 
 async def test_a_lost_worker_ends_the_child_saying_so(

@@ -8,10 +8,12 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import pytest
 
 from coven_ls.cluster.ray import items
-from coven_ls.cluster.ray.backend import RayAgent
+from coven_ls.cluster.ray.backend import NodeFeed, RayAgent
+from coven_ls.cluster.ray.node import NodeChild
 from coven_ls.cluster.ray.target import RayTarget
 from coven_ls.core.agent import AgentFailed, AgentSpec, Decision, New
 from coven_ls.core.agent.events import AgentStarted, Placed, TurnEnded
@@ -50,19 +52,25 @@ class FakeCluster:
         self.ended.append(name)
 
 
-async def value(item: Any) -> Any:
-    if isinstance(item, BaseException):
-        raise item
-    return item
+class FakeFeed:
+    """A `NodeFeed` whose node says `things` (an exception: the call raised it)."""
+
+    def __init__(self, *things: Any) -> None:
+        self._things = things
+
+    async def each(self) -> AsyncIterator[Any]:
+        for thing in self._things:
+            if isinstance(thing, BaseException):
+                raise thing
+            yield thing
 
 
-async def stream_of(*things: Any) -> AsyncIterator[Any]:
-    for thing in things:
-        yield value(thing)
+def stream_of(*things: Any) -> Any:
+    return FakeFeed(*things)
 
 
 def agent_for(
-    stream: AsyncIterator[Any], asked: list[tuple[str, dict[str, Any]]]
+    stream: Any, asked: list[tuple[str, dict[str, Any]]]
 ) -> tuple[RayAgent, FakeActor, FakeCluster]:
     async def ask(name: str, tool_input: dict[str, Any], tool_use_id: Any, options: Any = ()):
         asked.append((name, tool_input))
@@ -135,3 +143,57 @@ async def test_a_stream_ended_by_closing_here_is_no_loss() -> None:
     async with contextlib.aclosing(agent.messages()) as stream:
         assert [e async for e in stream] == [Placed("node-a", "id-a")]
     assert cluster.ended == ["c1"]
+
+
+class PollingActor:
+    """An actor whose `items(since)` answers from its numbered items, two at a time."""
+
+    def __init__(self, *things: Any) -> None:
+        self.things = list(things)
+        self.asked: list[int] = []
+        self.items = self
+
+    async def remote(self, since: int) -> list[Any]:
+        self.asked.append(since)
+        return self.things[since : since + 2]
+
+
+async def test_a_feed_asks_from_where_it_stopped_and_ends_at_ended() -> None:
+    said = [items.Event(AgentStarted("c1")), items.Ready("/x"), items.Event(TurnEnded("success"))]
+    actor = PollingActor(*said, items.Ended(None), items.Ready("/never"))
+    feed = NodeFeed(actor)
+    async with contextlib.aclosing(feed.each()) as stream:
+        whole = [item async for item in stream]
+    assert whole == [*said, items.Ended(None)]  # not the item after Ended
+    assert actor.asked == [0, 2]
+    # A feed left after its first item asks again for the rest of the batch: nothing lost.
+    actor = PollingActor(*said, items.Ended(None))
+    feed = NodeFeed(actor)
+    async with contextlib.aclosing(feed.each()) as stream:
+        async for _ in stream:
+            break
+    async with contextlib.aclosing(feed.each()) as stream:
+        rest = [item async for item in stream]
+    assert rest == [*said[1:], items.Ended(None)]
+    assert actor.asked == [0, 1, 3]
+
+
+async def test_a_nodes_items_wait_for_the_first_and_are_forgotten_once_asked_past() -> None:
+    child = NodeChild()
+    assert await child.items(0, wait=0.01) == []  # nothing yet: answers after the wait
+    said = [items.Ready("/x"), items.Event(TurnEnded("success"))]
+
+    async def later() -> None:
+        await anyio.sleep(0.05)
+        for item in said:
+            child._put(item)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(later)
+        with anyio.fail_after(10):
+            assert await child.items(0, wait=30) == said  # woken long before the wait's end
+    assert await child.items(0) == said  # asked again: nothing was lost
+    assert await child.items(1) == said[1:]
+    child._put(items.Ended(None))
+    child._put(items.Ended("after the end"))
+    assert await child.items(2) == [items.Ended(None)]

@@ -8,10 +8,12 @@ the environment as call arguments) and waits until the agent is up there. `messa
 what the node says, `Placed` first; it answers permission questions through the local `ask`
 and takes each turn's work into the worktree here before passing the turn's end on. A node
 lost (its actor died, the node died) ends it with an AgentFailed saying so; the work of
-earlier turns stays."""
+earlier turns stays. What the node says comes by long polls (`NodeFeed`), not a streaming
+actor method, which Ray's client (`ray://`) lacks."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -185,26 +187,44 @@ class RayBackend:
             cache_bytes=cluster.target.node_cache_bytes,
         )
         env = travelling_env(cluster.target.env, os.environ, spec.env)
-        stream = actor.run.options(num_returns="streaming").remote(shipment, env)
-        placed: items.Placed | None = None
         node = str(facts.get("node"))
         try:
-            async for ref in stream:
-                item = await ref
-                if isinstance(item, items.Placed):
-                    placed, node = item, item.node
-                elif isinstance(item, items.Ready):
-                    assert placed is not None
-                    return RayAgent(
-                        actor, name, stream, placed, item, spec, ask_permission, cluster
-                    )
-                elif isinstance(item, items.Ended):
-                    raise AgentStartError(item.error or "The child's agent ended as it started.")
+            placed = await actor.start.remote(shipment, env)
+            node = placed.node
+            feed = NodeFeed(actor)
+            async with contextlib.aclosing(feed.each()) as stream:
+                async for item in stream:
+                    if isinstance(item, items.Ready):
+                        return RayAgent(
+                            actor, name, feed, placed, item, spec, ask_permission, cluster
+                        )
+                    if isinstance(item, items.Ended):
+                        raise AgentStartError(
+                            item.error or "The child's agent ended as it started."
+                        )
         except AgentStartError:
             raise
         except Exception as exc:
             raise AgentStartError(f"The node {node} was lost: {first_line(exc)}") from exc
         raise AgentStartError(f"The node {node} ended the child before its agent started.")
+
+
+class NodeFeed:
+    """What a child's actor says, fetched by long polls (node.py's `items`): `each` yields the
+    items not yet yielded, up to `Ended`; after a break, a new `each` goes on where it stopped.
+    A Ray error (the actor or its node died) is raised as it is."""
+
+    def __init__(self, actor: Any) -> None:
+        self._actor = actor
+        self._next = 0  # the number of the next item to yield
+
+    async def each(self) -> AsyncGenerator[items.StreamItem, None]:
+        while True:
+            for item in await self._actor.items.remote(self._next):
+                self._next += 1
+                yield item
+                if isinstance(item, items.Ended):
+                    return
 
 
 class RayAgent:
@@ -214,7 +234,7 @@ class RayAgent:
         self,
         actor: Any,
         name: str,
-        stream: Any,
+        feed: NodeFeed,
         placed: items.Placed,
         ready: items.Ready,
         spec: AgentSpec,
@@ -223,7 +243,7 @@ class RayAgent:
     ) -> None:
         self._actor = actor
         self._name = name
-        self._stream = stream
+        self._feed = feed
         self._placed = placed
         self.reports_ended_tasks = ready.reports_ended_tasks
         self._cwd = spec.cwd
@@ -258,20 +278,20 @@ class RayAgent:
     async def messages(self) -> AsyncGenerator[AgentEvent, None]:
         yield Placed(node=self._placed.node, node_id=self._placed.node_id)
         try:
-            async for ref in self._stream:
-                item = await ref
-                match item:
-                    case items.Event(event=event):
-                        yield localised(event, self._back)
-                    case items.Question():
-                        await self._answer(item)
-                    case items.Work():
-                        await anyio.to_thread.run_sync(self._take_work, item)
-                    case items.Ended(error=error):
-                        if error:
-                            self._stderr = error
-                            raise AgentFailed(error)
-                        return
+            async with contextlib.aclosing(self._feed.each()) as stream:
+                async for item in stream:
+                    match item:
+                        case items.Event(event=event):
+                            yield localised(event, self._back)
+                        case items.Question():
+                            await self._answer(item)
+                        case items.Work():
+                            await anyio.to_thread.run_sync(self._take_work, item)
+                        case items.Ended(error=error):
+                            if error:
+                                self._stderr = error
+                                raise AgentFailed(error)
+                            return
         except AgentFailed:
             raise
         except Exception as exc:

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import socket
 import uuid
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,8 @@ ACTOR_PREFIX = "coven-child-"
 NAMESPACE = "coven-ls"
 # How long a closing agent may take before the actor gives up on it.
 CLOSE_SECONDS = 30.0
+# How long `items` waits for the first new item before it answers with none.
+POLL_SECONDS = 1.0
 
 
 def node_facts() -> dict[str, Any]:
@@ -56,7 +58,9 @@ class NodeChild:
     """A child's agent on a node (a Ray actor: `ray.remote(NodeChild)`, async)."""
 
     def __init__(self) -> None:
-        self._queue: asyncio.Queue[StreamItem] = asyncio.Queue()
+        self._items: list[StreamItem] = []  # not yet taken by the server
+        self._first = 0  # the number of `_items[0]`
+        self._arrived = asyncio.Event()
         self._answers: dict[str, asyncio.Future[Decision]] = {}
         self._agent: Agent | None = None
         self._closing = asyncio.Event()
@@ -80,25 +84,32 @@ class NodeChild:
         root = node_cache.cache_root()
         return await anyio.to_thread.run_sync(node_cache.missing_contents, root, list(digests))
 
-    async def run(
-        self, shipment: Shipment, env: dict[str, str]
-    ) -> AsyncGenerator[StreamItem, None]:
-        """Start the child's agent and stream what happens (see the module's docstring)."""
+    async def start(self, shipment: Shipment, env: dict[str, str]) -> Placed:
+        """Start the child's agent (once); what happens comes from `items`."""
+        if self._main_task is None:
+            self._main_task = asyncio.get_running_loop().create_task(self._main(shipment, env))
         facts = node_facts()
-        yield Placed(facts["node"], facts["node_id"], facts["version"])
-        self._main_task = asyncio.get_running_loop().create_task(self._main(shipment, env))
-        while True:
-            item = await self._queue.get()
-            yield item
-            if isinstance(item, Ended):
-                return
+        return Placed(facts["node"], facts["node_id"], facts["version"])
+
+    async def items(self, since: int, wait: float = POLL_SECONDS) -> list[StreamItem]:
+        """The items from number `since` on (the earlier ones are forgotten), waiting up to
+        `wait` seconds for one when there are none yet; `Ended` is the last there is."""
+        drop = min(max(since - self._first, 0), len(self._items))
+        del self._items[:drop]
+        self._first += drop
+        if not self._items:
+            self._arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), wait)
+        return list(self._items)
 
     def _put(self, item: StreamItem) -> None:
         if self._ended:
             return
         if isinstance(item, Ended):
             self._ended = True
-        self._queue.put_nowait(item)
+        self._items.append(item)
+        self._arrived.set()
 
     async def _main(self, shipment: Shipment, env: dict[str, str]) -> None:
         from ...agents import make_backend
