@@ -399,6 +399,8 @@ async def test_a_cluster_childs_questions_and_cancel_go_through_the_server(
     asked = {r["sessionId"]: r for r in coven.permission_requests}
     assert sorted(asked) == sorted([alpha, gamma]), coven.permission_requests
     assert all(r["toolName"] == "Bash" and r["toolUseId"] for r in asked.values())
+    [decision] = coven.of(gamma, "permissionDecision")
+    assert decision["allow"] is False and decision["message"] == "Not gamma.", decision
     [denied] = coven.of(gamma, "toolResult")
     assert denied["isError"] is True and "Not gamma." in denied["content"], denied
     [finished] = coven.of(sid, "forkFinished")
@@ -472,6 +474,7 @@ async def test_a_lost_worker_ends_the_child_saying_so(
     assert (worktree / "fresh.txt").read_text() == "new\n"
     # The fork child fails saying so, and its parent is given that failure.
     await coven.wait_status(sitting, "failed")
+    await until_gone((await coven.wait_kind(sitting, "agent"))["agentSessionId"])
     await coven.wait_for(
         lambda e: e["sessionId"] == sid and e["kind"] == "turnResult" and e["seq"] > 0
         and e.get("text") == "The node is gone.",
