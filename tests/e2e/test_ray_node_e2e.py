@@ -1,12 +1,14 @@
-"""A child on a Ray node (issue #33), through `RayBackend.open` (no fork manager): the real
-`claude` on the test cluster's worker node (tests/e2e/ray_cluster.py) against the scripted
-Messages API. One cluster for the module; the worker is killed by the last test."""
+"""A child on a Ray node (issue #33), through `RayBackend.open` and through the language
+server's forks: the real `claude` on the test cluster's worker node (tests/e2e/ray_cluster.py)
+against the scripted Messages API. One cluster for the module; the worker is killed by the last
+test."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -82,6 +84,23 @@ def make_child_worktree(tmp_path: Path, name: str) -> tuple[Path, Path]:
     return repo, worktree
 
 
+def make_user_repo(tmp_path: Path) -> Path:
+    """The user's checkout a fork through the server starts from: one commit."""
+    repo = tmp_path / "user-repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "README.md").write_text("hello\n")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=U", "-c", "user.email=u@example.com", "commit", "-qm", "first")
+    return repo
+
+
+def cluster_options(ray_cluster: RayTestCluster) -> dict[str, Any]:
+    """`initializationOptions.cluster` placing children on the worker node."""
+    resources = {"CPU": 0, WORKER_RESOURCE: 1}
+    return {"ray": {"address": ray_cluster.address, "env": list(TRAVELS), "resources": resources}}
+
+
 def cluster_for(ray_cluster: RayTestCluster) -> RayCluster:
     return RayCluster(
         RayTarget(
@@ -117,6 +136,10 @@ def actor_alive(name: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def sitting_asked(request: Any) -> bool:
+    return "Sit on the node" in request.last_user_text
 
 
 def worker_node_id() -> str:
@@ -390,10 +413,90 @@ async def test_a_child_runs_one_turn_through_a_ray_client_address(
     assert (worktree / "fresh.txt").read_text() == "new\n"
 
 
-async def test_a_lost_worker_ends_the_child_saying_so(
-    ray_cluster: RayTestCluster, model: ScriptedModel, local_env: Path, tmp_path: Path
+@pytest.mark.usefixtures("no_user_git_config")
+async def test_a_cluster_childs_questions_and_cancel_go_through_the_server(
+    ray_cluster: RayTestCluster, coven_factory, model: ScriptedModel, tmp_path: Path
 ) -> None:
-    """Last in the module: the worker node is killed mid-turn."""
+    """Three children placed on the worker node through the language server: one's question is
+    allowed from the editor, one's denied (its model sees the denial), one is cancelled while
+    its turn runs there (its agent on the node ends); the allowed one's work is merged."""
+    repo = make_user_repo(tmp_path)
+    for name in ("alpha", "gamma"):
+        model.on(f"You were assigned 'Write {name}'", ToolUse("Bash", {"command": (
+            f"printf '{name}\\n' > {name}.txt && echo wrote-{name}")}))  # fmt: skip
+    model.on("wrote-alpha", "Wrote alpha.")
+    model.on("Not gamma.", "Left gamma alone.")  # only if the denial reached its model
+    model.on("You were assigned 'Wait slowly'", "too late", latency=300)
+    model.on("Get ready", "Ready.")
+    model.on("<fork-results>", "Alpha is in.")
+    coven = await coven_factory(init_options={"cluster": cluster_options(ray_cluster)})
+    coven.permission_answer = lambda req: (
+        {"allow": False, "message": "Not gamma."}
+        if "gamma" in req["input"].get("command", "")
+        else {"allow": True}
+    )
+    sid = await coven.start("Get ready", cwd=str(repo))
+    await coven.wait_status(sid, "idle")
+    tasks = ["Write alpha", "Write gamma", "Wait slowly"]
+    await coven.request("coven/fork", {"sessionId": sid, "tasks": tasks, "placement": "cluster"})
+    started = await coven.wait_kind(sid, "forkStarted")
+    alpha, gamma, slow = (c["sessionId"] for c in started["children"])
+    await anyio.to_thread.run_sync(lambda: model.wait_for_requests(
+        1, timeout=180, predicate=lambda r: "Wait slowly" in r.last_user_text))  # fmt: skip
+    slow_agent = (await coven.wait_kind(slow, "agent"))["agentSessionId"]
+    assert agent_pids(slow_agent), "the slow child's agent runs (on the node)"
+    await coven.request("coven/cancel", {"sessionId": slow})
+    await coven.wait_status(slow, "cancelled")
+    await until_gone(slow_agent)
+    await coven.wait_for(
+        lambda e: e["sessionId"] == sid and e["kind"] == "turnResult" and e["seq"] > 0
+        and e.get("text") == "Alpha is in.",
+        timeout=300, what="the parent's answer to the fork's results",
+    )  # fmt: skip
+    assert await cluster_for(ray_cluster).unreachable() is None  # connects this process too
+    for child in (alpha, gamma, slow):
+        [placed] = coven.of(child, "placed")
+        assert placed["nodeId"] == worker_node_id(), placed
+    asked = {r["sessionId"]: r for r in coven.permission_requests}
+    assert sorted(asked) == sorted([alpha, gamma]), coven.permission_requests
+    assert all(r["toolName"] == "Bash" and r["toolUseId"] for r in asked.values())
+    [decision] = coven.of(gamma, "permissionDecision")
+    assert decision["allow"] is False and decision["message"] == "Not gamma.", decision
+    [denied] = coven.of(gamma, "toolResult")
+    assert denied["isError"] is True and "Not gamma." in denied["content"], denied
+    [finished] = coven.of(sid, "forkFinished")
+    assert [(r["ok"], r.get("error")) for r in finished["results"]] == [
+        (True, None), (True, None), (False, "cancelled by the user")]  # fmt: skip
+    assert (repo / "alpha.txt").read_text() == "alpha\n"
+    assert not (repo / "gamma.txt").exists()
+    sessions = (await coven.request("coven/listSessions", {}))["sessions"]
+    listed = {s["sessionId"]: s for s in sessions}
+    assert listed[alpha]["changes"]["merge"] == "applied", listed[alpha]
+    assert listed[slow]["status"] == "cancelled", listed[slow]
+    await coven.stop()
+
+
+@pytest.mark.usefixtures("no_user_git_config")
+async def test_a_lost_worker_ends_the_child_saying_so(
+    ray_cluster: RayTestCluster,
+    coven_factory,
+    model: ScriptedModel,
+    local_env: Path,
+    tmp_path: Path,
+) -> None:
+    """Last in the module: the worker node is killed mid-turn, under a child opened here and
+    under a fork child of the language server's (which fails saying so; its parent is told)."""
+    repo = make_user_repo(tmp_path)
+    model.on("You were assigned 'Sit on the node'", "too late", latency=600)
+    model.on("Get ready", "Ready.")
+    model.on("<fork-results>", "The node is gone.")
+    coven = await coven_factory(init_options={"cluster": cluster_options(ray_cluster)})
+    sid = await coven.start("Get ready", cwd=str(repo))
+    await coven.wait_status(sid, "idle")
+    await coven.request(
+        "coven/fork", {"sessionId": sid, "tasks": ["Sit on the node"], "placement": "cluster"}
+    )
+    [sitting] = (c["sessionId"] for c in (await coven.wait_kind(sid, "forkStarted"))["children"])
     _, worktree = make_child_worktree(tmp_path, "lost")
     model.on("Do the work", ToolUse("Bash", {"command": WORK}, id="toolu_work"), times=1)
     model.on("WORK-DONE", "All done.")
@@ -416,6 +519,9 @@ async def test_a_lost_worker_ends_the_child_saying_so(
                     1, timeout=120, predicate=lambda r: "Hang" in r.last_user_text
                 )
             )
+            await anyio.to_thread.run_sync(
+                lambda: model.wait_for_requests(1, timeout=120, predicate=sitting_asked)
+            )
             ray_cluster.kill_worker()
             with pytest.raises(AgentFailed, match=r"^The node \S+ was lost: "):
                 with anyio.fail_after(180):
@@ -427,3 +533,17 @@ async def test_a_lost_worker_ends_the_child_saying_so(
     # The work of the turn before stays.
     assert git(worktree, "log", "-1", "--format=%s", "coven/lost").strip() == "child commit"
     assert (worktree / "fresh.txt").read_text() == "new\n"
+    # The fork child fails saying so, and its parent is given that failure.
+    await coven.wait_status(sitting, "failed")
+    await until_gone((await coven.wait_kind(sitting, "agent"))["agentSessionId"])
+    await coven.wait_for(
+        lambda e: e["sessionId"] == sid and e["kind"] == "turnResult" and e["seq"] > 0
+        and e.get("text") == "The node is gone.",
+        timeout=180, what="the parent's answer to the fork's results",
+    )  # fmt: skip
+    [finished] = coven.of(sid, "forkFinished")
+    [result] = finished["results"]
+    assert not result["ok"] and re.match(r"The node \S+ was lost: ", result["error"]), result
+    told = next(r for r in model.requests if "<fork-results>" in r.last_user_text)
+    assert 'error="The node ' in told.last_user_text, told.last_user_text
+    await coven.stop()
