@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -78,7 +79,11 @@ async def test_a_spare_made_before_the_users_changes_gives_exactly_the_snapshot(
     (spare / "src" / "m4.py").write_text("scribbled\n")
     (spare / "stray.txt").write_text("stray\n")
     (spare / "stray.log").write_text("ignored stray\n")
+    before = dict(wt.paths_taken)
     child = wt.adopt(info, spare, base, tmp_path / "wt" / "1-a", "coven/f-1/1-a")
+    # A tracked file written: every file is checked.
+    assert wt.paths_taken["checkout"] == before.get("checkout", 0) + 1
+    assert wt.paths_taken["read-tree"] == before.get("read-tree", 0)
     assert child.head == base == git(child.path, "rev-parse", "HEAD").strip()
     assert git(child.path, "symbolic-ref", "--short", "HEAD").strip() == "coven/f-1/1-a"
     assert tree_files(child.path) == tree_files(fresh.path)
@@ -88,6 +93,82 @@ async def test_a_spare_made_before_the_users_changes_gives_exactly_the_snapshot(
     assert git(child.path, "status", "--porcelain") == ""
     assert not spare.exists()
     assert pools.ready(state, str(top)) == 1
+
+
+def _edit_unchanged_path(spare: Path) -> None:
+    # m4 is the same in the spare's commit and the snapshot: read-tree alone would leave it.
+    (spare / "src" / "m4.py").write_text("scribbled\n")
+
+
+def _edit_keeping_size_and_time(spare: Path) -> None:
+    path = spare / "src" / "m5.py"
+    was = path.stat()
+    path.write_text("y = 5\n")  # as long as "x = 5"
+    os.utime(path, ns=(was.st_atime_ns, was.st_mtime_ns))
+
+
+def _stage(spare: Path) -> None:
+    (spare / "src" / "m6.py").write_text("x = 'staged in the spare'\n")
+    git(spare, "add", "src/m6.py")
+    (spare / "src" / "m6.py").write_text("x = 6\n")  # the index differs, the file does not
+
+
+def _delete(spare: Path) -> None:
+    (spare / "keep.txt").unlink()
+
+
+def _make_executable(spare: Path) -> None:
+    os.chmod(spare / "keep.txt", 0o755)
+
+
+@pytest.mark.parametrize(
+    "scribble",
+    [_edit_unchanged_path, _edit_keeping_size_and_time, _stage, _delete, _make_executable],
+)
+def test_a_spare_written_into_is_reset_exactly_by_checking_every_file(
+    tmp_path: Path, scribble: Callable[[Path], None]
+) -> None:
+    top = project_repo(tmp_path)
+    info = repo_info(top)
+    spare = wt.prepare(info, tmp_path / "spare", info.head)
+    change_everything(top)
+    info = repo_info(top)
+    base = snapshot(info)
+    fresh = wt.create(info, base, tmp_path / "fresh", "coven/f-0/1-fresh")
+    scribble(spare)
+    assert not wt.unchanged(spare)
+    before = dict(wt.paths_taken)
+    child = wt.adopt(info, spare, base, tmp_path / "wt" / "1-a", "coven/f-1/1-a")
+    assert wt.paths_taken["checkout"] == before.get("checkout", 0) + 1
+    assert wt.paths_taken["read-tree"] == before.get("read-tree", 0)
+    assert tree_files(child.path) == tree_files(fresh.path)
+    assert os.stat(child.path / "keep.txt").st_mode & 0o111 == 0
+    assert git(child.path, "status", "--porcelain", "--ignored") == ""
+    git(child.path, "diff", "--cached", "--exit-code", base)  # the index is the snapshot's
+
+
+def test_a_spare_nobody_wrote_into_is_brought_with_read_tree(tmp_path: Path) -> None:
+    top = project_repo(tmp_path)
+    info = repo_info(top)
+    spare = wt.prepare(info, tmp_path / "spare", info.head)
+    change_everything(top)
+    info = repo_info(top)
+    base = snapshot(info)
+    fresh = wt.create(info, base, tmp_path / "fresh", "coven/f-0/1-fresh")
+    # Untracked and ignored strays leave the tracked files as git wrote them: clean removes them.
+    (spare / "stray.txt").write_text("stray\n")
+    (spare / "stray.log").write_text("ignored stray\n")
+    assert wt.unchanged(spare)
+    before = dict(wt.paths_taken)
+    child = wt.adopt(info, spare, base, tmp_path / "wt" / "1-a", "coven/f-1/1-a")
+    assert wt.paths_taken["read-tree"] == before.get("read-tree", 0) + 1
+    assert wt.paths_taken["checkout"] == before.get("checkout", 0)
+    assert child.head == base == git(child.path, "rev-parse", "HEAD").strip()
+    assert git(child.path, "symbolic-ref", "--short", "HEAD").strip() == "coven/f-1/1-a"
+    assert tree_files(child.path) == tree_files(fresh.path)
+    assert git(child.path, "status", "--porcelain", "--ignored") == ""
+    # The branch is new, as `checkout -b` makes it: its reflog starts at the snapshot.
+    assert git(child.path, "rev-parse", "coven/f-1/1-a@{0}").strip() == base
 
 
 async def test_make_uses_spares_first_and_creates_the_rest(tmp_path: Path) -> None:

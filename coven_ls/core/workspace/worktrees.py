@@ -113,14 +113,17 @@ def adopt(
 ) -> Worktree:
     """Make the spare worktree `spare` (from `prepare`) a child's worktree: moved to `path` and
     brought to `snapshot` on the new branch `branch`, as `create` would have made it. Only the
-    files that differ between its commit and the snapshot are written (`checkout -f` compares
-    trees; the index's stat cache, made with the files, stays valid through a folder rename).
-    Whatever the spare holds beyond its commit (edited, untracked, ignored files: nothing
-    writes there, but a tree handed to a child must be exactly the snapshot) is reset or
-    removed, but for the `.worktreeinclude` copies the pool made in it (`record_copied`): those
-    are the child's environment's to check and keep or replace (`worktree_env.reuse_kept`),
-    never part of the snapshot. On failure it raises; the spare is then wherever the failure
-    left it, at `spare` or at `path`, and both are the caller's to remove."""
+    files that differ between its commit and the snapshot are written (the index's stat cache,
+    made with the files, stays valid through a folder rename). Whatever the spare holds beyond
+    its commit (edited, untracked, ignored files: nothing writes there, but a tree handed to a
+    child must be exactly the snapshot) is reset or removed, but for the `.worktreeinclude`
+    copies the pool made in it (`record_copied`): those are the child's environment's to check
+    and keep or replace (`worktree_env.reuse_kept`), never part of the snapshot. A spare whose
+    index and tracked files are still its commit's (`unchanged`) is brought there with
+    `read-tree -m -u`, which compares trees and touches only the paths that differ; one that
+    was written into, with `checkout --force`, which checks every file. On failure it raises;
+    the spare is then wherever the failure left it, at `spare` or at `path`, and both are the
+    caller's to remove."""
     where = Path(path).absolute()
     _check_place(repo, where, branch)
     kept = copied_paths(spare)
@@ -135,12 +138,32 @@ def adopt(
         str(where),
         what=f"Moving the prepared worktree {spare} to {where}",
     )
-    # A spare may have waited days in the state folder: every file is checked (`untouched`).
+    # A spare may have waited days in the state folder: its tracked files are compared with
+    # its index before the fast path trusts them (`untouched`).
     head = bring_to(
-        where, snapshot, branch, kept, repo.git_version, new_branch=True, untouched=False
+        where, snapshot, branch, kept, repo.git_version, new_branch=True, untouched=unchanged(where)
     )
     checkout_submodules(repo.toplevel, where, head)
     return Worktree(path=where, branch=branch, head=head)
+
+
+def unchanged(worktree: Path) -> bool:
+    """Whether a worktree's index and tracked files are exactly its HEAD's: nothing staged,
+    edited, deleted or re-moded since git wrote them. Read-only (no index refresh, as every read
+    here: `GIT_OPTIONAL_LOCKS=0`): a file whose stat data differs from the index's counts as
+    changed even if its bytes are the same, which only sends it the slower, exact way. Untracked
+    and ignored files are not looked at: `bring_to` cleans them either way."""
+    done = git(
+        worktree,
+        "diff-index",
+        "--quiet",
+        "--no-ext-diff",
+        "HEAD",
+        "--",
+        ok=(0, 1),
+        what=f"Checking whether the worktree {worktree} was written into",
+    )
+    return done.returncode == 0
 
 
 def reset_to(
