@@ -14,8 +14,9 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ...core.workspace.commits import copied_paths, record_copied
+from ...core.workspace.commits import add_work, copied_paths, record_copied
 from ...core.workspace.git import IDENTITY, commit_tree, git, output, revision
+from ...core.workspace.worktree_env import tree_size
 from ...core.workspace.worktrees import temp_folder
 from . import bundles
 from .items import IncludedFile, Work
@@ -117,17 +118,6 @@ def place_included(root: Path, worktree: Path, files: Iterable[IncludedFile]) ->
         record_copied(worktree, placed)
 
 
-def _size(path: Path) -> int:
-    total = 0
-    for folder, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(folder, name)).st_size
-            except OSError:
-                pass  # gone meanwhile
-    return total
-
-
 def prune(root: Path, limit: int, keep: Iterable[str] = (), keep_repo: Path | None = None) -> int:
     """Bring the cache under `limit` bytes (included contents and repositories; not the
     worktrees children run in): the least recently used contents go first (not `keep`), then
@@ -135,7 +125,7 @@ def prune(root: Path, limit: int, keep: Iterable[str] = (), keep_repo: Path | No
     the bytes freed."""
     kept = set(keep)
     every = [p for p in (root / "blobs").glob("*/*") if p.is_file()]
-    total = sum(p.stat().st_size for p in every) + _size(root / "repos")
+    total = sum(p.stat().st_size for p in every) + tree_size(root / "repos")
     blobs = [p for p in every if p.name not in kept]
     repos = [
         r
@@ -152,7 +142,7 @@ def prune(root: Path, limit: int, keep: Iterable[str] = (), keep_repo: Path | No
     for repo in sorted(repos, key=lambda r: r.stat().st_mtime):
         if total - freed <= limit:
             return freed
-        size = _size(repo)
+        size = tree_size(repo)
         shutil.rmtree(repo, ignore_errors=True)
         freed += size
     return freed
@@ -177,20 +167,7 @@ def make_work(
     with tempfile.TemporaryDirectory(prefix="coven-work-") as scratch:
         env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
         git(worktree, "read-tree", "HEAD", env=env, what=what)
-        ignored: set[str] = set()
-        if known:
-            done = git(
-                worktree,
-                "check-ignore",
-                "-z",
-                "--stdin",
-                input=b"".join(os.fsencode(p) + b"\0" for p in known),
-                ok=(0, 1),
-                what=what,
-            )
-            ignored = {os.fsdecode(p) for p in done.stdout.split(b"\0") if p}
-        excluded = [f":(exclude,literal){p}" for p in known if p not in ignored]
-        git(worktree, "add", "-A", "--", ".", *excluded, env=env, what=what)
+        add_work(worktree, known, what, env=env)
         tree = output(git(worktree, "write-tree", env={**env, **IDENTITY}, what=what))
     if tree != output(git(worktree, "rev-parse", f"{head}^{{tree}}", what=what)):
         state = commit_tree(worktree, tree, head, "coven-ls: the child's uncommitted changes")

@@ -5,7 +5,7 @@ part of that work. Blocking: call from a worker thread."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .git import commit_tree, git, output
@@ -23,23 +23,7 @@ def commit_all(worktree: str | os.PathLike[str], message: str) -> str | None:
     # the child un-ignores it: left out of `add`, and taken out of the index if it got there.
     known = copied_paths(where)
     copied = [f":(literal){p}" for p in known]
-    # Excluding an ignored path makes `git add` fail ("paths are ignored"): only those the
-    # child un-ignored need it.
-    ignored = set()
-    if known:
-        done = git(
-            where,
-            "check-ignore",
-            "-z",
-            "--stdin",
-            input=b"".join(os.fsencode(p) + b"\0" for p in known),
-            ok=(0, 1),
-            what=what,
-        )
-        ignored = {os.fsdecode(p) for p in done.stdout.split(b"\0") if p}
-    excluded = [f":(exclude,literal){p}" for p in known if p not in ignored]
-    hint = "Check that its files are readable."
-    git(where, "add", "-A", "--", ".", *excluded, what=what, hint=hint)
+    add_work(where, known, what, hint="Check that its files are readable.")
     if copied:
         git(where, "rm", "-r", "--cached", "-q", "--ignore-unmatch", "--", *copied, what=what)
     tree = output(git(where, "write-tree", what=what))
@@ -50,6 +34,33 @@ def commit_all(worktree: str | os.PathLike[str], message: str) -> str | None:
     # Compare-and-swap on the old value: a commit the child makes at this very moment is not lost.
     git(where, "update-ref", "-m", "coven-ls: commit_all", "HEAD", commit, head, what=what)
     return commit
+
+
+def add_work(
+    where: Path,
+    copied: Sequence[str],
+    what: str,
+    env: Mapping[str, str] | None = None,
+    hint: str = "",
+) -> None:
+    """`git add -A` of everything in the worktree `where` but the `copied` paths (the parent's
+    copies, never the child's work), into the index `env` names (default: its own)."""
+    # Excluding an ignored path makes `git add` fail ("paths are ignored"): only those the
+    # child un-ignored need it.
+    ignored: set[str] = set()
+    if copied:
+        done = git(
+            where,
+            "check-ignore",
+            "-z",
+            "--stdin",
+            input=b"".join(os.fsencode(p) + b"\0" for p in copied),
+            ok=(0, 1),
+            what=what,
+        )
+        ignored = {os.fsdecode(p) for p in done.stdout.split(b"\0") if p}
+    excluded = [f":(exclude,literal){p}" for p in copied if p not in ignored]
+    git(where, "add", "-A", "--", ".", *excluded, env=env, what=what, hint=hint)
 
 
 COPIED_RECORD = "coven-copied"

@@ -150,7 +150,7 @@ def left_out(top: Path) -> list[str]:
         if (folder and name in _NOTABLE_FOLDERS) or (
             not folder and name.startswith(_NOTABLE_FILE_PREFIX)
         ):
-            size = _size(top / entry)
+            size = tree_size(top / entry)
             notes.append(
                 f"{entry} ({_human(size)}) is gitignored and not in the children's worktrees: "
                 f"list it in {INCLUDE_FILE} or set a worktree setup"
@@ -158,9 +158,14 @@ def left_out(top: Path) -> list[str]:
     return notes
 
 
-def _size(path: Path) -> int:
+def tree_size(path: Path) -> int:
+    """The bytes of the files at `path` (a file, a link or a folder's whole tree); files gone
+    meanwhile (or never there) count nothing."""
     if not path.is_dir() or path.is_symlink():
-        return path.lstat().st_size
+        try:
+            return path.lstat().st_size
+        except FileNotFoundError:
+            return 0
     total = 0
     for folder, _dirs, files in os.walk(path):
         for name in files:
