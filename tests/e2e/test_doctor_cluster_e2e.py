@@ -70,8 +70,8 @@ def _cluster(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]) -> I
         yield f"127.0.0.1:{port}"
     finally:
         os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(30)
+        try:  # `ray start --block` may take half a minute to stop its daemons: not waited for
+            process.wait(5)
         except subprocess.TimeoutExpired:
             pass
         try:  # what ignored SIGTERM (Ray's workers and daemons are in the group)

@@ -81,7 +81,8 @@ async def test_a_plain_lsp_client_runs_a_session_through_commands(
     # A plain client is told the protocol version too.
     experimental = to_plain(coven.init_result.capabilities.experimental)
     assert experimental["coven"]["protocolVersion"] == PROTOCOL_VERSION
-    assert set(experimental["coven"]) == {"protocolVersion", "agents"}
+    assert set(experimental["coven"]) == {"protocolVersion", "agents", "cluster"}
+    assert experimental["coven"]["cluster"] is None  # no initializationOptions.cluster
 
     sid = (await execute(coven, "coven.startSession", {"prompt": "Please make a file"}))[
         "sessionId"
