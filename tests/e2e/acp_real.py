@@ -120,10 +120,13 @@ async def cancel_then_restart(
     return second, sid, result, info
 
 
-async def command_turn(coven: Coven, sid: str, asked: list[dict[str, Any]]) -> dict[str, Any]:
+async def command_turn(
+    coven: Coven, sid: str, asked: list[dict[str, Any]], command: str = "echo one > one.txt"
+) -> dict[str, Any]:
     """The second turn of the streaming tests: `WRITE-ONE please` makes the agent run
     `echo one > one.txt` (its rules are the test's), asked about first (the client's answers
-    are in `asked`), then answer "the command ran". Its turnResult."""
+    are in `asked`; `command` is how the agent words it there), then answer "the command
+    ran". Its turnResult."""
     await coven.request("coven/sendMessage", {"sessionId": sid, "text": "WRITE-ONE please"})
     second = await coven.wait_kind(sid, "turnResult", count=2)
     assert second["text"] == "the command ran", coven.of(sid, "toolResult")
@@ -132,7 +135,7 @@ async def command_turn(coven: Coven, sid: str, asked: list[dict[str, Any]]) -> d
     assert use["name"] == "Bash"
     [question] = coven.of(sid, "permissionRequest")
     assert question["toolUseId"] == use["toolUseId"] and use["seq"] < question["seq"]
-    assert asked and asked[0]["input"]["command"] == "echo one > one.txt"
+    assert asked and asked[0]["input"]["command"] == command
     [done] = coven.of(sid, "toolResult")
     assert done["toolUseId"] == use["toolUseId"] and not done["isError"], done
     return second

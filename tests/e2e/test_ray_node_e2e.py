@@ -305,12 +305,7 @@ async def test_a_fork_runs_its_overflow_on_the_cluster_and_merges_it_back(
     here and places the second on the worker node; both children's files are merged into the
     user's checkout, the clients are told where each ran, and the server's stdout holds nothing
     but JSON-RPC while the cluster child runs."""
-    repo = tmp_path / "user-repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "README.md").write_text("hello\n")
-    git(repo, "add", "-A")
-    git(repo, "-c", "user.name=U", "-c", "user.email=u@example.com", "commit", "-qm", "first")
+    repo = make_user_repo(tmp_path)
     for name in ("alpha", "beta"):
         model.on(f"You were assigned 'Write {name}'", ToolUse("Bash", {"command": (
             f"printf '{name}\\n' > {name}.txt && echo wrote-{name}")}))  # fmt: skip
